@@ -1,0 +1,47 @@
+"""chatcli-middleware: clean an LLM agent's conversation history before each model call.
+
+::
+
+    import middleware
+    pipe = middleware.Pipeline.from_policy(None)   # the embedded default policy
+    result = pipe.process(messages, format="auto")
+    result.messages                                # a new list in the same wire format
+    result.report                                  # what each step did (JSON-serialisable)
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+from .__about__ import __version__
+from .capabilities import DeclaredCap, SpillStore, ToolCap
+from .errors import FormatError, HistoryError, MiddlewareError, PluginError, PolicyError
+from .formats import detect_format
+from .hookspecs import PROJECT_NAME
+from .pipeline import Pipeline, ProcessResult
+from .policy import Policy, load_policy
+from .report import Action, ProblemReport, Report
+
+#: Marker for hook implementations in plugins: ``@middleware.hookimpl``.
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+__all__ = [
+    "Action",
+    "DeclaredCap",
+    "FormatError",
+    "HistoryError",
+    "MiddlewareError",
+    "Pipeline",
+    "PluginError",
+    "Policy",
+    "PolicyError",
+    "ProblemReport",
+    "ProcessResult",
+    "Report",
+    "SpillStore",
+    "ToolCap",
+    "__version__",
+    "detect_format",
+    "hookimpl",
+    "load_policy",
+]

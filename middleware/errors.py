@@ -1,0 +1,68 @@
+"""Error types. Each message tells the user what is wrong and what to change."""
+
+from __future__ import annotations
+
+
+class MiddlewareError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class HistoryError(MiddlewareError, ValueError):
+    """A message history that cannot be read in the requested wire format.
+
+    ``index`` is the position of the offending message (``None`` when the problem is the
+    history as a whole) and ``reason`` says what is wrong with it.
+    """
+
+    def __init__(self, reason: str, index: int | None = None) -> None:
+        self.index = index
+        self.reason = reason
+        where = "history" if index is None else f"message {index}"
+        super().__init__(f"{where}: {reason}")
+
+
+class FormatError(HistoryError):
+    """The wire format could not be detected, or an unknown format name was given."""
+
+
+class PolicyError(MiddlewareError, ValueError):
+    """A policy file, environment value or explicit override that is not valid.
+
+    The message has the gcc-like shape ``file:line:col: $.json.path: message`` when the
+    location is known, so editors and CI annotators can jump to it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        path: str | None = None,
+    ) -> None:
+        self.source = source
+        self.line = line
+        self.column = column
+        self.path = path
+        self.detail = message
+        location = ""
+        if source is not None:
+            location = source
+            if line is not None:
+                location += f":{line}"
+                if column is not None:
+                    location += f":{column}"
+            location += ": "
+        json_path = f"{path}: " if path else ""
+        super().__init__(f"{location}{json_path}{message}")
+
+
+class PluginError(MiddlewareError):
+    """A plugin that failed to load, raised inside a hook, or returned a wrong type."""
+
+    def __init__(self, plugin: str, hook: str, message: str) -> None:
+        self.plugin = plugin
+        self.hook = hook
+        self.detail = message
+        super().__init__(f"plugin {plugin!r}, hook {hook!r}: {message}")

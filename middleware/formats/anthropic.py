@@ -1,0 +1,145 @@
+"""Anthropic Messages: ``tool_use`` blocks in assistant messages, ``tool_result`` blocks in
+the user message that follows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from ..errors import HistoryError
+from ..view import Block, Node, Opaque, Role, ToolCall, ToolResult
+from .base import Codec, check_content, optional_id, required_name, result_content, wire_content
+
+_ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant", "system": "system"}
+
+
+class AnthropicCodec(Codec):
+    name: ClassVar[str] = "anthropic"
+    results_share_message: ClassVar[bool] = True
+    unique_call_ids: ClassVar[bool] = True
+    has_error_flag: ClassVar[bool] = True
+
+    def parse_message(self, message: dict[str, Any], index: int) -> Node:
+        role = _role(message, index)
+        if "content" not in message:
+            raise HistoryError("message has no 'content'", index=index)
+        content = check_content(message["content"], index)
+        if isinstance(content, str):
+            blocks: tuple[Block, ...] = (
+                (Opaque({"type": "text", "text": content}),) if content else ()
+            )
+            return Node(role, blocks, raw=message, origin=index)
+        parsed: list[Block] = []
+        for j, block in enumerate(content):
+            kind = block.get("type")
+            if not isinstance(kind, str):
+                raise HistoryError(f"content block {j} has no 'type'", index=index)
+            if kind == "tool_use":
+                if role != "assistant":
+                    raise HistoryError(
+                        f"content block {j}: a tool_use block must be in an assistant message",
+                        index=index,
+                    )
+                parsed.append(
+                    ToolCall(
+                        id=optional_id(
+                            block.get("id"), index, f"content block {j} (tool_use) 'id'"
+                        ),
+                        name=required_name(
+                            block.get("name"), index, f"content block {j} (tool_use) 'name'"
+                        ),
+                        arguments=block.get("input", {}),
+                        raw=block,
+                    )
+                )
+            elif kind == "tool_result":
+                if role != "user":
+                    raise HistoryError(
+                        f"content block {j}: a tool_result block must be in a user message",
+                        index=index,
+                    )
+                is_error = block.get("is_error", False)
+                if not isinstance(is_error, bool):
+                    raise HistoryError(
+                        f"content block {j} (tool_result) 'is_error' must be true or false",
+                        index=index,
+                    )
+                parsed.append(
+                    ToolResult(
+                        call_id=optional_id(
+                            block.get("tool_use_id"), index, f"content block {j} 'tool_use_id'"
+                        ),
+                        content=result_content(
+                            block.get("content"), index, f"content block {j} (tool_result) content"
+                        ),
+                        is_error=is_error,
+                        raw=block,
+                    )
+                )
+            else:
+                parsed.append(Opaque(block))
+        return Node(role, tuple(parsed), raw=message, origin=index)
+
+    def message_content(self, message: dict[str, Any]) -> str | list[Any] | None:
+        content = message.get("content")
+        return content if isinstance(content, (str, list)) else None
+
+    def render_node(self, node: Node) -> Any:
+        if len(node.blocks) == 1 and isinstance(node.blocks[0], ToolResult):
+            only = node.blocks[0]
+            if only.text_protocol:
+                return {**(node.raw or {"role": node.role}), "content": wire_content(only.content)}
+        content = [self._render_block(b) for b in node.blocks]
+        if node.raw is None:
+            return {"role": node.role, "content": content}
+        return {**node.raw, "content": content}
+
+    def _render_block(self, block: Block) -> Any:
+        if isinstance(block, Opaque):
+            return block.raw
+        if isinstance(block, ToolCall):
+            if block.raw is None:
+                return {
+                    "type": "tool_use",
+                    "id": block.id,
+                    "name": block.name,
+                    "input": block.arguments,
+                }
+            return block.raw if block.raw.get("id") == block.id else {**block.raw, "id": block.id}
+        raw = block.raw
+        if raw is None:
+            out: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": block.call_id,
+                "content": wire_content(block.content),
+            }
+            if block.is_error:
+                out["is_error"] = True
+            return out
+        out = dict(raw)
+        if raw.get("tool_use_id") != block.call_id:
+            out["tool_use_id"] = block.call_id
+        original = raw.get("content")
+        if result_content(original, 0, "content") != block.content:
+            out["content"] = wire_content(block.content)
+        if bool(raw.get("is_error", False)) != block.is_error:
+            if block.is_error:
+                out["is_error"] = True
+            else:
+                out.pop("is_error", None)
+        return out
+
+    def result_node(self, results: Sequence[ToolResult]) -> Node:
+        return Node("user", tuple(results))
+
+
+def _role(message: dict[str, Any], index: int) -> Role:
+    role = message.get("role")
+    if role is None:
+        raise HistoryError("message has no 'role'", index=index)
+    if role not in _ROLES:
+        raise HistoryError(
+            f"unknown role {role!r} for Anthropic Messages (expected user or assistant)",
+            index=index,
+        )
+    return _ROLES[role]

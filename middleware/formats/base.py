@@ -1,0 +1,161 @@
+"""What every wire-format codec provides, and the text-protocol rule they share."""
+
+from __future__ import annotations
+
+import json
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..errors import HistoryError
+from ..view import Conversation, Node, ToolResult
+
+
+@dataclass(frozen=True)
+class TextProtocolRule:
+    """Marks plain user messages as tool output, for agents without structured tool calls
+    (mini-swe-agent, SWE-agent's text mode): a user message is tool output when it directly
+    follows an assistant message (if ``follows_assistant``) and its text matches
+    ``pattern`` (if one is set). At least one of the two conditions must be set."""
+
+    pattern: re.Pattern[str] | None = None
+    follows_assistant: bool = True
+    tool_name: str = "text_protocol"
+
+    def matches(self, text: str, previous_role: str | None) -> bool:
+        if self.follows_assistant and previous_role != "assistant":
+            return False
+        return self.pattern is None or self.pattern.search(text) is not None
+
+
+class Codec(ABC):
+    """Reads one wire format into a :class:`Conversation` and writes it back.
+
+    ``render`` reuses the original object of every node no step changed, so an untouched
+    message is returned as it came in.
+    """
+
+    #: Format name used by ``process(format=...)`` and in reports.
+    name: ClassVar[str]
+    #: Whether all results answering one assistant turn live as blocks of one message
+    #: (Anthropic), rather than one node per result (OpenAI, Responses).
+    results_share_message: ClassVar[bool] = False
+    #: Whether tool-call ids must be unique across the whole request (Anthropic).
+    unique_call_ids: ClassVar[bool] = False
+    #: Whether results carry an error flag on the wire (Anthropic's ``is_error``).
+    has_error_flag: ClassVar[bool] = False
+
+    def parse(self, messages: Sequence[Any], rule: TextProtocolRule | None = None) -> Conversation:
+        """Build the view, raising :class:`HistoryError` for malformed messages."""
+        if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+            raise HistoryError(f"expected a list of messages, got {type(messages).__name__}")
+        nodes: list[Node] = []
+        previous_role: str | None = None
+        for i, message in enumerate(messages):
+            if not isinstance(message, dict):
+                raise HistoryError(f"expected a JSON object, got {type(message).__name__}", index=i)
+            node = self.parse_message(message, i)
+            if rule is not None and node.role == "user" and not node.results:
+                node = self._mark_text_protocol(node, message, rule, previous_role)
+            nodes.append(node)
+            previous_role = node.role
+        return Conversation(self.name, nodes, messages)
+
+    def render(self, conversation: Conversation) -> list[Any]:
+        """Write the conversation back in this format (a new list)."""
+        out: list[Any] = []
+        for node in conversation.nodes:
+            if not node.changed and node.raw is not None:
+                out.append(node.raw)
+            else:
+                out.append(self.render_node(node))
+        return out
+
+    def _mark_text_protocol(
+        self, node: Node, message: dict[str, Any], rule: TextProtocolRule, previous: str | None
+    ) -> Node:
+        content = self.message_content(message)
+        if content is None:
+            return node
+        result = ToolResult(
+            call_id="",
+            content=content if isinstance(content, str) else tuple(content),
+            raw=None,
+            text_protocol=True,
+            tool_name=rule.tool_name,
+        )
+        if not rule.matches(result.text, previous):
+            return node
+        return Node(node.role, (result,), raw=node.raw, origin=node.origin, meta=node.meta)
+
+    # -- per-format parts --------------------------------------------------------------
+
+    @abstractmethod
+    def parse_message(self, message: dict[str, Any], index: int) -> Node:
+        """Turn one wire message into a node (``message`` is known to be a dict)."""
+
+    @abstractmethod
+    def render_node(self, node: Node) -> Any:
+        """Write one changed or created node."""
+
+    @abstractmethod
+    def message_content(self, message: dict[str, Any]) -> str | list[Any] | None:
+        """The content of a user message, as the text-protocol rule reads it."""
+
+    @abstractmethod
+    def result_node(self, results: Sequence[ToolResult]) -> Node:
+        """A new node carrying ``results`` (one result unless ``results_share_message``)."""
+
+
+def check_content(value: Any, index: int, what: str = "content") -> str | list[Any]:
+    """Accept a string or a list of content parts, else raise :class:`HistoryError`."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        for j, part in enumerate(value):
+            if not isinstance(part, dict):
+                raise HistoryError(
+                    f"{what} part {j} must be a JSON object, got {type(part).__name__}",
+                    index=index,
+                )
+        return value
+    raise HistoryError(
+        f"{what} must be a string or a list of content parts, got {type(value).__name__}",
+        index=index,
+    )
+
+
+def optional_id(value: Any, index: int, what: str) -> str:
+    """Tool ids may be missing or empty (pairing repairs that); other types are malformed."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise HistoryError(f"{what} must be a string, got {type(value).__name__}", index=index)
+    return value
+
+
+def required_name(value: Any, index: int, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise HistoryError(f"{what} must be a non-empty string", index=index)
+    return value
+
+
+def result_content(value: Any, index: int, what: str) -> str | tuple[Any, ...]:
+    """A tool result's content as the view stores it; a missing one reads as empty."""
+    if value is None:
+        return ""
+    content = check_content(value, index, what)
+    return content if isinstance(content, str) else tuple(content)
+
+
+def wire_content(content: str | tuple[Any, ...]) -> str | list[Any]:
+    return content if isinstance(content, str) else list(content)
+
+
+def arguments_json(arguments: Any) -> str:
+    """OpenAI carries call arguments as a JSON string; serialise anything else stably."""
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments, ensure_ascii=False, sort_keys=True, separators=(",", ":"))

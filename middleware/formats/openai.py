@@ -1,0 +1,133 @@
+"""OpenAI Chat Completions: assistant ``tool_calls``, answered by ``role: tool`` messages."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from ..errors import HistoryError
+from ..view import Block, Node, Role, ToolCall, ToolResult
+from .base import (
+    Codec,
+    arguments_json,
+    check_content,
+    optional_id,
+    required_name,
+    result_content,
+    wire_content,
+)
+
+_ROLES: dict[str, Role] = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+    # The deprecated single-function protocol: no ids, nothing to pair; kept as it is.
+    "function": "tool",
+}
+
+
+class OpenAIChatCodec(Codec):
+    name: ClassVar[str] = "openai"
+
+    def parse_message(self, message: dict[str, Any], index: int) -> Node:
+        role = message.get("role")
+        if role is None:
+            raise HistoryError("message has no 'role'", index=index)
+        if role not in _ROLES:
+            raise HistoryError(
+                f"unknown role {role!r} for OpenAI Chat Completions "
+                "(expected system, developer, user, assistant or tool)",
+                index=index,
+            )
+        content = message.get("content")
+        if content is not None:
+            check_content(content, index)
+        if role == "assistant":
+            return Node("assistant", _parse_calls(message, index), raw=message, origin=index)
+        if role == "tool":
+            result = ToolResult(
+                call_id=optional_id(message.get("tool_call_id"), index, "'tool_call_id'"),
+                content=result_content(content, index, "content"),
+                raw=message,
+            )
+            return Node("tool", (result,), raw=message, origin=index)
+        if role == "function":
+            return Node("tool", (), raw=message, origin=index)
+        return Node(_ROLES[role], (), raw=message, origin=index)
+
+    def message_content(self, message: dict[str, Any]) -> str | list[Any] | None:
+        content = message.get("content")
+        return content if isinstance(content, (str, list)) else None
+
+    def render_node(self, node: Node) -> Any:
+        if node.role == "assistant":
+            calls = [_render_call(c) for c in node.calls]
+            out = dict(node.raw) if node.raw is not None else {"role": "assistant"}
+            if calls:
+                out["tool_calls"] = calls
+            else:
+                out.pop("tool_calls", None)
+                # An assistant message needs content when it has no tool calls.
+                if out.get("content") is None:
+                    out["content"] = ""
+            return out
+        result = node.results[0]
+        if result.text_protocol:
+            return {**(node.raw or {"role": node.role}), "content": wire_content(result.content)}
+        if node.raw is None:
+            return {
+                "role": "tool",
+                "tool_call_id": result.call_id,
+                "content": wire_content(result.content),
+            }
+        out = dict(node.raw)
+        out["tool_call_id"] = result.call_id
+        if result_content(node.raw.get("content"), 0, "content") != result.content:
+            out["content"] = wire_content(result.content)
+        return out
+
+    def result_node(self, results: Sequence[ToolResult]) -> Node:
+        (result,) = results
+        return Node("tool", (result,))
+
+
+def _parse_calls(message: dict[str, Any], index: int) -> tuple[Block, ...]:
+    tool_calls = message.get("tool_calls")
+    if tool_calls is None:
+        return ()
+    if not isinstance(tool_calls, list):
+        raise HistoryError(
+            f"'tool_calls' must be a list, got {type(tool_calls).__name__}", index=index
+        )
+    calls: list[Block] = []
+    for j, call in enumerate(tool_calls):
+        if not isinstance(call, dict):
+            raise HistoryError(f"tool_calls[{j}] must be a JSON object", index=index)
+        kind = call.get("type", "function")
+        body = call.get(kind) if kind in ("function", "custom") else None
+        if not isinstance(body, dict):
+            raise HistoryError(
+                f"tool_calls[{j}] has no {kind!r} object with the tool's name", index=index
+            )
+        arguments = body.get("arguments") if kind == "function" else body.get("input")
+        calls.append(
+            ToolCall(
+                id=optional_id(call.get("id"), index, f"tool_calls[{j}].id"),
+                name=required_name(body.get("name"), index, f"tool_calls[{j}].{kind}.name"),
+                arguments=arguments,
+                raw=call,
+            )
+        )
+    return tuple(calls)
+
+
+def _render_call(call: ToolCall) -> Any:
+    if call.raw is None:
+        return {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": arguments_json(call.arguments)},
+        }
+    return call.raw if call.raw.get("id") == call.id else {**call.raw, "id": call.id}

@@ -1,0 +1,123 @@
+"""Hook specifications: the contract between the host and every plugin, built-in or not.
+
+The three *step* hooks are called by the host in a fixed order, whatever order plugins were
+registered in: :func:`repair_pairing`, then :func:`enforce_budget`, then :func:`microcompact`.
+The other hooks are *capabilities* the steps ask for (a tool's result cap, content types,
+the spill store) and notifications.
+
+Implement a hook with the :data:`middleware.hookimpl` marker, in a module or class that you
+register through the ``chatcli_middleware`` entry-point group::
+
+    from middleware import ToolCap, hookimpl
+
+    @hookimpl
+    def tool_result_cap(tool_name):
+        if tool_name == "sql_query":
+            return ToolCap(max_chars=40_000)
+        return None
+
+Every implementation runs isolated: if it raises or returns a wrong type, the host logs a
+:class:`~middleware.errors.PluginError` naming the plugin and the hook, reports it, and goes
+on with the default behaviour; the request is still processed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from .capabilities import SpillStore, ToolCap
+    from .policy import Policy
+    from .steps.context import StepContext
+    from .view import Conversation
+
+PROJECT_NAME = "chatcli_middleware"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+
+
+# -- the three steps, in the order the host calls them ---------------------------------
+
+
+@hookspec
+def repair_pairing(conversation: Conversation, context: StepContext) -> None:
+    """Step 1: make every tool call answered by exactly one result.
+
+    Called first on every ``process()``. Edit ``conversation`` in place through its edit
+    methods and record what was done with ``context.record(...)``.
+
+    :param conversation: the mutable view of the history being processed.
+    :param context: the policy snapshot of this call, the codec of the wire format, the
+        capability hooks and the report recorder.
+    """
+
+
+@hookspec
+def enforce_budget(conversation: Conversation, context: StepContext) -> None:
+    """Step 2: bound the size of tool results (per tool, per result, per turn).
+
+    Called after every ``repair_pairing`` implementation, so results are paired.
+
+    :param conversation: the mutable view, after pairing repair.
+    :param context: as for :func:`repair_pairing`.
+    """
+
+
+@hookspec
+def microcompact(conversation: Conversation, context: StepContext) -> None:
+    """Step 3: shrink old tool results by age.
+
+    Called last, after every ``enforce_budget`` implementation.
+
+    :param conversation: the mutable view, after budget enforcement.
+    :param context: as for :func:`repair_pairing`.
+    """
+
+
+# -- capabilities ---------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def tool_result_cap(tool_name: str) -> ToolCap | None:
+    """Declare the result cap of a tool ("TruncationAware").
+
+    Return a :class:`~middleware.ToolCap`: ``ToolCap(max_chars=N)`` for a cap of its own,
+    ``ToolCap()`` to opt in with the per-tool default, ``ToolCap(exempt=True)`` to be never
+    cut (a tool that reads spilled files, which would otherwise loop). Return ``None`` for
+    tools the plugin does not know. The first non-``None`` answer wins (plugins registered
+    later are asked first); the policy's per-tool settings win over every plugin.
+
+    :param tool_name: the tool's name as it appears in the tool call.
+    """
+
+
+@hookspec(firstresult=True)
+def detect_content_type(text: str, tool_name: str | None) -> str | None:
+    """Name the kind of content of a tool result (``"JSON"``, ``"diff"``, ...) for
+    one-line summaries of old results. Return ``None`` to let other plugins decide.
+
+    :param text: the full text of the result.
+    :param tool_name: the tool that produced it, when known.
+    """
+
+
+@hookspec(firstresult=True)
+def spill_store(policy: Policy, session_id: str) -> SpillStore | None:
+    """Provide the store that keeps the full text of results cut from the context.
+
+    Called once per pipeline. Return ``None`` to use the default per-session folder.
+
+    :param policy: the policy in effect when the pipeline was created.
+    :param session_id: the pipeline's session id (names the workspace).
+    """
+
+
+@hookspec
+def policy_reloaded(old: Policy, new: Policy) -> None:
+    """Called after a hot reload swapped the policy snapshot (not for rejected edits).
+
+    :param old: the snapshot that was in effect.
+    :param new: the snapshot now in effect.
+    """

@@ -1,0 +1,156 @@
+"""The pipeline: parse a history, run the three steps in order, write it back."""
+
+from __future__ import annotations
+
+import re
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from .errors import PolicyError
+from .formats import TextProtocolRule, detect_format, get_codec
+from .plugins import STEP_HOOKS, PluginHost
+from .policy import Policy, load_policy
+from .report import Report
+from .steps.context import StepContext
+from .view import Conversation
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    """What :meth:`Pipeline.process` returns."""
+
+    #: A new list in the input's wire format. Messages no step changed are the input's own
+    #: objects (treat them as read-only); changed ones are new objects.
+    messages: list[Any]
+    report: Report
+
+    @property
+    def format(self) -> str:
+        return self.report.format
+
+    @property
+    def changed(self) -> bool:
+        return self.report.changed
+
+
+class Pipeline:
+    """Cleans message histories under one policy.
+
+    Safe to share between threads: ``process()`` reads one immutable policy snapshot and
+    keeps all its state local. Use it as a context manager, or call :meth:`close`, to
+    release the session's resources.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        host: PluginHost | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        self._policy = policy
+        self._host = host if host is not None else PluginHost.create()
+        self.session_id = session_id if session_id is not None else uuid.uuid4().hex[:12]
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_policy(
+        cls,
+        policy: str | Path | Policy | None = None,
+        *,
+        host: PluginHost | None = None,
+        session_id: str | None = None,
+    ) -> Pipeline:
+        """A pipeline for a policy file, an already loaded :class:`Policy`, or ``None``
+        for the embedded default policy."""
+        loaded = policy if isinstance(policy, Policy) else load_policy(policy)
+        return cls(loaded, host=host, session_id=session_id)
+
+    @property
+    def policy(self) -> Policy:
+        """The policy snapshot new ``process()`` calls use."""
+        return self._policy
+
+    @property
+    def host(self) -> PluginHost:
+        return self._host
+
+    def process(self, messages: Sequence[Any], format: str = "auto") -> ProcessResult:
+        """Run pairing repair, budget enforcement and microcompaction on ``messages``.
+
+        :param messages: a history in Anthropic Messages, OpenAI Chat Completions or
+            OpenAI Responses format; never mutated.
+        :param format: ``"auto"`` (detect), ``"anthropic"``, ``"openai"`` or ``"responses"``.
+        :raises HistoryError: the history is malformed; the message says which message.
+        """
+        if self._closed:
+            raise RuntimeError("this pipeline is closed")
+        policy = self._policy  # one snapshot for all three steps
+        if format == "auto":
+            detection = detect_format(messages)
+            fmt, why = detection.format, detection.evidence or "ambiguous"
+        else:
+            fmt, why = format, "given"
+        codec = get_codec(fmt)
+        conversation = codec.parse(messages, text_protocol_rule(policy))
+        report = Report(
+            format=fmt, format_source=why, policy=policy.name, messages_before=len(messages)
+        )
+        report.result_chars_before = _result_chars(conversation)
+
+        for step, hook in STEP_HOOKS:
+            context = StepContext(step, policy, codec, self._host, self.session_id)
+            self._host.run_step(hook, conversation, context)
+            report.actions.extend(context.actions)
+            report.problems.extend(context.problems)
+
+        out = codec.render(conversation) if conversation.changed else list(messages)
+        report.messages_after = len(out)
+        report.result_chars_after = _result_chars(conversation)
+        return ProcessResult(out, report)
+
+    def close(self) -> None:
+        """Release the session's resources; further ``process()`` calls are refused."""
+        with self._lock:
+            self._closed = True
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def text_protocol_rule(policy: Policy) -> TextProtocolRule | None:
+    """The policy's rule for marking user messages as tool output, if it is enabled."""
+    if not policy.get("text_protocol.enabled", False):
+        return None
+    pattern = policy.get("text_protocol.pattern")
+    try:
+        compiled = re.compile(pattern) if pattern is not None else None
+    except re.error as exc:
+        raise PolicyError(
+            f"invalid regular expression: {exc}",
+            source=policy.source,
+            path="$.text_protocol.pattern",
+        ) from exc
+    return TextProtocolRule(
+        pattern=compiled,
+        follows_assistant=bool(policy.get("text_protocol.follows_assistant", True)),
+        tool_name=str(policy.get("text_protocol.tool_name", "text_protocol")),
+    )
+
+
+def _result_chars(conversation: Conversation) -> int:
+    return sum(len(b.text) for node in conversation.nodes for b in node.results)

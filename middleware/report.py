@@ -1,0 +1,93 @@
+"""What each step did, per tool result: JSON-serialisable, stable in order and content."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: The steps, in the order the host runs them.
+STEP_NAMES = ("pairing", "budget", "microcompact")
+
+
+@dataclass(frozen=True)
+class Action:
+    """One thing a step did to one tool call or result.
+
+    ``message_index`` is the position in the *input* history of the message that held the
+    call or result (``None`` for something a step created). ``detail`` carries what the
+    action needs to be understood or undone (a cap and its source, a spill path, the full
+    content of a dropped orphan) and is JSON-serialisable.
+    """
+
+    step: str
+    kind: str
+    tool_call_id: str
+    tool_name: str | None = None
+    message_index: int | None = None
+    chars_before: int = 0
+    chars_after: int = 0
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProblemReport:
+    """A plugin that failed inside a hook; the default behaviour was used instead."""
+
+    plugin: str
+    hook: str
+    message: str
+
+
+@dataclass
+class Report:
+    """The report of one ``process()`` call."""
+
+    format: str
+    #: Why the format was chosen: ``"given"``, the detection evidence, or ``"ambiguous"``.
+    format_source: str
+    policy: str
+    messages_before: int = 0
+    messages_after: int = 0
+    #: Characters of tool-result text before and after processing.
+    result_chars_before: int = 0
+    result_chars_after: int = 0
+    actions: list[Action] = field(default_factory=list)
+    problems: list[ProblemReport] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.actions)
+
+    def by_step(self, step: str) -> list[Action]:
+        return [a for a in self.actions if a.step == step]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["actions"] = [{**asdict(a), "detail": dict(a.detail)} for a in self.actions]
+        return data
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent)
+
+    def summary_lines(self) -> list[str]:
+        """A short human summary: one line per step, then the size before and after."""
+        lines = [f"format: {self.format} ({self.format_source}); policy: {self.policy}"]
+        for step in STEP_NAMES:
+            actions = self.by_step(step)
+            if not actions:
+                lines.append(f"{step}: nothing to do")
+                continue
+            counts: dict[str, int] = {}
+            for action in actions:
+                counts[action.kind] = counts.get(action.kind, 0) + 1
+            what = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in sorted(counts.items()))
+            lines.append(f"{step}: {what}")
+        for problem in self.problems:
+            lines.append(f"plugin problem: {problem.plugin} in {problem.hook}: {problem.message}")
+        lines.append(
+            f"messages: {self.messages_before} -> {self.messages_after}; "
+            f"tool-result characters: {self.result_chars_before:,} -> {self.result_chars_after:,}"
+        )
+        return lines

@@ -1,0 +1,1 @@
+"""The built-in steps. Each is an ordinary plugin module registered by default."""

@@ -1,0 +1,61 @@
+"""What a step implementation gets besides the conversation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..report import Action, ProblemReport
+
+if TYPE_CHECKING:
+    from ..capabilities import DeclaredCap
+    from ..formats.base import Codec
+    from ..plugins import PluginHost
+    from ..policy import Policy
+
+
+@dataclass
+class StepContext:
+    """The policy snapshot of one ``process()`` call, the wire format's codec, the
+    capability hooks and the report recorder, for the step being run."""
+
+    step: str
+    policy: Policy
+    codec: Codec
+    host: PluginHost
+    session_id: str
+    actions: list[Action] = field(default_factory=list)
+    problems: list[ProblemReport] = field(default_factory=list)
+
+    def record(
+        self,
+        kind: str,
+        *,
+        tool_call_id: str,
+        tool_name: str | None = None,
+        message_index: int | None = None,
+        chars_before: int = 0,
+        chars_after: int = 0,
+        **detail: Any,
+    ) -> None:
+        """Add an action of this step to the report."""
+        self.actions.append(
+            Action(
+                self.step,
+                kind,
+                tool_call_id,
+                tool_name,
+                message_index,
+                chars_before,
+                chars_after,
+                detail,
+            )
+        )
+
+    def tool_cap(self, tool_name: str) -> DeclaredCap | None:
+        """The cap a plugin declares for ``tool_name`` (plugin failures are reported)."""
+        return self.host.tool_result_cap(tool_name, self.problems)
+
+    def content_type(self, text: str, tool_name: str | None) -> str | None:
+        """The content type a plugin names for a result, if any plugin does."""
+        return self.host.detect_content_type(text, tool_name, self.problems)

@@ -1,0 +1,308 @@
+"""The conversation view: one neutral model over the providers' wire formats.
+
+A codec (``middleware.formats``) parses a wire history into a :class:`Conversation` of
+immutable :class:`Node` objects, one per wire message or item. Steps never touch wire
+dicts: they replace nodes through the conversation's edit methods. When the history is
+written back, every node that no step replaced is emitted as the very object that came in,
+so untouched messages keep their unknown fields, ``cache_control`` markers, thinking blocks
+and images, byte for byte, and the input is never mutated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeAlias
+
+Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+
+#: Content-part types that carry plain text, across the three wire formats.
+TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call made by the model: an Anthropic ``tool_use`` block, an OpenAI
+    ``tool_calls`` entry or a Responses ``function_call`` item."""
+
+    id: str
+    name: str
+    #: The arguments as the wire carries them: a dict (Anthropic) or a JSON string (OpenAI).
+    arguments: Any
+    #: The original wire block; ``None`` when a step created the call.
+    raw: Any = None
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A tool result: an Anthropic ``tool_result`` block, an OpenAI ``role: tool`` message,
+    a Responses ``function_call_output`` item, or a user message that the policy's text
+    protocol rule marks as tool output (``text_protocol=True``, no call id)."""
+
+    call_id: str
+    #: The wire content: a string, or a tuple of content parts (text, images, ...).
+    content: str | tuple[Any, ...]
+    is_error: bool = False
+    raw: Any = None
+    text_protocol: bool = False
+    #: Tool name for text-protocol outputs (from the rule); structured results take the
+    #: name of the call they answer.
+    tool_name: str | None = None
+
+    @property
+    def text(self) -> str:
+        """All text of the result; non-text parts (images, files) count for nothing."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part_text(part) for part in self.content)
+
+    @property
+    def has_non_text(self) -> bool:
+        """Whether the result carries parts other than text (images, documents, ...)."""
+        return not isinstance(self.content, str) and any(not is_text_part(p) for p in self.content)
+
+    def with_text(self, text: str) -> ToolResult:
+        """Return a copy whose text is ``text`` and whose non-text parts are kept in place.
+
+        For block content the first text part takes the new text (keeping its other keys,
+        such as ``cache_control``) and the other text parts are dropped; with no text part,
+        a new one of the format's usual type is put first.
+        """
+        if isinstance(self.content, str):
+            return replace(self, content=text)
+        parts: list[Any] = []
+        placed = False
+        for part in self.content:
+            if is_text_part(part):
+                if not placed:
+                    parts.append({**part, "text": text})
+                    placed = True
+            else:
+                parts.append(part)
+        if not placed:
+            parts.insert(0, {"type": _text_type_for(self.content), "text": text})
+        return replace(self, content=tuple(parts))
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """A content block no step looks into (text, image, thinking, server tool blocks...)."""
+
+    raw: Any
+
+
+Block: TypeAlias = ToolCall | ToolResult | Opaque
+
+
+@dataclass(frozen=True)
+class Node:
+    """One wire message (or Responses item) in neutral form.
+
+    ``blocks`` holds the parts steps can act on; what a format keeps outside them (an
+    OpenAI assistant message's text, a Responses message item) stays in ``raw`` and is
+    written back untouched.
+    """
+
+    role: Role
+    blocks: tuple[Block, ...] = ()
+    #: The original wire element, or ``None`` for a node a step created.
+    raw: Any = None
+    #: Position of ``raw`` in the input history; ``None`` for created nodes.
+    origin: int | None = None
+    #: Set by :meth:`with_blocks`: the codec must render this node instead of reusing ``raw``.
+    changed: bool = False
+    #: Wire-format specifics a codec needs to render a created node (for example the
+    #: Responses item type of a non-tool item). Never inspected by steps.
+    meta: tuple[tuple[str, Any], ...] = ()
+
+    def with_blocks(self, blocks: Sequence[Block]) -> Node:
+        """A changed copy of this node holding ``blocks``."""
+        return replace(self, blocks=tuple(blocks), changed=True)
+
+    @property
+    def calls(self) -> tuple[ToolCall, ...]:
+        return tuple(b for b in self.blocks if isinstance(b, ToolCall))
+
+    @property
+    def results(self) -> tuple[ToolResult, ...]:
+        return tuple(b for b in self.blocks if isinstance(b, ToolResult))
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """Where a tool call sits: node and block index, and the assistant turn that made it."""
+
+    call: ToolCall
+    node: int
+    block: int
+    turn: int
+
+
+@dataclass(frozen=True)
+class ResultSite:
+    """Where a tool result sits and what it answers.
+
+    ``call`` is the call this result is paired with under block-scoped pairing (the calls
+    of one assistant turn claim results up to the next assistant turn, first result per id
+    wins), or ``None`` for an orphan or a duplicate. ``turn`` is the assistant turn it
+    answers and ``age`` the number of assistant turns after that one.
+    """
+
+    result: ToolResult
+    node: int
+    block: int
+    call: CallSite | None
+    turn: int | None
+    age: int | None
+    tool_name: str | None
+
+
+@dataclass(frozen=True)
+class ConversationIndex:
+    """Every tool call and result of a conversation, with pairing, turns and ages."""
+
+    calls: tuple[CallSite, ...]
+    results: tuple[ResultSite, ...]
+    #: Assistant-turn ordinal of each node (the turn of the latest assistant node at or
+    #: before it; ``-1`` before the first assistant node).
+    node_turns: tuple[int, ...]
+    turn_count: int
+
+    def unanswered(self) -> tuple[CallSite, ...]:
+        """Calls that no result answers under block-scoped pairing."""
+        answered = {id(r.call) for r in self.results if r.call is not None}
+        return tuple(c for c in self.calls if id(c) not in answered)
+
+
+def is_text_part(part: Any) -> bool:
+    return (
+        isinstance(part, dict)
+        and part.get("type") in TEXT_PART_TYPES
+        and isinstance(part.get("text"), str)
+    )
+
+
+def part_text(part: Any) -> str:
+    return part["text"] if is_text_part(part) else ""
+
+
+def _text_type_for(parts: tuple[Any, ...]) -> str:
+    types = {p.get("type") for p in parts if isinstance(p, dict)}
+    return "input_text" if types & {"input_image", "input_file"} else "text"
+
+
+@dataclass
+class Conversation:
+    """A mutable sequence of immutable nodes, owned by one ``process()`` call."""
+
+    format: str
+    nodes: list[Node]
+    #: The input history, kept to hand back unchanged when no step acted.
+    source: Sequence[Any] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def changed(self) -> bool:
+        """Whether any step edited the conversation."""
+        if len(self.nodes) != len(self.source):
+            return True
+        return any(n.changed or n.origin != i for i, n in enumerate(self.nodes))
+
+    # -- edits -------------------------------------------------------------------------
+
+    def replace_node(self, index: int, node: Node) -> None:
+        self.nodes[index] = node
+
+    def insert_node(self, index: int, node: Node) -> None:
+        self.nodes.insert(index, node)
+
+    def delete_node(self, index: int) -> Node:
+        return self.nodes.pop(index)
+
+    def replace_block(self, node_index: int, block_index: int, block: Block) -> None:
+        """Replace one block of one node (the usual edit of budget and compaction steps)."""
+        node = self.nodes[node_index]
+        blocks = list(node.blocks)
+        blocks[block_index] = block
+        self.nodes[node_index] = node.with_blocks(blocks)
+
+    def checkpoint(self) -> tuple[Node, ...]:
+        """A snapshot to :meth:`restore` if a step fails half-way (nodes are immutable)."""
+        return tuple(self.nodes)
+
+    def restore(self, snapshot: tuple[Node, ...]) -> None:
+        self.nodes[:] = snapshot
+
+    # -- queries -----------------------------------------------------------------------
+
+    def index(self) -> ConversationIndex:
+        """Pair results with calls (block-scoped) and compute turns and ages."""
+        node_turns: list[int] = []
+        turn = -1
+        previous_role: str | None = None
+        for node in self.nodes:
+            if node.role == "assistant" and previous_role != "assistant":
+                turn += 1
+            node_turns.append(turn)
+            previous_role = node.role
+        turn_count = turn + 1
+
+        calls: list[CallSite] = []
+        calls_by_turn: dict[int, list[CallSite]] = {}
+        for ni, node in enumerate(self.nodes):
+            for bi, block in enumerate(node.blocks):
+                if isinstance(block, ToolCall):
+                    site = CallSite(block, ni, bi, node_turns[ni])
+                    calls.append(site)
+                    calls_by_turn.setdefault(site.turn, []).append(site)
+
+        results: list[ResultSite] = []
+        claimed: set[int] = set()  # id() of CallSites already answered
+        for ni, node in enumerate(self.nodes):
+            if node.role == "assistant":
+                continue
+            node_turn = node_turns[ni]
+            for bi, block in enumerate(node.blocks):
+                if not isinstance(block, ToolResult):
+                    continue
+                if block.text_protocol:
+                    answered = node_turn if node_turn >= 0 else None
+                    results.append(
+                        ResultSite(
+                            block,
+                            ni,
+                            bi,
+                            None,
+                            answered,
+                            None if answered is None else turn_count - 1 - answered,
+                            block.tool_name,
+                        )
+                    )
+                    continue
+                match = None
+                if block.call_id:
+                    for site in calls_by_turn.get(node_turn, ()):
+                        if site.call.id == block.call_id and id(site) not in claimed:
+                            match = site
+                            break
+                if match is not None:
+                    claimed.add(id(match))
+                    results.append(
+                        ResultSite(
+                            block,
+                            ni,
+                            bi,
+                            match,
+                            match.turn,
+                            turn_count - 1 - match.turn,
+                            match.call.name,
+                        )
+                    )
+                else:
+                    results.append(ResultSite(block, ni, bi, None, None, None, None))
+        return ConversationIndex(tuple(calls), tuple(results), tuple(node_turns), turn_count)
