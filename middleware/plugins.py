@@ -136,6 +136,7 @@ class PluginHost:
             kwargs = {"conversation": conversation, "context": context}
             try:
                 impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
+                conversation.check()
             except Exception as exc:
                 conversation.restore(snapshot)
                 del context.actions[recorded:]
@@ -187,6 +188,8 @@ class PluginHost:
         """Every registered plugin with its hooks, sorted by name."""
         infos = []
         for name, plugin in self._pm.list_name_plugin():
+            if plugin is None:  # a blocked name
+                continue
             callers = self._pm.get_hookcallers(plugin) or []
             dist_name, version = self._distributions.get(name, (None, None))
             infos.append(
