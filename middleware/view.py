@@ -238,6 +238,22 @@ class Conversation:
     def restore(self, snapshot: tuple[Node, ...]) -> None:
         self.nodes[:] = snapshot
 
+    def check(self) -> None:
+        """Raise ``TypeError`` if a step left something that is not a node or block.
+
+        Only created or changed nodes are inspected: parsed nodes are known good.
+        """
+        for i, node in enumerate(self.nodes):
+            if not isinstance(node, Node):
+                raise TypeError(f"conversation.nodes[{i}] is a {type(node).__name__}, not a Node")
+            if node.changed or node.raw is None:
+                for j, block in enumerate(node.blocks):
+                    if not isinstance(block, (ToolCall, ToolResult, Opaque)):
+                        raise TypeError(
+                            f"conversation.nodes[{i}].blocks[{j}] is a "
+                            f"{type(block).__name__}, not a ToolCall, ToolResult or Opaque"
+                        )
+
     # -- queries -----------------------------------------------------------------------
 
     def index(self) -> ConversationIndex:
