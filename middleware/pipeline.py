@@ -11,11 +11,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from .capabilities import SpillStore
 from .errors import PolicyError
 from .formats import TextProtocolRule, detect_format, get_codec
 from .plugins import STEP_HOOKS, PluginHost
 from .policy import Policy, load_policy
 from .report import Report
+from .spill import SpillWorkspace
 from .steps.context import StepContext
 from .view import Conversation
 
@@ -56,6 +58,11 @@ class Pipeline:
         self._policy = policy
         self._host = host if host is not None else PluginHost.create()
         self.session_id = session_id if session_id is not None else uuid.uuid4().hex[:12]
+        #: Problems of plugins met while setting up; repeated in every report.
+        self._setup_problems = list(self._host.load_problems)
+        self._spill: SpillStore = self._host.spill_store(
+            policy, self.session_id, self._setup_problems
+        ) or SpillWorkspace(self.session_id)
         self._closed = False
         self._lock = threading.Lock()
 
@@ -103,9 +110,10 @@ class Pipeline:
             format=fmt, format_source=why, policy=policy.name, messages_before=len(messages)
         )
         report.result_chars_before = _result_chars(conversation)
+        report.problems.extend(self._setup_problems)
 
         for step, hook in STEP_HOOKS:
-            context = StepContext(step, policy, codec, self._host, self.session_id)
+            context = StepContext(step, policy, codec, self._host, self.session_id, self._spill)
             self._host.run_step(hook, conversation, context)
             report.actions.extend(context.actions)
             report.problems.extend(context.problems)
@@ -115,10 +123,18 @@ class Pipeline:
         report.result_chars_after = _result_chars(conversation)
         return ProcessResult(out, report)
 
+    @property
+    def spill(self) -> SpillStore:
+        """Where results cut from the context are kept in full."""
+        return self._spill
+
     def close(self) -> None:
-        """Release the session's resources; further ``process()`` calls are refused."""
+        """Release the session's spill workspace; further ``process()`` calls are refused."""
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
+        self._spill.close()
 
     def __enter__(self) -> Pipeline:
         return self

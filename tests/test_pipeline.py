@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -162,3 +163,34 @@ def test_text_protocol_outputs_are_visible_to_steps(tmp_path: Any) -> None:
     }  # fmt: skip
     (action,) = result.report.actions
     assert action.tool_name == "bash" and action.tool_call_id == ""
+
+
+def test_closing_the_pipeline_releases_its_spill_workspace(tmp_path: Any) -> None:
+    pipe = middleware.Pipeline.from_policy(None, session_id="close-me")
+    location = pipe.spill.save("call_1", "full output")
+    assert middleware.Pipeline.from_policy(None).session_id != pipe.session_id
+    with pipe:
+        assert Path(location).read_text(encoding="utf-8") == "full output"
+    assert not Path(location).exists()
+
+
+def test_a_plugin_can_provide_the_spill_store() -> None:
+    saved: dict[str, str] = {}
+
+    class MemoryStore:
+        def save(self, key: str, content: str, *, suffix: str = ".txt") -> str:
+            saved[key] = content
+            return f"mem://{key}{suffix}"
+
+        def close(self) -> None:
+            saved.clear()
+
+    class Provider:
+        @hookimpl
+        def spill_store(self, session_id: str) -> MemoryStore:
+            return MemoryStore()
+
+    with pipeline_with(Provider()) as pipe:
+        assert pipe.spill.save("k", "v") == "mem://k.txt"
+        assert saved == {"k": "v"}
+    assert saved == {}

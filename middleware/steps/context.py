@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ..report import Action, ProblemReport
 
 if TYPE_CHECKING:
-    from ..capabilities import DeclaredCap
+    from ..capabilities import DeclaredCap, SpillStore
     from ..formats.base import Codec
     from ..plugins import PluginHost
     from ..policy import Policy
@@ -24,6 +24,8 @@ class StepContext:
     codec: Codec
     host: PluginHost
     session_id: str
+    #: Where the full text of results cut from the context is kept.
+    spill: SpillStore
     actions: list[Action] = field(default_factory=list)
     problems: list[ProblemReport] = field(default_factory=list)
 
