@@ -1,0 +1,142 @@
+"""Head + tail previews of a result whose full text was spilled to disk.
+
+The preview's sizes and its template come from the policy, so ChatCLI's head+tail marker,
+Claude Code's head-only ``<persisted-output>`` block or Ethos' one-line notice are
+policies, not code. Counts in the marker are exact, cuts fall on line breaks where the
+policy says so and never inside a character, and a preview is never longer than the text
+it replaces (in that case the caller keeps the text whole).
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from typing import Literal
+
+DEFAULT_TEMPLATE = "{head}\n\n... [{omitted} chars omitted — full output saved to {path}]\n\n{tail}"
+
+#: Fields a template may use.
+TEMPLATE_FIELDS = frozenset(
+    {"head", "tail", "omitted", "total", "total_bytes", "size", "lines", "path", "tool"}
+)
+
+
+@dataclass(frozen=True)
+class PreviewStyle:
+    """How a preview looks: ``head`` and ``tail`` sizes in ``unit``, and the template."""
+
+    head: int = 4000
+    tail: int = 1000
+    unit: Literal["chars", "bytes"] = "chars"
+    template: str = DEFAULT_TEMPLATE
+    #: Cut the head back to its last line break (if that keeps at least half of it) and
+    #: start the tail at a line break (if that drops at most half of it).
+    line_breaks: bool = True
+
+    def __post_init__(self) -> None:
+        if self.head < 0 or self.tail < 0:
+            raise ValueError("preview head and tail sizes must not be negative")
+        unknown = template_fields(self.template) - TEMPLATE_FIELDS
+        if unknown:
+            raise ValueError(
+                f"unknown field(s) {', '.join(sorted(unknown))} in preview template; "
+                f"known fields: {', '.join(sorted(TEMPLATE_FIELDS))}"
+            )
+
+
+def template_fields(template: str) -> set[str]:
+    """The ``{field}`` names a template uses (raises ``ValueError`` if malformed)."""
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+
+
+def make_preview(
+    text: str, style: PreviewStyle, *, path: str, tool: str | None = None
+) -> str | None:
+    """The preview replacing ``text``, or ``None`` when it would not be shorter."""
+    head = _head(text, style)
+    tail = _tail(text, style, len(head))
+    omitted = len(text) - len(head) - len(tail)
+    if omitted <= 0:
+        return None
+    preview = style.template.format_map(
+        {
+            "head": head,
+            "tail": tail,
+            "omitted": omitted,
+            "total": len(text),
+            "total_bytes": len(text.encode("utf-8", "surrogatepass")),
+            "size": human_size(len(text.encode("utf-8", "surrogatepass"))),
+            "lines": text.count("\n") + (0 if text.endswith("\n") else 1),
+            "path": path,
+            "tool": tool or "tool",
+        }
+    )
+    return preview if len(preview) < len(text) else None
+
+
+def human_size(n_bytes: int) -> str:
+    """``512 B``, ``85.4 KB``, ``1.2 MB`` (decimal units, one decimal place)."""
+    if n_bytes < 1000:
+        return f"{n_bytes} B"
+    if n_bytes < 1_000_000:
+        return f"{n_bytes / 1000:.1f} KB"
+    return f"{n_bytes / 1_000_000:.1f} MB"
+
+
+def _head(text: str, style: PreviewStyle) -> str:
+    end = _prefix_length(text, style.head, style.unit)
+    if end >= len(text):
+        return text
+    head = text[:end]
+    if style.line_breaks:
+        cut = head.rfind("\n")
+        if cut >= 0 and cut + 1 > end // 2:
+            head = head[: cut + 1]
+    return head
+
+
+def _tail(text: str, style: PreviewStyle, head_length: int) -> str:
+    if style.tail == 0:
+        return ""
+    start = len(text) - _suffix_length(text, style.tail, style.unit)
+    start = max(start, head_length)
+    if start >= len(text):
+        return ""
+    if style.line_breaks and start > 0 and text[start - 1] != "\n":
+        newline = text.find("\n", start)
+        if newline != -1 and newline - start < (len(text) - start) // 2:
+            start = newline + 1
+    return text[start:]
+
+
+def _prefix_length(text: str, size: int, unit: str) -> int:
+    """How many characters of ``text`` fit in ``size`` units from the start."""
+    if unit == "chars":
+        return min(size, len(text))
+    used = 0
+    for i, ch in enumerate(text):
+        used += _utf8_len(ch)
+        if used > size:
+            return i
+    return len(text)
+
+
+def _suffix_length(text: str, size: int, unit: str) -> int:
+    """How many characters of ``text`` fit in ``size`` units from the end."""
+    if unit == "chars":
+        return min(size, len(text))
+    used = 0
+    for i, ch in enumerate(reversed(text)):
+        used += _utf8_len(ch)
+        if used > size:
+            return i
+    return len(text)
+
+
+def _utf8_len(ch: str) -> int:
+    code = ord(ch)
+    if code < 0x80:
+        return 1
+    if code < 0x800:
+        return 2
+    return 3 if code < 0x10000 else 4  # lone surrogates travel as 3 bytes
