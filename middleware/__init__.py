@@ -11,19 +11,14 @@
 
 from __future__ import annotations
 
-import pluggy
-
 from .__about__ import __version__
 from .capabilities import DeclaredCap, SpillStore, ToolCap
 from .errors import FormatError, HistoryError, MiddlewareError, PluginError, PolicyError
 from .formats import detect_format
-from .hookspecs import PROJECT_NAME
+from .markers import hookimpl
 from .pipeline import Pipeline, ProcessResult
 from .policy import Policy, load_policy
 from .report import Action, ProblemReport, Report
-
-#: Marker for hook implementations in plugins: ``@middleware.hookimpl``.
-hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 __all__ = [
     "Action",

@@ -62,7 +62,11 @@ class Pipeline:
         self._setup_problems = list(self._host.load_problems)
         self._spill: SpillStore = self._host.spill_store(
             policy, self.session_id, self._setup_problems
-        ) or SpillWorkspace(self.session_id)
+        ) or SpillWorkspace(
+            self.session_id,
+            root=policy.get("spill.root"),
+            keep=bool(policy.get("spill.keep", False)),
+        )
         self._closed = False
         self._lock = threading.Lock()
 

@@ -34,7 +34,10 @@ logger = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "chatcli_middleware"
 
 #: Built-in plugins, registered after entry points and marked to run first in each step.
-DEFAULT_PLUGINS: tuple[str, ...] = ()
+DEFAULT_PLUGINS: tuple[str, ...] = (
+    "middleware.steps.budget",
+    "middleware.steps.chatcli_tools",
+)
 
 #: The step hooks, in the order the host calls them, with the report's name for each.
 STEP_HOOKS: tuple[tuple[str, str], ...] = (

@@ -1,0 +1,141 @@
+"""The budget step's settings, read from a policy snapshot, and how a result's cap is chosen."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from .preview import DEFAULT_TEMPLATE, PreviewStyle
+
+if TYPE_CHECKING:
+    from .policy import Policy
+    from .steps.context import StepContext
+
+#: The defaults of the ``budget`` section (ChatCLI's numbers); ``policies/default.yaml``
+#: states the same values and a test keeps the two in step.
+BUDGET_DEFAULTS: dict[str, Any] = {
+    "enabled": True,
+    "max_result_chars": 20_000,
+    "per_tool_default_chars": 30_000,
+    "declared_cap_ceiling": None,
+    "turn_budget_chars": 200_000,
+    "turn_strategy": "largest_first",
+    "empty_result_text": "({tool} completed with no output)",
+    "preview": {
+        "head": 4000,
+        "tail": 1000,
+        "unit": "chars",
+        "line_breaks": True,
+        "template": DEFAULT_TEMPLATE,
+    },
+    "context_aware": {
+        "enabled": False,
+        "window_tokens": 200_000,
+        "chars_per_token": 4,
+        "result_fraction": 0.25,
+        "turn_fraction": 0.5,
+        "floor_tokens": 2000,
+    },
+}
+SPILL_DEFAULTS: dict[str, Any] = {"root": None, "keep": False, "on_error": "keep"}
+
+
+@dataclass(frozen=True)
+class ContextAware:
+    """Hermes' ceiling: max(floor, min(baseline, available context)), in characters."""
+
+    window_tokens: int
+    chars_per_token: float
+    result_fraction: float
+    turn_fraction: float
+    floor_tokens: int
+
+    def ceiling(self, fraction: float, used_chars: int) -> int:
+        baseline = self.window_tokens * self.chars_per_token * fraction
+        available = max(self.window_tokens * self.chars_per_token - used_chars, 0)
+        floor = self.floor_tokens * self.chars_per_token
+        return int(max(floor, min(baseline, available)))
+
+
+@dataclass(frozen=True)
+class BudgetSettings:
+    enabled: bool
+    max_result_chars: int
+    per_tool_default_chars: int
+    declared_cap_ceiling: int | None
+    turn_budget_chars: int
+    turn_strategy: Literal["largest_first", "even_split"]
+    empty_result_text: str | None
+    preview: PreviewStyle
+    context_aware: ContextAware | None
+    on_spill_error: Literal["keep", "truncate"]
+
+    @classmethod
+    def from_policy(cls, policy: Policy) -> BudgetSettings:
+        def get(key: str) -> Any:
+            section, _, rest = key.partition(".")
+            defaults: Any = BUDGET_DEFAULTS if section == "budget" else SPILL_DEFAULTS
+            for part in rest.split("."):
+                defaults = defaults[part]
+            return policy.get(key, defaults)
+
+        aware = None
+        if get("budget.context_aware.enabled"):
+            aware = ContextAware(
+                window_tokens=get("budget.context_aware.window_tokens"),
+                chars_per_token=get("budget.context_aware.chars_per_token"),
+                result_fraction=get("budget.context_aware.result_fraction"),
+                turn_fraction=get("budget.context_aware.turn_fraction"),
+                floor_tokens=get("budget.context_aware.floor_tokens"),
+            )
+        return cls(
+            enabled=get("budget.enabled"),
+            max_result_chars=get("budget.max_result_chars"),
+            per_tool_default_chars=get("budget.per_tool_default_chars"),
+            declared_cap_ceiling=get("budget.declared_cap_ceiling"),
+            turn_budget_chars=get("budget.turn_budget_chars"),
+            turn_strategy=get("budget.turn_strategy"),
+            empty_result_text=get("budget.empty_result_text"),
+            preview=PreviewStyle(
+                head=get("budget.preview.head"),
+                tail=get("budget.preview.tail"),
+                unit=get("budget.preview.unit"),
+                line_breaks=get("budget.preview.line_breaks"),
+                template=get("budget.preview.template"),
+            ),
+            context_aware=aware,
+            on_spill_error=get("spill.on_error"),
+        )
+
+
+@dataclass(frozen=True)
+class Cap:
+    """The cap that applies to one result (``None``: exempt) and where it came from."""
+
+    max_chars: int | None
+    source: str
+
+
+def resolve_cap(tool_name: str | None, settings: BudgetSettings, context: StepContext) -> Cap:
+    """Policy override for the tool, else the tool plugin's declaration, else the
+    per-result cap."""
+    if tool_name is not None:
+        override = (context.policy.get("tools") or {}).get(tool_name)
+        if override is not None:
+            where = f"policy {context.policy.source}: tools.{tool_name}"
+            if override.get("exempt", False):
+                return Cap(None, f"{where}.exempt")
+            if override.get("max_chars") is not None:
+                return Cap(int(override["max_chars"]), f"{where}.max_chars")
+        declared = context.tool_cap(tool_name)
+        if declared is not None:
+            where = f"plugin {declared.plugin}"
+            if declared.cap.exempt:
+                return Cap(None, f"{where} (exempt)")
+            if declared.cap.max_chars is None:
+                return Cap(settings.per_tool_default_chars, f"{where} (per-tool default)")
+            ceiling = settings.declared_cap_ceiling
+            if ceiling is not None and declared.cap.max_chars > ceiling:
+                return Cap(ceiling, f"{where}, clamped by budget.declared_cap_ceiling")
+            return Cap(declared.cap.max_chars, where)
+    return Cap(settings.max_result_chars, "budget.max_result_chars")
