@@ -20,6 +20,7 @@ BUDGET_DEFAULTS: dict[str, Any] = {
     "declared_cap_ceiling": None,
     "turn_budget_chars": 200_000,
     "turn_strategy": "largest_first",
+    "turn_previews": "fill",
     "empty_result_text": "({tool} completed with no output)",
     "preview": {
         "head": 4000,
@@ -65,6 +66,7 @@ class BudgetSettings:
     declared_cap_ceiling: int | None
     turn_budget_chars: int
     turn_strategy: Literal["largest_first", "even_split"]
+    turn_previews: Literal["fill", "standard"]
     empty_result_text: str | None
     preview: PreviewStyle
     context_aware: ContextAware | None
@@ -95,6 +97,7 @@ class BudgetSettings:
             declared_cap_ceiling=get("budget.declared_cap_ceiling"),
             turn_budget_chars=get("budget.turn_budget_chars"),
             turn_strategy=get("budget.turn_strategy"),
+            turn_previews=get("budget.turn_previews"),
             empty_result_text=get("budget.empty_result_text"),
             preview=PreviewStyle(
                 head=get("budget.preview.head"),

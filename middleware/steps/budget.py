@@ -120,9 +120,9 @@ class _BudgetRun:
                 continue
             standard = make_preview(text, style, path=path, tool=tool)
             floor = len(standard) if standard is not None else 0
-            preview = fit_preview(
-                text, style, max(len(text) - (total - budget), floor), path=path, tool=tool
-            )
+            target = max(len(text) - (total - budget), floor)
+            grow = self.settings.turn_previews == "fill"
+            preview = fit_preview(text, style, target, path=path, tool=tool, grow=grow)
             if preview is not None:
                 plan.append((cand, path, preview))
                 total -= len(text) - len(preview)
@@ -231,13 +231,19 @@ class _BudgetRun:
 
 
 def fit_preview(
-    text: str, style: PreviewStyle, target: int, *, path: str, tool: str | None
+    text: str,
+    style: PreviewStyle,
+    target: int,
+    *,
+    path: str,
+    tool: str | None,
+    grow: bool = False,
 ) -> str | None:
-    """The preview of ``text`` in ``style``, shrunk to at most ``target`` characters if
-    needed; when even the bare marker is longer, the bare marker (if shorter than the
-    text). ``None`` when no preview is shorter than the text."""
+    """The preview of ``text`` in ``style`` if it fits in ``target`` characters (with
+    ``grow``, head and tail enlarged in proportion to fill ``target``); else one shrunk to
+    fit; else the bare marker. ``None`` when no preview is shorter than the text."""
     preview = make_preview(text, style, path=path, tool=tool)
-    if preview is not None and len(preview) <= target:
+    if preview is not None and len(preview) <= target and not grow:
         return preview
     bare = make_preview(text, replace(style, head=0, tail=0), path=path, tool=tool)
     if bare is None:
@@ -245,11 +251,14 @@ def fit_preview(
     room = target - len(bare)
     if room <= 0:
         return bare
+    if style.unit == "bytes":
+        room //= 4  # a character takes at most 4 bytes: stay within target characters
     total = style.head + style.tail
     head = room * style.head // total if total else 0
-    shrunk = make_preview(text, replace(style, head=head, tail=room - head), path=path, tool=tool)
-    if shrunk is not None and len(shrunk) <= target:
-        return shrunk
+    scaled = make_preview(text, replace(style, head=head, tail=room - head), path=path, tool=tool)
+    for candidate in (scaled, preview):
+        if candidate is not None and len(candidate) <= target:
+            return candidate
     return bare
 
 
