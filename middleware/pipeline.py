@@ -125,6 +125,7 @@ class Pipeline:
         out = codec.render(conversation) if conversation.changed else list(messages)
         report.messages_after = len(out)
         report.result_chars_after = _result_chars(conversation)
+        report.tool_results = sum(len(node.results) for node in conversation.nodes)
         return ProcessResult(out, report)
 
     @property

@@ -50,6 +50,8 @@ class Report:
     policy: str
     messages_before: int = 0
     messages_after: int = 0
+    #: Tool results in the history (after processing).
+    tool_results: int = 0
     #: Characters of tool-result text before and after processing.
     result_chars_before: int = 0
     result_chars_after: int = 0

@@ -1,0 +1,178 @@
+"""Read recorded agent sessions into the histories the agent sent, one request at a time.
+
+Supported: Claude Code session JSONL, OpenAI chat message lists (including tau-bench's
+file of trajectories), SWE-agent ``.traj``, mini-swe-agent ``.traj.json`` (text protocol),
+and plain JSON message lists or request bodies. Request *k* of a transcript is the history
+before its *k*-th assistant message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import HistoryError
+from .formats import detect_format
+
+#: Policy overrides that mark text-protocol observations as tool output.
+MINI_SWE_AGENT_RULE: Mapping[str, Any] = {
+    "text_protocol.enabled": True,
+    "text_protocol.pattern": r"^\s*<returncode>",
+    "text_protocol.follows_assistant": True,
+    "text_protocol.tool_name": "bash",
+}
+SWE_AGENT_TEXT_RULE: Mapping[str, Any] = {
+    "text_protocol.enabled": True,
+    "text_protocol.pattern": None,
+    "text_protocol.follows_assistant": True,
+    "text_protocol.tool_name": "swe_agent_action",
+}
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """One recorded conversation, as the wire history of its last request."""
+
+    name: str
+    #: Where it came from: claude-code, openai, tau-bench, swe-agent, mini-swe-agent, json.
+    source: str
+    format: str
+    messages: list[Any]
+    #: Policy overrides the transcript needs (the text-protocol rule of text agents).
+    policy_overrides: Mapping[str, Any] = field(default_factory=dict)
+    #: What the loader did that a reader should know (compaction restarts, skipped lines).
+    notes: tuple[str, ...] = ()
+
+    def requests(self) -> Iterator[list[Any]]:
+        """The history the agent sent before each of its assistant turns (consecutive
+        assistant items, as in the Responses format, are one turn)."""
+        previous_assistant = False
+        for i, message in enumerate(self.messages):
+            assistant = _is_assistant(message)
+            if assistant and not previous_assistant:
+                yield self.messages[:i]
+            previous_assistant = assistant
+
+    @property
+    def request_count(self) -> int:
+        return sum(1 for _ in self.requests())
+
+
+def load_transcripts(path: str | Path) -> list[Transcript]:
+    """Every conversation in ``path`` (a file may hold several: tau-bench, compactions)."""
+    file = Path(path)
+    if file.name.endswith(".jsonl"):
+        return _claude_code(file)
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise HistoryError(f"{file}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+    if isinstance(data, dict) and isinstance(data.get("history"), list):
+        return [_swe_agent(file, data)]
+    if isinstance(data, dict) and data.get("trajectory_format", "").startswith("mini-swe-agent"):
+        return [_plain(file.name, "mini-swe-agent", data["messages"], MINI_SWE_AGENT_RULE)]
+    if isinstance(data, list) and data and isinstance(data[0], dict) and "traj" in data[0]:
+        return [
+            _plain(f"{file.name}#{i}", "tau-bench", item["traj"], {})
+            for i, item in enumerate(data)
+            if isinstance(item.get("traj"), list)
+        ]
+    if isinstance(data, dict):
+        messages = data.get("messages", data.get("input"))
+        if isinstance(messages, list):
+            return [_plain(file.name, "json", messages, {})]
+    if isinstance(data, list):
+        return [_plain(file.name, "json", data, {})]
+    raise HistoryError(f"{file}: not a transcript format this tool reads")
+
+
+def _plain(name: str, source: str, messages: list[Any], overrides: Mapping[str, Any]) -> Transcript:
+    return Transcript(name, source, detect_format(messages).format, messages, overrides)
+
+
+def _swe_agent(file: Path, data: dict[str, Any]) -> Transcript:
+    """SWE-agent keeps the model's view in ``history``; function-calling runs answer calls
+    with ``role: tool`` messages carrying a list ``tool_call_ids``."""
+    messages: list[Any] = []
+    uses_tools = False
+    for entry in data["history"]:
+        message = {k: v for k, v in entry.items() if k != "tool_call_ids"}
+        if entry.get("role") == "tool":
+            uses_tools = True
+            ids = entry.get("tool_call_ids") or []
+            message["tool_call_id"] = ids[0] if ids else ""
+        if entry.get("tool_calls"):
+            uses_tools = True
+        messages.append(message)
+    overrides = {} if uses_tools else SWE_AGENT_TEXT_RULE
+    return Transcript(file.name, "swe-agent", "openai", messages, overrides)
+
+
+def _claude_code(file: Path) -> list[Transcript]:
+    """Claude Code writes one line per content block; lines of one API message share
+    ``message.id``. Consecutive user lines form one user message, as on the wire. A
+    compaction boundary starts a new conversation (the summary replaces the history)."""
+    segments: list[list[dict[str, Any]]] = [[]]
+    notes: list[list[str]] = [[]]
+    sidechain_only = True
+    lines = file.read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    if any(r.get("type") in ("user", "assistant") and not r.get("isSidechain") for r in records):
+        sidechain_only = False
+    last_id: object = None
+    for number, record in enumerate(records, start=1):
+        kind = record.get("type")
+        if kind == "system" and record.get("subtype") == "compact_boundary":
+            segments.append([])
+            notes.append([f"restarted at the compaction boundary on line {number}"])
+            last_id = None
+            continue
+        if kind not in ("user", "assistant") or not isinstance(record.get("message"), dict):
+            continue
+        if record.get("isSidechain") and not sidechain_only:
+            continue
+        message = record["message"]
+        _append_block_line(segments[-1], message, same_message=message.get("id") == last_id)
+        last_id = message.get("id") if message.get("role") == "assistant" else None
+    out = []
+    for i, (messages, segment_notes) in enumerate(zip(segments, notes, strict=True)):
+        if not messages:
+            continue
+        name = file.name if len(segments) == 1 else f"{file.name}#{i}"
+        out.append(Transcript(name, "claude-code", "anthropic", messages, {}, tuple(segment_notes)))
+    return out
+
+
+def _append_block_line(
+    messages: list[dict[str, Any]], message: dict[str, Any], *, same_message: bool
+) -> None:
+    role = message.get("role")
+    content = message.get("content")
+    blocks = (
+        [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+    )
+    last = messages[-1] if messages else None
+    if role == "assistant":
+        if same_message and last is not None and last["role"] == "assistant":
+            last["content"].extend(blocks)
+        else:
+            messages.append({"role": "assistant", "content": blocks})
+        return
+    if last is not None and last["role"] == "user":
+        last["content"].extend(blocks)
+        # tool_result blocks come first in a user message, as Claude Code sends it.
+        last["content"].sort(key=lambda b: b.get("type") != "tool_result")
+    else:
+        messages.append({"role": "user", "content": blocks})
+
+
+def _is_assistant(message: Any) -> bool:
+    if not isinstance(message, dict):
+        return False
+    return message.get("role") == "assistant" or message.get("type") in (
+        "function_call",
+        "reasoning",
+    )
