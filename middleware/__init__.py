@@ -19,6 +19,7 @@ from .markers import hookimpl
 from .pipeline import Pipeline, ProcessResult
 from .policy import Policy, load_policy
 from .report import Action, ProblemReport, Report
+from .validate import Violation, validate
 
 __all__ = [
     "Action",
@@ -35,8 +36,10 @@ __all__ = [
     "Report",
     "SpillStore",
     "ToolCap",
+    "Violation",
     "__version__",
     "detect_format",
     "hookimpl",
     "load_policy",
+    "validate",
 ]

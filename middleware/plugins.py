@@ -35,6 +35,7 @@ ENTRY_POINT_GROUP = "chatcli_middleware"
 
 #: Built-in plugins, registered after entry points and marked to run first in each step.
 DEFAULT_PLUGINS: tuple[str, ...] = (
+    "middleware.steps.pairing",
     "middleware.steps.budget",
     "middleware.steps.chatcli_tools",
 )

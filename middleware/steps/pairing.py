@@ -1,0 +1,126 @@
+"""Step 1, pairing repair: every tool call answered by exactly one result.
+
+A built-in plugin (``repair_pairing``). The rules, per wire format, and the deliberate
+differences from ChatCLI are in ``docs/pairing.md``. In short:
+
+* pairing is block-scoped: an assistant turn (consecutive assistant messages) claims the
+  results up to the next assistant turn, first result per id wins;
+* a call nothing answers gets a synthetic error result (:data:`MISSING_RESULT_TEXT`);
+* orphan and duplicate results are removed and reported with their full content;
+* displaced results are moved next to their call;
+* a repeated call id inside one message is dropped (reported); with Anthropic, an id
+  repeated in a later turn is renamed in the call and in its result;
+* a call with no id gets a deterministic one;
+* a valid history is left exactly as it is (no node is replaced or moved).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from ..formats.base import Codec
+from ..markers import hookimpl
+from ..policy import Policy
+from ..view import Conversation, ToolResult
+from .context import StepContext
+from .pairing_placement import Layout
+from .pairing_plan import CallEntry, Recorder, make_plan
+
+logger = logging.getLogger(__name__)
+
+#: ChatCLI's synthetic result text, byte for byte (the dashes are U+2014 em dashes).
+MISSING_RESULT_TEXT = (
+    "[Tool result missing — the tool execution was interrupted or failed silently. "
+    "Do NOT retry this tool call. Analyze what went wrong and try a different approach.]"
+)
+
+#: The ``pairing`` policy section's defaults (the schema and policies/default.yaml agree).
+DEFAULTS: dict[str, Any] = {
+    "enabled": True,
+    "missing_result_text": MISSING_RESULT_TEXT,
+    "rename_duplicate_ids": True,
+}
+
+
+@dataclass(frozen=True)
+class PairingSettings:
+    """The ``pairing`` section of a policy."""
+
+    enabled: bool = DEFAULTS["enabled"]
+    missing_result_text: str = DEFAULTS["missing_result_text"]
+    rename_duplicate_ids: bool = DEFAULTS["rename_duplicate_ids"]
+
+    @classmethod
+    def from_policy(cls, policy: Policy) -> PairingSettings:
+        return cls(
+            enabled=bool(policy.get("pairing.enabled", DEFAULTS["enabled"])),
+            missing_result_text=str(
+                policy.get("pairing.missing_result_text", DEFAULTS["missing_result_text"])
+            ),
+            rename_duplicate_ids=bool(
+                policy.get("pairing.rename_duplicate_ids", DEFAULTS["rename_duplicate_ids"])
+            ),
+        )
+
+
+def repair(
+    conversation: Conversation,
+    codec: Codec,
+    settings: PairingSettings,
+    record: Recorder,
+) -> None:
+    """Repair the pairing of ``conversation`` in place, reporting through ``record``."""
+    nodes = conversation.nodes
+    if not any(node.calls or node.results for node in nodes):
+        return
+    plan = make_plan(
+        nodes,
+        fmt=codec.name,
+        unique_ids=codec.unique_call_ids and settings.rename_duplicate_ids,
+        record=record,
+    )
+
+    def synthesize(entry: CallEntry) -> ToolResult:
+        return synthetic_result(codec, entry, settings.missing_result_text)
+
+    laid_out = Layout(nodes, plan, codec, synthesize, record).run()
+    if len(laid_out) == len(nodes) and all(a is b for a, b in zip(laid_out, nodes, strict=True)):
+        return
+    conversation.nodes[:] = laid_out
+
+
+def synthetic_result(codec: Codec, entry: CallEntry, text: str) -> ToolResult:
+    """The error result that stands in for a missing one."""
+    raw = None
+    call_raw = entry.call.raw
+    if (
+        codec.name == "responses"
+        and isinstance(call_raw, dict)
+        and call_raw.get("type") == "custom_tool_call"
+    ):
+        # A created result is written as a function_call_output; a custom tool call is
+        # answered by a custom_tool_call_output, so give the codec that item to write.
+        raw = {"type": "custom_tool_call_output", "call_id": entry.call.id, "output": text}
+    return ToolResult(call_id=entry.call.id, content=text, is_error=True, raw=raw)
+
+
+@hookimpl(tryfirst=True)
+def repair_pairing(conversation: Conversation, context: StepContext) -> None:
+    """Built-in step 1: make every tool call answered by exactly one result."""
+    settings = PairingSettings.from_policy(context.policy)
+    if not settings.enabled:
+        return
+    before = len(context.actions)
+    repair(conversation, context.codec, settings, context.record)
+    done = context.actions[before:]
+    if done:
+        kinds: dict[str, int] = {}
+        for action in done:
+            kinds[action.kind] = kinds.get(action.kind, 0) + 1
+        logger.info(
+            "pairing repaired a %s history: %s",
+            context.codec.name,
+            ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())),
+        )

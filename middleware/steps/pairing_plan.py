@@ -1,0 +1,274 @@
+"""Pairing repair, part 1: the analysis.
+
+Splits the conversation into *regions* (one assistant turn and the nodes after it, up to the
+next turn), fixes call ids (duplicates inside one message dropped, empty ids generated,
+ids repeated in a later turn renamed where the format wants them unique) and lets each turn
+claim its results (block-scoped, first result per id wins). Nothing here edits the
+conversation; :mod:`.pairing_placement` lays the nodes out from the plan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol
+
+from ..view import Node, ToolCall, ToolResult
+
+#: Tool ids the Anthropic API accepts (pi-ai notes the pattern and the 64-character limit).
+MAX_ID_LENGTH = 64
+
+Fate = Literal["claimed", "orphan", "duplicate"]
+
+
+class Recorder(Protocol):
+    """What the step reports through (``StepContext.record`` has this signature)."""
+
+    def __call__(
+        self,
+        kind: str,
+        *,
+        tool_call_id: str,
+        tool_name: str | None = ...,
+        message_index: int | None = ...,
+        chars_before: int = ...,
+        chars_after: int = ...,
+        **detail: Any,
+    ) -> None: ...
+
+
+@dataclass
+class CallEntry:
+    """A kept tool call: where it is and the result that answers it (if any)."""
+
+    node: int
+    call: ToolCall
+    #: The id as it came in (results carry this one); ``call.id`` is the final id.
+    original_id: str
+    result: ResultEntry | None = None
+
+
+@dataclass
+class ResultEntry:
+    """A structured tool result in a region's tail, and what becomes of it."""
+
+    node: int
+    block: int
+    #: The result as it will be written (its id follows a renamed call).
+    result: ToolResult
+    fate: Fate
+    call: CallEntry | None = None
+
+
+@dataclass
+class Region:
+    """One assistant turn (consecutive assistant nodes) and the nodes up to the next turn.
+
+    The first region has no assistant nodes: it holds what comes before the first turn.
+    """
+
+    assistants: list[int] = field(default_factory=list)
+    tail: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    regions: list[Region]
+    #: Kept calls of each assistant node, in block order.
+    calls: dict[int, list[CallEntry]]
+    #: Assistant nodes whose calls changed (``None``: the node goes, a Responses item
+    #: that only held a dropped duplicate call).
+    assistant_nodes: dict[int, Node | None]
+    #: Every structured result in a tail, by (node, block).
+    results: dict[tuple[int, int], ResultEntry]
+
+
+def is_paired_result(block: object) -> bool:
+    """A structured tool result (text-protocol outputs are never paired)."""
+    return isinstance(block, ToolResult) and not block.text_protocol
+
+
+def split_regions(nodes: Sequence[Node]) -> list[Region]:
+    regions = [Region()]
+    for index, node in enumerate(nodes):
+        last = regions[-1]
+        if node.role == "assistant":
+            if last.assistants and not last.tail:
+                last.assistants.append(index)
+            else:
+                regions.append(Region([index]))
+        else:
+            last.tail.append(index)
+    return regions
+
+
+def make_plan(
+    nodes: Sequence[Node],
+    *,
+    fmt: str,
+    unique_ids: bool,
+    record: Recorder,
+) -> Plan:
+    """Analyse ``nodes``. ``unique_ids``: rename ids repeated across turns (Anthropic)."""
+    regions = split_regions(nodes)
+    used = {b.id for n in nodes for b in n.calls} | {b.call_id for n in nodes for b in n.results}
+    used.discard("")
+    plan = Plan(regions, {}, {}, {})
+    seen: set[str] = set()  # final ids of every kept call so far
+    for region in regions:
+        turn_seen: set[str] = set()  # Responses: one turn is one model response
+        for ni in region.assistants:
+            node = nodes[ni]
+            if node.calls:
+                unit_seen = turn_seen if fmt == "responses" else set()
+                _fix_calls(
+                    plan,
+                    node,
+                    ni,
+                    fmt=fmt,
+                    unique_ids=unique_ids,
+                    unit_seen=unit_seen,
+                    seen=seen,
+                    used=used,
+                    record=record,
+                )
+        _claim(plan, nodes, region, record)
+    return plan
+
+
+def _fix_calls(
+    plan: Plan,
+    node: Node,
+    ni: int,
+    *,
+    fmt: str,
+    unique_ids: bool,
+    unit_seen: set[str],
+    seen: set[str],
+    used: set[str],
+    record: Recorder,
+) -> None:
+    blocks: list[Any] = []
+    entries: list[CallEntry] = []
+    for bi, block in enumerate(node.blocks):
+        if not isinstance(block, ToolCall):
+            blocks.append(block)
+            continue
+        if block.id and block.id in unit_seen:
+            record(
+                "duplicate_call_dropped",
+                tool_call_id=block.id,
+                tool_name=block.name,
+                message_index=node.origin,
+                arguments=_jsonable(block.arguments),
+                reason="the id repeats an earlier call of the same message",
+            )
+            continue
+        final = block.id
+        if not block.id:
+            final = _unused(generated_id(fmt, node.origin, bi, block), used)
+            record(
+                "id_generated",
+                tool_call_id=final,
+                tool_name=block.name,
+                message_index=node.origin,
+                reason="the call had no id",
+            )
+        elif unique_ids and block.id in seen:
+            final = _unused(block.id, used)
+            record(
+                "id_renamed",
+                tool_call_id=final,
+                tool_name=block.name,
+                message_index=node.origin,
+                original_id=block.id,
+                reason="tool call ids must be unique across the conversation",
+            )
+        unit_seen.add(block.id)
+        used.add(final)
+        seen.add(final)
+        call = block if final == block.id else replace(block, id=final)
+        entries.append(CallEntry(ni, call, block.id))
+        blocks.append(call)
+    plan.calls[ni] = entries
+    if len(blocks) != len(node.blocks) or any(
+        a is not b for a, b in zip(blocks, node.blocks, strict=True)
+    ):
+        plan.assistant_nodes[ni] = node.with_blocks(blocks) if blocks else None
+
+
+def _claim(plan: Plan, nodes: Sequence[Node], region: Region, record: Recorder) -> None:
+    calls = [e for ni in region.assistants for e in plan.calls.get(ni, ())]
+    for ti in region.tail:
+        node = nodes[ti]
+        for bi, block in enumerate(node.blocks):
+            if not isinstance(block, ToolResult) or block.text_protocol:
+                continue
+            entry = ResultEntry(ti, bi, block, "orphan")
+            plan.results[(ti, bi)] = entry
+            tool_name: str | None = None
+            if not block.call_id:
+                reason = "the result has no tool call id"
+            else:
+                same = [e for e in calls if e.original_id == block.call_id]
+                match = next((e for e in same if e.result is None), None)
+                if match is not None:
+                    entry.fate, entry.call, match.result = "claimed", match, entry
+                    if match.call.id != block.call_id:
+                        entry.result = replace(block, call_id=match.call.id)
+                    continue
+                if same:
+                    entry.fate = "duplicate"
+                    tool_name = same[0].call.name
+                    reason = "another result already answers this call"
+                elif region.assistants:
+                    reason = "no call with this id in the assistant turn before it"
+                else:
+                    reason = "no assistant turn before it"
+            record(
+                "duplicate_result_dropped" if entry.fate == "duplicate" else "orphan_dropped",
+                tool_call_id=block.call_id,
+                tool_name=tool_name,
+                message_index=node.origin,
+                chars_before=len(block.text),
+                chars_after=0,
+                content=_jsonable(block.content),
+                is_error=block.is_error,
+                reason=reason,
+            )
+
+
+def generated_id(fmt: str, origin: int | None, block: int, call: ToolCall) -> str:
+    """A deterministic id for a call that had none: a digest of its position and content,
+    so the same history always gets the same id (and the same prompt-cache bytes)."""
+    args = json.dumps(call.arguments, sort_keys=True, ensure_ascii=False, default=repr)
+    digest = hashlib.sha256(f"{origin}:{block}:{call.name}:{args}".encode()).hexdigest()[:16]
+    prefix = "toolu_mw_" if fmt == "anthropic" else "call_mw_"
+    return prefix + digest
+
+
+def _unused(base: str, used: set[str]) -> str:
+    """``base`` if no call or result uses it, else ``base__N`` for the smallest free N >= 2,
+    cut to keep within 64 characters when ``base`` was (suffixes use only ``_`` and digits,
+    so an id matching ``^[a-zA-Z0-9_-]+$`` still does)."""
+    if base not in used:
+        return base
+    n = 2
+    while True:
+        suffix = f"__{n}"
+        stem = base
+        if len(base) <= MAX_ID_LENGTH < len(base) + len(suffix):
+            stem = base[: MAX_ID_LENGTH - len(suffix)]
+        candidate = stem + suffix
+        if candidate not in used:
+            return candidate
+        n += 1
+
+
+def _jsonable(value: Any) -> Any:
+    """Content and arguments as JSON-serialisable values for the report."""
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    return value

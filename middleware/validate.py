@@ -1,0 +1,341 @@
+"""Check a history against the providers' tool-pairing rules, without changing it.
+
+:func:`validate` reads the wire messages directly (it shares no code with the pairing
+repair, so it can serve as the repair's oracle) and returns one :class:`Violation` per
+broken rule, with a reason modelled on the provider's own 400 error text:
+
+* Anthropic Messages: every ``tool_use`` is answered by a ``tool_result`` in the very next
+  message, which is a user message whose ``tool_result`` blocks come first; every
+  ``tool_result`` answers a ``tool_use`` of the message right before it, once; ``tool_use``
+  ids are non-empty and unique across the request.
+* OpenAI Chat Completions: an assistant message with ``tool_calls`` is followed by ``tool``
+  messages answering every call id (ids non-empty and unique in the message), each once;
+  a ``tool`` message must belong to such a run.
+* OpenAI Responses: every ``function_call`` has a ``function_call_output`` with its
+  ``call_id`` after it and before the next model turn, and every output answers a call
+  of the model turn before it, once; ``call_id`` values are non-empty and unique in a turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import FormatError, HistoryError
+from .formats.detect import detect_format
+
+__all__ = ["Violation", "validate"]
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken pairing rule: the message it is found at, a short code and the reason."""
+
+    #: Index of the message (or Responses item) in the history.
+    index: int
+    #: ``missing_result``, ``orphan_result``, ``duplicate_id``, ``duplicate_result``,
+    #: ``result_not_first``, ``displaced_result`` or ``empty_id``.
+    code: str
+    reason: str
+
+
+def validate(messages: Sequence[Any], format: str = "auto") -> list[Violation]:
+    """The pairing-rule violations of ``messages`` (empty when the history is valid).
+
+    :param format: ``"auto"`` (detect), ``"anthropic"``, ``"openai"`` or ``"responses"``.
+    :raises HistoryError: ``messages`` is not a list of JSON objects.
+    :raises FormatError: unknown format, or messages of several formats mixed.
+    """
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        raise HistoryError(f"expected a list of messages, got {type(messages).__name__}")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise HistoryError(f"expected a JSON object, got {type(message).__name__}", index=i)
+    fmt = detect_format(messages).format if format == "auto" else format
+    if fmt == "anthropic":
+        return _anthropic(messages)
+    if fmt == "openai":
+        return _openai(messages)
+    if fmt == "responses":
+        return _responses(messages)
+    raise FormatError(f"unknown format {format!r}; expected auto, anthropic, openai or responses")
+
+
+# -- Anthropic Messages --------------------------------------------------------------------
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict)]
+
+
+def _anthropic(messages: Sequence[dict[str, Any]]) -> list[Violation]:
+    out: list[Violation] = []
+    seen_ids: set[str] = set()
+    for i, message in enumerate(messages):
+        blocks = _blocks(message)
+        if message.get("role") == "assistant":
+            for k, block in enumerate(blocks):
+                if block.get("type") != "tool_use":
+                    continue
+                uid = block.get("id") or ""
+                if not uid:
+                    out.append(
+                        Violation(
+                            i, "empty_id", f"messages.{i}.content.{k}: `tool_use` id is empty"
+                        )
+                    )
+                elif uid in seen_ids:
+                    out.append(
+                        Violation(
+                            i,
+                            "duplicate_id",
+                            f"messages.{i}.content.{k}: `tool_use` ids must be unique",
+                        )
+                    )
+                seen_ids.add(uid)
+            out.extend(_anthropic_answered(messages, i, blocks))
+        else:
+            out.extend(_anthropic_results(messages, i, blocks))
+    return sorted(out, key=lambda v: v.index)
+
+
+def _anthropic_answered(
+    messages: Sequence[dict[str, Any]], i: int, blocks: list[dict[str, Any]]
+) -> list[Violation]:
+    wanted = [b.get("id") or "" for b in blocks if b.get("type") == "tool_use"]
+    if not wanted:
+        return []
+    answered: set[str] = set()
+    if i + 1 < len(messages) and messages[i + 1].get("role") == "user":
+        for block in _blocks(messages[i + 1]):
+            if block.get("type") == "tool_result":
+                answered.add(block.get("tool_use_id") or "")
+    missing = [w for w in wanted if not w or w not in answered]
+    if not missing:
+        return []
+    return [
+        Violation(
+            i,
+            "missing_result",
+            f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately "
+            f"after: {', '.join(missing)}. Each `tool_use` block must have a corresponding "
+            "`tool_result` block in the next message.",
+        )
+    ]
+
+
+def _anthropic_results(
+    messages: Sequence[dict[str, Any]], j: int, blocks: list[dict[str, Any]]
+) -> list[Violation]:
+    out: list[Violation] = []
+    previous = messages[j - 1] if j > 0 else None
+    calls: set[str] = set()
+    if previous is not None and previous.get("role") == "assistant":
+        calls = {b.get("id") or "" for b in _blocks(previous) if b.get("type") == "tool_use"}
+    earlier = _earlier_anthropic_calls(messages, j)
+    seen: set[str] = set()
+    other_before = False
+    for k, block in enumerate(blocks):
+        if block.get("type") != "tool_result":
+            other_before = True
+            continue
+        where = f"messages.{j}.content.{k}"
+        uid = block.get("tool_use_id") or ""
+        if not uid:
+            out.append(
+                Violation(j, "empty_id", f"{where}: `tool_result` has an empty `tool_use_id`")
+            )
+        elif uid not in calls:
+            code = "displaced_result" if uid in earlier else "orphan_result"
+            out.append(
+                Violation(
+                    j,
+                    code,
+                    f"{where}: unexpected `tool_use_id` found in `tool_result` blocks: {uid}. "
+                    "Each `tool_result` block must have a corresponding `tool_use` block in the "
+                    "previous message.",
+                )
+            )
+        elif uid in seen:
+            out.append(
+                Violation(j, "duplicate_result", f"{where}: more than one `tool_result` for {uid}")
+            )
+        elif other_before:
+            out.append(
+                Violation(
+                    j,
+                    "result_not_first",
+                    f"{where}: `tool_result` blocks must come first in the user message, "
+                    "before any other content",
+                )
+            )
+        seen.add(uid)
+    return out
+
+
+def _earlier_anthropic_calls(messages: Sequence[dict[str, Any]], j: int) -> set[str]:
+    """Ids of the latest assistant message with tool calls before message ``j - 1``."""
+    for i in range(j - 2, -1, -1):
+        if messages[i].get("role") == "assistant":
+            return {b.get("id") or "" for b in _blocks(messages[i]) if b.get("type") == "tool_use"}
+    return set()
+
+
+# -- OpenAI Chat Completions ---------------------------------------------------------------
+
+
+def _openai(messages: Sequence[dict[str, Any]]) -> list[Violation]:
+    out: list[Violation] = []
+    i = 0
+    last_calls: set[str] = set()  # calls of the latest assistant message, for "displaced"
+    while i < len(messages):
+        message = messages[i]
+        role = message.get("role")
+        if role == "tool":
+            uid = message.get("tool_call_id") or ""
+            code = "displaced_result" if uid and uid in last_calls else "orphan_result"
+            out.append(
+                Violation(
+                    i,
+                    code,
+                    "Invalid parameter: messages with role 'tool' must be a response to a "
+                    "preceeding message with 'tool_calls'.",
+                )
+            )
+            i += 1
+            continue
+        calls = message.get("tool_calls") if role == "assistant" else None
+        if role == "assistant":
+            last_calls = set()
+        if not isinstance(calls, list) or not calls:
+            i += 1
+            continue
+        ids = [c.get("id") or "" if isinstance(c, dict) else "" for c in calls]
+        last_calls = set(ids)
+        seen: set[str] = set()
+        for uid in ids:
+            if not uid:
+                out.append(Violation(i, "empty_id", "'tool_calls' has an entry with an empty 'id'"))
+            elif uid in seen:
+                out.append(
+                    Violation(
+                        i, "duplicate_id", f"Duplicate 'tool_call_id' of '{uid}' in 'tool_calls'."
+                    )
+                )
+            seen.add(uid)
+        answered: set[str] = set()
+        j = i + 1
+        while j < len(messages) and messages[j].get("role") == "tool":
+            uid = messages[j].get("tool_call_id") or ""
+            if uid not in seen or not uid:
+                out.append(
+                    Violation(
+                        j,
+                        "orphan_result",
+                        f"Invalid parameter: 'tool_call_id' of '{uid}' not found in 'tool_calls' "
+                        "of previous message.",
+                    )
+                )
+            elif uid in answered:
+                out.append(
+                    Violation(j, "duplicate_result", f"More than one tool message for '{uid}'.")
+                )
+            answered.add(uid)
+            j += 1
+        missing = [uid for uid in ids if not uid or uid not in answered]
+        if missing:
+            out.append(
+                Violation(
+                    i,
+                    "missing_result",
+                    "An assistant message with 'tool_calls' must be followed by tool messages "
+                    "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                    f"response messages: {', '.join(missing)}",
+                )
+            )
+        i = j
+    return sorted(out, key=lambda v: v.index)
+
+
+# -- OpenAI Responses ------------------------------------------------------------------------
+
+_CALL_ITEMS = {
+    "function_call": "function_call_output",
+    "custom_tool_call": "custom_tool_call_output",
+}
+_OUTPUT_ITEMS = {v: k for k, v in _CALL_ITEMS.items()}
+
+
+def _item_type(item: dict[str, Any]) -> str:
+    kind = item.get("type")
+    if isinstance(kind, str):
+        return kind
+    return "message" if "role" in item else ""
+
+
+def _is_model_item(item: dict[str, Any]) -> bool:
+    """Items the model produced: they form one turn while consecutive."""
+    kind = _item_type(item)
+    if kind == "message":
+        return item.get("role") == "assistant"
+    return kind in ("reasoning", "compaction") or kind.endswith("_call")
+
+
+def _responses(items: Sequence[dict[str, Any]]) -> list[Violation]:
+    out: list[Violation] = []
+    # Pending calls of the current turn: call_id -> (index, expected output type).
+    pending: dict[str, tuple[int, str]] = {}
+    answered: set[str] = set()
+    older: set[str] = set()  # call ids of earlier turns, for "displaced"
+    in_turn = False
+
+    def close_turn() -> None:
+        for uid, (index, _) in pending.items():
+            out.append(
+                Violation(
+                    index,
+                    "missing_result",
+                    f"No tool output found for function call {uid}.",
+                )
+            )
+        older.update(pending, answered)
+
+    for i, item in enumerate(items):
+        kind = _item_type(item)
+        if _is_model_item(item):
+            if not in_turn:
+                close_turn()
+                pending, answered, in_turn = {}, set(), True
+            if kind in _CALL_ITEMS:
+                uid = item.get("call_id") or ""
+                if not uid:
+                    out.append(Violation(i, "empty_id", f"{kind} item has an empty call_id."))
+                elif uid in pending or uid in answered:
+                    out.append(
+                        Violation(i, "duplicate_id", f"Duplicate call_id {uid} in one model turn.")
+                    )
+                else:
+                    pending[uid] = (i, _CALL_ITEMS[kind])
+            continue
+        in_turn = False
+        if kind not in _OUTPUT_ITEMS:
+            continue
+        uid = item.get("call_id") or ""
+        if uid in pending:
+            pending.pop(uid)
+            answered.add(uid)
+        elif uid and uid in answered:
+            out.append(Violation(i, "duplicate_result", f"More than one output for call_id {uid}."))
+        else:
+            code = "displaced_result" if uid and uid in older else "orphan_result"
+            out.append(
+                Violation(
+                    i, code, f"No tool call found for function call output with call_id {uid}."
+                )
+            )
+    close_turn()
+    return sorted(out, key=lambda v: v.index)
