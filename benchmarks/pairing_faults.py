@@ -8,96 +8,44 @@ prints the validity rate and the time per repair for each source and fault kind:
 
     python benchmarks/pairing_faults.py [--data DIR] [--trials N] [--seed S]
 
-The loaders are deliberately small and local to this script.
+Sessions are read with ``middleware.transcripts``.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
-import json
 import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import middleware
 from middleware.plugins import PluginHost
+from middleware.transcripts import load_transcripts
 
 Messages = list[dict[str, Any]]
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "trajectories"
 
-# -- loaders ----------------------------------------------------------------------------------
+# -- sessions -------------------------------------------------------------------------------
 
 
-def load_claude_code(root: Path) -> Iterator[tuple[str, Messages]]:
-    """Claude Code JSONL: one line per content block. The lines of one API response share
-    ``message.id`` and may be interleaved with the results of its first calls (tools start
-    while the response still streams), so they are gathered into one assistant message;
-    consecutive user lines (parallel results) form one user message."""
-    for path in sorted((root / "claude-code").rglob("*.jsonl")):
-        messages: Messages = []
-        last_assistant: tuple[object, int] | None = None  # (message.id, index)
-        for line in path.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            message = record.get("message")
-            if record.get("type") not in ("user", "assistant") or record.get("isSidechain"):
-                continue
-            if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-                continue
-            content = message.get("content")
-            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-            role = message["role"]
-            if role == "assistant" and last_assistant and last_assistant[0] == message.get("id"):
-                messages[last_assistant[1]]["content"].extend(blocks)
-            elif role == "user" and messages and messages[-1]["role"] == "user":
-                messages[-1]["content"].extend(blocks)
-            else:
-                messages.append({"role": role, "content": list(blocks)})
-                if role == "assistant":
-                    last_assistant = (message.get("id"), len(messages) - 1)
-        if messages:
-            yield str(path.relative_to(root)), messages
+def load_sessions(root: Path) -> dict[str, list[tuple[str, str, Messages]]]:
+    """Every structured-tool-call transcript under ``root``, by source: (name, format,
+    messages). Text-protocol agents have no tool ids to pair and are left out."""
+    patterns = ("claude-code/**/*.jsonl", "tau-bench/*.json", "swe-agent/**/*.traj")
+    sessions: dict[str, list[tuple[str, str, Messages]]] = {}
+    for pattern in patterns:
+        for path in sorted(root.glob(pattern)):
+            for t in load_transcripts(path):
+                if not t.policy_overrides:
+                    sessions.setdefault(t.source, []).append((t.name, t.format, t.messages))
+    return sessions
 
-
-def load_tau_bench(root: Path) -> Iterator[tuple[str, Messages]]:
-    path = root / "tau-bench" / "gpt-4o-airline.json"
-    if path.exists():
-        for i, run in enumerate(json.loads(path.read_text(encoding="utf-8"))):
-            yield f"tau-bench #{i}", run["traj"]
-
-
-def load_swe_agent(root: Path) -> Iterator[tuple[str, Messages]]:
-    """SWE-agent ``.traj`` files that use function calling (``tool_call_ids`` lists)."""
-    for path in sorted((root / "swe-agent").rglob("*.traj")):
-        history = json.loads(path.read_text(encoding="utf-8")).get("history", [])
-        if not any(m.get("tool_call_ids") for m in history):
-            continue
-        messages: Messages = []
-        for m in history:
-            if m["role"] == "tool":
-                messages.extend(
-                    {"role": "tool", "tool_call_id": cid, "content": m["content"]}
-                    for cid in m["tool_call_ids"]
-                )
-            elif m.get("tool_calls"):
-                messages.append(
-                    {"role": "assistant", "content": m["content"], "tool_calls": m["tool_calls"]}
-                )
-            else:
-                messages.append({"role": m["role"], "content": m["content"]})
-        yield str(path.relative_to(root)), messages
-
-
-SOURCES: dict[str, tuple[str, Callable[[Path], Iterator[tuple[str, Messages]]]]] = {
-    "claude-code": ("anthropic", load_claude_code),
-    "tau-bench": ("openai", load_tau_bench),
-    "swe-agent": ("openai", load_swe_agent),
-}
 
 # -- faults -----------------------------------------------------------------------------------
 # Each fault returns a new list; the messages it changes are copies (the session is reused).
@@ -264,8 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     rows = []
     failures = 0
-    for source, (fmt, loader) in SOURCES.items():
-        sessions = [(name, msgs) for name, msgs in loader(args.data) if _call_sites(msgs, fmt)]
+    for source, loaded in load_sessions(args.data).items():
+        fmt = loaded[0][1]
+        sessions = [(name, msgs) for name, _, msgs in loaded if _call_sites(msgs, fmt)]
         if not sessions:
             continue
         clean = sum(not middleware.validate(msgs, fmt) for _, msgs in sessions)

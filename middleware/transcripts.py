@@ -102,8 +102,10 @@ def _swe_agent(file: Path, data: dict[str, Any]) -> Transcript:
         message = {k: v for k, v in entry.items() if k != "tool_call_ids"}
         if entry.get("role") == "tool":
             uses_tools = True
-            ids = entry.get("tool_call_ids") or []
-            message["tool_call_id"] = ids[0] if ids else ""
+            # One observation may answer several calls: one tool message per id.
+            for call_id in entry.get("tool_call_ids") or [""]:
+                messages.append({**message, "tool_call_id": call_id})
+            continue
         if entry.get("tool_calls"):
             uses_tools = True
         messages.append(message)
@@ -122,21 +124,19 @@ def _claude_code(file: Path) -> list[Transcript]:
     records = [json.loads(line) for line in lines if line.strip()]
     if any(r.get("type") in ("user", "assistant") and not r.get("isSidechain") for r in records):
         sidechain_only = False
-    last_id: object = None
+    last_assistant: tuple[object, int] | None = None  # (message.id, index in segment)
     for number, record in enumerate(records, start=1):
         kind = record.get("type")
         if kind == "system" and record.get("subtype") == "compact_boundary":
             segments.append([])
             notes.append([f"restarted at the compaction boundary on line {number}"])
-            last_id = None
+            last_assistant = None
             continue
         if kind not in ("user", "assistant") or not isinstance(record.get("message"), dict):
             continue
         if record.get("isSidechain") and not sidechain_only:
             continue
-        message = record["message"]
-        _append_block_line(segments[-1], message, same_message=message.get("id") == last_id)
-        last_id = message.get("id") if message.get("role") == "assistant" else None
+        last_assistant = _append_block_line(segments[-1], record["message"], last_assistant)
     out = []
     for i, (messages, segment_notes) in enumerate(zip(segments, notes, strict=True)):
         if not messages:
@@ -147,26 +147,31 @@ def _claude_code(file: Path) -> list[Transcript]:
 
 
 def _append_block_line(
-    messages: list[dict[str, Any]], message: dict[str, Any], *, same_message: bool
-) -> None:
-    role = message.get("role")
+    messages: list[dict[str, Any]],
+    message: dict[str, Any],
+    last_assistant: tuple[object, int] | None,
+) -> tuple[object, int] | None:
+    """Add one line's blocks. The lines of one API response share ``message.id`` and may be
+    interleaved with the results of its first calls (tools start while the response still
+    streams), so they go back into that assistant message. Returns the new
+    ``(message.id, index)`` of the latest assistant message."""
     content = message.get("content")
     blocks = (
         [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
     )
-    last = messages[-1] if messages else None
-    if role == "assistant":
-        if same_message and last is not None and last["role"] == "assistant":
-            last["content"].extend(blocks)
-        else:
-            messages.append({"role": "assistant", "content": blocks})
-        return
-    if last is not None and last["role"] == "user":
-        last["content"].extend(blocks)
+    if message.get("role") == "assistant":
+        if last_assistant is not None and last_assistant[0] == message.get("id"):
+            messages[last_assistant[1]]["content"].extend(blocks)
+            return last_assistant
+        messages.append({"role": "assistant", "content": blocks})
+        return message.get("id"), len(messages) - 1
+    if messages and messages[-1]["role"] == "user":
+        messages[-1]["content"].extend(blocks)
         # tool_result blocks come first in a user message, as Claude Code sends it.
-        last["content"].sort(key=lambda b: b.get("type") != "tool_result")
+        messages[-1]["content"].sort(key=lambda b: b.get("type") != "tool_result")
     else:
         messages.append({"role": "user", "content": blocks})
+    return last_assistant
 
 
 def _is_assistant(message: Any) -> bool:

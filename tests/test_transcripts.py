@@ -153,3 +153,34 @@ def test_unreadable_files_are_history_errors(tmp_path: Path) -> None:
         load_transcripts(bad)
     with pytest.raises(middleware.HistoryError, match="not a transcript"):
         load_transcripts(write(tmp_path, "n.json", 42))
+
+
+def test_streamed_lines_interleaved_with_early_results_form_one_message(tmp_path: Path) -> None:
+    tool_use = lambda i: {"type": "tool_use", "id": i, "name": "Bash", "input": {}}  # noqa: E731
+    result = lambda i: [{"type": "tool_result", "tool_use_id": i, "content": i}]  # noqa: E731
+    lines = [
+        cc_line("user", "Run both."),
+        cc_line("assistant", [tool_use("a")], "msg_1"),
+        cc_line("user", result("a")),  # the first tool finished while the response streamed
+        cc_line("assistant", [tool_use("b")], "msg_1"),
+        cc_line("user", result("b")),
+        cc_line("assistant", [{"type": "text", "text": "Both ran."}], "msg_2"),
+    ]
+    (t,) = load_transcripts(write(tmp_path, "s.jsonl", lines))
+    assert [m["role"] for m in t.messages] == ["user", "assistant", "user", "assistant"]
+    assert [b["id"] for b in t.messages[1]["content"]] == ["a", "b"]
+    assert [b["tool_use_id"] for b in t.messages[2]["content"]] == ["a", "b"]
+    assert middleware.validate(t.messages, "anthropic") == []
+
+
+def test_one_swe_agent_observation_answering_two_calls(tmp_path: Path) -> None:
+    data = {"history": [
+        {"role": "user", "content": "issue"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": i, "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+            for i in ("c1", "c2")]},
+        {"role": "tool", "content": "out", "tool_call_ids": ["c1", "c2"]},
+    ]}  # fmt: skip
+    (t,) = load_transcripts(write(tmp_path, "m.traj", data))
+    assert [m.get("tool_call_id") for m in t.messages[2:]] == ["c1", "c2"]
+    assert middleware.validate(t.messages, "openai") == []
