@@ -48,6 +48,11 @@ class SpillStore(Protocol):
         location without rewriting."""
         ...
 
+    def load(self, location: str) -> str | None:
+        """The content saved at ``location`` by this store, or ``None`` if it holds
+        nothing there (never read anything the store did not write)."""
+        ...
+
     def close(self) -> None:
         """Release the store (for example remove a temporary workspace)."""
         ...

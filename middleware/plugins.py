@@ -37,6 +37,7 @@ ENTRY_POINT_GROUP = "chatcli_middleware"
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "middleware.steps.pairing",
     "middleware.steps.budget",
+    "middleware.steps.microcompact",
     "middleware.steps.chatcli_tools",
 )
 

@@ -9,6 +9,7 @@ it replaces (in that case the caller keeps the text whole).
 
 from __future__ import annotations
 
+import re
 import string
 from dataclasses import dataclass
 from typing import Literal
@@ -140,3 +141,27 @@ def _utf8_len(ch: str) -> int:
     if code < 0x800:
         return 2
     return 3 if code < 0x10000 else 4  # lone surrogates travel as 3 bytes
+
+
+def parse_preview(text: str, style: PreviewStyle) -> dict[str, str] | None:
+    """The fields of a preview ``style`` produced (``head``, ``omitted``, ``path``...), or
+    ``None`` if ``text`` is not such a preview."""
+    pattern = _preview_pattern(style.template)
+    match = pattern.fullmatch(text)
+    return None if match is None else match.groupdict()
+
+
+def _preview_pattern(template: str) -> re.Pattern[str]:
+    parts = []
+    seen: set[str] = set()
+    for literal, name, _, _ in string.Formatter().parse(template):
+        parts.append(re.escape(literal))
+        if name is None:
+            continue
+        if name in seen:
+            parts.append(f"(?P={name})")
+            continue
+        seen.add(name)
+        body = r"\d+" if name in ("omitted", "total", "total_bytes", "lines") else ".*?"
+        parts.append(f"(?P<{name}>{body})")
+    return re.compile("".join(parts), re.DOTALL)

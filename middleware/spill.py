@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _SUFFIX = re.compile(r"^\.[a-z0-9]{1,8}$")
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}-[0-9a-f]{16}\.[a-z0-9]{1,8}$")
 #: Longest id fragment kept in a file name; the content hash keeps names unique.
 MAX_ID_CHARS = 64
 
@@ -83,6 +84,20 @@ class SpillWorkspace:
         except OSError as exc:
             raise SpillError(f"cannot save spilled output to {target}: {exc}") from exc
         return str(target)
+
+    def load(self, location: str) -> str | None:
+        """The content of a file this workspace saved, or ``None`` for anything else (a
+        path outside ``tool-results/``, a link, a missing file)."""
+        path = Path(location)
+        if path.parent != self.results_dir or not _NAME.match(path.name):
+            return None
+        try:
+            info = os.lstat(path)
+            if not stat.S_ISREG(info.st_mode):
+                return None
+            return path.read_bytes().decode("utf-8", "surrogatepass")
+        except (OSError, UnicodeDecodeError):
+            return None
 
     def close(self) -> None:
         """Remove the session folder (unless ``keep``); safe to call more than once."""

@@ -48,6 +48,10 @@ class ToolResult:
     #: Tool name for text-protocol outputs (from the rule); structured results take the
     #: name of the call they answer.
     tool_name: str | None = None
+    #: The full text before a step of this ``process()`` call cut it (the budget step
+    #: sets it when it spills), so later steps can work from the original. Never written
+    #: to the wire.
+    original: str | None = None
 
     @property
     def text(self) -> str:

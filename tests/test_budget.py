@@ -19,8 +19,9 @@ from middleware.plugins import PluginHost
 
 
 def policy_file(tmp_path: Path, **sections: Any) -> Path:
-    """A policy extending nothing: the default policy with ``sections`` merged in."""
+    """The default policy with ``sections`` merged in, microcompaction off."""
     document = yaml.safe_load(middleware.resources.default_policy_path().read_text("utf-8"))
+    document["microcompact"]["enabled"] = False  # these tests look at the budget step alone
     for name, values in sections.items():
         if isinstance(values, dict) and isinstance(document.get(name), dict):
             document[name] = {**document[name], **values}
@@ -218,6 +219,9 @@ def test_context_aware_ceiling_depends_only_on_what_came_before(tmp_path: Path) 
 class FailingStore:
     def save(self, key: str, content: str, *, suffix: str = ".txt") -> str:
         raise OSError(28, "No space left on device")
+
+    def load(self, location: str) -> str | None:
+        return None
 
     def close(self) -> None:
         """Nothing to release."""

@@ -182,6 +182,9 @@ def test_a_plugin_can_provide_the_spill_store() -> None:
             saved[key] = content
             return f"mem://{key}{suffix}"
 
+        def load(self, location: str) -> str | None:
+            return saved.get(location.removeprefix("mem://").removesuffix(".txt"))
+
         def close(self) -> None:
             saved.clear()
 

@@ -160,3 +160,17 @@ def test_any_key_and_content_round_trip_inside_the_workspace(
     assert path.parent == ws.results_dir
     assert NAME.match(path.name)
     assert path.read_bytes().decode("utf-8", "surrogatepass") == content
+
+
+def test_load_reads_back_only_what_the_workspace_saved(tmp_path: Path) -> None:
+    ws = SpillWorkspace("s", tmp_path / "root")
+    location = ws.save("call", "full text é")
+    assert ws.load(location) == "full text é"
+    outside = tmp_path / "secret.txt"
+    outside.write_text("secret", encoding="utf-8")
+    assert ws.load(str(outside)) is None
+    assert ws.load(str(ws.results_dir / ".." / "x")) is None
+    assert ws.load(str(ws.results_dir / spill_file_name("other", "never saved"))) is None
+    link = ws.results_dir / spill_file_name("link", "x")
+    link.symlink_to(outside)
+    assert ws.load(str(link)) is None

@@ -215,7 +215,8 @@ class _BudgetRun:
         return cut
 
     def _freeze(self, cand: _Candidate, text: str) -> None:
-        cand.result = cand.result.with_text(text)
+        original = cand.result.original or cand.result.text
+        cand.result = replace(cand.result.with_text(text), original=original)
         cand.frozen = True
         self._replace(cand.site, cand.result)
 

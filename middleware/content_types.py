@@ -1,0 +1,69 @@
+"""What kind of content a tool result holds, for one-line summaries of old results.
+
+The order matters: ChatCLI tests ``package `` before ``diff``, so a diff of Go code is
+called "Go source". Here structural formats whose first line is unambiguous (JSON, diff,
+git log, tracebacks) are recognised before keyword guesses about source code.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+
+Rule = tuple[str, Callable[[str, str], bool]]
+
+_DIFF_START = re.compile(r"^(diff --git |diff -|--- \S|Index: |@@ -\d)")
+_GIT_LOG = re.compile(r"^commit [0-9a-f]{7,40}\b")
+_XML = re.compile(r"^<(\?xml|!DOCTYPE|html|svg|[A-Za-z][\w:-]*[ >])", re.IGNORECASE)
+_GREP = re.compile(r"^[^\s:]+:\d+:", re.MULTILINE)
+_LISTING = re.compile(r"^(total \d+\n)?[d-][rwx-]{9}", re.MULTILINE)
+
+
+def _is_json(text: str, head: str) -> bool:
+    if not head.startswith(("{", "[")):
+        return False
+    try:
+        json.loads(text)
+    except ValueError:
+        return head.startswith(('{"', "[{"))
+    return True
+
+
+def _first_lines(head: str, pattern: str) -> bool:
+    return re.search(pattern, head, re.MULTILINE) is not None
+
+
+#: (type, test on (full stripped text, its first 400 characters)), first match wins.
+RULES: tuple[Rule, ...] = (
+    ("JSON", _is_json),
+    ("diff", lambda text, head: bool(_DIFF_START.match(head))),
+    ("git log", lambda text, head: bool(_GIT_LOG.match(head))),
+    ("Python traceback", lambda text, head: "Traceback (most recent call last):" in text[:4000]),
+    ("XML/HTML", lambda text, head: bool(_XML.match(head))),
+    ("grep matches", lambda text, head: len(_GREP.findall(head)) >= 2),
+    ("directory listing", lambda text, head: bool(_LISTING.search(head))),
+    ("Go source", lambda text, head: _first_lines(head, r"^package \w+$")),
+    (
+        "Python source",
+        lambda text, head: _first_lines(head, r"^(def |class |import |from \S+ import )"),
+    ),
+    (
+        "JavaScript source",
+        lambda text, head: _first_lines(
+            head, r"^(function |const |let |import .* from |export |module\.exports)"
+        ),
+    ),
+    ("Rust source", lambda text, head: _first_lines(head, r"^(fn |use |pub |impl |mod )")),
+    ("shell output", lambda text, head: head.startswith(("$ ", "+ "))),
+)
+
+
+def detect_content_type(text: str) -> str:
+    """The first matching type of :data:`RULES`, else ``"text"``."""
+    stripped = text.strip()
+    head = stripped[:400]
+    for name, test in RULES:
+        if test(stripped, head):
+            return name
+    return "text"

@@ -1,0 +1,210 @@
+"""Step 3, microcompaction: old tool results are truncated, then summarised, by age.
+
+Cache awareness: ages are measured against a *boundary* that advances every
+``schedule.step_turns`` assistant turns (and only once the request is past
+``schedule.trigger_tokens``), not against the latest turn. Between two boundary moves the
+compacted history is byte-identical, so the provider's prompt cache keeps hitting; each move
+rewrites a batch of results at once. Everything is derived from the history alone, so two
+processes agree. With ``schedule.window_tokens`` set, a request that would not fit is
+compacted up to the latest turn, then harder, so it fits whenever that is possible.
+
+Nothing is lost: the full text of every compacted result is in the spill store, and the
+compacted text names the file.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from ..content_types import detect_content_type
+from ..markers import hookimpl
+from ..microcompact_settings import MicrocompactSettings
+from ..references import distinctive_tokens
+from ..view import Conversation, ResultSite
+from .context import StepContext
+
+logger = logging.getLogger(__name__)
+
+_ERROR_LINE = re.compile(r"(error|exception|traceback|failed|fatal|panic)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    site: ResultSite
+    level: str  # "truncate" | "summarize"
+
+
+@hookimpl(tryfirst=True)
+def microcompact(conversation: Conversation, context: StepContext) -> None:
+    settings = MicrocompactSettings.from_policy(context.policy)
+    if settings.enabled:
+        _Compaction(settings, context, conversation).run()
+
+
+class _Compaction:
+    def __init__(
+        self, settings: MicrocompactSettings, context: StepContext, conversation: Conversation
+    ) -> None:
+        self.size = 0  # characters of the request, kept up to date as results shrink
+        self.settings = settings
+        self.context = context
+        self.conversation = conversation
+
+    def run(self) -> None:
+        s = self.settings
+        index = self.conversation.index()
+        turns = index.turn_count
+        self.size = sum(_value_chars(node.raw) for node in self.conversation.nodes)
+        if self.size < s.trigger_tokens * s.chars_per_token:
+            return
+        boundary = (turns // s.step_turns) * s.step_turns
+        self._apply(self._plan(index.results, boundary, s.truncate_turns, s.summarize_turns))
+        window = s.window_tokens
+        if window is None or self.size <= window * s.chars_per_token:
+            return
+        # Over the window: compact up to the latest turn, then summarise everything
+        # older than the last two turns whatever its size.
+        for min_size in (s.min_content, 1):
+            results = self.conversation.index().results
+            self._apply(self._plan(results, turns, s.truncate_turns, s.summarize_turns, min_size))
+            if self.size <= window * s.chars_per_token:
+                return
+            results = self.conversation.index().results
+            self._apply(self._plan(results, turns, s.truncate_turns, s.truncate_turns, min_size))
+            if self.size <= window * s.chars_per_token:
+                return
+        logger.warning("request still over the %d-token window after compaction", window)
+
+    def _plan(
+        self,
+        results: tuple[ResultSite, ...],
+        boundary: int,
+        truncate_age: int,
+        summarize_age: int,
+        min_size: int | None = None,
+    ) -> list[_Plan]:
+        minimum = self.settings.min_content if min_size is None else min_size
+        plans = []
+        for site in results:
+            if site.turn is None or site.turn >= boundary or self._exempt(site):
+                continue
+            age = boundary - 1 - site.turn
+            level = (
+                "summarize" if age >= summarize_age else "truncate" if age >= truncate_age else None
+            )
+            if level is None or self._compacted_to(site.result.text) in (level, "summarize"):
+                continue
+            if (
+                (site.result.original
+                and len(site.result.original))
+                or self.settings.original_size(site.result.text)
+            ) < minimum:
+                continue
+            plans.append(_Plan(site, level))
+        return plans
+
+    def _exempt(self, site: ResultSite) -> bool:
+        if site.result.is_error and self.settings.keep_errors:
+            return True
+        return site.tool_name is not None and site.tool_name in self.settings.exempt_tools
+
+    def _compacted_to(self, text: str) -> str | None:
+        if self.settings.summary_marker in text:
+            return "summarize"
+        if self.settings.truncate_marker_literal in text:
+            return "truncate"
+        return None
+
+    def _apply(self, plans: list[_Plan]) -> None:
+        for plan in plans:
+            site = plan.site
+            result = site.result
+            current = result.text
+            # Work from the full text: the budget step hands it on when it spilled the
+            # result in this call; a result compacted earlier names its file. The pointer
+            # then names the same file and the counts are the original's.
+            text = result.original if result.original is not None else self._recover(current)
+            path = self._save(site, text)
+            if path is None:
+                continue
+            if plan.level == "truncate":
+                new = self.settings.truncate(text, path)
+            else:
+                kind = self._content_type(site, text)
+                mentions = _mentions(text, self.settings.mentions)
+                errors = _error_lines(text, self.settings.error_lines)
+                new = self.settings.summarize(text, path, kind, mentions, errors)
+            if new is None or len(new) >= len(current):
+                continue
+            self.conversation.replace_block(site.node, site.block, result.with_text(new))
+            self.size -= len(current) - len(new)
+            self.context.record(
+                "truncated" if plan.level == "truncate" else "summarized",
+                tool_call_id=result.call_id, tool_name=site.tool_name,
+                message_index=self.conversation.nodes[site.node].origin,
+                chars_before=len(current), chars_after=len(new), age=site.age, path=path,
+            )  # fmt: skip
+
+    def _recover(self, text: str) -> str:
+        """The original of a preview or truncation made earlier, read back from the spill
+        store; ``text`` itself when it is neither or the store no longer has it."""
+        path = self.settings.pointer(text)
+        original = self.context.spill.load(path) if path is not None else None
+        if original is None or len(original) != self.settings.original_size(text):
+            return text
+        return original
+
+    def _save(self, site: ResultSite, text: str) -> str | None:
+        key = site.result.call_id or site.tool_name or "result"
+        try:
+            return self.context.spill.save(key, text)
+        except OSError as exc:
+            self.context.record(
+                "compaction_skipped", tool_call_id=site.result.call_id, tool_name=site.tool_name,
+                message_index=self.conversation.nodes[site.node].origin,
+                chars_before=len(text), chars_after=len(text), error=str(exc),
+            )  # fmt: skip
+            return None
+
+    def _content_type(self, site: ResultSite, text: str) -> str:
+        return self.context.content_type(text, site.tool_name) or detect_content_type(text)
+
+
+def _mentions(text: str, limit: int) -> list[str]:
+    """The result's distinctive tokens (paths, identifiers, versions), in order of first
+    appearance, longest-lived first: what the model is likely to refer to next."""
+    if limit <= 0:
+        return []
+    seen: dict[str, None] = {}
+    for token in _ordered_tokens(text):
+        seen.setdefault(token, None)
+        if len(seen) >= limit:
+            break
+    return list(seen)
+
+
+def _ordered_tokens(text: str) -> list[str]:
+    tokens = distinctive_tokens(text)
+    return sorted(tokens, key=lambda t: (text.find(t), -len(t)))
+
+
+def _error_lines(text: str, limit: int) -> list[str]:
+    out: list[str] = []
+    for line in text.splitlines():
+        if limit <= len(out):
+            break
+        if _ERROR_LINE.search(line):
+            out.append(line.strip()[:200])
+    return out
+
+
+def _value_chars(value: object) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_value_chars(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_value_chars(v) for v in value)
+    return 0
