@@ -38,6 +38,8 @@ MICROCOMPACT_DEFAULTS: dict[str, Any] = {
     "schedule": {
         "step_turns": 1,
         "trigger_tokens": 0,
+        "min_reclaim_tokens": 0,
+        "min_reclaim_ratio": 0.0,
         "window_tokens": None,
         "chars_per_token": 4,
     },
@@ -60,6 +62,8 @@ class MicrocompactSettings:
     exempt_tools: frozenset[str]
     step_turns: int
     trigger_tokens: int
+    min_reclaim_tokens: int
+    min_reclaim_ratio: float
     window_tokens: int | None
     chars_per_token: float
     #: The budget step's preview style, to recognise its previews.
@@ -88,6 +92,8 @@ class MicrocompactSettings:
             exempt_tools=frozenset(get("exempt_tools")),
             step_turns=max(get("schedule.step_turns"), 1),
             trigger_tokens=get("schedule.trigger_tokens"),
+            min_reclaim_tokens=get("schedule.min_reclaim_tokens"),
+            min_reclaim_ratio=get("schedule.min_reclaim_ratio"),
             window_tokens=get("schedule.window_tokens"),
             chars_per_token=get("schedule.chars_per_token"),
             budget_preview=BudgetSettings.from_policy(policy).preview,

@@ -230,3 +230,31 @@ def test_a_result_the_budget_spilled_is_compacted_from_its_original(tmp_path: Pa
     assert big.endswith(tail)
     omitted = len(big) - len(head) - len(tail)
     assert marker == f"{omitted} chars omitted from old tool result; full output: {spilled}"
+
+
+def test_a_rewrite_happens_only_when_it_pays_for_the_cache_it_breaks(tmp_path: Path) -> None:
+    # One big old result followed by small turns: reclaiming it is worth re-sending what
+    # follows. Followed by large outputs that stay (an exempt tool), it never is.
+    cheap_suffix = session(("bash", LINES), *[("bash", "ok")] * 4)
+    costly_suffix = session(("bash", LINES), *[("Edit", "e" * 10_000)] * 8)
+    with pipeline(tmp_path, schedule={"min_reclaim_ratio": 1.0}) as pipe:
+        assert pipe.process(cheap_suffix).report.by_step("microcompact")
+        assert not pipe.process(costly_suffix).report.by_step("microcompact")
+    with pipeline(tmp_path, schedule={"min_reclaim_ratio": 0.0}) as pipe:
+        assert pipe.process(costly_suffix).report.by_step("microcompact")
+
+
+def test_reclaim_gate_decisions_never_change_as_the_session_grows(tmp_path: Path) -> None:
+    outputs = [("bash", f"{i:03d}" + LINES[3:] if i % 3 == 0 else "m" * 1500) for i in range(15)]
+    full = session(*outputs)
+    with pipeline(
+        tmp_path, schedule={"min_reclaim_ratio": 0.5, "min_reclaim_tokens": 1000}
+    ) as pipe:
+        sent = [json.dumps(pipe.process(full[: 1 + 2 * n]).messages) for n in range(1, 16)]
+    rewrites = [i for i, (a, b) in enumerate(itertools.pairwise(sent)) if not b.startswith(a[:-1])]
+    assert 0 < len(rewrites) < 6
+    # Replaying any prefix again gives the same bytes: no hidden state.
+    with pipeline(
+        tmp_path, schedule={"min_reclaim_ratio": 0.5, "min_reclaim_tokens": 1000}
+    ) as pipe:
+        assert json.dumps(pipe.process(full[:21]).messages) == sent[9]

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import logging
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
+from itertools import accumulate
 
 from ..content_types import detect_content_type
 from ..markers import hookimpl
 from ..microcompact_settings import MicrocompactSettings
 from ..references import distinctive_tokens
-from ..view import Conversation, ResultSite
+from ..view import Conversation, ConversationIndex, ResultSite
 from .context import StepContext
 
 logger = logging.getLogger(__name__)
@@ -56,10 +58,9 @@ class _Compaction:
         s = self.settings
         index = self.conversation.index()
         turns = index.turn_count
-        self.size = sum(_value_chars(node.raw) for node in self.conversation.nodes)
-        if self.size < s.trigger_tokens * s.chars_per_token:
-            return
-        boundary = (turns // s.step_turns) * s.step_turns
+        sizes = [_value_chars(node.raw) for node in self.conversation.nodes]
+        self.size = sum(sizes)
+        boundary = self._boundary(index, sizes)
         self._apply(self._plan(index.results, boundary, s.truncate_turns, s.summarize_turns))
         window = s.window_tokens
         if window is None or self.size <= window * s.chars_per_token:
@@ -76,6 +77,40 @@ class _Compaction:
             if self.size <= window * s.chars_per_token:
                 return
         logger.warning("request still over the %d-token window after compaction", window)
+
+    def _boundary(self, index: ConversationIndex, sizes: list[int]) -> int:
+        """The turn before which results are compacted, derived from the history alone.
+
+        Candidates are the multiples of ``step_turns``. The boundary moves to one only when
+        the history before it is past the trigger and compacting there pays for the cache
+        it breaks: it reclaims at least ``min_reclaim_tokens`` more than the current
+        boundary, and at least ``min_reclaim_ratio`` times what the rewrite re-sends
+        (everything after the first result that changes). Each decision looks only at the
+        history before the candidate, so later turns never change it.
+        """
+        s = self.settings
+        gains = _TurnGains(self, index)
+        trigger = s.trigger_tokens * s.chars_per_token
+        reclaim = max(s.min_reclaim_tokens * s.chars_per_token, 1)
+        before_turn = _chars_before_turns(sizes, index.node_turns)
+        offsets = _offsets(sizes)
+        current = 0
+        for candidate in range(s.step_turns, index.turn_count + 1, s.step_turns):
+            history = before_turn.get(candidate, self.size)
+            if history < trigger:
+                continue
+            gain = gains.total(candidate) - gains.total(current)
+            first = gains.first_changed_node(current, candidate)
+            if first is None or gain < reclaim:
+                continue
+            rewritten = max(history - offsets[first] - gain, 1)
+            if gain >= s.min_reclaim_ratio * rewritten:
+                current = candidate
+        return current
+
+    def _size_of(self, site: ResultSite) -> int:
+        original = site.result.original
+        return len(original) if original is not None else len(site.result.text)
 
     def _plan(
         self,
@@ -97,8 +132,7 @@ class _Compaction:
             if level is None or self._compacted_to(site.result.text) in (level, "summarize"):
                 continue
             if (
-                (site.result.original
-                and len(site.result.original))
+                (site.result.original and len(site.result.original))
                 or self.settings.original_size(site.result.text)
             ) < minimum:
                 continue
@@ -208,3 +242,77 @@ def _value_chars(value: object) -> int:
     if isinstance(value, list):
         return sum(_value_chars(v) for v in value)
     return 0
+
+
+class _TurnGains:
+    """Per-turn prefix sums of what compaction would remove, so every candidate boundary
+    is weighed in constant time (estimated from sizes: deciding costs no I/O)."""
+
+    def __init__(self, run: _Compaction, index: ConversationIndex) -> None:
+        s = run.settings
+        self.truncate_turns = s.truncate_turns
+        self.summarize_turns = max(s.summarize_turns, s.truncate_turns)
+        turns = index.turn_count
+        by_truncate = [0] * turns
+        by_summary = [0] * turns
+        self.first_node: dict[int, int] = {}
+        summary_kept = 200 + 20 * s.mentions
+        truncate_kept = s.head_chars + s.tail_chars + 150
+        for site in index.results:
+            if site.turn is None or run._exempt(site):
+                continue
+            state = run._compacted_to(site.result.text)
+            size = run._size_of(site)
+            original = site.result.original
+            if (
+                state == "summarize"
+                or (len(original) if original else s.original_size(site.result.text))
+                < s.min_content
+            ):
+                continue
+            if state != "truncate":
+                by_truncate[site.turn] += max(size - truncate_kept, 0)
+            by_summary[site.turn] += max(size - summary_kept, 0)
+            self.first_node[site.turn] = min(self.first_node.get(site.turn, site.node), site.node)
+        self.eligible_turns = sorted(self.first_node)
+        self.truncated = list(accumulate(by_truncate, initial=0))
+        self.summarized = list(accumulate(by_summary, initial=0))
+
+    def total(self, boundary: int) -> int:
+        """What compaction at ``boundary`` removes: turns older than ``summarize_turns``
+        summarised, those older than ``truncate_turns`` truncated."""
+        summarized = max(boundary - self.summarize_turns, 0)
+        truncated = max(boundary - self.truncate_turns, summarized)
+        return self.summarized[summarized] + self.truncated[truncated] - self.truncated[summarized]
+
+    def first_changed_node(self, current: int, candidate: int) -> int | None:
+        """The first node whose compaction level differs between the two boundaries
+        (``current`` < ``candidate``): a turn truncated at ``current`` that ``candidate``
+        summarises, or one ``current`` leaves alone that ``candidate`` compacts."""
+        start = bisect_left(self.eligible_turns, current - self.summarize_turns)
+        for turn in self.eligible_turns[start:]:
+            if turn >= candidate - self.truncate_turns:
+                return None
+            if turn >= current - self.truncate_turns or turn < candidate - self.summarize_turns:
+                return self.first_node[turn]
+        return None
+
+
+def _chars_before_turns(sizes: list[int], node_turns: tuple[int, ...]) -> dict[int, int]:
+    """Characters of history before the first node of each assistant turn."""
+    before: dict[int, int] = {}
+    running = 0
+    for size, turn in zip(sizes, node_turns, strict=True):
+        if turn >= 0 and turn not in before:
+            before[turn] = running
+        running += size
+    return before
+
+
+def _offsets(sizes: list[int]) -> list[int]:
+    """Characters of history before each node."""
+    out, running = [], 0
+    for size in sizes:
+        out.append(running)
+        running += size
+    return out
