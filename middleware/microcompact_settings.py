@@ -31,6 +31,7 @@ MICROCOMPACT_DEFAULTS: dict[str, Any] = {
     "mentions": 12,
     "error_lines": 3,
     "keep_errors": True,
+    "keep_results": 0,
     "exempt_tools": [
         "write", "edit", "patch", "execute", "exec",
         "Write", "Edit", "MultiEdit", "NotebookEdit",
@@ -59,6 +60,7 @@ class MicrocompactSettings:
     mentions: int
     error_lines: int
     keep_errors: bool
+    keep_results: int
     exempt_tools: frozenset[str]
     step_turns: int
     trigger_tokens: int
@@ -89,6 +91,7 @@ class MicrocompactSettings:
             mentions=get("mentions"),
             error_lines=get("error_lines"),
             keep_errors=get("keep_errors"),
+            keep_results=get("keep_results"),
             exempt_tools=frozenset(get("exempt_tools")),
             step_turns=max(get("schedule.step_turns"), 1),
             trigger_tokens=get("schedule.trigger_tokens"),

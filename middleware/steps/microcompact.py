@@ -50,6 +50,7 @@ class _Compaction:
         self, settings: MicrocompactSettings, context: StepContext, conversation: Conversation
     ) -> None:
         self.size = 0  # characters of the request, kept up to date as results shrink
+        self.recent: set[tuple[int, int]] = set()  # the last keep_results results
         self.settings = settings
         self.context = context
         self.conversation = conversation
@@ -58,6 +59,9 @@ class _Compaction:
         s = self.settings
         index = self.conversation.index()
         turns = index.turn_count
+        keep = s.keep_results
+        recent = index.results[-keep:] if keep else ()
+        self.recent = {(site.node, site.block) for site in recent}
         sizes = [_value_chars(node.raw) for node in self.conversation.nodes]
         self.size = sum(sizes)
         boundary = self._boundary(index, sizes)
@@ -131,15 +135,21 @@ class _Compaction:
             )
             if level is None or self._compacted_to(site.result.text) in (level, "summarize"):
                 continue
-            if (
-                (site.result.original and len(site.result.original))
-                or self.settings.original_size(site.result.text)
-            ) < minimum:
+            if self._original_size(site) < minimum:
                 continue
             plans.append(_Plan(site, level))
         return plans
 
+    def _original_size(self, site: ResultSite) -> int:
+        """Eligibility is judged on the size before any cut (budget preview or truncation)."""
+        original = site.result.original
+        return (
+            len(original) if original is not None else self.settings.original_size(site.result.text)
+        )
+
     def _exempt(self, site: ResultSite) -> bool:
+        if (site.node, site.block) in self.recent:
+            return True
         if site.result.is_error and self.settings.keep_errors:
             return True
         return site.tool_name is not None and site.tool_name in self.settings.exempt_tools
@@ -263,12 +273,7 @@ class _TurnGains:
                 continue
             state = run._compacted_to(site.result.text)
             size = run._size_of(site)
-            original = site.result.original
-            if (
-                state == "summarize"
-                or (len(original) if original else s.original_size(site.result.text))
-                < s.min_content
-            ):
+            if state == "summarize" or run._original_size(site) < s.min_content:
                 continue
             if state != "truncate":
                 by_truncate[site.turn] += max(size - truncate_kept, 0)

@@ -1,0 +1,77 @@
+"""The baseline policies behave as the systems they stand for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import middleware
+from middleware.resources import data_dir
+
+BASELINES = data_dir("policies") / "baselines"
+
+
+def session(n: int, size: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Go."}]
+    for i in range(n):
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"c{i}",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": "{}"},
+                    }
+                ],
+            }
+        )
+        messages.append(
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"{i:04d}" + "x" * size}
+        )
+    return messages  # fmt: skip
+
+
+def outputs(messages: list[dict[str, Any]]) -> list[str]:
+    return [m["content"] for m in messages if m["role"] == "tool"]
+
+
+def run(name: str, messages: list[dict[str, Any]]) -> middleware.ProcessResult:
+    with middleware.Pipeline.from_policy(BASELINES / f"{name}.yaml") as pipe:
+        return pipe.process(messages)
+
+
+@pytest.mark.parametrize("path", sorted(BASELINES.glob("*.yaml")), ids=lambda p: p.stem)
+def test_baselines_load(path: Path) -> None:
+    assert middleware.load_policy(path).name == path.stem
+
+
+def test_none_changes_nothing_even_a_broken_history() -> None:
+    broken = session(3, 30_000)[:-1]  # a call without its result, huge outputs
+    result = run("none", broken)
+    assert result.messages == broken
+    assert not result.changed
+
+
+def test_observation_masking_keeps_the_last_ten_outputs() -> None:
+    kept = outputs(run("observation-masking", session(14, 500)).messages)
+    assert all(o.startswith("[Old tool output omitted: 1 lines.") for o in kept[:4])
+    assert kept[4:] == outputs(session(14, 500))[4:]
+
+
+def test_anthropic_clear_tool_uses_waits_for_its_trigger_then_keeps_three() -> None:
+    small = session(12, 1000)  # ~12,000 chars: far below 100,000 tokens
+    assert not run("anthropic-clear-tool-uses", small).report.by_step("microcompact")
+    big = session(12, 40_000)  # budget spills each to ~5 KB, still ~480 KB raw in total
+    kept = outputs(run("anthropic-clear-tool-uses", big).messages)
+    assert all(o.startswith("[Tool result cleared.") for o in kept[:9])
+    assert not any(o.startswith("[Tool result cleared.") for o in kept[9:])
+
+
+def test_chatcli_compacts_on_every_turn() -> None:
+    report = run("chatcli", session(6, 5000)).report
+    kinds = [a.kind for a in report.by_step("microcompact")]
+    assert kinds == ["summarized", "summarized", "truncated", "truncated"]
