@@ -17,10 +17,10 @@ if TYPE_CHECKING:
 MICROCOMPACT_DEFAULTS: dict[str, Any] = {
     "enabled": True,
     "truncate_turns": 2,
-    "summarize_turns": 4,
+    "summarize_turns": 2,
     "head_chars": 2000,
     "tail_chars": 500,
-    "min_content": 3000,
+    "min_content": 500,
     "truncate_template": (
         "{head}\n[... {omitted} chars omitted from old tool result; full output: {path}]\n{tail}"
     ),
@@ -28,7 +28,7 @@ MICROCOMPACT_DEFAULTS: dict[str, Any] = {
         "[Old tool result cleared — {lines} lines, {chars} chars, {type}. "
         "Full output: {path}]{mentions}{errors}"
     ),
-    "mentions": 12,
+    "mentions": 30,
     "error_lines": 3,
     "keep_errors": True,
     "keep_results": 0,
@@ -41,6 +41,9 @@ MICROCOMPACT_DEFAULTS: dict[str, Any] = {
         "trigger_tokens": 0,
         "min_reclaim_tokens": 0,
         "min_reclaim_ratio": 0.0,
+        "rewrite_cost": 11.5,
+        "expected_turns_factor": 1.0,
+        "expected_turns_min": 10,
         "window_tokens": None,
         "chars_per_token": 4,
     },
@@ -66,6 +69,9 @@ class MicrocompactSettings:
     trigger_tokens: int
     min_reclaim_tokens: int
     min_reclaim_ratio: float
+    rewrite_cost: float
+    expected_turns_factor: float
+    expected_turns_min: int
     window_tokens: int | None
     chars_per_token: float
     #: The budget step's preview style, to recognise its previews.
@@ -97,6 +103,9 @@ class MicrocompactSettings:
             trigger_tokens=get("schedule.trigger_tokens"),
             min_reclaim_tokens=get("schedule.min_reclaim_tokens"),
             min_reclaim_ratio=get("schedule.min_reclaim_ratio"),
+            rewrite_cost=get("schedule.rewrite_cost"),
+            expected_turns_factor=get("schedule.expected_turns_factor"),
+            expected_turns_min=get("schedule.expected_turns_min"),
             window_tokens=get("schedule.window_tokens"),
             chars_per_token=get("schedule.chars_per_token"),
             budget_preview=BudgetSettings.from_policy(policy).preview,

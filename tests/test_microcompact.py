@@ -18,8 +18,20 @@ from middleware.plugins import PluginHost
 PATH_RE = r"/chatcli-agent-mc/tool-results/"
 
 
-def policy_file(tmp_path: Path, **microcompact: Any) -> Path:
+#: ChatCLI's rules on every turn: the rule tests below are about ages and markers, not about
+#: the default schedule (tested at the end).
+CHATCLI_RULES: dict[str, Any] = {
+    "summarize_turns": 4, "min_content": 3000, "mentions": 12,
+    "schedule": {"rewrite_cost": 0, "expected_turns_min": 0},
+}  # fmt: skip
+
+
+def policy_file(tmp_path: Path, *, defaults: bool = False, **microcompact: Any) -> Path:
     document = yaml.safe_load(middleware.resources.default_policy_path().read_text("utf-8"))
+    if not defaults:
+        rules = {**CHATCLI_RULES, **microcompact}
+        rules["schedule"] = {**CHATCLI_RULES["schedule"], **microcompact.get("schedule", {})}
+        microcompact = rules
     schedule = microcompact.pop("schedule", {})
     document["microcompact"].update(microcompact)
     document["microcompact"]["schedule"].update(schedule)
@@ -258,3 +270,18 @@ def test_reclaim_gate_decisions_never_change_as_the_session_grows(tmp_path: Path
         tmp_path, schedule={"min_reclaim_ratio": 0.5, "min_reclaim_tokens": 1000}
     ) as pipe:
         assert json.dumps(pipe.process(full[:21]).messages) == sent[9]
+
+
+def test_default_schedule_rewrites_only_when_the_rewrite_pays_back(tmp_path: Path) -> None:
+    # Break-even: removing S saves reading S on each later request; re-sending R uncached
+    # costs 11.5 reads of R (Anthropic 5-minute prices); the session is expected to go on
+    # for max(its turns so far, 10) turns.
+    cheap = session(("bash", LINES), *[("bash", "ok")] * 3)
+    costly = session(("bash", LINES), *[("Edit", "e" * 10_000)] * 3)
+    with pipeline(tmp_path, defaults=True) as pipe:
+        (action,) = pipe.process(cheap).report.by_step("microcompact")
+        assert action.kind == "summarized"
+        assert not pipe.process(costly).report.by_step("microcompact")
+    # Free rewrites (OpenAI before GPT-5.6): the same history is compacted.
+    with pipeline(tmp_path, defaults=True, schedule={"rewrite_cost": 0}) as pipe:
+        assert pipe.process(costly).report.by_step("microcompact")

@@ -88,9 +88,12 @@ class _Compaction:
         Candidates are the multiples of ``step_turns``. The boundary moves to one only when
         the history before it is past the trigger and compacting there pays for the cache
         it breaks: it reclaims at least ``min_reclaim_tokens`` more than the current
-        boundary, and at least ``min_reclaim_ratio`` times what the rewrite re-sends
-        (everything after the first result that changes). Each decision looks only at the
-        history before the candidate, so later turns never change it.
+        boundary, and enough compared with what the rewrite re-sends uncached (everything
+        after the first result that changes) to pay back within the turns the session is
+        expected to go on for (``rewrite_cost``, ``expected_turns_factor``,
+        ``expected_turns_min``), and at least
+        ``min_reclaim_ratio`` times it. Each decision looks only at the history before the
+        candidate, so later turns never change it.
         """
         s = self.settings
         gains = _TurnGains(self, index)
@@ -108,7 +111,12 @@ class _Compaction:
             if first is None or gain < reclaim:
                 continue
             rewritten = max(history - offsets[first] - gain, 1)
-            if gain >= s.min_reclaim_ratio * rewritten:
+            # Removing `gain` saves its reading on every later request; re-sending
+            # `rewritten` uncached costs rewrite_cost times reading it once. A session
+            # that has lasted `candidate` turns is expected to last about as long again.
+            expected = max(s.expected_turns_factor * candidate, s.expected_turns_min) + 1
+            needed = max(s.min_reclaim_ratio, s.rewrite_cost / expected)
+            if gain >= needed * rewritten:
                 current = candidate
         return current
 
