@@ -17,7 +17,7 @@ from .errors import FormatError, HistoryError, MiddlewareError, PluginError, Pol
 from .formats import detect_format
 from .markers import hookimpl
 from .pipeline import Pipeline, ProcessResult
-from .policy import Policy, load_policy
+from .policy import Policy, load_policy, validate_policy_file
 from .report import Action, ProblemReport, Report
 from .validate import Violation, validate
 
@@ -42,4 +42,5 @@ __all__ = [
     "hookimpl",
     "load_policy",
     "validate",
+    "validate_policy_file",
 ]

@@ -12,7 +12,6 @@ from types import TracebackType
 from typing import Any
 
 from .capabilities import SpillStore
-from .errors import PolicyError
 from .formats import TextProtocolRule, detect_format, get_codec
 from .plugins import STEP_HOOKS, PluginHost
 from .policy import Policy, load_policy
@@ -154,20 +153,13 @@ class Pipeline:
 
 
 def text_protocol_rule(policy: Policy) -> TextProtocolRule | None:
-    """The policy's rule for marking user messages as tool output, if it is enabled."""
+    """The policy's rule for marking user messages as tool output, if it is enabled (the
+    loader has already checked the pattern compiles)."""
     if not policy.get("text_protocol.enabled", False):
         return None
     pattern = policy.get("text_protocol.pattern")
-    try:
-        compiled = re.compile(pattern) if pattern is not None else None
-    except re.error as exc:
-        raise PolicyError(
-            f"invalid regular expression: {exc}",
-            source=policy.source,
-            path="$.text_protocol.pattern",
-        ) from exc
     return TextProtocolRule(
-        pattern=compiled,
+        pattern=re.compile(pattern) if pattern is not None else None,
         follows_assistant=bool(policy.get("text_protocol.follows_assistant", True)),
         tool_name=str(policy.get("text_protocol.tool_name", "text_protocol")),
     )

@@ -1,20 +1,32 @@
-"""Policies: the declarative settings of the three steps, as one immutable snapshot."""
+"""Policies: the declarative settings of the three steps, as one immutable snapshot.
+
+Layers, lowest to highest: the embedded default policy < the policy file (and the files it
+``extends``) < ``.env`` < the real environment < explicit overrides. The merged document is
+validated against ``schemas/policy.schema.json`` and frozen; every leaf remembers where its
+value came from.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
-import jsonschema
-import yaml
+from dotenv import dotenv_values
 
 from .errors import PolicyError
-from .resources import default_policy_path, policy_schema_path
+from .policy_env import PREFIX, env_overrides
+from .policy_yaml import Lines, read_policy_file, schema_errors
+from .resources import default_policy_path
+
+#: ``CHATCLI_POLICY``: the policy file ``load_policy(None)`` reads, when set.
+POLICY_ENV = "CHATCLI_POLICY"
 
 
 @dataclass(frozen=True)
@@ -23,6 +35,9 @@ class Policy:
 
     data: Mapping[str, Any]
     source: str
+    #: dotted key -> where its value came from ("default (file:line)", "file:line",
+    #: "env CHATCLI_X", ".env (path) CHATCLI_X", "override").
+    origins: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -43,34 +58,169 @@ class Policy:
             node = node[part]
         return node
 
+    def to_dict(self) -> dict[str, Any]:
+        """The document as plain JSON-compatible data."""
+        thawed: dict[str, Any] = _thaw(self.data)
+        return thawed
 
-def load_policy(path: str | Path | None = None) -> Policy:
-    """Load and validate a policy file; ``None`` loads the embedded default."""
-    file = default_policy_path() if path is None else Path(path)
-    source = "embedded default" if path is None else str(file)
+
+def load_policy(
+    path: str | Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    dotenv_path: str | Path | Literal[False] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Policy:
+    """Load, layer, validate and freeze a policy.
+
+    :param path: a policy file; ``None`` reads ``$CHATCLI_POLICY`` if set, else only the
+        embedded default.
+    :param env: the environment to read ``CHATCLI_*`` variables from (default
+        ``os.environ``); never modified.
+    :param dotenv_path: a ``.env`` file (default ``./.env`` if it exists); ``False`` for
+        none. Read with python-dotenv without touching ``os.environ``.
+    :param overrides: dotted keys and values that win over everything.
+    :raises PolicyError: with ``file:line:col: $.json.path: message`` where known.
+    """
+    environ = os.environ if env is None else env
+    if path is None and environ.get(POLICY_ENV):
+        path = environ[POLICY_ENV]
+    default_file = default_policy_path()
+    document, lines = read_policy_file(default_file)
+    origins: dict[str, str] = {}
+    _record(document, "", lines, origins, where=f"default ({default_file}", suffix=")")
+    source = "embedded default"
+    if path is not None:
+        layered = _read_with_extends(Path(path), set())
+        for layer, layer_lines, layer_file in layered:
+            _merge(document, layer)
+            _record(layer, "", layer_lines, origins, where=layer_file)
+        source = str(path)
+
+    for key, (value, origin) in _dotenv_layer(dotenv_path).items():
+        _set(document, key, value)
+        origins[key] = origin
+    for key, (value, origin) in env_overrides(environ, "env").items():
+        _set(document, key, value)
+        origins[key] = origin
+    for key, value in (overrides or {}).items():
+        _set(document, key, value)
+        origins[key] = "override"
+
+    document.pop("extends", None)
+    errors = schema_errors(document, source=source)
+    if errors:
+        first = errors[0]
+        set_by = origins.get((first.path or "$")[2:])
+        hint = f" (set by {set_by})" if set_by else ""
+        raise PolicyError(f"{first.detail}{hint}", source=source, path=first.path)
+    pattern = document.get("text_protocol", {}).get("pattern")
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            where = origins.get("text_protocol.pattern", source)
+            raise PolicyError(f"invalid regular expression ({exc}; set by {where})",
+                              source=source, path="$.text_protocol.pattern") from exc  # fmt: skip
+    return Policy(_freeze(document), source, MappingProxyType(origins))
+
+
+def validate_policy_file(path: str | Path) -> list[PolicyError]:
+    """Every problem of one policy file (for ``chatcli-mw validate``), located."""
     try:
-        document = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise PolicyError(f"cannot read policy: {exc.strerror}", source=str(file)) from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise PolicyError(
-            f"invalid YAML: {getattr(exc, 'problem', exc)}",
-            source=str(file),
-            line=None if mark is None else mark.line + 1,
-            column=None if mark is None else mark.column + 1,
-        ) from exc
-    schema = json.loads(policy_schema_path().read_text(encoding="utf-8"))
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft7Validator(schema).iter_errors(document)
-    )
-    if error is not None:
-        raise PolicyError(error.message, source=str(file), path=error.json_path)
-    return Policy(_freeze(document), source)
+        layered = _read_with_extends(Path(path), set())
+    except PolicyError as exc:
+        return [exc]
+    document, _ = read_policy_file(default_policy_path())
+    errors: list[PolicyError] = []
+    for layer, lines, file in layered:
+        errors.extend(e for e in schema_errors(layer, source=file, lines=lines)
+                      if "is a required property" not in e.detail or file == str(path))  # fmt: skip
+        _merge(document, layer)
+    document.pop("extends", None)
+    if not errors:
+        errors.extend(schema_errors(document, source=str(path)))
+    return errors
+
+
+def _read_with_extends(path: Path, seen: set[Path]) -> list[tuple[dict[str, Any], Lines, str]]:
+    """The file and the files it extends, base first."""
+    resolved = path.resolve()
+    if resolved in seen:
+        raise PolicyError("`extends` makes a cycle back to this file", source=str(path))
+    seen.add(resolved)
+    document, lines = read_policy_file(path)
+    layers: list[tuple[dict[str, Any], Lines, str]] = []
+    base = document.get("extends")
+    if base is not None:
+        if not isinstance(base, str):
+            line, column = lines.get("$.extends", (None, None))
+            raise PolicyError("`extends` must be a file path or `default`", source=str(path),
+                              line=line, column=column, path="$.extends")  # fmt: skip
+        if base != "default":
+            base_path = (path.parent / base) if not Path(base).is_absolute() else Path(base)
+            layers.extend(_read_with_extends(base_path, seen))
+    layers.append((document, lines, str(path)))
+    errors = schema_errors(document, source=str(path), lines=lines)
+    if errors:
+        raise errors[0]
+    return layers
+
+
+def _dotenv_layer(dotenv_path: str | Path | Literal[False] | None) -> dict[str, tuple[Any, str]]:
+    if dotenv_path is False:
+        return {}
+    file = Path(".env") if dotenv_path is None else Path(dotenv_path)
+    if not file.is_file():
+        if dotenv_path is not None:
+            raise PolicyError("the .env file does not exist", source=str(file))
+        return {}
+    values = {
+        k: v for k, v in dotenv_values(file).items() if k.startswith(PREFIX) and v is not None
+    }
+    return env_overrides(values, f".env ({file})")
+
+
+def _record(
+    layer: Mapping[str, Any],
+    prefix: str,
+    lines: Lines,
+    origins: dict[str, str],
+    *,
+    where: str,
+    suffix: str = "",
+) -> None:
+    for key, value in layer.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            _record(value, f"{dotted}.", lines, origins, where=where, suffix=suffix)
+        else:
+            line = lines.get(f"$.{dotted}", (None, None))[0]
+            origins[dotted] = f"{where}:{line}{suffix}" if line else f"{where}{suffix}"
+
+
+def _merge(base: dict[str, Any], layer: Mapping[str, Any]) -> None:
+    """Deep-merge ``layer`` into ``base``: mappings merge, everything else replaces."""
+    for key, value in layer.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+
+
+def _set(document: dict[str, Any], dotted: str, value: Any) -> None:
+    node = document
+    *parents, last = dotted.split(".")
+    for part in parents:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
+    node[last] = value
 
 
 def _freeze(value: Any) -> Any:
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return MappingProxyType({k: _freeze(v) for k, v in value.items()})
     if isinstance(value, list):
         return tuple(_freeze(v) for v in value)
