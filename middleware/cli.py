@@ -1,0 +1,209 @@
+"""``chatcli-mw``: clean histories, check them, inspect policies and plugins, simulate costs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import __version__
+from .cli_simulate import add_simulate
+from .errors import MiddlewareError
+from .formats import FORMATS
+from .pipeline import Pipeline
+from .plugins import PluginHost
+from .policy import load_policy, validate_policy_file
+from .validate import validate
+
+EPILOG = """\
+examples:
+  chatcli-mw process session.json                  clean a history with the default policy
+  chatcli-mw process body.json --policy prod.yaml -o clean.json --report json
+  chatcli-mw check session.json                    list pairing problems (exit 1 if any)
+  chatcli-mw validate policies/*.yaml              check policy files for CI
+  chatcli-mw config --policy prod.yaml --show-origin
+  chatcli-mw plugins
+  chatcli-mw simulate session.jsonl --policy policies/baselines/chatcli.yaml --plot cost.png
+"""
+
+
+class InputError(MiddlewareError):
+    """A file that cannot be read as a history."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        result: int = args.run(args)
+    except (MiddlewareError, OSError) as exc:
+        where = f"{args.file}: " if getattr(args, "file", None) else ""
+        print(f"chatcli-mw: error: {where}{exc}", file=sys.stderr)
+        return 2
+    return result
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="chatcli-mw",
+        description="Clean an LLM agent's conversation history before each model call: "
+        "pairing repair, result budgets with lossless spill, cache-aware microcompaction.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"chatcli-mw {__version__}")
+    commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
+
+    process = commands.add_parser("process", help="clean a history and write it back")
+    process.add_argument(
+        "file", metavar="FILE", help="a JSON history or request body (- for stdin)"
+    )
+    process.add_argument("--policy", help="policy file (default: the embedded default)")
+    process.add_argument("--format", choices=FORMATS, default="auto")
+    process.add_argument("-o", "--output", help="write the cleaned history here (default stdout)")
+    process.add_argument(
+        "--report",
+        choices=("text", "json"),
+        default="text",
+        help="what to print on stderr: a summary (text) or the report (json)",
+    )
+    process.set_defaults(run=_process)
+
+    check = commands.add_parser("check", help="list tool-call pairing problems (exit 1 if any)")
+    check.add_argument("file", metavar="FILE")
+    check.add_argument("--format", choices=FORMATS, default="auto")
+    check.set_defaults(run=_check)
+
+    validate_cmd = commands.add_parser("validate", help="check policy files (exit 1 on error)")
+    validate_cmd.add_argument("files", metavar="FILE", nargs="+")
+    validate_cmd.set_defaults(run=_validate)
+
+    config = commands.add_parser("config", help="print the effective policy")
+    config.add_argument("--policy", help="policy file (default: the embedded default)")
+    config.add_argument("--show-origin", action="store_true", help="say where each value came from")
+    config.add_argument("--json", action="store_true", help="print JSON")
+    config.set_defaults(run=_config)
+
+    plugins = commands.add_parser("plugins", help="list the loaded plugins and their hooks")
+    plugins.add_argument("--json", action="store_true", help="print JSON")
+    plugins.set_defaults(run=_plugins)
+
+    add_simulate(commands)
+    return parser
+
+
+def read_json(file: str) -> Any:
+    """A JSON document from a file or ``-`` (stdin), as an :class:`InputError` if not JSON."""
+    try:
+        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(exc.strerror or str(exc)) from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
+
+
+def unwrap(document: Any, fmt: str) -> tuple[Any, str, str | None]:
+    """The history in ``document`` (a list, or a body's ``messages``/``input``), the
+    format to use, and the body key it came from."""
+    if isinstance(document, dict):
+        for key, hint in (("messages", fmt), ("input", "responses" if fmt == "auto" else fmt)):
+            if key in document:
+                return document[key], hint, key
+        raise InputError("a request body needs a 'messages' or 'input' list")
+    return document, fmt, None
+
+
+def _process(args: argparse.Namespace) -> int:
+    document = read_json(args.file)
+    messages, fmt, key = unwrap(document, args.format)
+    cleaned: Any
+    if isinstance(messages, str):  # a Responses body with a plain-text input
+        cleaned, report_lines = messages, ["nothing to process: the input is a string"]
+        report_json = json.dumps({"changed": False})
+    else:
+        with Pipeline.from_policy(args.policy) as pipe:
+            result = pipe.process(messages, format=fmt)
+        cleaned = result.messages
+        report_lines, report_json = result.report.summary_lines(), result.report.to_json()
+    output = cleaned if key is None else {**document, key: cleaned}
+    text = json.dumps(output, ensure_ascii=False, indent=2) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    _write_lines(sys.stderr, [report_json] if args.report == "json" else report_lines)
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    messages, fmt, _ = unwrap(read_json(args.file), args.format)
+    violations = validate(messages, fmt)
+    for v in violations:
+        print(f"{args.file}: message {v.index}: [{v.code}] {v.reason}")
+    if not violations:
+        print(f"{args.file}: tool calls and results are paired correctly")
+    return 1 if violations else 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    failed = 0
+    for file in args.files:
+        errors = validate_policy_file(file)
+        for error in errors:
+            print(error, file=sys.stderr)
+        if errors:
+            failed += 1
+        else:
+            print(f"{file}: ok")
+    return 1 if failed else 0
+
+
+def _config(args: argparse.Namespace) -> int:
+    policy = load_policy(args.policy)
+    if args.json:
+        data: dict[str, Any] = {"source": policy.source, "policy": policy.to_dict()}
+        if args.show_origin:
+            data["origins"] = dict(policy.origins)
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+        return 0
+    print(f"# effective policy: {policy.source} (sha256 {policy.digest[:12]})")
+    _print_tree(policy.to_dict(), "", policy.origins if args.show_origin else None)
+    return 0
+
+
+def _print_tree(node: dict[str, Any], prefix: str, origins: Any) -> None:
+    indent = "  " * prefix.count(".")
+    for key, value in node.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            print(f"{indent}{key}:")
+            _print_tree(value, f"{dotted}.", origins)
+            continue
+        line = f"{indent}{key}: {json.dumps(value, ensure_ascii=False)}"
+        if origins is not None and dotted in origins:
+            line += f"  # {origins[dotted]}"
+        print(line)
+
+
+def _plugins(args: argparse.Namespace) -> int:
+    host = PluginHost.create()
+    infos = host.plugins()
+    if args.json:
+        print(json.dumps([info.__dict__ for info in infos], indent=2))
+    else:
+        for info in infos:
+            origin = "built-in" if info.builtin else f"{info.distribution} {info.version}"
+            print(f"{info.name} ({origin}): {', '.join(info.hooks)}")
+    for problem in host.load_problems:
+        print(f"could not load plugin {problem.plugin}: {problem.message}", file=sys.stderr)
+    return 0
+
+
+def _write_lines(stream: TextIO, lines: Sequence[str]) -> None:
+    for line in lines:
+        stream.write(line + "\n")

@@ -1,0 +1,195 @@
+"""``chatcli-mw simulate``: replay recorded sessions under policies and compare costs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from .costs import PRICING
+from .errors import MiddlewareError
+from .policy import load_policy
+from .resources import data_dir
+from .simulate import PolicySpec, PolicySummary, simulate
+from .transcripts import load_transcripts
+
+
+def add_simulate(commands: Any) -> None:
+    sim = commands.add_parser(
+        "simulate",
+        help="replay recorded sessions under policies and compare their cost",
+        description="Replay each request of recorded sessions through each policy and charge "
+        "it with prompt caching. Costs are relative to no middleware ('none').",
+    )
+    sim.add_argument(
+        "transcripts",
+        metavar="TRANSCRIPT",
+        nargs="+",
+        help="Claude Code .jsonl, tau-bench .json, SWE-agent .traj, "
+        "mini-swe-agent .traj.json, or a JSON message list or body",
+    )
+    sim.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="[NAME=]FILE",
+        help="a policy to compare (repeatable); 'default': the embedded one",
+    )
+    sim.add_argument(
+        "--baselines", action="store_true", help="also compare the shipped baseline policies"
+    )
+    sim.add_argument("--pricing", choices=sorted(PRICING), default="anthropic-5m")
+    sim.add_argument(
+        "--window",
+        type=int,
+        default=200_000,
+        metavar="TOKENS",
+        help="context window for the over-window count (default 200000)",
+    )
+    sim.add_argument("--json", action="store_true", help="print JSON")
+    sim.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="draw request size and cumulative cost (needs the [plot] extra)",
+    )
+    sim.set_defaults(run=run_simulate)
+
+
+def policy_specs(values: list[str], baselines: bool) -> list[PolicySpec]:
+    specs = []
+    for value in values or ["default"]:
+        name, _, path = value.rpartition("=")
+        if value == "default":
+            specs.append(PolicySpec("default", None))
+            continue
+        specs.append(PolicySpec(name or load_policy(path, env={}, dotenv_path=False).name, path))
+    if baselines:
+        for baseline in sorted((data_dir("policies") / "baselines").glob("*.yaml")):
+            if baseline.stem != "none":
+                specs.append(PolicySpec(baseline.stem, str(baseline)))
+    return specs
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    if args.plot:
+        _require_matplotlib()
+    transcripts = [t for file in args.transcripts for t in load_transcripts(file)]
+    specs = policy_specs(args.policy, args.baselines)
+    total = sum(t.request_count for t in transcripts) * len(specs)
+    with tqdm(total=total, unit="request", file=sys.stderr, disable=None, leave=False) as bar:
+
+        def advance(requests: int) -> None:
+            bar.update(requests)
+
+        summaries = simulate(
+            transcripts, specs, PRICING[args.pricing], window=args.window, progress=advance
+        )
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "pricing": args.pricing,
+                    "window": args.window,
+                    "transcripts": [t.name for t in transcripts],
+                    "policies": [s.to_dict() for s in summaries],
+                },
+                indent=2,
+            )
+        )
+    else:
+        notes = [f"{t.name}: {note}" for t in transcripts for note in t.notes]
+        print(render_table(summaries, len(transcripts), args.pricing, args.window, notes))
+    if args.plot:
+        plot(summaries, Path(args.plot))
+    return 0
+
+
+def render_table(
+    summaries: list[PolicySummary], sessions: int, pricing: str, window: int, notes: list[str]
+) -> str:
+    head = (
+        f"{sessions} session(s), {summaries[0].requests} requests, pricing {pricing}, "
+        f"window {window:,} tokens"
+    )
+    columns = (
+        "policy",
+        "cost",
+        "cache hit",
+        "peak tokens",
+        "over window",
+        "spilled chars",
+        "compacted chars",
+        "recent kept",
+        "refs",
+        "hidden",
+    )
+    rows = [columns]
+    for s in summaries:
+        rows.append(
+            (
+                s.name,
+                f"{s.relative_cost:.3f}",
+                f"{s.cache_hit_ratio:.1%}",
+                f"{s.peak_tokens:,}",
+                str(s.over_window),
+                f"{s.chars_spilled:,}",
+                f"{s.chars_compacted:,}",
+                "yes" if s.recent_compacted == 0 else f"no ({s.recent_compacted})",
+                str(s.references),
+                f"{s.hidden} ({s.hidden_rate:.1%})",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
+    lines = [head, ""]
+    for row in rows:
+        cells = zip(row, widths, strict=True)
+        lines.append(
+            "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(cells))
+        )
+    lines += [
+        "",
+        "cost: relative to no middleware; recent kept: the last two turns' results "
+        "reached the model uncompacted; hidden: references the policy removed",
+    ]
+    lines += [f"note: {note}" for note in notes]
+    return "\n".join(lines)
+
+
+def _require_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401, PLC0415 - optional extra, imported only when asked for
+    except ImportError:
+        raise MiddlewareError(
+            "--plot needs matplotlib: pip install 'chatcli-middleware[plot]'"
+        ) from None
+
+
+def plot(summaries: list[PolicySummary], path: Path) -> None:
+    """Context size per call and cumulative cost of each policy, one row per session
+    (the six longest)."""
+    import matplotlib  # noqa: PLC0415 - optional extra, imported only when asked for
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    sessions = sorted(summaries[0].series, key=lambda n: -len(summaries[0].series[n].tokens))[:6]
+    figure, axes = plt.subplots(len(sessions), 2, figsize=(12, 3.2 * len(sessions)), squeeze=False)
+    for row, name in enumerate(sessions):
+        size_ax, cost_ax = axes[row]
+        for summary in summaries:
+            series = summary.series[name]
+            calls = range(1, len(series.tokens) + 1)
+            size_ax.plot(calls, series.tokens, label=summary.name)
+            cost_ax.plot(calls, series.costs, label=summary.name)
+        size_ax.set_title(f"{name}: request size (tokens)", fontsize=9)
+        cost_ax.set_title(f"{name}: cumulative cost (base-input tokens)", fontsize=9)
+        size_ax.set_xlabel("model call")
+        cost_ax.set_xlabel("model call")
+    axes[0][1].legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

@@ -1,0 +1,204 @@
+"""Replay recorded sessions under policies and charge them with the cost model."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .costs import (
+    Pricing,
+    RequestCost,
+    TokenCounter,
+    approximate_tokens,
+    request_costs,
+    serialize,
+)
+from .formats import get_codec
+from .pipeline import Pipeline, text_protocol_rule
+from .policy import load_policy
+from .references import answer_tokens, build_index, is_hidden
+from .transcripts import Transcript
+
+#: Name of the baseline: the requests exactly as recorded.
+RAW = "none"
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A policy to simulate: a display name and a policy file (``None``: the default)."""
+
+    name: str
+    path: str | Path | None
+
+
+@dataclass
+class SessionSeries:
+    """Per-request figures of one transcript under one policy (for plots)."""
+
+    tokens: list[int] = field(default_factory=list)
+    costs: list[float] = field(default_factory=list)
+
+
+@dataclass
+class PolicySummary:
+    """What one policy did over all transcripts."""
+
+    name: str
+    requests: int = 0
+    tokens: int = 0
+    cached_tokens: int = 0
+    cost: float = 0.0
+    raw_cost: float = 0.0
+    peak_tokens: int = 0
+    over_window: int = 0
+    chars_spilled: int = 0
+    chars_compacted: int = 0
+    #: Requests in which microcompaction changed a result of the last two assistant turns
+    #: (it never should), and in which the budget step spilled one (by design).
+    recent_compacted: int = 0
+    recent_spilled: int = 0
+    references: int = 0
+    hidden: int = 0
+    series: dict[str, SessionSeries] = field(default_factory=dict)
+
+    @property
+    def relative_cost(self) -> float:
+        return self.cost / self.raw_cost if self.raw_cost else 1.0
+
+    @property
+    def cache_hit_ratio(self) -> float:
+        return self.cached_tokens / self.tokens if self.tokens else 0.0
+
+    @property
+    def hidden_rate(self) -> float:
+        return self.hidden / self.references if self.references else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.name,
+            "requests": self.requests,
+            "relative_cost": round(self.relative_cost, 4),
+            "cost": round(self.cost, 1),
+            "raw_cost": round(self.raw_cost, 1),
+            "cache_hit_ratio": round(self.cache_hit_ratio, 4),
+            "peak_request_tokens": self.peak_tokens,
+            "requests_over_window": self.over_window,
+            "chars_spilled": self.chars_spilled,
+            "chars_compacted": self.chars_compacted,
+            "recent_results_uncompacted": self.recent_compacted == 0,
+            "requests_with_recent_results_compacted": self.recent_compacted,
+            "requests_with_recent_results_spilled": self.recent_spilled,
+            "references": self.references,
+            "hidden_references": self.hidden,
+            "hidden_rate": round(self.hidden_rate, 4),
+        }
+
+
+def simulate(
+    transcripts: Sequence[Transcript],
+    policies: Sequence[PolicySpec],
+    pricing: Pricing,
+    *,
+    window: int | None = None,
+    count_tokens: TokenCounter = approximate_tokens,
+    progress: Callable[[int], None] | None = None,
+) -> list[PolicySummary]:
+    """Replay every transcript under the raw baseline and each policy; the first summary
+    is the baseline. ``progress`` is called with the number of requests just replayed."""
+    with tempfile.TemporaryDirectory(prefix="chatcli-simulate-") as spill_root:
+        run = _Simulation(policies, pricing=pricing, window=window, count_tokens=count_tokens,
+                          spill_root=spill_root, progress=progress)  # fmt: skip
+        for transcript in transcripts:
+            run.replay(transcript)
+    return run.summaries
+
+
+class _Simulation:
+    def __init__(
+        self,
+        policies: Sequence[PolicySpec],
+        *,
+        pricing: Pricing,
+        window: int | None,
+        count_tokens: TokenCounter,
+        spill_root: str,
+        progress: Callable[[int], None] | None,
+    ) -> None:
+        self.policies = policies
+        self.pricing = pricing
+        self.window = window
+        self.count_tokens = count_tokens
+        self.spill_root = spill_root
+        self.progress = progress
+        self.summaries = [PolicySummary(RAW), *(PolicySummary(p.name) for p in policies)]
+
+    def replay(self, transcript: Transcript) -> None:
+        requests = list(transcript.requests())
+        if not requests:
+            return
+        overrides = dict(transcript.policy_overrides)
+        default = load_policy(None, env={}, dotenv_path=False, overrides=overrides)
+        full = get_codec(transcript.format).parse(transcript.messages, text_protocol_rule(default))
+        node_turns = full.index().node_turns
+        refs_index = build_index(full)
+        answers = [refs_index.references(answer_tokens(full, len(r)), len(r)) for r in requests]
+
+        raw_costs = request_costs([serialize(r) for r in requests], self.pricing, self.count_tokens)
+        raw_total = sum(c.cost for c in raw_costs)
+        self._charge(self.summaries[0], transcript.name, raw_costs, raw_total)
+        self.summaries[0].references += sum(len(a) for a in answers)
+
+        for spec, summary in zip(self.policies, self.summaries[1:], strict=True):
+            layered = {**overrides, "spill.root": self.spill_root}
+            policy = load_policy(spec.path, env={}, dotenv_path=False, overrides=layered)
+            texts: list[str] = []
+            with Pipeline.from_policy(policy, session_id=_session_id(transcript.name)) as pipe:
+                for request, refs in zip(requests, answers, strict=True):
+                    result = pipe.process(request, format=transcript.format)
+                    text = serialize(result.messages)
+                    texts.append(text)
+                    summary.references += len(refs)
+                    summary.hidden += sum(1 for token in refs if is_hidden(token, text))
+                    recent = node_turns[len(request) - 1] - 1  # last two turns: >= recent
+                    steps = {a.step for a in result.report.actions
+                             if a.message_index is not None
+                             and node_turns[a.message_index] >= recent}  # fmt: skip
+                    summary.recent_compacted += "microcompact" in steps
+                    summary.recent_spilled += "budget" in steps
+                # What the last request of the session carries spilled or compacted.
+                for action in result.report.actions:
+                    saved = action.chars_before - action.chars_after
+                    if action.step == "budget":
+                        summary.chars_spilled += saved
+                    elif action.step == "microcompact":
+                        summary.chars_compacted += saved
+            if self.progress is not None:
+                self.progress(len(requests))
+            costs = request_costs(texts, self.pricing, self.count_tokens)
+            self._charge(summary, transcript.name, costs, raw_total)
+
+    def _charge(
+        self, summary: PolicySummary, name: str, costs: Sequence[RequestCost], raw_total: float
+    ) -> None:
+        series = SessionSeries()
+        running = 0.0
+        for cost in costs:
+            running += cost.cost
+            series.tokens.append(cost.tokens)
+            series.costs.append(running)
+            summary.requests += 1
+            summary.tokens += cost.tokens
+            summary.cached_tokens += cost.cached_tokens
+            summary.cost += cost.cost
+            summary.peak_tokens = max(summary.peak_tokens, cost.tokens)
+            if self.window is not None and cost.tokens > self.window:
+                summary.over_window += 1
+        summary.raw_cost += raw_total
+        summary.series[name] = series
+
+
+def _session_id(name: str) -> str:
+    return "sim-" + "".join(c if c.isalnum() else "-" for c in name)[:48]
