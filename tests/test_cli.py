@@ -1,0 +1,144 @@
+"""The installed console script, run in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import middleware
+
+SCRIPT = Path(sys.executable).parent / "chatcli-mw"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def run(
+    *args: str, stdin: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(SCRIPT), *args], input=stdin, capture_output=True, text=True,
+                          cwd=cwd, check=False, env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+
+
+def write(tmp_path: Path, name: str, data: Any) -> Path:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
+    return path
+
+
+BROKEN = [
+    {"role": "user", "content": "List files."},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+]  # fmt: skip
+
+
+def test_version_and_help() -> None:
+    assert run("--version").stdout.strip() == f"chatcli-mw {middleware.__version__}"
+    help_text = run("--help").stdout
+    assert "examples:" in help_text
+    assert "chatcli-mw process session.json" in help_text
+
+
+def test_process_a_list_to_stdout(tmp_path: Path) -> None:
+    done = run("process", str(write(tmp_path, "h.json", BROKEN)), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    cleaned = json.loads(done.stdout)
+    assert cleaned[:2] == BROKEN
+    assert cleaned[2]["role"] == "tool"
+    assert cleaned[2]["tool_call_id"] == "call_1"
+    assert "pairing: 1 synthetic result" in done.stderr
+    assert "messages: 2 -> 3" in done.stderr
+
+
+def test_process_a_body_keeps_its_other_keys_and_writes_output(tmp_path: Path) -> None:
+    body = {"model": "gpt-4o", "temperature": 0, "messages": BROKEN}
+    out = tmp_path / "out.json"
+    done = run("process", str(write(tmp_path, "b.json", body)), "-o", str(out), "--report", "json",
+               cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    cleaned = json.loads(out.read_text(encoding="utf-8"))
+    assert (cleaned["model"], cleaned["temperature"], len(cleaned["messages"])) == ("gpt-4o", 0, 3)
+    report = json.loads(done.stderr)
+    assert report["actions"][0]["kind"] == "synthetic_result"
+
+
+def test_responses_body_and_stdin(tmp_path: Path) -> None:
+    body = json.loads((EXAMPLES / "responses-body.json").read_text(encoding="utf-8"))
+    done = run("process", "-", stdin=json.dumps(body), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    items = json.loads(done.stdout)["input"]
+    assert items[-1] == {"type": "function_call_output", "call_id": "call_w2",
+                         "output": items[-1]["output"]}  # fmt: skip
+    assert "format: responses" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json",
+         "not JSON: Expecting property name enclosed in double quotes (line 1, column 2)"),
+        ('{"messages": 5}', "history: expected a list of messages, got int"),
+        ('[{"content": "x"}]', "message 0: message has no 'role'"),
+        ('{"model": "m"}', "a request body needs a 'messages' or 'input' list"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, content: str, message: str) -> None:
+    path = write(tmp_path, "bad.json", content)
+    done = run("process", str(path), cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == f"chatcli-mw: error: {path}: {message}\n"
+
+
+def test_missing_file_and_unknown_format(tmp_path: Path) -> None:
+    done = run("process", str(tmp_path / "nope.json"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "No such file or directory" in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    assert run("process", "x.json", "--format", "gemini").returncode == 2
+
+
+def test_check(tmp_path: Path) -> None:
+    broken = run("check", str(write(tmp_path, "h.json", BROKEN)))
+    assert broken.returncode == 1
+    assert "[missing_result]" in broken.stdout
+    fixed = run(
+        "process", str(tmp_path / "h.json"), "-o", str(tmp_path / "fixed.json"), cwd=tmp_path
+    )
+    assert fixed.returncode == 0
+    assert run("check", str(tmp_path / "fixed.json")).returncode == 0
+
+
+def test_validate_and_config(tmp_path: Path) -> None:
+    good = write(tmp_path, "good.yaml", "version: 1\nbudget:\n  max_result_chars: 30000\n")
+    bad = write(tmp_path, "bad.yaml", "version: 1\nbudget:\n  max_result_char: 30000\n")
+    assert run("validate", str(good)).returncode == 0
+    failed = run("validate", str(good), str(bad))
+    assert failed.returncode == 1
+    assert f"{bad}:3:" in failed.stderr
+    assert "did you mean 'max_result_chars'?" in failed.stderr
+    shown = run("config", "--policy", str(good), "--show-origin", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert f"max_result_chars: 30000  # {good}:3" in shown.stdout
+
+
+def test_plugins_lists_the_built_in_steps() -> None:
+    listed = json.loads(run("plugins", "--json").stdout)
+    names = {p["name"] for p in listed}
+    assert {"middleware.steps.pairing", "middleware.steps.budget",
+            "middleware.steps.microcompact"} <= names  # fmt: skip
+
+
+def test_simulate_prints_a_table_and_json(tmp_path: Path) -> None:
+    session = write(tmp_path, "s.json", [*BROKEN, {"role": "tool", "tool_call_id": "call_1",
+                                                   "content": "a.py\n"},
+                                         {"role": "assistant", "content": "Done."}])  # fmt: skip
+    table = run("simulate", str(session), "--baselines", cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert "observation-masking" in table.stdout
+    data = json.loads(run("simulate", str(session), "--json", cwd=tmp_path).stdout)
+    assert [p["policy"] for p in data["policies"]] == ["none", "default"]
+    assert data["policies"][0]["relative_cost"] == 1.0
