@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 DEFAULT_TEMPLATE = "{head}\n\n... [{omitted} chars omitted — full output saved to {path}]\n\n{tail}"
@@ -151,6 +152,7 @@ def parse_preview(text: str, style: PreviewStyle) -> dict[str, str] | None:
     return None if match is None else match.groupdict()
 
 
+@lru_cache(maxsize=64)
 def _preview_pattern(template: str) -> re.Pattern[str]:
     parts = []
     seen: set[str] = set()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,27 +19,35 @@ from .view import Conversation, ToolCall
 
 _CANDIDATE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/\-]*[A-Za-z0-9_]")
 _CAMEL = re.compile(r"[a-z][A-Z]")
+_LETTER = re.compile(r"[A-Za-z]")
+_MARK = re.compile(r"[0-9_./:]")
+_VERSION = re.compile(r"^\d+(\.\d+){2,}$")
+
+
+def iter_distinctive(text: str) -> Iterator[str]:
+    """Distinctive tokens of ``text`` in order of appearance (repeats included): at least
+    3 characters with a letter and a digit, ``_``, ``.``, ``/``, ``:`` or an inner capital,
+    and dotted numbers (versions, addresses). Plain words and plain numbers are not
+    distinctive. ``path.py:17`` also yields ``path.py``, as grep output writes it."""
+    for match in _CANDIDATE.finditer(text):
+        candidate = match.group()
+        if _distinctive(candidate):
+            yield candidate
+        if ":" in candidate:
+            yield from (part for part in candidate.split(":") if _distinctive(part))
 
 
 def distinctive_tokens(text: str) -> set[str]:
-    """Identifiers, paths, versions and codes in ``text``: tokens of at least 3 characters
-    with a letter and a digit, ``_``, ``.``, ``/``, ``:`` or an inner capital, and dotted
-    numbers (versions, addresses). Plain words and plain numbers are not distinctive.
-    ``path.py:17`` also yields ``path.py``, as grep output writes it."""
-    out = set()
-    for candidate in _CANDIDATE.findall(text):
-        for token in (candidate, *candidate.split(":")):
-            if _distinctive(token):
-                out.add(token)
-    return out
+    """The set of :func:`iter_distinctive` tokens of ``text``."""
+    return set(iter_distinctive(text))
 
 
 def _distinctive(token: str) -> bool:
     if len(token) < 3:
         return False
-    if not any(c.isalpha() for c in token):
-        return token.count(".") >= 2 and token[0].isdigit() and token[-1].isdigit()
-    return any(c.isdigit() or c in "_./:" for c in token) or _CAMEL.search(token) is not None
+    if _LETTER.search(token) is None:
+        return _VERSION.match(token) is not None
+    return _MARK.search(token) is not None or _CAMEL.search(token) is not None
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from itertools import accumulate
 from ..content_types import detect_content_type
 from ..markers import hookimpl
 from ..microcompact_settings import MicrocompactSettings
-from ..references import distinctive_tokens
+from ..references import iter_distinctive
 from ..view import Conversation, ConversationIndex, ResultSite
 from .context import StepContext
 
@@ -225,21 +225,15 @@ class _Compaction:
 
 
 def _mentions(text: str, limit: int) -> list[str]:
-    """The result's distinctive tokens (paths, identifiers, versions), in order of first
-    appearance, longest-lived first: what the model is likely to refer to next."""
-    if limit <= 0:
-        return []
+    """The first ``limit`` distinct distinctive tokens of the result (paths, identifiers,
+    versions), in order of appearance: what the model is likely to refer to next."""
     seen: dict[str, None] = {}
-    for token in _ordered_tokens(text):
-        seen.setdefault(token, None)
-        if len(seen) >= limit:
-            break
+    if limit > 0:
+        for token in iter_distinctive(text):
+            seen.setdefault(token, None)
+            if len(seen) >= limit:
+                break
     return list(seen)
-
-
-def _ordered_tokens(text: str) -> list[str]:
-    tokens = distinctive_tokens(text)
-    return sorted(tokens, key=lambda t: (text.find(t), -len(t)))
 
 
 def _error_lines(text: str, limit: int) -> list[str]:
