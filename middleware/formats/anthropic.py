@@ -116,13 +116,17 @@ class AnthropicCodec(Codec):
             if block.is_error:
                 out["is_error"] = True
             return out
+        same_id = raw.get("tool_use_id") == block.call_id
+        same_content = result_content(raw.get("content"), 0, "content") == block.content
+        same_flag = bool(raw.get("is_error", False)) == block.is_error
+        if same_id and same_content and same_flag:
+            return raw
         out = dict(raw)
-        if raw.get("tool_use_id") != block.call_id:
+        if not same_id:
             out["tool_use_id"] = block.call_id
-        original = raw.get("content")
-        if result_content(original, 0, "content") != block.content:
+        if not same_content:
             out["content"] = wire_content(block.content)
-        if bool(raw.get("is_error", False)) != block.is_error:
+        if not same_flag:
             if block.is_error:
                 out["is_error"] = True
             else:
