@@ -10,8 +10,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from .costs import PRICING
+from .costs import PRICING, approximate_tokens
 from .errors import MiddlewareError
+from .plugins import PluginHost
 from .policy import load_policy
 from .resources import data_dir
 from .simulate import PolicySpec, PolicySummary, simulate
@@ -85,9 +86,11 @@ def run_simulate(args: argparse.Namespace) -> int:
         def advance(requests: int) -> None:
             bar.update(requests)
 
+        counter = PluginHost.create().token_counter() or approximate_tokens
         summaries = simulate(
-            transcripts, specs, PRICING[args.pricing], window=args.window, progress=advance
-        )
+            transcripts, specs, PRICING[args.pricing], window=args.window,
+            count_tokens=counter, progress=advance,
+        )  # fmt: skip
     if args.json:
         print(
             json.dumps(
@@ -185,8 +188,10 @@ def plot(summaries: list[PolicySummary], path: Path) -> None:
             calls = range(1, len(series.tokens) + 1)
             size_ax.plot(calls, series.tokens, label=summary.name)
             cost_ax.plot(calls, series.costs, label=summary.name)
-        size_ax.set_title(f"{name}: request size (tokens)", fontsize=9)
-        cost_ax.set_title(f"{name}: cumulative cost (base-input tokens)", fontsize=9)
+        size_ax.set_title(f"{name}: request size", fontsize=9)
+        size_ax.set_ylabel("tokens", fontsize=8)
+        cost_ax.set_title(f"{name}: cumulative cost", fontsize=9)
+        cost_ax.set_ylabel("base-input token prices", fontsize=8)
         size_ax.set_xlabel("model call")
         cost_ax.set_xlabel("model call")
     axes[0][1].legend(fontsize=8)

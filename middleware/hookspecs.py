@@ -114,6 +114,15 @@ def spill_store(policy: Policy, session_id: str) -> SpillStore | None:
     """
 
 
+@hookspec(firstresult=True)
+def count_tokens(text: str) -> int | None:
+    """Count the tokens of ``text`` with a real tokenizer, for ``chatcli-mw simulate`` and
+    the cost benchmarks. Return ``None`` to fall back to characters / 4.
+
+    :param text: a serialised request, or a prefix of one.
+    """
+
+
 @hookspec
 def policy_reloaded(old: Policy, new: Policy) -> None:
     """Called after a hot reload swapped the policy snapshot (not for rejected edits).

@@ -180,6 +180,22 @@ class PluginHost:
             self._wrong_type(problems, plugin_name, "spill_store", "a SpillStore", value)
         return None
 
+    def token_counter(self) -> Callable[[str], int] | None:
+        """A token counter from the first plugin implementing ``count_tokens``, or ``None``.
+        A plugin that fails or answers a wrong type is reported once and dropped."""
+        if not self._ordered_impls("count_tokens"):
+            return None
+        problems: list[ProblemReport] = []
+
+        def count(text: str) -> int:
+            for plugin_name, value in self._first_results("count_tokens", {"text": text}, problems):
+                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                    return value
+                self._wrong_type(problems, plugin_name, "count_tokens", "an int >= 0", value)
+            return (len(text) + 3) // 4
+
+        return count
+
     def policy_reloaded(self, old: Policy, new: Policy, problems: list[ProblemReport]) -> None:
         for impl in self._ordered_impls("policy_reloaded"):
             try:

@@ -142,3 +142,13 @@ def test_simulate_prints_a_table_and_json(tmp_path: Path) -> None:
     data = json.loads(run("simulate", str(session), "--json", cwd=tmp_path).stdout)
     assert [p["policy"] for p in data["policies"]] == ["none", "default"]
     assert data["policies"][0]["relative_cost"] == 1.0
+
+
+def test_simulate_draws_a_plot(tmp_path: Path) -> None:
+    session = write(tmp_path, "s.json", [*BROKEN, {"role": "tool", "tool_call_id": "call_1",
+                                                   "content": "a.py\n"},
+                                         {"role": "assistant", "content": "Done."}])  # fmt: skip
+    picture = tmp_path / "cost.png"
+    done = run("simulate", str(session), "--plot", str(picture), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert picture.read_bytes().startswith(b"\x89PNG")

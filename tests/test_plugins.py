@@ -328,3 +328,24 @@ def test_results_with_images_keep_them_when_a_step_rewrites_text() -> None:
     }
     result = ToolResult("t1", ({"type": "text", "text": "long"}, image))
     assert result.with_text("short").content == ({"type": "text", "text": "short"}, image)
+
+
+def test_a_plugin_can_count_tokens_with_a_real_tokenizer() -> None:
+    class Words:
+        @hookimpl
+        def count_tokens(self, text: str) -> int:
+            return len(text.split())
+
+    assert make_host().token_counter() is None
+    counter = make_host(("words", Words())).token_counter()
+    assert counter is not None
+    assert counter("one two three") == 3
+
+    class Broken:
+        @hookimpl
+        def count_tokens(self, text: str) -> object:
+            return "many"
+
+    fallback = make_host(("broken", Broken())).token_counter()
+    assert fallback is not None
+    assert fallback("x" * 40) == 10  # characters / 4
