@@ -76,10 +76,8 @@ class BudgetSettings:
     def from_policy(cls, policy: Policy) -> BudgetSettings:
         def get(key: str) -> Any:
             section, _, rest = key.partition(".")
-            defaults: Any = BUDGET_DEFAULTS if section == "budget" else SPILL_DEFAULTS
-            for part in rest.split("."):
-                defaults = defaults[part]
-            return policy.get(key, defaults)
+            defaults = BUDGET_DEFAULTS if section == "budget" else SPILL_DEFAULTS
+            return policy.setting(section, rest, defaults)
 
         aware = None
         if get("budget.context_aware.enabled"):

@@ -80,10 +80,7 @@ class MicrocompactSettings:
     @classmethod
     def from_policy(cls, policy: Policy) -> MicrocompactSettings:
         def get(key: str) -> Any:
-            default: Any = MICROCOMPACT_DEFAULTS
-            for part in key.split("."):
-                default = default[part]
-            return policy.get(f"microcompact.{key}", default)
+            return policy.setting("microcompact", key, MICROCOMPACT_DEFAULTS)
 
         return cls(
             enabled=get("enabled"),

@@ -58,6 +58,14 @@ class Policy:
             node = node[part]
         return node
 
+    def setting(self, section: str, key: str, defaults: Mapping[str, Any]) -> Any:
+        """``section.key`` from the policy, else from ``defaults`` (the section's code
+        defaults, nested like the section)."""
+        default: Any = defaults
+        for part in key.split("."):
+            default = default[part]
+        return self.get(f"{section}.{key}", default)
+
     def to_dict(self) -> dict[str, Any]:
         """The document as plain JSON-compatible data."""
         thawed: dict[str, Any] = _thaw(self.data)

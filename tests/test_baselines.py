@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from session_builders import tool_session
 
 import middleware
 from middleware.resources import data_dir
@@ -14,25 +15,7 @@ BASELINES = data_dir("policies") / "baselines"
 
 
 def session(n: int, size: int) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "Go."}]
-    for i in range(n):
-        messages.append(
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": f"c{i}",
-                        "type": "function",
-                        "function": {"name": "bash", "arguments": "{}"},
-                    }
-                ],
-            }
-        )
-        messages.append(
-            {"role": "tool", "tool_call_id": f"c{i}", "content": f"{i:04d}" + "x" * size}
-        )
-    return messages  # fmt: skip
+    return tool_session(*[("bash", f"{i:04d}" + "x" * size) for i in range(n)])
 
 
 def outputs(messages: list[dict[str, Any]]) -> list[str]:

@@ -12,10 +12,10 @@ from typing import Any
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from session_builders import pipeline_for
 
 import middleware
 from middleware import ToolCap, hookimpl
-from middleware.plugins import PluginHost
 
 
 def policy_file(tmp_path: Path, **sections: Any) -> Path:
@@ -34,11 +34,7 @@ def policy_file(tmp_path: Path, **sections: Any) -> Path:
 
 
 def pipeline(tmp_path: Path, *plugins: object, **sections: Any) -> middleware.Pipeline:
-    host = PluginHost.create(load_entrypoints=False)
-    for i, plugin in enumerate(plugins):
-        host.register(plugin, name=f"plugin-{i}")
-    return middleware.Pipeline.from_policy(policy_file(tmp_path, **sections), host=host,
-                                           session_id="test")  # fmt: skip
+    return pipeline_for(policy_file(tmp_path, **sections), *plugins, session_id="test")
 
 
 def turn(*results: tuple[str, str, str | list[Any]]) -> list[dict[str, Any]]:

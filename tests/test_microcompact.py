@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 import yaml
+from session_builders import pipeline_for, tool_session
 
 import middleware
 from middleware import hookimpl
 from middleware.content_types import detect_content_type
-from middleware.plugins import PluginHost
 
 PATH_RE = r"/chatcli-agent-mc/tool-results/"
 
@@ -42,33 +42,11 @@ def policy_file(tmp_path: Path, *, defaults: bool = False, **microcompact: Any) 
 
 
 def pipeline(tmp_path: Path, *plugins: object, **microcompact: Any) -> middleware.Pipeline:
-    host = PluginHost.create(load_entrypoints=False)
-    for i, plugin in enumerate(plugins):
-        host.register(plugin, name=f"plugin-{i}")
-    return middleware.Pipeline.from_policy(
-        policy_file(tmp_path, **microcompact), host=host, session_id="mc"
-    )
+    return pipeline_for(policy_file(tmp_path, **microcompact), *plugins, session_id="mc")
 
 
-def session(*outputs: tuple[str, str], is_error: bool = False) -> list[dict[str, Any]]:
-    """OpenAI chat: one tool call per assistant turn, answered by the given outputs."""
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "Investigate."}]
-    for i, (tool, output) in enumerate(outputs):
-        messages.append(
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": f"c{i}",
-                        "type": "function",
-                        "function": {"name": tool, "arguments": "{}"},
-                    }
-                ],
-            }
-        )
-        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": output})
-    return messages  # fmt: skip
+def session(*outputs: tuple[str, str]) -> list[dict[str, Any]]:
+    return tool_session(*outputs)
 
 
 def contents(messages: list[dict[str, Any]]) -> list[str]:

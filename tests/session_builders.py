@@ -1,0 +1,27 @@
+"""Small histories and pipelines the step tests share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import middleware
+from middleware.plugins import PluginHost
+
+
+def tool_session(*outputs: tuple[str, str]) -> list[dict[str, Any]]:
+    """OpenAI chat: one tool call per assistant turn, each answered by (tool, output)."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Investigate."}]
+    for i, (tool, output) in enumerate(outputs):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": tool, "arguments": "{}"}}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": output})
+    return messages
+
+
+def pipeline_for(policy: Path, *plugins: object, session_id: str) -> middleware.Pipeline:
+    """A pipeline on ``policy`` with the built-in steps and ``plugins``, no entry points."""
+    host = PluginHost.create(load_entrypoints=False)
+    for i, plugin in enumerate(plugins):
+        host.register(plugin, name=f"plugin-{i}")
+    return middleware.Pipeline.from_policy(policy, host=host, session_id=session_id)
