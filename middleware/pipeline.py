@@ -15,7 +15,8 @@ from .capabilities import SpillStore
 from .formats import TextProtocolRule, detect_format, get_codec
 from .plugins import STEP_HOOKS, PluginHost
 from .policy import Policy, load_policy
-from .report import Report
+from .reload import PolicyStatus, PolicyWatcher
+from .report import ProblemReport, Report
 from .spill import SpillWorkspace
 from .steps.context import StepContext
 from .view import Conversation
@@ -68,6 +69,7 @@ class Pipeline:
         )
         self._closed = False
         self._lock = threading.Lock()
+        self._watcher: PolicyWatcher | None = None
 
     @classmethod
     def from_policy(
@@ -76,11 +78,46 @@ class Pipeline:
         *,
         host: PluginHost | None = None,
         session_id: str | None = None,
+        watch: bool = False,
     ) -> Pipeline:
         """A pipeline for a policy file, an already loaded :class:`Policy`, or ``None``
-        for the embedded default policy."""
-        loaded = policy if isinstance(policy, Policy) else load_policy(policy)
-        return cls(loaded, host=host, session_id=session_id)
+        for the embedded default policy.
+
+        With ``watch=True`` (a file only), the policy's folder is watched: every valid edit
+        swaps in a new snapshot (``policy_reloaded`` hooks fire after the swap); an invalid
+        one keeps the last good policy and shows in :attr:`policy_status`. The spill
+        workspace keeps the settings it was created with.
+        """
+        if not watch:
+            loaded = policy if isinstance(policy, Policy) else load_policy(policy)
+            return cls(loaded, host=host, session_id=session_id)
+        if not isinstance(policy, (str, Path)):
+            raise TypeError("watch=True needs the path of a policy file")
+        watcher = PolicyWatcher(policy, on_swap=lambda _: None)
+        pipe = cls(watcher.policy, host=host, session_id=session_id)
+        watcher.on_swap = pipe._swap
+        pipe._watcher = watcher
+        watcher.start()
+        return pipe
+
+    @property
+    def policy_status(self) -> PolicyStatus:
+        """Generation, digest and the last reload's outcome of the policy in effect."""
+        if self._watcher is not None:
+            return self._watcher.status
+        return PolicyStatus(self._policy.source, 1, self._policy.digest)
+
+    def reload_policy(self) -> bool:
+        """Re-read a watched policy now (hosts that cannot wait for the watcher)."""
+        if self._watcher is None:
+            raise RuntimeError("this pipeline does not watch a policy file")
+        return self._watcher.reload()
+
+    def _swap(self, new: Policy) -> None:
+        old, self._policy = self._policy, new  # one reference: process() never mixes
+        problems: list[ProblemReport] = []
+        self._host.policy_reloaded(old, new, problems)
+        self._setup_problems.extend(problems)
 
     @property
     def policy(self) -> Policy:
@@ -138,6 +175,8 @@ class Pipeline:
             if self._closed:
                 return
             self._closed = True
+        if self._watcher is not None:
+            self._watcher.stop()
         self._spill.close()
 
     def __enter__(self) -> Pipeline:

@@ -1,0 +1,153 @@
+"""Hot reload through the file system (watchfiles): edits, atomic saves, symlink swaps."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import middleware
+from middleware import hookimpl
+from middleware.plugins import PluginHost
+
+PLAIN = "version: 1\nname: {name}\nbudget:\n  max_result_chars: {cap}\n"
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+@pytest.fixture
+def policy(tmp_path: Path) -> Path:
+    path = tmp_path / "policy.yaml"
+    path.write_text(PLAIN.format(name="one", cap=20000), encoding="utf-8")
+    return path
+
+
+def test_an_edit_swaps_the_policy(policy: Path) -> None:
+    with middleware.Pipeline.from_policy(policy, watch=True) as pipe:
+        assert pipe.policy.name == "one"
+        assert pipe.policy_status.generation == 1
+        policy.write_text(PLAIN.format(name="two", cap=30000), encoding="utf-8")
+        assert wait_for(lambda: pipe.policy.name == "two")
+        assert pipe.policy.get("budget.max_result_chars") == 30000
+        assert pipe.policy_status.generation == 2
+        assert pipe.policy_status.last_reload_ok
+
+
+def test_an_invalid_edit_keeps_the_last_good_policy_and_says_where(policy: Path) -> None:
+    with middleware.Pipeline.from_policy(policy, watch=True) as pipe:
+        policy.write_text("version: 1\nbudget:\n  max_result_char: 5\n", encoding="utf-8")
+        assert wait_for(lambda: not pipe.policy_status.last_reload_ok)
+        status = pipe.policy_status
+        assert pipe.policy.name == "one"
+        assert status.generation == 1
+        assert status.last_error is not None
+        assert status.last_error.startswith(f"{policy}:3:")
+        assert "did you mean 'max_result_chars'?" in status.last_error
+        policy.write_text(PLAIN.format(name="fixed", cap=25000), encoding="utf-8")
+        assert wait_for(lambda: pipe.policy.name == "fixed")
+        assert pipe.policy_status.last_error is None
+
+
+def test_an_editor_atomic_save_is_seen(policy: Path) -> None:
+    with middleware.Pipeline.from_policy(policy, watch=True) as pipe:
+        temporary = policy.with_name(".policy.yaml.swp")
+        temporary.write_text(PLAIN.format(name="renamed", cap=40000), encoding="utf-8")
+        os.replace(temporary, policy)
+        assert wait_for(lambda: pipe.policy.name == "renamed")
+
+
+def test_a_configmap_symlink_swap_is_seen(tmp_path: Path) -> None:
+    mount = tmp_path / "mount"
+    mount.mkdir()
+    first = mount / "..2026_11_23_01"
+    first.mkdir()
+    (first / "policy.yaml").write_text(PLAIN.format(name="v1", cap=20000), encoding="utf-8")
+    (mount / "..data").symlink_to(first.name)
+    (mount / "policy.yaml").symlink_to("..data/policy.yaml")
+    with middleware.Pipeline.from_policy(mount / "policy.yaml", watch=True) as pipe:
+        assert pipe.policy.name == "v1"
+        second = mount / "..2026_11_23_02"
+        second.mkdir()
+        (second / "policy.yaml").write_text(PLAIN.format(name="v2", cap=20000), encoding="utf-8")
+        link = mount / "..data_tmp"
+        link.symlink_to(second.name)
+        os.replace(link, mount / "..data")  # what the kubelet does
+        assert wait_for(lambda: pipe.policy.name == "v2")
+
+
+def test_policy_reloaded_fires_after_the_swap(policy: Path) -> None:
+    seen: list[tuple[str, str, str]] = []
+    holder: list[middleware.Pipeline] = []
+
+    class Listener:
+        @hookimpl
+        def policy_reloaded(self, old: middleware.Policy, new: middleware.Policy) -> None:
+            seen.append((old.name, new.name, holder[0].policy.name))
+
+    host = PluginHost.create(load_entrypoints=False)
+    host.register(Listener(), name="listener")
+    with middleware.Pipeline.from_policy(policy, host=host, watch=True) as pipe:
+        holder.append(pipe)
+        policy.write_text(PLAIN.format(name="two", cap=30000), encoding="utf-8")
+        assert wait_for(lambda: bool(seen))
+    assert seen == [("one", "two", "two")]
+
+
+def test_threads_never_see_a_mixed_policy_during_a_storm_of_reloads(policy: Path) -> None:
+    # Each policy's name says its cap: a request processed under one snapshot must report
+    # that snapshot's name and be cut at that snapshot's cap.
+    caps = {"small": 1000, "large": 3000}
+    big = "x" * 5000
+    messages = [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c", "content": big},
+    ]  # fmt: skip
+    errors: list[str] = []
+    stop = threading.Event()
+    with middleware.Pipeline.from_policy(policy, watch=True) as pipe:
+
+        def worker() -> None:
+            while not stop.is_set():
+                result = pipe.process(messages)
+                name = result.report.policy
+                if name in caps:
+                    (action,) = result.report.by_step("budget")
+                    if action.detail["cap"] != caps[name]:
+                        errors.append(f"{name} used cap {action.detail['cap']}")
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for i in range(30):
+            name = "small" if i % 2 else "large"
+            policy.write_text(PLAIN.format(name=name, cap=caps[name]), encoding="utf-8")
+            time.sleep(0.03)
+        stop.set()
+        for t in threads:
+            t.join()
+        assert pipe.policy_status.generation > 2
+    assert errors == []
+
+
+def test_closing_stops_the_watcher_and_watch_needs_a_file(policy: Path) -> None:
+    pipe = middleware.Pipeline.from_policy(policy, watch=True)
+    watcher = pipe._watcher
+    assert watcher is not None
+    pipe.close()
+    assert not watcher._thread.is_alive()
+    with pytest.raises(TypeError, match="needs the path"):
+        middleware.Pipeline.from_policy(None, watch=True)
+    with pytest.raises(RuntimeError, match="does not watch"):
+        middleware.Pipeline.from_policy(None).reload_policy()
