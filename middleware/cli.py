@@ -16,6 +16,7 @@ from .formats import FORMATS
 from .pipeline import Pipeline
 from .plugins import PluginHost
 from .policy import load_policy, validate_policy_file
+from .report import ProblemReport
 from .validate import validate
 
 EPILOG = """\
@@ -89,6 +90,13 @@ def _parser() -> argparse.ArgumentParser:
 
     plugins = commands.add_parser("plugins", help="list the loaded plugins and their hooks")
     plugins.add_argument("--json", action="store_true", help="print JSON")
+    plugins.add_argument(
+        "--tool",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also show which plugin declares a cap for this tool (repeatable)",
+    )
     plugins.set_defaults(run=_plugins)
 
     add_simulate(commands)
@@ -193,13 +201,30 @@ def _print_tree(node: dict[str, Any], prefix: str, origins: Any) -> None:
 def _plugins(args: argparse.Namespace) -> int:
     host = PluginHost.create()
     infos = host.plugins()
+    problems: list[ProblemReport] = []
+    caps = {tool: host.tool_result_cap(tool, problems) for tool in args.tool}
     if args.json:
-        print(json.dumps([info.__dict__ for info in infos], indent=2))
+        listing: dict[str, Any] = {"plugins": [info.__dict__ for info in infos]}
+        listing["tool_caps"] = {
+            tool: None if d is None else {"plugin": d.plugin, "max_chars": d.cap.max_chars,
+                                          "exempt": d.cap.exempt}
+            for tool, d in caps.items()
+        }  # fmt: skip
+        print(json.dumps(listing, indent=2))
     else:
         for info in infos:
             origin = "built-in" if info.builtin else f"{info.distribution} {info.version}"
             print(f"{info.name} ({origin}): {', '.join(info.hooks)}")
-    for problem in host.load_problems:
+        for tool, declared in caps.items():
+            if declared is None:
+                print(f"tool {tool}: no plugin declares a cap (the per-result cap applies)")
+                continue
+            what = "exempt" if declared.cap.exempt else (
+                f"{declared.cap.max_chars:,} chars" if declared.cap.max_chars
+                else "the per-tool default"
+            )  # fmt: skip
+            print(f"tool {tool}: {what}, declared by {declared.plugin}")
+    for problem in [*host.load_problems, *problems]:
         print(f"could not load plugin {problem.plugin}: {problem.message}", file=sys.stderr)
     return 0
 

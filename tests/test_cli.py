@@ -126,8 +126,12 @@ def test_validate_and_config(tmp_path: Path) -> None:
 
 
 def test_plugins_lists_the_built_in_steps() -> None:
-    listed = json.loads(run("plugins", "--json").stdout)
-    names = {p["name"] for p in listed}
+    listed = json.loads(run("plugins", "--json", "--tool", "read", "--tool", "nope").stdout)
+    names = {p["name"] for p in listed["plugins"]}
+    assert listed["tool_caps"] == {
+        "read": {"plugin": "middleware.steps.chatcli_tools", "max_chars": 80000, "exempt": False},
+        "nope": None,
+    }
     assert {"middleware.steps.pairing", "middleware.steps.budget",
             "middleware.steps.microcompact"} <= names  # fmt: skip
 
