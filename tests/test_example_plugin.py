@@ -27,8 +27,9 @@ def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run(
     site: Path, *args: str, stdin: str | None = None, **env: str
 ) -> subprocess.CompletedProcess[str]:
+    environ = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), **env}
     return subprocess.run([str(SCRIPT), *args], input=stdin, capture_output=True, text=True,
-                          check=False, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), **env})  # fmt: skip
+                          check=False, env=environ)  # fmt: skip
 
 
 @pytest.mark.slow
@@ -52,7 +53,8 @@ def test_its_caps_apply_to_processed_histories(plugin_site: Path) -> None:
     history = [
         {"role": "assistant", "content": None, "tool_calls": [
             {"id": "q", "type": "function", "function": {"name": "sql_query", "arguments": "{}"}},
-            {"id": "e", "type": "function", "function": {"name": "sql_explain", "arguments": "{}"}}]},
+            {"id": "e", "type": "function",
+             "function": {"name": "sql_explain", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "q", "content": rows},
         {"role": "tool", "tool_call_id": "e", "content": "plan " * 20000},
     ]  # fmt: skip
