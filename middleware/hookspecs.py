@@ -104,6 +104,21 @@ def detect_content_type(text: str, tool_name: str | None) -> str | None:
 
 
 @hookspec(firstresult=True)
+def summarize_result(text: str, tool_name: str | None, content_type: str, path: str) -> str | None:
+    """Write the short text that replaces an old tool result when microcompaction
+    summarises it. Return ``None`` to use the policy's ``summary_template``.
+
+    If the returned text does not name ``path``, the host appends
+    ``\nFull output: <path>`` so the full text stays reachable.
+
+    :param text: the full text of the result.
+    :param tool_name: the tool that produced it, when known.
+    :param content_type: what ``detect_content_type`` (or the built-in rules) called it.
+    :param path: where the full text is saved.
+    """
+
+
+@hookspec(firstresult=True)
 def spill_store(policy: Policy, session_id: str) -> SpillStore | None:
     """Provide the store that keeps the full text of results cut from the context.
 

@@ -169,6 +169,17 @@ class PluginHost:
             self._wrong_type(problems, plugin_name, "detect_content_type", "a string", value)
         return None
 
+    def summarize_result(
+        self, text: str, tool_name: str | None, content_type: str, path: str,
+        problems: list[ProblemReport],
+    ) -> str | None:  # fmt: skip
+        kwargs = {"text": text, "tool_name": tool_name, "content_type": content_type, "path": path}
+        for plugin_name, value in self._first_results("summarize_result", kwargs, problems):
+            if isinstance(value, str) and value:
+                return value if path in value else f"{value}\nFull output: {path}"
+            self._wrong_type(problems, plugin_name, "summarize_result", "a string", value)
+        return None
+
     def spill_store(
         self, policy: Policy, session_id: str, problems: list[ProblemReport]
     ) -> SpillStore | None:

@@ -263,3 +263,17 @@ def test_default_schedule_rewrites_only_when_the_rewrite_pays_back(tmp_path: Pat
     # Free rewrites (OpenAI before GPT-5.6): the same history is compacted.
     with pipeline(tmp_path, defaults=True, schedule={"rewrite_cost": 0}) as pipe:
         assert pipe.process(costly).report.by_step("microcompact")
+
+
+def test_a_plugin_can_write_the_summary_and_the_pointer_is_kept(tmp_path: Path) -> None:
+    class Short:
+        @hookimpl
+        def summarize_result(self, tool_name: str | None, content_type: str) -> str:
+            return f"[{tool_name} output, {content_type}, cleared]"
+
+    with pipeline(tmp_path, Short()) as pipe:
+        result = pipe.process(session(("bash", LINES), *[("bash", "ok")] * 4))
+        summary = contents(result.messages)[0]
+        path = result.report.by_step("microcompact")[0].detail["path"]
+        assert summary == f"[bash output, text, cleared]\nFull output: {path}"
+        assert Path(path).read_text(encoding="utf-8") == LINES

@@ -151,3 +151,22 @@ def test_closing_stops_the_watcher_and_watch_needs_a_file(policy: Path) -> None:
         middleware.Pipeline.from_policy(None, watch=True)
     with pytest.raises(RuntimeError, match="does not watch"):
         middleware.Pipeline.from_policy(None).reload_policy()
+
+
+def test_reload_works_in_an_asyncio_host(policy: Path) -> None:
+    import asyncio
+
+    async def host() -> list[str]:
+        names = []
+        with middleware.Pipeline.from_policy(policy, watch=True) as pipe:
+            messages = [{"role": "user", "content": "hi"}]
+            names.append((await asyncio.to_thread(pipe.process, messages)).report.policy)
+            policy.write_text(PLAIN.format(name="async", cap=20000), encoding="utf-8")
+            for _ in range(500):
+                if pipe.policy.name == "async":
+                    break
+                await asyncio.sleep(0.02)
+            names.append((await asyncio.to_thread(pipe.process, messages)).report.policy)
+        return names
+
+    assert asyncio.run(host()) == ["one", "async"]

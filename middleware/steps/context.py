@@ -58,6 +58,10 @@ class StepContext:
         """The cap a plugin declares for ``tool_name`` (plugin failures are reported)."""
         return self.host.tool_result_cap(tool_name, self.problems)
 
+    def summary(self, text: str, tool_name: str | None, content_type: str, path: str) -> str | None:
+        """A plugin's summary of an old result (naming ``path``), if any plugin writes one."""
+        return self.host.summarize_result(text, tool_name, content_type, path, self.problems)
+
     def content_type(self, text: str, tool_name: str | None) -> str | None:
         """The content type a plugin names for a result, if any plugin does."""
         return self.host.detect_content_type(text, tool_name, self.problems)

@@ -185,9 +185,11 @@ class _Compaction:
                 new = self.settings.truncate(text, path)
             else:
                 kind = self._content_type(site, text)
-                mentions = _mentions(text, self.settings.mentions)
-                errors = _error_lines(text, self.settings.error_lines)
-                new = self.settings.summarize(text, path, kind, mentions, errors)
+                new = self.context.summary(text, site.tool_name, kind, path)
+                if new is None:
+                    mentions = _mentions(text, self.settings.mentions)
+                    errors = _error_lines(text, self.settings.error_lines)
+                    new = self.settings.summarize(text, path, kind, mentions, errors)
             if new is None or len(new) >= len(current):
                 continue
             self.conversation.replace_block(site.node, site.block, result.with_text(new))
