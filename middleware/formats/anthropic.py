@@ -92,6 +92,9 @@ class AnthropicCodec(Codec):
         content = [self._render_block(b) for b in node.blocks]
         if node.raw is None:
             return {"role": node.role, "content": content}
+        text = node.raw.get("content")
+        if isinstance(text, str) and content == ([{"type": "text", "text": text}] if text else []):
+            return node.raw  # string content the edit left as it was
         return {**node.raw, "content": content}
 
     def _render_block(self, block: Block) -> Any:
@@ -105,7 +108,17 @@ class AnthropicCodec(Codec):
                     "name": block.name,
                     "input": block.arguments,
                 }
-            return block.raw if block.raw.get("id") == block.id else {**block.raw, "id": block.id}
+            raw_call = block.raw
+            if (
+                raw_call.get("id") == block.id
+                and raw_call.get("name") == block.name
+                and raw_call.get("input", {}) == block.arguments
+            ):
+                return raw_call
+            out_call = {**raw_call, "id": block.id, "name": block.name}
+            if raw_call.get("input", {}) != block.arguments:
+                out_call["input"] = block.arguments
+            return out_call
         raw = block.raw
         if raw is None:
             out: dict[str, Any] = {

@@ -28,6 +28,9 @@ _ANTHROPIC_BLOCKS = frozenset(
 _OPENAI_PARTS = frozenset({"image_url", "input_audio", "refusal"})
 _RESPONSES_PARTS = frozenset({"input_text", "output_text", "input_image", "input_file"})
 _OPENAI_ROLES = frozenset({"tool", "developer", "function"})
+#: Roles both OpenAI formats accept: evidence for Chat Completions only when nothing
+#: points at Responses.
+_SHARED_ROLES = frozenset({"developer"})
 
 
 @dataclass(frozen=True)
@@ -48,11 +51,16 @@ def detect_format(messages: Sequence[Any]) -> Detection:
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
         raise HistoryError(f"expected a list of messages, got {type(messages).__name__}")
     found: dict[str, str] = {}
+    strong: set[str] = set()
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             continue
         for fmt, why in _signals(message):
             found.setdefault(fmt, f"message {i}: {why}")
+            if not (why.startswith("role ") and message.get("role") in _SHARED_ROLES):
+                strong.add(fmt)
+    if "responses" in found and "openai" not in strong:
+        found.pop("openai", None)
     if not found:
         return Detection(AMBIGUOUS_DEFAULT, None)
     if len(found) > 1:

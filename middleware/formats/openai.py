@@ -68,11 +68,14 @@ class OpenAIChatCodec(Codec):
             if calls:
                 out["tool_calls"] = calls
             else:
-                out.pop("tool_calls", None)
-                # An assistant message needs content when it has no tool calls.
-                if out.get("content") is None:
+                had_calls = out.pop("tool_calls", None) is not None
+                # An assistant message needs content when it has no tool calls (a message
+                # that never had any may be a refusal, whose content stays null).
+                if (had_calls or node.raw is None) and out.get("content") is None:
                     out["content"] = ""
             return out
+        if not node.results and node.raw is not None and node.raw.get("role") != "tool":
+            return node.raw  # system, user or function message: nothing a step could change
         result = node.results[0]
         if result.text_protocol:
             return {**(node.raw or {"role": node.role}), "content": wire_content(result.content)}
@@ -130,4 +133,14 @@ def _render_call(call: ToolCall) -> Any:
             "type": "function",
             "function": {"name": call.name, "arguments": arguments_json(call.arguments)},
         }
-    return call.raw if call.raw.get("id") == call.id else {**call.raw, "id": call.id}
+    raw = call.raw
+    kind = raw.get("type", "function")
+    body = raw[kind]
+    key = "arguments" if kind == "function" else "input"
+    same_body = body.get("name") == call.name and body.get(key) == call.arguments
+    if raw.get("id") == call.id and same_body:
+        return raw
+    out = {**raw, "id": call.id}
+    if not same_body:
+        out[kind] = {**body, "name": call.name, key: call.arguments}
+    return out

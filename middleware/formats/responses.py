@@ -28,6 +28,7 @@ _MESSAGE_ROLES: dict[str, Role] = {
 _CALLS = {"function_call": "arguments", "custom_tool_call": "input"}
 #: Output items and the call item type they answer.
 _OUTPUTS = {"function_call_output": "function_call", "custom_tool_call_output": "custom_tool_call"}
+_PAIRED = frozenset({*_CALLS, *_OUTPUTS})
 #: Items the model produces that take part in no pairing this package repairs.
 _ASSISTANT_ITEMS = frozenset({"reasoning", "compaction"})
 
@@ -79,6 +80,8 @@ class ResponsesCodec(Codec):
         return content if isinstance(content, (str, list)) else None
 
     def render_node(self, node: Node) -> Any:
+        if not node.blocks and node.raw is not None and node.raw.get("type") not in _PAIRED:
+            return node.raw  # an item without tool blocks: nothing a step could change
         if node.role == "assistant":
             (call,) = node.calls
             if call.raw is None:
@@ -88,7 +91,11 @@ class ResponsesCodec(Codec):
                     "name": call.name,
                     "arguments": arguments_json(call.arguments),
                 }
-            return {**call.raw, "call_id": call.id}
+            out = {**call.raw, "call_id": call.id, "name": call.name}
+            key = _CALLS.get(call.raw.get("type"), "arguments")
+            if call.raw.get(key) != call.arguments:
+                out[key] = call.arguments
+            return out
         (result,) = node.results
         if result.text_protocol:
             return {**(node.raw or {"role": node.role}), "content": wire_content(result.content)}
