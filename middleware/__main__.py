@@ -1,5 +1,7 @@
 """``python -m middleware`` runs the ``chatcli-mw`` command."""
 
+from __future__ import annotations
+
 import sys
 
 from .cli import main

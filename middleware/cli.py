@@ -1,13 +1,21 @@
-"""``chatcli-mw``: clean histories, check them, inspect policies and plugins, simulate costs."""
+"""``chatcli-mw``: clean histories, check them, inspect policies and plugins, simulate costs.
+
+Each subcommand is one ``add_<name>(commands)`` function in :data:`COMMANDS`: it adds its
+subparser and binds its handler with ``set_defaults(run=handler)``; a handler takes the parsed
+arguments and returns the exit status. To add a command, write such a function (in its own
+module if it is large, like ``cli_simulate.py``) and append it to :data:`COMMANDS`. A handler
+raises :class:`~middleware.errors.MiddlewareError` (or lets an ``OSError`` through) for bad
+input; :func:`main` turns it into one ``chatcli-mw: error: FILE: problem`` line and exit 2.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeAlias
 
 from . import __version__
 from .cli_simulate import add_simulate
@@ -35,19 +43,24 @@ class InputError(MiddlewareError):
     """A file that cannot be read as a history."""
 
 
+if TYPE_CHECKING:
+    Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         result: int = args.run(args)
     except (MiddlewareError, OSError) as exc:
         where = f"{args.file}: " if getattr(args, "file", None) else ""
-        print(f"chatcli-mw: error: {where}{exc}", file=sys.stderr)
+        sys.stderr.write(f"chatcli-mw: error: {where}{exc}\n")
         return 2
     return result
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``chatcli-mw`` parser, with one subcommand per entry of :data:`COMMANDS`."""
     parser = argparse.ArgumentParser(
         prog="chatcli-mw",
         description="Clean an LLM agent's conversation history before each model call: "
@@ -57,7 +70,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"chatcli-mw {__version__}")
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
+    for add_command in COMMANDS:
+        add_command(commands)
+    return parser
 
+
+def add_process(commands: Subcommands) -> None:
     process = commands.add_parser("process", help="clean a history and write it back")
     process.add_argument(
         "file", metavar="FILE", help="a JSON history or request body (- for stdin)"
@@ -73,21 +91,29 @@ def _parser() -> argparse.ArgumentParser:
     )
     process.set_defaults(run=_process)
 
+
+def add_check(commands: Subcommands) -> None:
     check = commands.add_parser("check", help="list tool-call pairing problems (exit 1 if any)")
     check.add_argument("file", metavar="FILE")
     check.add_argument("--format", choices=FORMATS, default="auto")
     check.set_defaults(run=_check)
 
+
+def add_validate(commands: Subcommands) -> None:
     validate_cmd = commands.add_parser("validate", help="check policy files (exit 1 on error)")
     validate_cmd.add_argument("files", metavar="FILE", nargs="+")
     validate_cmd.set_defaults(run=_validate)
 
+
+def add_config(commands: Subcommands) -> None:
     config = commands.add_parser("config", help="print the effective policy")
     config.add_argument("--policy", help="policy file (default: the embedded default)")
     config.add_argument("--show-origin", action="store_true", help="say where each value came from")
     config.add_argument("--json", action="store_true", help="print JSON")
     config.set_defaults(run=_config)
 
+
+def add_plugins(commands: Subcommands) -> None:
     plugins = commands.add_parser("plugins", help="list the loaded plugins and their hooks")
     plugins.add_argument("--json", action="store_true", help="print JSON")
     plugins.add_argument(
@@ -98,9 +124,6 @@ def _parser() -> argparse.ArgumentParser:
         help="also show which plugin declares a cap for this tool (repeatable)",
     )
     plugins.set_defaults(run=_plugins)
-
-    add_simulate(commands)
-    return parser
 
 
 def read_json(file: str) -> Any:
@@ -232,3 +255,14 @@ def _plugins(args: argparse.Namespace) -> int:
 def _write_lines(stream: TextIO, lines: Sequence[str]) -> None:
     for line in lines:
         stream.write(line + "\n")
+
+
+#: The subcommands, in the order ``--help`` lists them.
+COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
+    add_process,
+    add_check,
+    add_validate,
+    add_config,
+    add_plugins,
+    add_simulate,
+)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -156,3 +157,46 @@ def test_simulate_draws_a_plot(tmp_path: Path) -> None:
     done = run("simulate", str(session), "--plot", str(picture), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert picture.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_responses_body_with_a_string_input_is_left_as_is(tmp_path: Path) -> None:
+    body = {"model": "gpt-4.1", "input": "Summarise README.md", "store": False}
+    done = run("process", str(write(tmp_path, "r.json", body)), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == body
+    assert done.stderr == "nothing to process: the input is a string\n"
+
+
+def test_the_readme_quick_start_prints_what_the_readme_shows() -> None:
+    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    shown = readme.split("goes to stderr:\n\n```text\n", 1)[1].split("```", 1)[0]
+    done = run("process", "examples/anthropic-interrupted.json", cwd=EXAMPLES.parent)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == shown
+
+
+def test_subcommands_come_from_the_commands_tuple(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from middleware import cli
+
+    def add_hello(commands: Any) -> None:
+        hello = commands.add_parser("hello", help="greet a file")
+        hello.add_argument("file", metavar="FILE")
+        hello.set_defaults(run=greet)
+
+    def greet(args: Any) -> int:
+        if args.file == "bad":
+            raise cli.InputError("cannot greet this")
+        print(f"hello {args.file}")
+        return 0
+
+    parser = cli.build_parser()
+    (subparsers,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(subparsers.choices) == [
+        "process", "check", "validate", "config", "plugins", "simulate"]  # fmt: skip
+    monkeypatch.setattr(cli, "COMMANDS", (*cli.COMMANDS, add_hello))
+    assert cli.main(["hello", "world"]) == 0
+    assert capsys.readouterr().out == "hello world\n"
+    assert cli.main(["hello", "bad"]) == 2
+    assert capsys.readouterr().err == "chatcli-mw: error: bad: cannot greet this\n"

@@ -1,8 +1,15 @@
-"""The wheel ships the policies and schemas, and both install modes find them."""
+"""The wheel ships the policies and schemas, and both install modes find them.
+
+Each install goes into a fresh virtual environment created without pip. A ``.pth`` file
+makes this test environment's packages (hatchling, pluggy, PyYAML...) importable *after* the
+new environment's own site-packages, so nothing is downloaded and what the new environment
+installed always comes first. (``--system-site-packages`` would expose the base
+interpreter's packages, not this environment's.) pip itself runs from this environment,
+aimed at the new one with ``--python``.
+"""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import sysconfig
@@ -10,8 +17,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-import middleware
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE = (
@@ -21,14 +26,39 @@ PROBE = (
 )
 
 
+def _run(*args: str | Path, cwd: Path | None = None) -> str:
+    done = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, f"{args}: {done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def fresh_venv(root: Path) -> tuple[Path, Path]:
+    """A new virtual environment: its python and its site-packages."""
+    _run(sys.executable, "-m", "venv", "--without-pip", root)
+    python = root / "bin" / "python"
+    site = Path(_run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+                .strip())  # fmt: skip
+    here = sysconfig.get_paths()["purelib"]
+    (site / "zz_test_environment.pth").write_text(f"{here}\n", encoding="utf-8")
+    return python, site
+
+
+def pip_install(python: Path, *args: str | Path) -> None:
+    _run(sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps",
+         "--no-build-isolation", "--no-index", *args)  # fmt: skip
+
+
+def probe(python: Path, cwd: Path) -> tuple[Path, Path, Path, str]:
+    package, policy, schema, name = _run(python, "-c", PROBE, cwd=cwd).splitlines()
+    return Path(package), Path(policy), Path(schema), name
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(out), str(REPO)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+         "-w", out, REPO)  # fmt: skip
     (built,) = out.glob("chatcli_middleware-*.whl")
     return built
 
@@ -54,33 +84,32 @@ def test_the_wheel_carries_policies_schemas_and_py_typed(wheel: Path) -> None:
 def test_installed_from_the_wheel_it_finds_its_data_inside_the_package(
     wheel: Path, tmp_path: Path
 ) -> None:
-    target = tmp_path / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
-         str(wheel)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(target)}
-    probe = subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, check=True)  # fmt: skip
-    package, policy, schema, name = probe.stdout.splitlines()
-    assert Path(package).is_relative_to(target)
-    assert Path(policy) == target / "middleware" / "_data" / "policies" / "default.yaml"
-    assert Path(schema) == target / "middleware" / "_data" / "schemas" / "policy.schema.json"
+    python, site = fresh_venv(tmp_path / "venv")
+    pip_install(python, wheel)
+    package, policy, schema, name = probe(python, cwd=tmp_path)
+    assert package == site / "middleware" / "__init__.py"
+    assert policy == site / "middleware" / "_data" / "policies" / "default.yaml"
+    assert schema == site / "middleware" / "_data" / "schemas" / "policy.schema.json"
     assert name == "default"
+    # The console script works from anywhere, and so does python -m middleware.
+    script = tmp_path / "venv" / "bin" / "chatcli-mw"
+    cleaned = _run(script, "process", REPO / "examples" / "anthropic-interrupted.json",
+                   cwd=tmp_path)  # fmt: skip
+    assert cleaned.startswith("[")
+    assert _run(python, "-m", "middleware", "--version", cwd=tmp_path).startswith("chatcli-mw ")
 
 
 @pytest.mark.slow
 def test_installed_editable_it_reads_the_source_tree(tmp_path: Path) -> None:
-    if not Path(middleware.__file__).resolve().is_relative_to(REPO):
-        pytest.skip("this environment has middleware installed from a wheel, not editable")
-    probe = subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path, capture_output=True,
-                           text=True, check=True)  # fmt: skip
-    package, policy, schema, name = probe.stdout.splitlines()
-    assert Path(package).resolve() == REPO / "middleware" / "__init__.py"
-    assert Path(policy).resolve() == REPO / "policies" / "default.yaml"
-    assert Path(schema).resolve() == REPO / "schemas" / "policy.schema.json"
+    python, site = fresh_venv(tmp_path / "venv")
+    pip_install(python, "--editable", REPO)
+    package, policy, schema, name = probe(python, cwd=tmp_path)
+    assert package.resolve() == REPO / "middleware" / "__init__.py"
+    assert policy.resolve() == REPO / "policies" / "default.yaml"
+    assert schema.resolve() == REPO / "schemas" / "policy.schema.json"
     assert name == "default"
-    # Nothing in site-packages shadows the package (pypa/hatch#1627).
-    site = Path(sysconfig.get_paths()["purelib"])
+    # The data folders are not force-included into the editable wheel, so nothing named
+    # middleware sits in site-packages beside the source tree (pypa/hatch#1627).
     assert not (site / "middleware").exists()
+    (pth,) = site.glob("_chatcli_middleware*.pth")
+    assert Path(pth.read_text(encoding="utf-8").strip()).resolve() == REPO
