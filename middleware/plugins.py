@@ -20,6 +20,7 @@ import pluggy
 
 from . import hookspecs
 from .capabilities import DeclaredCap, SpillStore, ToolCap
+from .costs import approximate_tokens
 from .errors import PluginError
 from .report import ProblemReport
 
@@ -203,7 +204,7 @@ class PluginHost:
                 if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
                     return value
                 self._wrong_type(problems, plugin_name, "count_tokens", "an int >= 0", value)
-            return (len(text) + 3) // 4
+            return approximate_tokens(text)
 
         return count
 
