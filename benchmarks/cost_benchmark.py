@@ -36,11 +36,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pricing", choices=sorted(PRICING), default="anthropic-5m")
     parser.add_argument("--window", type=int, default=200_000)
     parser.add_argument("--policy", action="append", default=[], metavar="[NAME=]FILE")
+    parser.add_argument(
+        "--presets",
+        action="store_true",
+        help="compare the default with the seed-system presets instead of the baselines",
+    )
     args = parser.parse_args(argv)
     if not args.data.is_dir():
         print(f"skipped: no trajectories at {args.data}")
         return 0
-    specs = policy_specs(args.policy, baselines=True)
+    specs = policy_specs(args.policy, baselines=not args.presets, presets=args.presets)
     for source, patterns in SOURCES.items():
         files = sorted(p for pattern in patterns for p in args.data.glob(pattern))
         transcripts = [t for f in files for t in load_transcripts(f)]

@@ -14,7 +14,7 @@ from .costs import PRICING, approximate_tokens
 from .errors import MiddlewareError
 from .plugins import PluginHost
 from .policy import load_policy
-from .resources import data_dir
+from .resources import data_dir, preset_names
 from .simulate import PolicySpec, PolicySummary, simulate
 from .transcripts import load_transcripts
 
@@ -43,6 +43,11 @@ def add_simulate(commands: Any) -> None:
     sim.add_argument(
         "--baselines", action="store_true", help="also compare the shipped baseline policies"
     )
+    sim.add_argument(
+        "--presets",
+        action="store_true",
+        help="also compare the shipped presets (chatcli, claude-code, ethos, hermes, pi)",
+    )
     sim.add_argument("--pricing", choices=sorted(PRICING), default="anthropic-5m")
     sim.add_argument(
         "--window",
@@ -60,7 +65,7 @@ def add_simulate(commands: Any) -> None:
     sim.set_defaults(run=run_simulate)
 
 
-def policy_specs(values: list[str], baselines: bool) -> list[PolicySpec]:
+def policy_specs(values: list[str], baselines: bool, presets: bool = False) -> list[PolicySpec]:
     specs = []
     for value in values or ["default"]:
         name, _, path = value.rpartition("=")
@@ -72,6 +77,9 @@ def policy_specs(values: list[str], baselines: bool) -> list[PolicySpec]:
         for baseline in sorted((data_dir("policies") / "baselines").glob("*.yaml")):
             if baseline.stem != "none":
                 specs.append(PolicySpec(baseline.stem, str(baseline)))
+    if presets:
+        for name in preset_names():
+            specs.append(PolicySpec(f"preset:{name}", f"preset:{name}"))
     return specs
 
 
@@ -79,7 +87,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.plot:
         _require_matplotlib()
     transcripts = [t for file in args.transcripts for t in load_transcripts(file)]
-    specs = policy_specs(args.policy, args.baselines)
+    specs = policy_specs(args.policy, args.baselines, args.presets)
     total = sum(t.request_count for t in transcripts) * len(specs)
     with tqdm(total=total, unit="request", file=sys.stderr, disable=None, leave=False) as bar:
 

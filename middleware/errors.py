@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 
 class MiddlewareError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -66,3 +69,14 @@ class PluginError(MiddlewareError):
         self.hook = hook
         self.detail = message
         super().__init__(f"plugin {plugin!r}, hook {hook!r}: {message}")
+
+
+class LoopGuardError(MiddlewareError):
+    """The policy's loop guard tripped with ``action: raise``: end the agent's turn.
+
+    ``alerts`` lists the guards that tripped (:class:`middleware.loop_guard.LoopAlert`).
+    """
+
+    def __init__(self, message: str, alerts: Sequence[Any]) -> None:
+        super().__init__(f"tool loop detected: {message}")
+        self.alerts = tuple(alerts)

@@ -5,21 +5,42 @@ from __future__ import annotations
 import re
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from .budget_settings import BudgetSettings, TurnLimits, resolve_cap
 from .capabilities import SpillStore
+from .decisions import Decision, DecisionLedger
 from .formats import TextProtocolRule, detect_format, get_codec
+from .formats.base import Codec
+from .loop_guard import guard_loops
 from .plugins import STEP_HOOKS, PluginHost
 from .policy import Policy, load_policy
 from .reload import PolicyStatus, PolicyWatcher
-from .report import ProblemReport, Report
+from .report import Action, ProblemReport, Report
 from .spill import SpillWorkspace
+from .steps.context import Admission as StepAdmission
 from .steps.context import StepContext
-from .view import Conversation
+from .view import Conversation, Node, ToolCall, ToolResult
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What :meth:`Pipeline.admit` returns."""
+
+    #: The result to put in the history (the output itself when it was within bounds).
+    text: str
+    #: The per-call budget that applied (``None``: the tool is not limited).
+    budget: int | None
+    actions: tuple[Action, ...] = ()
+    problems: tuple[ProblemReport, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.actions)
 
 
 @dataclass(frozen=True)
@@ -54,8 +75,11 @@ class Pipeline:
         *,
         host: PluginHost | None = None,
         session_id: str | None = None,
+        decisions: Iterable[Decision | Mapping[str, str]] = (),
     ) -> None:
         self._policy = policy
+        #: Budget decisions frozen per call id (see :mod:`middleware.decisions`).
+        self.decisions = DecisionLedger(decisions)
         self._host = host if host is not None else PluginHost.create()
         self.session_id = session_id if session_id is not None else uuid.uuid4().hex[:12]
         #: Problems of plugins met while setting up; repeated in every report.
@@ -79,6 +103,7 @@ class Pipeline:
         host: PluginHost | None = None,
         session_id: str | None = None,
         watch: bool = False,
+        decisions: Iterable[Decision | Mapping[str, str]] = (),
     ) -> Pipeline:
         """A pipeline for a policy file, an already loaded :class:`Policy`, or ``None``
         for the embedded default policy.
@@ -87,14 +112,17 @@ class Pipeline:
         swaps in a new snapshot (``policy_reloaded`` hooks fire after the swap); an invalid
         one keeps the last good policy and shows in :attr:`policy_status`. The spill
         workspace keeps the settings it was created with.
+
+        ``decisions`` restores budget decisions exported with ``pipe.decisions.export()``
+        (resuming a session keeps every result as it was sent before).
         """
         if not watch:
             loaded = policy if isinstance(policy, Policy) else load_policy(policy)
-            return cls(loaded, host=host, session_id=session_id)
+            return cls(loaded, host=host, session_id=session_id, decisions=decisions)
         if not isinstance(policy, (str, Path)):
             raise TypeError("watch=True needs the path of a policy file")
         watcher = PolicyWatcher(policy, on_swap=lambda _: None)
-        pipe = cls(watcher.policy, host=host, session_id=session_id)
+        pipe = cls(watcher.policy, host=host, session_id=session_id, decisions=decisions)
         watcher.on_swap = pipe._swap
         pipe._watcher = watcher
         watcher.start()
@@ -152,17 +180,81 @@ class Pipeline:
         report.result_chars_before = _result_chars(conversation)
         report.problems.extend(self._setup_problems)
 
+        shared: dict[str, Any] = {}
         for step, hook in STEP_HOOKS:
-            context = StepContext(step, policy, codec, self._host, self.session_id, self._spill)
+            context = self._context(step, policy, codec, shared)
             self._host.run_step(hook, conversation, context)
             report.actions.extend(context.actions)
             report.problems.extend(context.problems)
 
+        report.loop_alerts.extend(guard_loops(conversation, policy))
         out = codec.render(conversation) if conversation.changed else list(messages)
         report.messages_after = len(out)
         report.result_chars_after = _result_chars(conversation)
         report.tool_results = sum(len(node.results) for node in conversation.nodes)
         return ProcessResult(out, report)
+
+    def admit(
+        self,
+        tool_name: str,
+        tool_use_id: str,
+        output: str,
+        *,
+        arguments: Any = None,
+        parallel_calls: int = 1,
+        context_chars: int | None = None,
+        is_error: bool = False,
+    ) -> Admission:
+        """Bound one tool result at dispatch time, before it enters the history.
+
+        The budget step runs on this result exactly as it would at request time (tool
+        cap, line rule, spill with preview, empty-result text, the even share of
+        ``parallel_calls`` calls, the context-aware ceiling after ``context_chars`` of
+        history), and the outcome is frozen for ``tool_use_id``: when the result comes
+        back in a request, the budget step leaves it as admitted.
+        """
+        if self._closed:
+            raise RuntimeError("this pipeline is closed")
+        if not isinstance(output, str):
+            raise TypeError(f"admit() takes the tool output as a string, got {type(output).__name__}")
+        if parallel_calls < 1:
+            raise ValueError("parallel_calls must be at least 1")
+        policy = self._policy
+        conversation = Conversation(
+            "anthropic",
+            [
+                Node("assistant", (ToolCall(tool_use_id, tool_name, arguments or {}),)),
+                Node("tool", (ToolResult(tool_use_id, output, is_error=is_error),)),
+            ]
+        )
+        context = self._context("budget", policy, get_codec("anthropic"), {})
+        context.admission = StepAdmission(parallel_calls, context_chars)
+        self._host.run_step("enforce_budget", conversation, context)
+        text = conversation.nodes[1].results[0].text
+        self.decisions.record(tool_use_id, output, text, "admit")
+        budget = self.result_budget(
+            tool_name, parallel_calls=parallel_calls, context_chars=context_chars
+        )
+        return Admission(text, budget, tuple(context.actions), tuple(context.problems))
+
+    def result_budget(
+        self, tool_name: str, *, parallel_calls: int = 1, context_chars: int | None = None
+    ) -> int | None:
+        """Characters one result of ``tool_name`` may keep when ``parallel_calls`` calls
+        run together after ``context_chars`` of history (Ethos' ``ctx.resultBudgetChars``),
+        so a tool can trim at a meaningful boundary itself; ``None``: not limited."""
+        settings = BudgetSettings.from_policy(self._policy)
+        if not settings.enabled:
+            return None
+        context = self._context("budget", self._policy, get_codec("anthropic"), {})
+        limits = TurnLimits.of(settings, parallel_calls, context_chars)
+        return limits.cap_for(resolve_cap(tool_name, settings, context)).max_chars
+
+    def _context(self, step: str, policy: Policy, codec: Codec, shared: dict[str, Any]) -> StepContext:
+        return StepContext(
+            step, policy, codec, self._host, self.session_id, self._spill,
+            decisions=self.decisions, shared=shared,
+        )  # fmt: skip
 
     @property
     def spill(self) -> SpillStore:

@@ -23,7 +23,8 @@ from dotenv import dotenv_values
 from .errors import PolicyError
 from .policy_env import PREFIX, env_overrides
 from .policy_yaml import Lines, read_policy_file, schema_errors
-from .resources import default_policy_path
+from .policy_templates import template_problems
+from .resources import default_policy_path, resolve_policy_path
 
 #: ``CHATCLI_POLICY``: the policy file ``load_policy(None)`` reads, when set.
 POLICY_ENV = "CHATCLI_POLICY"
@@ -81,7 +82,8 @@ def load_policy(
 ) -> Policy:
     """Load, layer, validate and freeze a policy.
 
-    :param path: a policy file; ``None`` reads ``$CHATCLI_POLICY`` if set, else only the
+    :param path: a policy file, or ``preset:NAME`` for a shipped preset
+        (``preset:claude-code``); ``None`` reads ``$CHATCLI_POLICY`` if set, else only the
         embedded default.
     :param env: the environment to read ``CHATCLI_*`` variables from (default
         ``os.environ``); never modified.
@@ -99,7 +101,8 @@ def load_policy(
     _record(document, "", lines, origins, where=f"default ({default_file}", suffix=")")
     source = "embedded default"
     if path is not None:
-        layered = _read_with_extends(Path(path), set())
+        path = resolve_policy_path(path)
+        layered = _read_with_extends(path, set())
         for layer, layer_lines, layer_file in layered:
             _merge(document, layer)
             _record(layer, "", layer_lines, origins, where=layer_file)
@@ -122,6 +125,9 @@ def load_policy(
         set_by = origins.get((first.path or "$")[2:])
         hint = f" (set by {set_by})" if set_by else ""
         raise PolicyError(f"{first.detail}{hint}", source=source, path=first.path)
+    for key, problem in template_problems(document):
+        where = origins.get(key, source)
+        raise PolicyError(f"{problem} (set by {where})", source=source, path=f"$.{key}")
     pattern = document.get("text_protocol", {}).get("pattern")
     if pattern is not None:
         try:
@@ -136,7 +142,7 @@ def load_policy(
 def validate_policy_file(path: str | Path) -> list[PolicyError]:
     """Every problem of one policy file (for ``chatcli-mw validate``), located."""
     try:
-        layered = _read_with_extends(Path(path), set())
+        layered = _read_with_extends(resolve_policy_path(path), set())
     except PolicyError as exc:
         return [exc]
     document, _ = read_policy_file(default_policy_path())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
 
@@ -167,3 +167,48 @@ def _preview_pattern(template: str) -> re.Pattern[str]:
         body = r"\d+" if name in ("omitted", "total", "total_bytes", "lines") else ".*?"
         parts.append(f"(?P<{name}>{body})")
     return re.compile("".join(parts), re.DOTALL)
+
+
+def fit_preview(
+    text: str,
+    style: PreviewStyle,
+    target: int,
+    *,
+    path: str,
+    tool: str | None,
+    grow: bool = False,
+) -> str | None:
+    """The preview of ``text`` in ``style`` if it fits in ``target`` characters (with
+    ``grow``, head and tail enlarged in proportion to fill ``target``); else one shrunk to
+    fit; else the bare marker. ``None`` when no preview is shorter than the text."""
+    preview = make_preview(text, style, path=path, tool=tool)
+    if preview is not None and len(preview) <= target and not grow:
+        return preview
+    bare = make_preview(text, replace(style, head=0, tail=0), path=path, tool=tool)
+    if bare is None:
+        return None
+    room = target - len(bare)
+    if room <= 0:
+        return bare
+    if style.unit == "bytes":
+        room //= 4  # a character takes at most 4 bytes: stay within target characters
+    total = style.head + style.tail
+    head = room * style.head // total if total else 0
+    scaled = make_preview(text, replace(style, head=head, tail=room - head), path=path, tool=tool)
+    for candidate in (scaled, preview):
+        if candidate is not None and len(candidate) <= target:
+            return candidate
+    return bare
+
+
+def looks_like_preview(text: str, style: PreviewStyle) -> bool:
+    """Whether ``text`` is a preview this style produced (its longest fixed piece of the
+    template is in it), so it is never cut again."""
+    marker = _template_marker(style.template)
+    return bool(marker) and marker in text
+
+
+def _template_marker(template: str) -> str:
+    literals = [lit for lit, _, _, _ in string.Formatter().parse(template)]
+    longest = max(literals, key=len, default="")
+    return longest if len(longest.strip()) >= 8 else ""

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .loop_guard import LoopAlert
 
 #: The steps, in the order the host runs them.
 STEP_NAMES = ("pairing", "budget", "microcompact")
@@ -57,10 +60,12 @@ class Report:
     result_chars_after: int = 0
     actions: list[Action] = field(default_factory=list)
     problems: list[ProblemReport] = field(default_factory=list)
+    #: Loop guards that tripped in the current user turn.
+    loop_alerts: list[LoopAlert] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
-        return bool(self.actions)
+        return bool(self.actions) or any(alert.annotated for alert in self.loop_alerts)
 
     def by_step(self, step: str) -> list[Action]:
         return [a for a in self.actions if a.step == step]
@@ -86,6 +91,8 @@ class Report:
                 counts[action.kind] = counts.get(action.kind, 0) + 1
             what = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in sorted(counts.items()))
             lines.append(f"{step}: {what}")
+        for alert in self.loop_alerts:
+            lines.append(f"loop guard: {alert.reason}")
         for problem in self.problems:
             lines.append(f"plugin problem: {problem.plugin} in {problem.hook}: {problem.message}")
         lines.append(

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+from .errors import PolicyError
+
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -30,3 +32,26 @@ def default_policy_path() -> Path:
 
 def policy_schema_path() -> Path:
     return data_dir("schemas") / "policy.schema.json"
+
+
+#: How a policy argument names a shipped preset instead of a file: ``preset:claude-code``.
+PRESET_PREFIX = "preset:"
+
+
+def preset_names() -> list[str]:
+    """The shipped presets (``policies/presets/*.yaml``), by name."""
+    return sorted(p.stem for p in (data_dir("policies") / "presets").glob("*.yaml"))
+
+
+def resolve_policy_path(path: str | Path) -> Path:
+    """``path`` itself, or the file of the preset ``preset:NAME`` names."""
+    text = str(path)
+    if not text.startswith(PRESET_PREFIX):
+        return Path(path)
+    name = text[len(PRESET_PREFIX) :]
+    if name not in preset_names():
+        raise PolicyError(
+            f"no preset named {name!r}; the shipped presets are: {', '.join(preset_names())}",
+            source=text,
+        )
+    return data_dir("policies") / "presets" / f"{name}.yaml"

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import middleware
 from middleware import PolicyError, load_policy
 from middleware.budget_settings import BUDGET_DEFAULTS
+from middleware.loop_guard import LOOP_GUARD_DEFAULTS
 from middleware.microcompact_settings import MICROCOMPACT_DEFAULTS
 from middleware.resources import data_dir, default_policy_path, policy_schema_path
 from middleware.steps.pairing import DEFAULTS as PAIRING_DEFAULTS
@@ -235,3 +236,8 @@ def test_code_defaults_match_the_embedded_default_policy() -> None:
     assert document["pairing"] == PAIRING_DEFAULTS
     spill = {k: document["spill"][k] for k in ("root", "keep", "on_error")}
     assert spill == {"root": None, "keep": False, "on_error": "keep"}
+
+
+def test_loop_guard_defaults_match_the_embedded_default_policy() -> None:
+    document = yaml.safe_load(default_policy_path().read_text(encoding="utf-8"))
+    assert document["loop_guard"] == LOOP_GUARD_DEFAULTS

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import json
 import logging
-import string
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..budget_settings import BudgetSettings, Cap, resolve_cap
+from ..budget_settings import BudgetSettings, Cap, TurnLimits, resolve_cap
+from ..line_rules import LineRule, apply_line_rule, line_rule, looks_shaped
 from ..markers import hookimpl
-from ..preview import PreviewStyle, make_preview
+from ..preview import fit_preview, looks_like_preview, make_preview
+from ..sizes import chars_before_turns, node_chars
 from ..view import Conversation, ResultSite, ToolResult
+from .compact_first import compact_first
 from .context import StepContext
 
 logger = logging.getLogger(__name__)
@@ -29,7 +31,9 @@ class _Candidate:
     site: ResultSite
     result: ToolResult
     cap: Cap
-    frozen: bool  # already a preview, or exempt: never cut again
+    frozen: bool  # already a preview, decided earlier, or exempt: never cut again
+    rule: LineRule | None = None
+    incoming: str = ""  # the text the request carried, for the decision ledger
 
 
 @hookimpl(tryfirst=True)
@@ -54,34 +58,90 @@ class _BudgetRun:
         by_turn: dict[int | None, list[ResultSite]] = defaultdict(list)
         for site in index.results:
             by_turn[site.turn].append(site)
-        aware = self.settings.context_aware
-        used = _chars_before_turns(self.conversation, index.node_turns) if aware else {}
+        admission = self.context.admission
+        used: dict[int, int] = {}
+        if self.settings.context_aware is not None and admission is None:
+            sizes = [node_chars(node) for node in self.conversation.nodes]
+            used = chars_before_turns(sizes, index.node_turns)
         for turn, sites in by_turn.items():
-            budget = self.settings.turn_budget_chars
-            ceiling = None
-            if aware is not None and turn is not None:
-                budget = min(budget, aware.ceiling(aware.turn_fraction, used.get(turn, 0)))
-                ceiling = aware.ceiling(aware.result_fraction, used.get(turn, 0))
-            share = budget // len(sites) if self.settings.turn_strategy == "even_split" else None
-            candidates = [self._candidate(site, ceiling, share, len(sites)) for site in sites]
+            calls = len(sites) if admission is None else admission.parallel_calls
+            history = admission.context_chars if admission is not None else used.get(turn or 0)
+            if turn is None:
+                history = None
+            aware = self.settings.context_aware
+            if aware is not None and history is not None and turn is not None:
+                if aware.compact_before_spill and aware.tight(history):
+                    history = compact_first(index, turn, history, self.context)
+            limits = TurnLimits.of(self.settings, calls, history)
+            candidates = [self._candidate(site, limits) for site in sites]
             for cand in candidates:
-                limit = cand.cap.max_chars
-                if not cand.frozen and limit is not None and len(cand.result.text) > limit:
-                    self._spill_to(cand, limit, "result_cap")
-            if self.settings.turn_strategy == "largest_first":
-                self._fit_turn(candidates, budget)
+                if cand.frozen:
+                    continue
+                if cand.rule is not None:
+                    self._shape(cand, cand.rule)
+                elif cand.cap.max_chars is not None and len(cand.result.text) > cand.cap.max_chars:
+                    self._spill_to(cand, cand.cap.max_chars, "result_cap")
+            if self.settings.turn_strategy == "largest_first" and limits.budget is not None:
+                self._fit_turn(candidates, limits.budget)
+            self._remember(candidates)
 
-    def _candidate(
-        self, site: ResultSite, ceiling: int | None, share: int | None, turn_size: int
-    ) -> _Candidate:
+    def _candidate(self, site: ResultSite, limits: TurnLimits) -> _Candidate:
+        incoming = site.result.text
+        cap = limits.cap_for(resolve_cap(site.tool_name, self.settings, self.context))
+        decided = self._decided(site)
+        if decided is not None:
+            return _Candidate(site, decided, cap, True, None, incoming)
         result = self._replace_empty(site)
-        cap = resolve_cap(site.tool_name, self.settings, self.context)
-        if cap.max_chars is not None and ceiling is not None and ceiling < cap.max_chars:
-            cap = Cap(ceiling, f"{cap.source}, lowered by budget.context_aware")
-        if cap.max_chars is not None and share is not None and share < cap.max_chars:
-            cap = Cap(share, f"budget.turn_budget_chars / {turn_size} results (even_split)")
-        frozen = cap.max_chars is None or looks_like_preview(result.text, self.settings.preview)
-        return _Candidate(site, result, cap, frozen)
+        rule = line_rule(self.context.policy, site.tool_name)
+        if rule is not None:
+            frozen = looks_shaped(result.text, rule)
+        else:
+            frozen = cap.max_chars is None or looks_like_preview(result.text, self.settings.preview)
+        return _Candidate(site, result, cap, frozen, rule, incoming)
+
+    def _decided(self, site: ResultSite) -> ToolResult | None:
+        """The result as an earlier decision for its call id made it, if one applies."""
+        ledger = self.context.decisions
+        result = site.result
+        if ledger is None or not result.call_id or result.text_protocol:
+            return None
+        decision = ledger.lookup(result.call_id, result.text)
+        if decision is None:
+            return None
+        if decision.made_by == "request" and not self.settings.freeze_decisions:
+            return None
+        if decision.text == result.text:
+            return result
+        replayed = replace(result.with_text(decision.text), original=result.text)
+        self._replace(site, replayed)
+        self._record(
+            "decision_replayed", site, len(result.text), len(decision.text),
+            made_by=decision.made_by,
+        )  # fmt: skip
+        return replayed
+
+    def _remember(self, candidates: list[_Candidate]) -> None:
+        ledger = self.context.decisions
+        if ledger is None or not self.settings.freeze_decisions:
+            return
+        for cand in candidates:
+            result = cand.result
+            if result.call_id and not result.text_protocol:
+                ledger.record(result.call_id, cand.incoming, result.text, "request")
+
+    def _shape(self, cand: _Candidate, rule: LineRule) -> None:
+        """Bound a result by its tool's line rule (pi), the full text saved first."""
+        text, tool = cand.result.text, cand.site.tool_name or "tool"
+        arguments = cand.site.call.call.arguments if cand.site.call is not None else None
+        if apply_line_rule(text, rule, path="", arguments=arguments, tool=tool) is None:
+            return
+        path = self._save(cand)
+        if isinstance(path, OSError):
+            self._spill_failed(cand, rule.limits.max_bytes, "line_rule", str(path))
+            return
+        shaped = apply_line_rule(text, rule, path=path, arguments=arguments, tool=tool)
+        if shaped is not None:
+            self._apply(cand, path, shaped, "line_rule")
 
     def _replace_empty(self, site: ResultSite) -> ToolResult:
         result = site.result
@@ -154,7 +214,12 @@ class _BudgetRun:
             self._spill_failed(cand, target, reason, str(path))
             return
         preview = fit_preview(
-            cand.result.text, self.settings.preview, target, path=path, tool=cand.site.tool_name
+            cand.result.text,
+            self.settings.preview,
+            target,
+            path=path,
+            tool=cand.site.tool_name,
+            grow=self.settings.fill_cap,
         )
         if preview is not None:
             self._apply(cand, path, preview, reason)
@@ -231,51 +296,6 @@ class _BudgetRun:
         )  # fmt: skip
 
 
-def fit_preview(
-    text: str,
-    style: PreviewStyle,
-    target: int,
-    *,
-    path: str,
-    tool: str | None,
-    grow: bool = False,
-) -> str | None:
-    """The preview of ``text`` in ``style`` if it fits in ``target`` characters (with
-    ``grow``, head and tail enlarged in proportion to fill ``target``); else one shrunk to
-    fit; else the bare marker. ``None`` when no preview is shorter than the text."""
-    preview = make_preview(text, style, path=path, tool=tool)
-    if preview is not None and len(preview) <= target and not grow:
-        return preview
-    bare = make_preview(text, replace(style, head=0, tail=0), path=path, tool=tool)
-    if bare is None:
-        return None
-    room = target - len(bare)
-    if room <= 0:
-        return bare
-    if style.unit == "bytes":
-        room //= 4  # a character takes at most 4 bytes: stay within target characters
-    total = style.head + style.tail
-    head = room * style.head // total if total else 0
-    scaled = make_preview(text, replace(style, head=head, tail=room - head), path=path, tool=tool)
-    for candidate in (scaled, preview):
-        if candidate is not None and len(candidate) <= target:
-            return candidate
-    return bare
-
-
-def looks_like_preview(text: str, style: PreviewStyle) -> bool:
-    """Whether ``text`` is a preview this style produced (its longest fixed piece of the
-    template is in it), so it is never cut again."""
-    marker = _template_marker(style.template)
-    return bool(marker) and marker in text
-
-
-def _template_marker(template: str) -> str:
-    literals = [lit for lit, _, _, _ in string.Formatter().parse(template)]
-    longest = max(literals, key=len, default="")
-    return longest if len(longest.strip()) >= 8 else ""
-
-
 def _is_json(text: str) -> bool:
     stripped = text.lstrip()
     if not stripped.startswith(("{", "[")):
@@ -285,30 +305,3 @@ def _is_json(text: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _chars_before_turns(conversation: Conversation, node_turns: tuple[int, ...]) -> dict[int, int]:
-    """Characters of history before each assistant turn's first node (for the
-    context-aware ceiling: it depends only on what came before, so it never changes as the
-    conversation grows)."""
-    before: dict[int, int] = {}
-    running = 0
-    for node, turn in zip(conversation.nodes, node_turns, strict=True):
-        if turn >= 0 and turn not in before:
-            before[turn] = running
-        running += (
-            _node_chars(node.raw)
-            if node.raw is not None
-            else sum(len(b.text) for b in node.results)
-        )
-    return before
-
-
-def _node_chars(value: object) -> int:
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, dict):
-        return sum(_node_chars(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(_node_chars(v) for v in value)
-    return 0

@@ -9,9 +9,18 @@ from ..report import Action, ProblemReport
 
 if TYPE_CHECKING:
     from ..capabilities import DeclaredCap, SpillStore
+    from ..decisions import DecisionLedger
     from ..formats.base import Codec
     from ..plugins import PluginHost
     from ..policy import Policy
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What the host tells :meth:`Pipeline.admit` about the call being admitted."""
+
+    parallel_calls: int = 1
+    context_chars: int | None = None
 
 
 @dataclass
@@ -26,6 +35,15 @@ class StepContext:
     session_id: str
     #: Where the full text of results cut from the context is kept.
     spill: SpillStore
+    #: Decisions frozen per call id (admitted results, and all of them when the policy
+    #: freezes decisions); ``None`` outside a pipeline.
+    decisions: DecisionLedger | None = None
+    #: State one step hands to a later one within the same ``process()`` call (the budget
+    #: step's request to compact old results first, for example).
+    shared: dict[str, Any] = field(default_factory=dict)
+    #: Set by ``Pipeline.admit``: the number of calls dispatched together and the history
+    #: size before them, which a request-time run reads from the history itself.
+    admission: Admission | None = None
     actions: list[Action] = field(default_factory=list)
     problems: list[ProblemReport] = field(default_factory=list)
 

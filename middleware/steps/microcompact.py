@@ -24,7 +24,9 @@ from ..content_types import detect_content_type
 from ..markers import hookimpl
 from ..microcompact_settings import MicrocompactSettings
 from ..references import iter_distinctive
+from ..sizes import chars_before_turns, node_chars, offsets
 from ..view import Conversation, ConversationIndex, ResultSite
+from .compact_first import SHARED_KEY as COMPACT_FIRST
 from .context import StepContext
 
 logger = logging.getLogger(__name__)
@@ -41,6 +43,9 @@ class _Plan:
 @hookimpl(tryfirst=True)
 def microcompact(conversation: Conversation, context: StepContext) -> None:
     settings = MicrocompactSettings.from_policy(context.policy)
+    requested = context.shared.get(COMPACT_FIRST, set())
+    if requested:
+        _Compaction(settings, context, conversation).summarize_requested(requested)
     if settings.enabled:
         _Compaction(settings, context, conversation).run()
 
@@ -62,7 +67,7 @@ class _Compaction:
         keep = s.keep_results
         recent = index.results[-keep:] if keep else ()
         self.recent = {(site.node, site.block) for site in recent}
-        sizes = [_value_chars(node.raw) for node in self.conversation.nodes]
+        sizes = [node_chars(node) for node in self.conversation.nodes]
         self.size = sum(sizes)
         boundary = self._boundary(index, sizes)
         self._apply(self._plan(index.results, boundary, s.truncate_turns, s.summarize_turns))
@@ -82,6 +87,18 @@ class _Compaction:
                 return
         logger.warning("request still over the %d-token window after compaction", window)
 
+    def summarize_requested(self, requested: set[tuple[int, int]]) -> None:
+        """Summarise the results the budget step asked for (compaction before spill)."""
+        index = self.conversation.index()
+        self._apply(
+            [
+                _Plan(site, "summarize")
+                for site in index.results
+                if (site.node, site.block) in requested
+                and self._compacted_to(site.result.text) != "summarize"
+            ]
+        )
+
     def _boundary(self, index: ConversationIndex, sizes: list[int]) -> int:
         """The turn before which results are compacted, derived from the history alone.
 
@@ -99,8 +116,8 @@ class _Compaction:
         gains = _TurnGains(self, index)
         trigger = s.trigger_tokens * s.chars_per_token
         reclaim = max(s.min_reclaim_tokens * s.chars_per_token, 1)
-        before_turn = _chars_before_turns(sizes, index.node_turns)
-        offsets = _offsets(sizes)
+        before_turn = chars_before_turns(sizes, index.node_turns)
+        starts = offsets(sizes)
         current = 0
         for candidate in range(s.step_turns, index.turn_count + 1, s.step_turns):
             history = before_turn.get(candidate, self.size)
@@ -110,7 +127,7 @@ class _Compaction:
             first = gains.first_changed_node(current, candidate)
             if first is None or gain < reclaim:
                 continue
-            rewritten = max(history - offsets[first] - gain, 1)
+            rewritten = max(history - starts[first] - gain, 1)
             # Removing `gain` saves its reading on every later request; re-sending
             # `rewritten` uncached costs rewrite_cost times reading it once. A session
             # that has lasted `candidate` turns is expected to last about as long again.
@@ -248,16 +265,6 @@ def _error_lines(text: str, limit: int) -> list[str]:
     return out
 
 
-def _value_chars(value: object) -> int:
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, dict):
-        return sum(_value_chars(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(_value_chars(v) for v in value)
-    return 0
-
-
 class _TurnGains:
     """Per-turn prefix sums of what compaction would remove, so every candidate boundary
     is weighed in constant time (estimated from sizes: deciding costs no I/O)."""
@@ -305,23 +312,3 @@ class _TurnGains:
             if turn >= current - self.truncate_turns or turn < candidate - self.summarize_turns:
                 return self.first_node[turn]
         return None
-
-
-def _chars_before_turns(sizes: list[int], node_turns: tuple[int, ...]) -> dict[int, int]:
-    """Characters of history before the first node of each assistant turn."""
-    before: dict[int, int] = {}
-    running = 0
-    for size, turn in zip(sizes, node_turns, strict=True):
-        if turn >= 0 and turn not in before:
-            before[turn] = running
-        running += size
-    return before
-
-
-def _offsets(sizes: list[int]) -> list[int]:
-    """Characters of history before each node."""
-    out, running = [], 0
-    for size in sizes:
-        out.append(running)
-        running += size
-    return out

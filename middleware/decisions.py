@@ -1,0 +1,89 @@
+"""Budget decisions frozen per tool call id (Claude Code's ``ContentReplacementState``).
+
+Once the budget step (or :meth:`Pipeline.admit`) has decided what a result becomes, that
+decision is replayed on every later request that carries the same result: a policy reload
+or a changed context can then never rewrite an old result, so the prompt-cache prefix
+survives. A decision is keyed by the call id *and* a digest of the text it was made for,
+so a host that changes a result's text gets a fresh decision rather than a stale one.
+Decisions can be exported and restored, so they survive a session resume.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the result of ``call_id`` with text digest ``digest`` became."""
+
+    call_id: str
+    digest: str
+    #: The text the model sees; equal to the input when the result was kept whole.
+    text: str
+    #: ``"admit"`` (made at dispatch time) or ``"request"`` (made by the budget step).
+    made_by: Literal["admit", "request"]
+
+    def as_dict(self) -> dict[str, str]:
+        return {"call_id": self.call_id, "digest": self.digest, "text": self.text,
+                "made_by": self.made_by}  # fmt: skip
+
+
+def text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+class DecisionLedger:
+    """Thread-safe map of call id to :class:`Decision`; the first decision for an id wins."""
+
+    def __init__(self, decisions: Iterable[Decision | Mapping[str, str]] = ()) -> None:
+        self._lock = threading.Lock()
+        self._by_id: dict[str, Decision] = {}
+        for item in decisions:
+            decision = item if isinstance(item, Decision) else _from_mapping(item)
+            self._by_id.setdefault(decision.call_id, decision)
+
+    def lookup(self, call_id: str, text: str) -> Decision | None:
+        """The decision made for this call id, if it was made for this text or its
+        outcome is this text (a host that sends back what it received)."""
+        with self._lock:
+            decision = self._by_id.get(call_id)
+        if decision is None:
+            return None
+        if decision.text == text or decision.digest == text_digest(text):
+            return decision
+        return None
+
+    def record(
+        self, call_id: str, before: str, after: str, made_by: Literal["admit", "request"]
+    ) -> Decision:
+        """Freeze ``before`` → ``after`` for ``call_id`` unless a decision already exists."""
+        decision = Decision(call_id, text_digest(before), after, made_by)
+        with self._lock:
+            return self._by_id.setdefault(call_id, decision)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._by_id)
+
+    def __iter__(self) -> Iterator[Decision]:
+        with self._lock:
+            return iter(list(self._by_id.values()))
+
+    def export(self) -> list[dict[str, str]]:
+        """The decisions as JSON-ready dicts (store them with the session to resume it)."""
+        return [decision.as_dict() for decision in self]
+
+
+def _from_mapping(item: Mapping[str, str]) -> Decision:
+    try:
+        made_by = item["made_by"]
+        if made_by not in ("admit", "request"):
+            raise ValueError(f"made_by must be 'admit' or 'request', got {made_by!r}")
+        return Decision(str(item["call_id"]), str(item["digest"]), str(item["text"]), made_by)
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"not a decision record: {exc}") from exc

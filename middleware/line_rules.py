@@ -1,0 +1,214 @@
+"""Per-tool line rules: pi's truncation with the notices the model reads.
+
+A tool with a line rule (``tools.<name>.lines: head|tail`` in the policy) is bounded by
+lines and bytes instead of characters: ``head`` keeps the first lines (read, grep, find,
+ls), ``tail`` the last ones (bash). A rule may also cap the number of items (one per line:
+matches, paths, entries) and clip long lines. The full output is always in the spill
+store; when no notice already names the file, a pointer line does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Literal
+
+from .line_limits import LineLimits, Truncation, byte_length, clip_line, format_size
+from .line_limits import truncate_head, truncate_tail
+
+if TYPE_CHECKING:
+    from .policy import Policy
+
+#: pi's notice texts (v0.58), keyed by situation; a policy may replace any of them.
+DEFAULT_NOTICES: dict[str, str] = {
+    "head_lines": "[Showing lines {first}-{last} of {total}. Use offset={next} to continue]",
+    "head_bytes": (
+        "[Showing lines {first}-{last} of {total} ({limit} limit). Use offset={next} to continue]"
+    ),
+    "first_line_too_long": (
+        "[Line {first} is {line_size}, exceeds {limit} limit. "
+        "Use bash: sed -n '{first}p' {source} | head -c {max_bytes}]"
+    ),
+    "tail_lines": "[Showing lines {first}-{last} of {total}. Full output: {path}]",
+    "tail_bytes": "[Showing lines {first}-{last} of {total} ({limit} limit). Full output: {path}]",
+    "tail_partial": "[Showing last {limit} of line {last} (line is {line_size}). Full output: {path}]",
+    "item_limit": (
+        "[{max_items} {noun} limit reached. Use limit={more_items} for more, or refine pattern]"
+    ),
+    "items_bytes": "[{limit} limit reached]",
+    "clipped_lines": "[Some lines truncated to {line_chars} chars. Use read tool to see full lines]",
+    "pointer": "[Full output: {path}]",
+}
+NOTICE_FIELDS = frozenset(
+    {
+        "first", "last", "total", "next", "limit", "max_bytes", "line_size", "path", "source",
+        "max_items", "more_items", "noun", "shown", "count", "line_chars", "tool",
+    }
+)  # fmt: skip
+CLIP_SUFFIX = "... [truncated]"
+LINE_DEFAULTS: dict[str, Any] = {
+    "max_lines": 2000,
+    "max_bytes": 51200,
+    "line_chars": 500,
+    "clip_suffix": CLIP_SUFFIX,
+    "notices": DEFAULT_NOTICES,
+}
+
+
+@dataclass(frozen=True)
+class LineRule:
+    """How one tool's output is bounded (from ``tools.<name>`` in the policy)."""
+
+    keep: Literal["head", "tail"]
+    limits: LineLimits
+    notices: Mapping[str, str]
+    #: Cap on items (lines) before the byte and line limits, with their name in notices.
+    max_items: int | None = None
+    noun: str = "results"
+    #: Clip each line to ``line_chars`` characters first (pi's grep).
+    clip_lines: bool = False
+    line_chars: int = 500
+    clip_suffix: str = CLIP_SUFFIX
+    #: The call argument holding a 1-based start line (pi's read ``offset``).
+    offset_argument: str | None = None
+
+
+def line_rule(policy: Policy, tool_name: str | None) -> LineRule | None:
+    """The line rule the policy sets for ``tool_name``, if any."""
+    if tool_name is None:
+        return None
+    tool = (policy.get("tools") or {}).get(tool_name) or {}
+    if tool.get("lines") is None:
+        return None
+    section = {**LINE_DEFAULTS, **(policy.get("budget.line_limits") or {})}
+    notices = {**DEFAULT_NOTICES, **(section.get("notices") or {}), **(tool.get("notices") or {})}
+    return LineRule(
+        keep=tool["lines"],
+        limits=LineLimits(section["max_lines"], section["max_bytes"]),
+        notices=notices,
+        max_items=tool.get("max_items"),
+        noun=tool.get("noun", "results"),
+        clip_lines=bool(tool.get("clip_lines", False)),
+        line_chars=section["line_chars"],
+        clip_suffix=section["clip_suffix"],
+        offset_argument=tool.get("offset_argument"),
+    )
+
+
+def apply_line_rule(text: str, rule: LineRule, *, path: str, arguments: Any, tool: str) -> str | None:
+    """``text`` bounded by ``rule`` with its notices, or ``None`` when it is within limits.
+    ``path`` is where the full text was saved."""
+    lines = text.split("\n")
+    clipped = False
+    if rule.clip_lines:
+        cut = [clip_line(line, rule.line_chars, rule.clip_suffix) for line in lines]
+        clipped = any(c for _, c in cut)
+        lines = [line for line, _ in cut]
+    count = len(lines)
+    item_limited = rule.max_items is not None and count > rule.max_items
+    if item_limited:
+        lines = lines[: rule.max_items]
+    body = "\n".join(lines)
+    cut_by = truncate_tail if rule.keep == "tail" else truncate_head
+    truncation = cut_by(body, rule.limits)
+    if not (clipped or item_limited or truncation.truncated):
+        return None
+    args = _arguments(arguments)
+    offset = _int(args.get(rule.offset_argument)) if rule.offset_argument else None
+    fields = _fields(rule, truncation, path=path, args=args, offset=offset or 1, tool=tool)
+    fields.update(count=count, shown=truncation.output_lines)
+    if truncation.first_line_exceeds_limit or truncation.last_line_partial:
+        line = body.split("\n")[0 if rule.keep == "head" else -1]
+        fields["line_size"] = format_size(byte_length(line))
+    notices = []
+    if rule.max_items is not None or rule.clip_lines:
+        if item_limited:
+            notices.append(rule.notices["item_limit"])
+        if truncation.truncated:
+            notices.append(rule.notices["items_bytes"])
+        if clipped:
+            notices.append(rule.notices["clipped_lines"])
+    else:
+        notices.append(_situation(rule, truncation))
+    rendered = [template.format_map(fields) for template in notices]
+    if not any("{path}" in template for template in notices):
+        rendered.append(rule.notices["pointer"].format_map(fields))
+    content = truncation.content
+    return (content + "\n\n" if content else "") + "\n".join(rendered)
+
+
+def looks_shaped(text: str, rule: LineRule) -> bool:
+    """Whether ``text`` ends with notices this rule writes (so it is never cut again)."""
+    last = text.rsplit("\n\n", 1)[-1].split("\n")
+    patterns = [_notice_pattern(t) for t in rule.notices.values()]
+    return bool(last) and all(any(p.fullmatch(line) for p in patterns) for line in last)
+
+
+def _situation(rule: LineRule, truncation: Truncation) -> str:
+    if rule.keep == "tail":
+        if truncation.last_line_partial:
+            return rule.notices["tail_partial"]
+        return rule.notices["tail_bytes" if truncation.truncated_by == "bytes" else "tail_lines"]
+    if truncation.first_line_exceeds_limit:
+        return rule.notices["first_line_too_long"]
+    return rule.notices["head_bytes" if truncation.truncated_by == "bytes" else "head_lines"]
+
+
+def _fields(
+    rule: LineRule, t: Truncation, *, path: str, args: dict[str, Any], offset: int, tool: str
+) -> dict[str, Any]:
+    start = offset - 1 if rule.keep == "head" else 0
+    first = t.first_line + start if not t.first_line_exceeds_limit else offset
+    source = args.get("path") or args.get("file_path") or args.get("file") or path
+    return {
+        "first": first,
+        "last": t.last_line + start,
+        "total": t.total_lines + start,
+        "next": t.last_line + start + 1,
+        "limit": format_size(rule.limits.max_bytes),
+        "max_bytes": rule.limits.max_bytes,
+        "line_size": "",
+        "path": path,
+        "source": source,
+        "max_items": rule.max_items or 0,
+        "more_items": (rule.max_items or 0) * 2,
+        "noun": rule.noun,
+        "line_chars": rule.line_chars,
+        "tool": tool,
+    }
+
+
+def _arguments(arguments: Any) -> dict[str, Any]:
+    if isinstance(arguments, dict):
+        return arguments
+    if isinstance(arguments, str):
+        try:
+            value = json.loads(arguments)
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+    return {}
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and value >= 1:
+        return value
+    if isinstance(value, str) and value.isdigit() and int(value) >= 1:
+        return int(value)
+    return None
+
+
+@lru_cache(maxsize=64)
+def _notice_pattern(template: str) -> re.Pattern[str]:
+    parts = []
+    for literal, name, _, _ in string.Formatter().parse(template):
+        parts.append(re.escape(literal))
+        if name is not None:
+            parts.append(".*?")
+    return re.compile("".join(parts), re.DOTALL)

@@ -1,0 +1,141 @@
+"""Loop guards (Ethos): too many tool calls in one user turn, or the same call repeated.
+
+A runaway agent keeps calling tools without converging: reading slightly different files,
+or re-invoking one tool. The guard counts the calls made since the last message from the
+user (across all of the model's iterations in that turn) and reports when a count passes
+its limit. The policy chooses what else happens: nothing (``report``), a notice appended
+to the latest tool result telling the model to stop (``annotate``, written once), or a
+:class:`LoopGuardError` the host catches to end the turn (``raise``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from .errors import LoopGuardError
+from .view import Conversation, Node, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from .policy import Policy
+
+LOOP_GUARD_DEFAULTS: dict[str, Any] = {
+    "enabled": True,
+    "max_calls_per_turn": None,
+    "max_identical_calls": 5,
+    "identical": "name_and_arguments",
+    "action": "report",
+    "notice": "[Loop guard: {reason}. Stop calling tools; answer with what you have or ask the user.]",
+}
+
+
+@dataclass(frozen=True)
+class LoopAlert:
+    """One guard that tripped in the current user turn."""
+
+    kind: Literal["too_many_calls", "repeated_call"]
+    #: Calls counted, and the limit they passed.
+    count: int
+    limit: int
+    #: The repeated tool (``repeated_call`` only).
+    tool_name: str | None
+    call_ids: tuple[str, ...]
+    #: Whether this call's ``annotate`` action added the notice to the latest result.
+    annotated: bool = False
+
+    @property
+    def reason(self) -> str:
+        if self.kind == "too_many_calls":
+            return f"{self.count} tool calls in this turn, over the limit of {self.limit}"
+        return f"{self.tool_name} called {self.count} times alike, over the limit of {self.limit}"
+
+
+@dataclass(frozen=True)
+class LoopGuardSettings:
+    enabled: bool
+    max_calls_per_turn: int | None
+    max_identical_calls: int | None
+    identical: Literal["name", "name_and_arguments"]
+    action: Literal["report", "annotate", "raise"]
+    notice: str
+
+    @classmethod
+    def from_policy(cls, policy: Policy) -> LoopGuardSettings:
+        def get(key: str) -> Any:
+            return policy.setting("loop_guard", key, LOOP_GUARD_DEFAULTS)
+
+        return cls(
+            get("enabled"), get("max_calls_per_turn"), get("max_identical_calls"),
+            get("identical"), get("action"), get("notice"),
+        )  # fmt: skip
+
+
+def guard_loops(conversation: Conversation, policy: Policy) -> list[LoopAlert]:
+    """Check the current user turn; annotate or raise as the policy says."""
+    settings = LoopGuardSettings.from_policy(policy)
+    if not settings.enabled:
+        return []
+    alerts = find_loops(current_turn_calls(conversation.nodes), settings)
+    if not alerts:
+        return []
+    if settings.action == "raise":
+        raise LoopGuardError("; ".join(alert.reason for alert in alerts), alerts)
+    if settings.action == "annotate":
+        notice = settings.notice.format(reason="; ".join(a.reason for a in alerts))
+        if _annotate(conversation, notice):
+            alerts = [replace(alert, annotated=True) for alert in alerts]
+    return alerts
+
+
+def current_turn_calls(nodes: list[Node]) -> list[ToolCall]:
+    """The tool calls made since the last user message that is not only tool results."""
+    start = 0
+    for i, node in enumerate(nodes):
+        if node.role == "user" and not node.results:
+            start = i + 1
+    return [call for node in nodes[start:] for call in node.calls]
+
+
+def find_loops(calls: list[ToolCall], settings: LoopGuardSettings) -> list[LoopAlert]:
+    alerts = []
+    limit = settings.max_calls_per_turn
+    if limit is not None and len(calls) > limit:
+        ids = tuple(c.id for c in calls)
+        alerts.append(LoopAlert("too_many_calls", len(calls), limit, None, ids))
+    same = settings.max_identical_calls
+    if same is not None:
+        keys = [_key(call, settings.identical) for call in calls]
+        for key, count in Counter(keys).items():
+            if count > same:
+                ids = tuple(c.id for c, k in zip(calls, keys, strict=True) if k == key)
+                alerts.append(LoopAlert("repeated_call", count, same, key[0], ids))
+    return alerts
+
+
+def _key(call: ToolCall, identical: str) -> tuple[str, str]:
+    if identical == "name":
+        return (call.name, "")
+    arguments = call.arguments
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return (call.name, arguments)
+    return (call.name, json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str))
+
+
+def _annotate(conversation: Conversation, notice: str) -> bool:
+    """Append ``notice`` to the latest tool result, unless it already ends with it."""
+    for node_index in range(len(conversation.nodes) - 1, -1, -1):
+        node = conversation.nodes[node_index]
+        for block_index in range(len(node.blocks) - 1, -1, -1):
+            block = node.blocks[block_index]
+            if isinstance(block, ToolResult):
+                if not block.text.endswith(notice):
+                    text = f"{block.text}\n\n{notice}" if block.text else notice
+                    conversation.replace_block(node_index, block_index, block.with_text(text))
+                    return True
+                return False
+    return False
