@@ -24,7 +24,7 @@ from .errors import PolicyError
 from .policy_env import PREFIX, env_overrides
 from .policy_yaml import Lines, read_policy_file, schema_errors
 from .policy_templates import template_problems
-from .resources import default_policy_path, resolve_policy_path
+from .resources import PRESET_PREFIX, default_policy_path, resolve_policy_path
 
 #: ``CHATCLI_POLICY``: the policy file ``load_policy(None)`` reads, when set.
 POLICY_ENV = "CHATCLI_POLICY"
@@ -169,9 +169,12 @@ def _read_with_extends(path: Path, seen: set[Path]) -> list[tuple[dict[str, Any]
     if base is not None:
         if not isinstance(base, str):
             line, column = lines.get("$.extends", (None, None))
-            raise PolicyError("`extends` must be a file path or `default`", source=str(path),
+            raise PolicyError("`extends` must be a file path, `preset:NAME` or `default`",
+                              source=str(path),
                               line=line, column=column, path="$.extends")  # fmt: skip
-        if base != "default":
+        if base.startswith(PRESET_PREFIX):
+            layers.extend(_read_with_extends(resolve_policy_path(base), seen))
+        elif base != "default":
             base_path = (path.parent / base) if not Path(base).is_absolute() else Path(base)
             layers.extend(_read_with_extends(base_path, seen))
     layers.append((document, lines, str(path)))
