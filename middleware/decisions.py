@@ -84,6 +84,7 @@ def _from_mapping(item: Mapping[str, str]) -> Decision:
         made_by = item["made_by"]
         if made_by not in ("admit", "request"):
             raise ValueError(f"made_by must be 'admit' or 'request', got {made_by!r}")
-        return Decision(str(item["call_id"]), str(item["digest"]), str(item["text"]), made_by)
+        origin: Literal["admit", "request"] = "admit" if made_by == "admit" else "request"
+        return Decision(str(item["call_id"]), str(item["digest"]), str(item["text"]), origin)
     except (KeyError, TypeError) as exc:
         raise ValueError(f"not a decision record: {exc}") from exc

@@ -17,8 +17,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
-from .line_limits import LineLimits, Truncation, byte_length, clip_line, format_size
-from .line_limits import truncate_head, truncate_tail
+from .line_limits import (
+    LineLimits,
+    Truncation,
+    byte_length,
+    clip_line,
+    format_size,
+    truncate_head,
+    truncate_tail,
+)
 
 if TYPE_CHECKING:
     from .policy import Policy
@@ -35,12 +42,16 @@ DEFAULT_NOTICES: dict[str, str] = {
     ),
     "tail_lines": "[Showing lines {first}-{last} of {total}. Full output: {path}]",
     "tail_bytes": "[Showing lines {first}-{last} of {total} ({limit} limit). Full output: {path}]",
-    "tail_partial": "[Showing last {limit} of line {last} (line is {line_size}). Full output: {path}]",
+    "tail_partial": (
+        "[Showing last {limit} of line {last} (line is {line_size}). Full output: {path}]"
+    ),
     "item_limit": (
         "[{max_items} {noun} limit reached. Use limit={more_items} for more, or refine pattern]"
     ),
     "items_bytes": "[{limit} limit reached]",
-    "clipped_lines": "[Some lines truncated to {line_chars} chars. Use read tool to see full lines]",
+    "clipped_lines": (
+        "[Some lines truncated to {line_chars} chars. Use read tool to see full lines]"
+    ),
     "pointer": "[Full output: {path}]",
 }
 NOTICE_FIELDS = frozenset(
@@ -99,7 +110,9 @@ def line_rule(policy: Policy, tool_name: str | None) -> LineRule | None:
     )
 
 
-def apply_line_rule(text: str, rule: LineRule, *, path: str, arguments: Any, tool: str) -> str | None:
+def apply_line_rule(
+    text: str, rule: LineRule, *, path: str, arguments: Any, tool: str
+) -> str | None:
     """``text`` bounded by ``rule`` with its notices, or ``None`` when it is within limits.
     ``path`` is where the full text was saved."""
     lines = text.split("\n")

@@ -27,7 +27,9 @@ LOOP_GUARD_DEFAULTS: dict[str, Any] = {
     "max_identical_calls": 5,
     "identical": "name_and_arguments",
     "action": "report",
-    "notice": "[Loop guard: {reason}. Stop calling tools; answer with what you have or ask the user.]",
+    "notice": (
+        "[Loop guard: {reason}. Stop calling tools; answer with what you have or ask the user.]"
+    ),
 }
 
 

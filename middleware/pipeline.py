@@ -216,7 +216,9 @@ class Pipeline:
         if self._closed:
             raise RuntimeError("this pipeline is closed")
         if not isinstance(output, str):
-            raise TypeError(f"admit() takes the tool output as a string, got {type(output).__name__}")
+            raise TypeError(
+                f"admit() takes the tool output as a string, got {type(output).__name__}"
+            )
         if parallel_calls < 1:
             raise ValueError("parallel_calls must be at least 1")
         policy = self._policy
@@ -225,7 +227,7 @@ class Pipeline:
             [
                 Node("assistant", (ToolCall(tool_use_id, tool_name, arguments or {}),)),
                 Node("tool", (ToolResult(tool_use_id, output, is_error=is_error),)),
-            ]
+            ],
         )
         context = self._context("budget", policy, get_codec("anthropic"), {})
         context.admission = StepAdmission(parallel_calls, context_chars)
@@ -250,7 +252,9 @@ class Pipeline:
         limits = TurnLimits.of(settings, parallel_calls, context_chars)
         return limits.cap_for(resolve_cap(tool_name, settings, context)).max_chars
 
-    def _context(self, step: str, policy: Policy, codec: Codec, shared: dict[str, Any]) -> StepContext:
+    def _context(
+        self, step: str, policy: Policy, codec: Codec, shared: dict[str, Any]
+    ) -> StepContext:
         return StepContext(
             step, policy, codec, self._host, self.session_id, self._spill,
             decisions=self.decisions, shared=shared,

@@ -22,8 +22,8 @@ from dotenv import dotenv_values
 
 from .errors import PolicyError
 from .policy_env import PREFIX, env_overrides
-from .policy_yaml import Lines, read_policy_file, schema_errors
 from .policy_templates import template_problems
+from .policy_yaml import Lines, read_policy_file, schema_errors
 from .resources import PRESET_PREFIX, default_policy_path, resolve_policy_path
 
 #: ``CHATCLI_POLICY``: the policy file ``load_policy(None)`` reads, when set.

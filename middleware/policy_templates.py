@@ -35,9 +35,12 @@ def template_problems(document: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
                 yield key, f"malformed template ({exc}); write a literal brace as {{{{ or }}}}"
                 break
             if unknown:
-                yield key, (
-                    f"unknown field(s) {', '.join('{' + f + '}' for f in sorted(unknown))}; "
-                    f"this template may use {', '.join('{' + f + '}' for f in sorted(allowed))}"
+                yield (
+                    key,
+                    (
+                        f"unknown field(s) {', '.join('{' + f + '}' for f in sorted(unknown))}; "
+                        f"this template may use {', '.join('{' + f + '}' for f in sorted(allowed))}"
+                    ),
                 )
             break
 

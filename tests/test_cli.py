@@ -200,3 +200,21 @@ def test_subcommands_come_from_the_commands_tuple(
     assert capsys.readouterr().out == "hello world\n"
     assert cli.main(["hello", "bad"]) == 2
     assert capsys.readouterr().err == "chatcli-mw: error: bad: cannot greet this\n"
+
+
+def test_presets_by_name_in_process_config_and_simulate(tmp_path: Path) -> None:
+    session = write(tmp_path, "s.json", [*BROKEN, {"role": "tool", "tool_call_id": "call_1",
+                                                   "content": ""},
+                                         {"role": "assistant", "content": "Done."}])  # fmt: skip
+    done = run("process", str(session), "--policy", "preset:claude-code", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[2]["content"] == "(ls completed with no output)"
+    config = run("config", "--policy", "preset:ethos", cwd=tmp_path)
+    assert 'turn_strategy: "even_split"' in config.stdout
+    unknown = run("config", "--policy", "preset:nope", cwd=tmp_path)
+    assert unknown.returncode == 2 and "claude-code, ethos, hermes, pi" in unknown.stderr
+    data = json.loads(run("simulate", str(session), "--presets", "--json", cwd=tmp_path).stdout)
+    assert [p["policy"] for p in data["policies"]] == [
+        "none", "default", "preset:chatcli", "preset:claude-code", "preset:ethos",
+        "preset:hermes", "preset:pi",
+    ]  # fmt: skip

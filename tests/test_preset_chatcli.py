@@ -37,7 +37,9 @@ def test_a_call_without_result_gets_the_synthetic_error(tmp_path: Path) -> None:
 def test_a_result_without_call_is_removed(tmp_path: Path) -> None:
     with preset("chatcli", tmp_path) as pipe:
         messages = batch(("read", "ok"))
-        messages[-1]["content"].append({"type": "tool_result", "tool_use_id": "ghost", "content": "x"})
+        messages[-1]["content"].append(
+            {"type": "tool_result", "tool_use_id": "ghost", "content": "x"}
+        )
         result = pipe.process(messages)
         assert [r["tool_use_id"] for r in results_of(result.messages)] == ["t0"]
         (dropped,) = [a for a in result.report.actions if a.tool_call_id == "ghost"]
@@ -54,7 +56,8 @@ def test_duplicate_call_ids_keep_only_the_first(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("tool", "cap"), [("@read", 80_000), ("@search", 60_000), ("@tree", 50_000), ("@plugin", 20_000)]
+    ("tool", "cap"),
+    [("@read", 80_000), ("@search", 60_000), ("@tree", 50_000), ("@plugin", 20_000)],
 )
 def test_per_tool_caps(tmp_path: Path, tool: str, cap: int) -> None:
     with preset("chatcli", tmp_path) as pipe:
@@ -82,7 +85,9 @@ def test_an_oversized_result_becomes_head_4000_marker_and_tail_1000(tmp_path: Pa
         (text,) = outputs(pipe.process(batch(("run", output))).messages)
         assert spilled_text(text) == output
     match = re.fullmatch(
-        r"(.*)\n\n\.\.\. \[(\d+) chars omitted — full output saved to (\S+)\]\n\n(.*)", text, re.DOTALL
+        r"(.*)\n\n\.\.\. \[(\d+) chars omitted — full output saved to (\S+)\]\n\n(.*)",
+        text,
+        re.DOTALL,
     )
     assert match is not None
     head, omitted, path, tail = match.groups()
@@ -107,12 +112,22 @@ def aged_session(*outputs_by_turn: tuple[str, str]) -> list[dict[str, Any]]:
 
 def test_microcompaction_by_age(tmp_path: Path) -> None:
     go = "package main\n\n" + "func f() {}\n" * 900  # 10,814 chars
-    turns = [("run", go), ("run", go + " "), ("run", go + "  "), ("run", "x" * 5000), ("run", "y" * 5000), ("run", "z")]
+    turns = [
+        ("run", go),
+        ("run", go + " "),
+        ("run", go + "  "),
+        ("run", "x" * 5000),
+        ("run", "y" * 5000),
+        ("run", "z"),
+    ]
     with preset("chatcli", tmp_path) as pipe:
         result = pipe.process(aged_session(*turns))
         texts = [r["content"] for r in results_of(result.messages)]
     # ages 5 and 4: one line naming lines, size and type; age 3 and 2: head 2,000 + tail 500
-    assert re.fullmatch(r"\[Old tool result cleared — 902 lines, 10814 chars, Go source\. Full output: \S+\]", texts[0])
+    assert re.fullmatch(
+        r"\[Old tool result cleared — 902 lines, 10814 chars, Go source\. Full output: \S+\]",
+        texts[0],
+    )
     assert texts[1].startswith("[Old tool result cleared — ")
     assert "chars omitted from old tool result" in texts[2] and len(texts[2]) < 2700
     assert "chars omitted from old tool result" in texts[3]
@@ -120,7 +135,14 @@ def test_microcompaction_by_age(tmp_path: Path) -> None:
 
 
 def test_small_results_errors_and_write_tools_are_never_compacted(tmp_path: Path) -> None:
-    turns = [("run", "s" * 2999), ("write", "w" * 9000), ("run", "a"), ("run", "b"), ("run", "c"), ("run", "d")]
+    turns = [
+        ("run", "s" * 2999),
+        ("write", "w" * 9000),
+        ("run", "a"),
+        ("run", "b"),
+        ("run", "c"),
+        ("run", "d"),
+    ]
     with preset("chatcli", tmp_path) as pipe:
         texts = [r["content"] for r in results_of(pipe.process(aged_session(*turns)).messages)]
     assert texts[:2] == ["s" * 2999, "w" * 9000]

@@ -27,13 +27,17 @@ def test_per_tool_threshold_is_the_declared_cap_clamped_to_50000(tmp_path: Path)
     with preset("claude-code", tmp_path, DeclaredCaps()) as pipe:
         fetch, grep, bash = lines_of(1000), lines_of(400), lines_of(800)  # 60k, 24k, 48k
         result = pipe.process(batch(("WebFetch", fetch), ("Grep", grep), ("Bash", bash)))
-        spilled = {a.tool_name: a.detail["cap"] for a in result.report.actions if a.kind == "spilled"}
+        spilled = {
+            a.tool_name: a.detail["cap"] for a in result.report.actions if a.kind == "spilled"
+        }
         assert spilled == {"WebFetch": 50_000, "Grep": 20_000}  # Bash (48k) is under 50k
         assert outputs(result.messages)[2] == bash
 
 
 def test_a_policy_override_wins_over_the_declaration_and_the_clamp(tmp_path: Path) -> None:
-    with preset("claude-code", tmp_path, DeclaredCaps(), **{"tools.WebFetch": {"max_chars": 120_000}}) as pipe:
+    with preset(
+        "claude-code", tmp_path, DeclaredCaps(), **{"tools.WebFetch": {"max_chars": 120_000}}
+    ) as pipe:
         fetch = lines_of(1500)  # 90k: over the clamp, under the override
         result = pipe.process(batch(("WebFetch", fetch)))
         assert outputs(result.messages) == [fetch]
@@ -118,9 +122,22 @@ def test_decisions_never_change_once_made_even_after_a_policy_change(tmp_path: P
             "tools:\n  WebFetch: {max_chars: 100000}\n"
         )
         assert pipe.reload_policy()
-        later = batch(("Bash", lines_of(600)), before=first + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}])
+        later = batch(
+            ("Bash", lines_of(600)),
+            before=[
+                *first,
+                {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": "more"},
+            ],
+        )
         result = pipe.process(later)
-        texts = [b["content"] for m in result.messages if isinstance(m["content"], list) for b in m["content"] if b["type"] == "tool_result"]
+        texts = [
+            b["content"]
+            for m in result.messages
+            if isinstance(m["content"], list)
+            for b in m["content"]
+            if b["type"] == "tool_result"
+        ]
         assert texts[:2] == before  # the old results stay exactly as first sent
         assert texts[2].startswith("<persisted-output>")  # the new one follows the new policy
         assert [a.kind for a in result.report.actions].count("decision_replayed") == 1

@@ -46,7 +46,11 @@ def test_a_tools_lower_declared_cap_wins(tmp_path: Path) -> None:
         alone = outputs(pipe.process(batch(("read_file", text(50_000)))).messages)[0]
         assert len(alone) <= 20_000  # 20k even though the call has the whole 80k
         three = pipe.process(
-            batch(("read_file", text(50_000)), ("web_search", text(50_000)), ("terminal", text(50_000)))
+            batch(
+                ("read_file", text(50_000)),
+                ("web_search", text(50_000)),
+                ("terminal", text(50_000)),
+            )
         )
         lengths = [len(t) for t in outputs(three.messages)]
         assert lengths[0] <= 20_000 < lengths[1] <= 26_666 and lengths[2] <= 26_666
@@ -95,10 +99,18 @@ def loop(calls: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     """One user turn in which the model calls the tools one after the other."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Read the speech aloud."}]
     for i, (tool, arguments) in enumerate(calls):
-        messages.append({"role": "assistant", "content": [
-            {"type": "tool_use", "id": f"c{i}", "name": tool, "input": arguments}]})
-        messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": f"c{i}", "content": "ok"}]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"c{i}", "name": tool, "input": arguments}],
+            }
+        )
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"c{i}", "content": "ok"}],
+            }
+        )
     return messages  # fmt: skip
 
 
@@ -116,10 +128,20 @@ def test_the_same_tool_more_than_five_times_trips_max_identical_tool_calls(
     tmp_path: Path,
 ) -> None:
     with preset("ethos", tmp_path) as pipe:
-        assert pipe.process(loop([("tts", {"text": f"part {i}"}) for i in range(5)])).report.loop_alerts == []
+        assert (
+            pipe.process(
+                loop([("tts", {"text": f"part {i}"}) for i in range(5)])
+            ).report.loop_alerts
+            == []
+        )
         result = pipe.process(loop([("tts", {"text": f"part {i}"}) for i in range(6)]))
         (alert,) = result.report.loop_alerts
-        assert (alert.kind, alert.tool_name, alert.count, alert.limit) == ("repeated_call", "tts", 6, 5)
+        assert (alert.kind, alert.tool_name, alert.count, alert.limit) == (
+            "repeated_call",
+            "tts",
+            6,
+            5,
+        )
         last = result.messages[-1]["content"][0]["content"]
         assert last.startswith("ok\n\n[Loop guard: tts called 6 times alike")
         again = pipe.process(result.messages)  # the notice is written once

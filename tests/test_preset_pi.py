@@ -126,7 +126,9 @@ def test_grep_hit_the_match_limit(tmp_path: Path) -> None:
     output = "\n".join(f"file.ts:{i}: match {i}" for i in range(1, 251))
     text = run(tmp_path, "grep", output)
     assert text.split("\n\n")[0] == "\n".join(f"file.ts:{i}: match {i}" for i in range(1, 101))
-    assert notices(text)[0] == "[100 matches limit reached. Use limit=200 for more, or refine pattern]"
+    assert (
+        notices(text)[0] == "[100 matches limit reached. Use limit=200 for more, or refine pattern]"
+    )
 
 
 def test_grep_hit_the_byte_limit_before_the_match_limit(tmp_path: Path) -> None:
@@ -182,7 +184,9 @@ def test_ls_hit_the_byte_limit(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("max_bytes", "label"), [(30 * 1024, "30KB"), (50 * 1024, "50KB")])
 def test_the_byte_limit_is_a_parameter(tmp_path: Path, max_bytes: int, label: str) -> None:
     lines = [f"{i:05d} " + "y" * 54 for i in range(1, 2001)]  # 122 KB, 2,000 lines
-    text = run(tmp_path, "read", "\n".join(lines), None, **{"budget.line_limits.max_bytes": max_bytes})
+    text = run(
+        tmp_path, "read", "\n".join(lines), None, **{"budget.line_limits.max_bytes": max_bytes}
+    )
     assert f"({label} limit)" in notices(text)[0]
 
 

@@ -65,13 +65,18 @@ class _BudgetRun:
             used = chars_before_turns(sizes, index.node_turns)
         for turn, sites in by_turn.items():
             calls = len(sites) if admission is None else admission.parallel_calls
-            history = admission.context_chars if admission is not None else used.get(turn or 0)
-            if turn is None:
-                history = None
+            history = None
+            if turn is not None:
+                history = admission.context_chars if admission is not None else used.get(turn)
             aware = self.settings.context_aware
-            if aware is not None and history is not None and turn is not None:
-                if aware.compact_before_spill and aware.tight(history):
-                    history = compact_first(index, turn, history, self.context)
+            if (
+                aware is not None
+                and aware.compact_before_spill
+                and history is not None
+                and turn is not None
+                and aware.tight(history)
+            ):
+                history = compact_first(index, turn, history, self.context)
             limits = TurnLimits.of(self.settings, calls, history)
             candidates = [self._candidate(site, limits) for site in sites]
             for cand in candidates:

@@ -1,0 +1,93 @@
+"""Admission at dispatch time: the same bounds as the request-time step, frozen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import middleware
+from tests.preset_builders import batch, outputs, preset
+
+
+@pytest.mark.parametrize("name", ["chatcli", "claude-code", "ethos", "pi", "hermes"])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(size=st.integers(0, 120_000), tool=st.sampled_from(["read", "bash", "Bash", "grep", "web"]))
+def test_admission_equals_what_the_request_time_step_would_send(
+    tmp_path: Path, name: str, size: int, tool: str
+) -> None:
+    output = "".join(f"{i} line of output\n" for i in range(size // 18))[:size]
+    with preset(name, tmp_path) as pipe:
+        at_request = outputs(pipe.process(batch((tool, output))).messages)[0]
+    with preset(name, tmp_path) as pipe:
+        admitted = pipe.admit(tool, "t0", output)
+        assert admitted.text == at_request
+        # Put in the history, the admitted result is left alone...
+        assert outputs(pipe.process(batch((tool, admitted.text))).messages) == [admitted.text]
+        # ...and a host that sends the raw output gets the admitted text, not a new cut.
+        assert outputs(pipe.process(batch((tool, output))).messages) == [admitted.text]
+
+
+def test_an_admitted_result_is_left_alone_by_the_turn_budget(tmp_path: Path) -> None:
+    with preset("chatcli", tmp_path) as pipe:
+        texts = [pipe.admit(f"@read{i}", f"t{i}", "r" * 19_000).text for i in range(12)]
+        result = pipe.process(batch(*((f"@read{i}", t) for i, t in enumerate(texts))))
+        assert outputs(result.messages) == texts  # 228k together: frozen all the same
+        assert not result.changed
+    with preset("chatcli", tmp_path) as pipe:  # without admission the turn budget cuts
+        result = pipe.process(batch(*((f"@read{i}", t) for i, t in enumerate(texts))))
+        assert sum(map(len, outputs(result.messages))) <= 200_000
+
+
+def test_admission_replaces_empty_output_and_reports_the_budget(tmp_path: Path) -> None:
+    with preset("claude-code", tmp_path) as pipe:
+        admitted = pipe.admit("Bash", "t1", "")
+        assert admitted.text == "(Bash completed with no output)" and admitted.changed
+        assert admitted.budget == 50_000
+        assert [a.kind for a in admitted.actions] == ["empty_replaced"]
+        assert pipe.admit("Read", "t2", "x").budget is None  # exempt
+
+
+def test_admission_uses_the_call_arguments_for_line_rules(tmp_path: Path) -> None:
+    with preset("pi", tmp_path) as pipe:
+        output = "\n".join(str(i) for i in range(100, 3000))
+        admitted = pipe.admit("read", "t1", output, arguments={"path": "a.txt", "offset": 100})
+        assert "[Showing lines 100-2099 of 2999. Use offset=2100 to continue]" in admitted.text
+
+
+def test_admission_of_parallel_calls_takes_the_even_share(tmp_path: Path) -> None:
+    with preset("ethos", tmp_path) as pipe:
+        admitted = pipe.admit("terminal", "t1", "w" * 50_000, parallel_calls=3)
+        assert admitted.budget == 26_666 and len(admitted.text) <= 26_666
+
+
+def test_decisions_survive_an_export_and_restore() -> None:
+    with middleware.Pipeline.from_policy() as pipe:
+        admitted = pipe.admit("run", "t0", "q" * 30_000)
+        exported = pipe.decisions.export()
+    assert exported[0]["made_by"] == "admit" and exported[0]["text"] == admitted.text
+    with middleware.Pipeline.from_policy(decisions=exported) as resumed:
+        history = batch(("run", "q" * 30_000))
+        assert outputs(resumed.process(history).messages) == [admitted.text]
+        changed = batch(("run", "p" * 30_000))  # other text under the same id: new decision
+        assert outputs(resumed.process(changed).messages) != [admitted.text]
+
+
+def test_bad_decision_records_and_arguments_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match="not a decision record"):
+        middleware.Pipeline.from_policy(decisions=[{"call_id": "x"}])
+    with pytest.raises(ValueError, match="made_by"):
+        middleware.Pipeline.from_policy(
+            decisions=[{"call_id": "x", "digest": "d", "text": "t", "made_by": "someone"}]
+        )
+    with middleware.Pipeline.from_policy() as pipe:
+        with pytest.raises(TypeError, match="as a string"):
+            pipe.admit("run", "t1", b"bytes")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="parallel_calls"):
+            pipe.admit("run", "t1", "x", parallel_calls=0)
+    with pytest.raises(RuntimeError, match="closed"):
+        pipe.admit("run", "t1", "x")
