@@ -13,19 +13,34 @@ from __future__ import annotations
 
 from .__about__ import __version__
 from .capabilities import DeclaredCap, SpillStore, ToolCap
-from .errors import FormatError, HistoryError, MiddlewareError, PluginError, PolicyError
+from .decisions import Decision, DecisionLedger
+from .errors import (
+    FormatError,
+    HistoryError,
+    LoopGuardError,
+    MiddlewareError,
+    PluginError,
+    PolicyError,
+)
 from .formats import detect_format
 from .markers import hookimpl
-from .pipeline import Pipeline, ProcessResult
+from .loop_guard import LoopAlert
+from .pipeline import Admission, Pipeline, ProcessResult
 from .policy import Policy, load_policy, validate_policy_file
 from .report import Action, ProblemReport, Report
+from .resources import preset_names
 from .validate import Violation, validate
 
 __all__ = [
     "Action",
+    "Admission",
     "DeclaredCap",
+    "Decision",
+    "DecisionLedger",
     "FormatError",
     "HistoryError",
+    "LoopAlert",
+    "LoopGuardError",
     "MiddlewareError",
     "Pipeline",
     "PluginError",
@@ -41,6 +56,7 @@ __all__ = [
     "detect_format",
     "hookimpl",
     "load_policy",
+    "preset_names",
     "validate",
     "validate_policy_file",
 ]

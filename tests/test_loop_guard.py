@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import middleware
-from middleware.errors import LoopGuardError
+from middleware import LoopGuardError
 
 
 def openai_turn(calls: list[tuple[str, dict[str, Any]]], user: str = "Go.") -> list[dict[str, Any]]:
