@@ -799,3 +799,78 @@ def test_anthropic_string_content_edit_becomes_blocks() -> None:
     conversation.replace_node(0, node.with_blocks([]))
     assert codec.render(conversation)[0] == {"role": "user", "content": []}
     assert sample[0]["content"].startswith("The test suite")
+
+
+# -- edits on histories with thinking blocks, server tools and unknown fields --------
+
+IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}}
+
+EDGE_ANTHROPIC: list[dict[str, Any]] = [
+    {"role": "user", "content": "Why does test_login fail?"},
+    {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "Run it first.", "signature": "EqQBCkgIARABGAIi"},
+        {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"},
+        {"type": "text", "text": "Running the test.", "cache_control": {"type": "ephemeral"}},
+        {"type": "tool_use", "id": "toolu_01A", "name": "bash",
+         "input": {"command": "pytest -x", "timeout": 120}},
+        {"type": "tool_use", "id": "toolu_01B", "name": "screenshot", "input": {}},
+    ]},
+    {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_01A", "is_error": True,
+         "content": "FAILED tests/test_api.py::test_login - KeyError: 'session_token'"},
+        {"type": "tool_result", "tool_use_id": "toolu_01B",
+         "content": [{"type": "text", "text": "login page"}, IMAGE], "x-trace": "t-1"},
+        {"type": "text", "text": "Also check the docs."},
+    ]},
+    {"role": "assistant", "content": [
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"q": "x"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+        {"type": "text", "text": "The key is read without a default."},
+    ], "x-internal": {"turn": 2}},
+]  # fmt: skip
+
+EDGE_OPENAI: list[dict[str, Any]] = [
+    {"role": "system", "content": "You are an airline agent."},
+    {"role": "developer", "content": "Be brief."},
+    {"role": "user", "content": [{"type": "text", "text": "Cancel ZFA04Y"},
+                                 {"type": "image_url", "image_url": {"url": "data:,AA"}}]},
+    {"role": "assistant", "content": None, "refusal": None, "tool_calls": [
+        {"id": "call_a", "type": "function",
+         "function": {"name": "get_reservation", "arguments": "{\"id\": \"ZFA04Y\"}"}},
+        {"id": "call_b", "type": "function", "function": {"name": "get_user", "arguments": "{}"}},
+    ]},
+    {"role": "tool", "tool_call_id": "call_a", "name": "get_reservation", "content": "{\"ok\": 1}"},
+    {"role": "tool", "tool_call_id": "call_b", "content": [{"type": "text", "text": "user 7"}]},
+    {"role": "assistant", "content": "Cancelled.", "x-latency-ms": 812},
+]  # fmt: skip
+
+
+def test_an_edit_rewrites_only_its_message_and_keeps_unknown_fields_and_images() -> None:
+    codec = get_codec("anthropic")
+    conversation = codec.parse(EDGE_ANTHROPIC)
+    site = next(s for s in conversation.index().results if s.result.call_id == "toolu_01B")
+    conversation.replace_block(site.node, site.block, site.result.with_text("short"))
+    out = codec.render(conversation)
+    assert [a is b for a, b in zip(out, EDGE_ANTHROPIC, strict=True)] == [True, True, False, True]
+    block = out[2]["content"][1]
+    assert block == {"type": "tool_result", "tool_use_id": "toolu_01B", "x-trace": "t-1",
+                     "content": [{"type": "text", "text": "short"}, IMAGE]}  # fmt: skip
+    assert out[2]["content"][0] is EDGE_ANTHROPIC[2]["content"][0]
+
+
+def test_renaming_inserting_and_removing_in_openai() -> None:
+    codec = get_codec("openai")
+    conversation = codec.parse(EDGE_OPENAI)
+    node = conversation.nodes[3]
+    renamed = dataclasses.replace(node.blocks[0], id="call_x")
+    conversation.replace_node(3, node.with_blocks([renamed]))
+    conversation.delete_node(5)
+    conversation.insert_node(5, codec.result_node([ToolResult("call_x", "new", is_error=True)]))
+    out = codec.render(conversation)
+    assert out[3]["tool_calls"] == [{**EDGE_OPENAI[3]["tool_calls"][0], "id": "call_x"}]
+    assert out[3]["refusal"] is None
+    assert out[5] == {"role": "tool", "tool_call_id": "call_x", "content": "new"}
+    conversation.replace_node(3, node.with_blocks([]))
+    emptied = codec.render(conversation)[3]
+    assert "tool_calls" not in emptied
+    assert emptied["content"] == ""
