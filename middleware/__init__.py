@@ -23,8 +23,8 @@ from .errors import (
     PolicyError,
 )
 from .formats import detect_format
-from .markers import hookimpl
 from .loop_guard import LoopAlert
+from .markers import hookimpl
 from .pipeline import Admission, Pipeline, ProcessResult
 from .policy import Policy, load_policy, validate_policy_file
 from .report import Action, ProblemReport, Report
@@ -34,9 +34,9 @@ from .validate import Violation, validate
 __all__ = [
     "Action",
     "Admission",
-    "DeclaredCap",
     "Decision",
     "DecisionLedger",
+    "DeclaredCap",
     "FormatError",
     "HistoryError",
     "LoopAlert",

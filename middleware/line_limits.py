@@ -58,16 +58,7 @@ def truncate_head(text: str, limits: LineLimits) -> Truncation:
         return _whole(text, len(lines), total_bytes)
     if byte_length(lines[0]) > limits.max_bytes:
         return Truncation("", True, "bytes", len(lines), total_bytes, 0, 0, 0, 0, True)
-    kept: list[str] = []
-    used = 0
-    truncated_by: Literal["lines", "bytes"] = "lines"
-    for i, line in enumerate(lines[: limits.max_lines]):
-        size = byte_length(line) + (1 if i else 0)
-        if used + size > limits.max_bytes:
-            truncated_by = "bytes"
-            break
-        kept.append(line)
-        used += size
+    kept, used, truncated_by = _take_lines(lines[: limits.max_lines], limits.max_bytes)
     content = "\n".join(kept)
     return Truncation(
         content, True, truncated_by, len(lines), total_bytes, len(kept), used, 1, len(kept)
@@ -81,16 +72,7 @@ def truncate_tail(text: str, limits: LineLimits) -> Truncation:
     total = len(lines)
     if total <= limits.max_lines and total_bytes <= limits.max_bytes:
         return _whole(text, total, total_bytes)
-    kept: list[str] = []
-    used = 0
-    truncated_by: Literal["lines", "bytes"] = "lines"
-    for i, line in enumerate(reversed(lines[-limits.max_lines :])):
-        size = byte_length(line) + (1 if i else 0)
-        if used + size > limits.max_bytes:
-            truncated_by = "bytes"
-            break
-        kept.append(line)
-        used += size
+    kept, used, truncated_by = _take_lines(lines[::-1][: limits.max_lines], limits.max_bytes)
     if not kept:
         end = _byte_suffix(lines[-1], limits.max_bytes)
         return Truncation(
@@ -119,6 +101,22 @@ def format_size(n_bytes: int) -> str:
     value, unit = (n_bytes / 1024, "KB") if n_bytes < 1024 * 1024 else (n_bytes / 1048576, "MB")
     text = f"{value:.1f}"
     return (text[:-2] if text.endswith(".0") else text) + unit
+
+
+def _take_lines(
+    lines: list[str], max_bytes: int
+) -> tuple[list[str], int, Literal["lines", "bytes"]]:
+    """The leading ``lines`` that fit in ``max_bytes`` joined by newlines, their size, and
+    which limit stopped them (``lines`` when all of them fit)."""
+    kept: list[str] = []
+    used = 0
+    for i, line in enumerate(lines):
+        size = byte_length(line) + (1 if i else 0)
+        if used + size > max_bytes:
+            return kept, used, "bytes"
+        kept.append(line)
+        used += size
+    return kept, used, "lines"
 
 
 def _whole(text: str, lines: int, size: int) -> Truncation:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import LoopGuardError
@@ -65,13 +65,9 @@ class LoopGuardSettings:
 
     @classmethod
     def from_policy(cls, policy: Policy) -> LoopGuardSettings:
-        def get(key: str) -> Any:
-            return policy.setting("loop_guard", key, LOOP_GUARD_DEFAULTS)
-
-        return cls(
-            get("enabled"), get("max_calls_per_turn"), get("max_identical_calls"),
-            get("identical"), get("action"), get("notice"),
-        )  # fmt: skip
+        """Every field is the ``loop_guard`` key of the same name."""
+        return cls(**{f.name: policy.setting("loop_guard", f.name, LOOP_GUARD_DEFAULTS)
+                      for f in fields(cls)})  # fmt: skip
 
 
 def guard_loops(conversation: Conversation, policy: Policy) -> list[LoopAlert]:
