@@ -14,7 +14,7 @@ import hashlib
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -23,12 +23,17 @@ class Decision:
 
     call_id: str
     digest: str
-    #: The text the model sees; equal to the input when the result was kept whole.
-    text: str
+    #: The text the model sees; ``None`` when the result was kept whole (only its digest is
+    #: kept, so a long session of large kept results costs little memory).
+    text: str | None
     #: ``"admit"`` (made at dispatch time) or ``"request"`` (made by the budget step).
     made_by: Literal["admit", "request"]
 
-    def as_dict(self) -> dict[str, str]:
+    def outcome(self, incoming: str) -> str:
+        """The text to send for ``incoming`` (which :meth:`DecisionLedger.lookup` matched)."""
+        return incoming if self.text is None else self.text
+
+    def as_dict(self) -> dict[str, str | None]:
         return {"call_id": self.call_id, "digest": self.digest, "text": self.text,
                 "made_by": self.made_by}  # fmt: skip
 
@@ -40,7 +45,7 @@ def text_digest(text: str) -> str:
 class DecisionLedger:
     """Thread-safe map of call id to :class:`Decision`; the first decision for an id wins."""
 
-    def __init__(self, decisions: Iterable[Decision | Mapping[str, str]] = ()) -> None:
+    def __init__(self, decisions: Iterable[Decision | Mapping[str, Any]] = ()) -> None:
         self._lock = threading.Lock()
         self._by_id: dict[str, Decision] = {}
         for item in decisions:
@@ -54,7 +59,9 @@ class DecisionLedger:
             decision = self._by_id.get(call_id)
         if decision is None:
             return None
-        if decision.text == text or decision.digest == text_digest(text):
+        if (decision.text is not None and decision.text == text) or decision.digest == text_digest(
+            text
+        ):
             return decision
         return None
 
@@ -62,7 +69,9 @@ class DecisionLedger:
         self, call_id: str, before: str, after: str, made_by: Literal["admit", "request"]
     ) -> Decision:
         """Freeze ``before`` → ``after`` for ``call_id`` unless a decision already exists."""
-        decision = Decision(call_id, text_digest(before), after, made_by)
+        decision = Decision(
+            call_id, text_digest(before), None if after == before else after, made_by
+        )
         with self._lock:
             return self._by_id.setdefault(call_id, decision)
 
@@ -74,17 +83,20 @@ class DecisionLedger:
         with self._lock:
             return iter(list(self._by_id.values()))
 
-    def export(self) -> list[dict[str, str]]:
+    def export(self) -> list[dict[str, str | None]]:
         """The decisions as JSON-ready dicts (store them with the session to resume it)."""
         return [decision.as_dict() for decision in self]
 
 
-def _from_mapping(item: Mapping[str, str]) -> Decision:
+def _from_mapping(item: Mapping[str, Any]) -> Decision:
     try:
         made_by = item["made_by"]
         if made_by not in ("admit", "request"):
             raise ValueError(f"made_by must be 'admit' or 'request', got {made_by!r}")
         origin: Literal["admit", "request"] = "admit" if made_by == "admit" else "request"
-        return Decision(str(item["call_id"]), str(item["digest"]), str(item["text"]), origin)
+        text = item["text"]
+        if text is not None and not isinstance(text, str):
+            raise ValueError(f"text must be a string or null, got {type(text).__name__}")
+        return Decision(str(item["call_id"]), str(item["digest"]), text, origin)
     except (KeyError, TypeError) as exc:
         raise ValueError(f"not a decision record: {exc}") from exc

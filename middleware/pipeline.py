@@ -75,7 +75,7 @@ class Pipeline:
         *,
         host: PluginHost | None = None,
         session_id: str | None = None,
-        decisions: Iterable[Decision | Mapping[str, str]] = (),
+        decisions: Iterable[Decision | Mapping[str, Any]] = (),
     ) -> None:
         self._policy = policy
         #: Budget decisions frozen per call id (see :mod:`middleware.decisions`).
@@ -103,7 +103,7 @@ class Pipeline:
         host: PluginHost | None = None,
         session_id: str | None = None,
         watch: bool = False,
-        decisions: Iterable[Decision | Mapping[str, str]] = (),
+        decisions: Iterable[Decision | Mapping[str, Any]] = (),
     ) -> Pipeline:
         """A pipeline for a policy file, an already loaded :class:`Policy`, or ``None``
         for the embedded default policy.

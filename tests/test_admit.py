@@ -91,3 +91,16 @@ def test_bad_decision_records_and_arguments_are_clear_errors() -> None:
             pipe.admit("run", "t1", "x", parallel_calls=0)
     with pytest.raises(RuntimeError, match="closed"):
         pipe.admit("run", "t1", "x")
+
+
+def test_a_kept_decision_stores_only_the_digest() -> None:
+    ledger = middleware.DecisionLedger()
+    ledger.record("a", "x" * 100_000, "x" * 100_000, "request")
+    ledger.record("b", "y" * 100_000, "preview of y", "request")
+    ledger.record("a", "other", "other", "request")  # the first decision for an id wins
+    kept, cut = ledger.export()
+    assert kept["text"] is None and cut["text"] == "preview of y"
+    assert ledger.lookup("a", "x" * 100_000) is not None
+    assert ledger.lookup("a", "other") is None  # a changed text is not this decision
+    assert ledger.lookup("b", "preview of y") is not None  # the host sent back our output
+    assert len(middleware.DecisionLedger(ledger.export())) == 2

@@ -99,3 +99,9 @@ def test_read_file_is_budgeted_like_any_tool(tmp_path: Path) -> None:
     with preset("hermes", tmp_path, **{WINDOW: 32_768}) as pipe:
         (text,) = outputs(pipe.process(batch(("read_file", lines(60_000)))).messages)
         assert text.startswith("<persisted-output>")
+
+
+def test_a_small_result_in_a_tight_context_compacts_nothing(tmp_path: Path) -> None:
+    with preset("hermes", tmp_path, **{WINDOW: 32_768}) as pipe:
+        messages = session(30_000, 30_000, 30_000, 30_000, 2_000)
+        assert pipe.process(messages).messages == messages  # no cache break for nothing

@@ -68,6 +68,7 @@ class _BudgetRun:
             history = None
             if turn is not None:
                 history = admission.context_chars if admission is not None else used.get(turn)
+            limits = TurnLimits.of(self.settings, calls, history)
             aware = self.settings.context_aware
             if (
                 aware is not None
@@ -75,9 +76,10 @@ class _BudgetRun:
                 and history is not None
                 and turn is not None
                 and aware.tight(history)
+                and self._would_cut(sites, limits)
             ):
                 history = compact_first(index, turn, history, self.context)
-            limits = TurnLimits.of(self.settings, calls, history)
+                limits = TurnLimits.of(self.settings, calls, history)
             candidates = [self._candidate(site, limits) for site in sites]
             for cand in candidates:
                 if cand.frozen:
@@ -89,6 +91,18 @@ class _BudgetRun:
             if self.settings.turn_strategy == "largest_first" and limits.budget is not None:
                 self._fit_turn(candidates, limits.budget)
             self._remember(candidates)
+
+    def _would_cut(self, sites: list[ResultSite], limits: TurnLimits) -> bool:
+        """Whether the turn's results are over their caps or the turn over its budget
+        (compaction before spill is only worth its cache break then)."""
+        sizes = [len(site.result.text) for site in sites]
+        if limits.budget is not None and sum(sizes) > limits.budget:
+            return True
+        for site, size in zip(sites, sizes, strict=True):
+            cap = limits.cap_for(resolve_cap(site.tool_name, self.settings, self.context))
+            if cap.max_chars is not None and size > cap.max_chars:
+                return True
+        return False
 
     def _candidate(self, site: ResultSite, limits: TurnLimits) -> _Candidate:
         incoming = site.result.text
@@ -115,14 +129,14 @@ class _BudgetRun:
             return None
         if decision.made_by == "request" and not self.settings.freeze_decisions:
             return None
-        if decision.text == result.text:
+        text = decision.outcome(result.text)
+        if text == result.text:
             return result
-        replayed = replace(result.with_text(decision.text), original=result.text)
+        replayed = replace(result.with_text(text), original=result.text)
         self._replace(site, replayed)
         self._record(
-            "decision_replayed", site, len(result.text), len(decision.text),
-            made_by=decision.made_by,
-        )  # fmt: skip
+            "decision_replayed", site, len(result.text), len(text), made_by=decision.made_by
+        )
         return replayed
 
     def _remember(self, candidates: list[_Candidate]) -> None:
