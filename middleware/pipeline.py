@@ -215,12 +215,7 @@ class Pipeline:
         """
         if self._closed:
             raise RuntimeError("this pipeline is closed")
-        if not isinstance(output, str):
-            raise TypeError(
-                f"admit() takes the tool output as a string, got {type(output).__name__}"
-            )
-        if parallel_calls < 1:
-            raise ValueError("parallel_calls must be at least 1")
+        _check_admission(tool_name, tool_use_id, output, parallel_calls, context_chars)
         policy = self._policy
         conversation = Conversation(
             "anthropic",
@@ -285,6 +280,23 @@ class Pipeline:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _check_admission(
+    tool_name: object, tool_use_id: object, output: object, calls: object, context: object
+) -> None:
+    """Clear errors for arguments ``admit()`` cannot work with."""
+    for name, value in (("tool_name", tool_name), ("tool_use_id", tool_use_id)):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"admit() needs {name} as a non-empty string, got {value!r}")
+    if not isinstance(output, str):
+        raise TypeError(f"admit() takes the tool output as a string, got {type(output).__name__}")
+    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
+        raise ValueError(f"parallel_calls must be an integer of at least 1, got {calls!r}")
+    if context is not None and (
+        isinstance(context, bool) or not isinstance(context, int) or context < 0
+    ):
+        raise ValueError(f"context_chars must be a non-negative integer or None, got {context!r}")
 
 
 def text_protocol_rule(policy: Policy) -> TextProtocolRule | None:

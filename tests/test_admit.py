@@ -89,6 +89,10 @@ def test_bad_decision_records_and_arguments_are_clear_errors() -> None:
             pipe.admit("run", "t1", b"bytes")  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="parallel_calls"):
             pipe.admit("run", "t1", "x", parallel_calls=0)
+        with pytest.raises(ValueError, match="tool_use_id as a non-empty string"):
+            pipe.admit("run", "", "x")
+        with pytest.raises(ValueError, match="context_chars"):
+            pipe.admit("run", "t1", "x", context_chars=-1)
     with pytest.raises(RuntimeError, match="closed"):
         pipe.admit("run", "t1", "x")
 
@@ -104,3 +108,10 @@ def test_a_kept_decision_stores_only_the_digest() -> None:
     assert ledger.lookup("a", "other") is None  # a changed text is not this decision
     assert ledger.lookup("b", "preview of y") is not None  # the host sent back our output
     assert len(middleware.DecisionLedger(ledger.export())) == 2
+
+
+def test_line_rule_settings_without_a_line_rule_are_a_policy_error() -> None:
+    with pytest.raises(middleware.PolicyError, match=r"\$\.tools\.grep: 'lines' is a dependency"):
+        middleware.load_policy(
+            env={}, dotenv_path=False, overrides={"tools.grep": {"max_items": 5}}
+        )

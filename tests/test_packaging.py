@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+import middleware
+
 REPO = Path(__file__).resolve().parents[1]
 PROBE = (
     "import middleware, middleware.resources as r; "
@@ -69,6 +71,7 @@ def test_the_wheel_carries_policies_schemas_and_py_typed(wheel: Path) -> None:
     for required in (
         "middleware/_data/policies/default.yaml",
         "middleware/_data/policies/baselines/chatcli.yaml",
+        *(f"middleware/_data/policies/presets/{name}.yaml" for name in middleware.preset_names()),
         "middleware/_data/schemas/policy.schema.json",
         "middleware/py.typed",
     ):
@@ -97,6 +100,9 @@ def test_installed_from_the_wheel_it_finds_its_data_inside_the_package(
                    cwd=tmp_path)  # fmt: skip
     assert cleaned.startswith("[")
     assert _run(python, "-m", "middleware", "--version", cwd=tmp_path).startswith("chatcli-mw ")
+    # The presets resolve inside the installed package, extends included.
+    config = _run(script, "config", "--policy", "preset:pi", cwd=tmp_path)
+    assert str(site / "middleware" / "_data" / "policies" / "presets" / "pi.yaml") in config
 
 
 @pytest.mark.slow
