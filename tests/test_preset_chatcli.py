@@ -173,3 +173,15 @@ def test_chatcli_environment_variables_apply_to_the_preset(tmp_path: Path) -> No
     assert policy.get("budget.max_result_chars") == 5000
     assert policy.get("microcompact.summarize_turns") == 6
     assert policy.origins["budget.max_result_chars"] == "env CHATCLI_TOOL_RESULT_MAX_CHARS"
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_the_workspace_is_removed_at_session_end_unless_kept(tmp_path: Path, keep: bool) -> None:
+    env = {"CHATCLI_AGENT_KEEP_TMPDIR": "true"} if keep else {}
+    policy = middleware.load_policy(
+        "preset:chatcli", env=env, dotenv_path=False, overrides={"spill.root": str(tmp_path)}
+    )
+    with middleware.Pipeline(policy, session_id="s1") as pipe:
+        (text,) = outputs(pipe.process(batch(("run", "o" * 30_000))).messages)
+        assert spilled_text(text) == "o" * 30_000
+    assert (tmp_path / "chatcli-agent-s1").exists() is keep

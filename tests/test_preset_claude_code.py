@@ -146,3 +146,12 @@ def test_decisions_never_change_once_made_even_after_a_policy_change(tmp_path: P
     with middleware.Pipeline.from_policy(policy_file, decisions=exported) as resumed:
         again = resumed.process(later)
         assert again.messages == result.messages
+
+
+def test_json_output_is_persisted_as_a_json_file(tmp_path: Path) -> None:
+    with preset("claude-code", tmp_path) as pipe:
+        output = "[" + ", ".join(f'{{"id": {i}, "name": "row {i}"}}' for i in range(3000)) + "]"
+        (text,) = outputs(pipe.process(batch(("mcp_query", output))).messages)
+        path = re.search(r"saved to: (\S+)", text)
+        assert path is not None and path.group(1).endswith(".json")
+        assert spilled_text(text) == output

@@ -33,7 +33,9 @@ def test_a_single_call_gets_the_whole_80k(tmp_path: Path) -> None:
         assert 79_000 < len(cut) <= 80_000
 
 
-@pytest.mark.parametrize(("calls", "share"), [(1, 80_000), (2, 40_000), (3, 26_666), (5, 16_000)])
+@pytest.mark.parametrize(
+    ("calls", "share"), [(1, 80_000), (2, 40_000), (3, 26_666), (4, 20_000), (5, 16_000)]
+)
 def test_parallel_calls_split_the_budget_evenly(tmp_path: Path, calls: int, share: int) -> None:
     with preset("ethos", tmp_path, EthosTools()) as pipe:
         result = pipe.process(batch(*((f"terminal{i}", text(90_000)) for i in range(calls))))
@@ -154,3 +156,10 @@ def test_a_new_user_message_starts_a_new_count(tmp_path: Path) -> None:
         history.append({"role": "assistant", "content": [{"type": "text", "text": "done"}]})
         history.extend(loop([("tts", {})])[0:3])
         assert pipe.process(history).report.loop_alerts == []
+
+
+def test_a_small_window_model_lowers_the_budget_with_one_setting(tmp_path: Path) -> None:
+    # "Drop to 6-10k or your prompt does not fit": AgentLoopConfig.options.resultBudgetChars.
+    with preset("ethos", tmp_path, **{"budget.turn_budget_chars": 8_000}) as pipe:
+        (cut,) = outputs(pipe.process(batch(("terminal", text(20_000)))).messages)
+        assert len(cut) <= 8_000 and "[truncated — 20000 chars total]" in cut

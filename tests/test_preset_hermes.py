@@ -50,7 +50,7 @@ def test_budget_never_goes_below_the_floor(tmp_path: Path) -> None:
         assert pipe.result_budget("bash", context_chars=200_000) == 8_000  # 2,000 tokens
 
 
-@pytest.mark.parametrize("window", [200_000, 1_000_000])
+@pytest.mark.parametrize("window", [131_072, 200_000, 1_000_000])
 def test_on_large_context_models_the_budget_never_triggers(tmp_path: Path, window: int) -> None:
     with preset("hermes", tmp_path, **{WINDOW: window}) as pipe:
         messages = session(30_000, 60_000, 90_000)
