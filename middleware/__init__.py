@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from .__about__ import __version__
+from .admission import Admission, ToolOutput
 from .capabilities import DeclaredCap, SpillStore, ToolCap
 from .decisions import Decision, DecisionLedger
 from .errors import (
@@ -25,7 +26,7 @@ from .errors import (
 from .formats import detect_format
 from .loop_guard import LoopAlert
 from .markers import hookimpl
-from .pipeline import Admission, Pipeline, ProcessResult
+from .pipeline import Pipeline, ProcessResult
 from .policy import Policy, load_policy, validate_policy_file
 from .report import Action, ProblemReport, Report
 from .resources import preset_names
@@ -51,6 +52,7 @@ __all__ = [
     "Report",
     "SpillStore",
     "ToolCap",
+    "ToolOutput",
     "Violation",
     "__version__",
     "detect_format",

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from .admission import Admission, ToolOutput, batch_conversation, check_batch
 from .budget_settings import BudgetSettings, TurnLimits, resolve_cap
 from .capabilities import SpillStore
 from .decisions import Decision, DecisionLedger
@@ -20,27 +21,11 @@ from .loop_guard import guard_loops
 from .plugins import STEP_HOOKS, PluginHost
 from .policy import Policy, load_policy
 from .reload import PolicyStatus, PolicyWatcher
-from .report import Action, ProblemReport, Report
+from .report import ProblemReport, Report
 from .spill import SpillWorkspace
 from .steps.context import Admission as StepAdmission
 from .steps.context import StepContext
-from .view import Conversation, Node, ToolCall, ToolResult
-
-
-@dataclass(frozen=True)
-class Admission:
-    """What :meth:`Pipeline.admit` returns."""
-
-    #: The result to put in the history (the output itself when it was within bounds).
-    text: str
-    #: The per-call budget that applied (``None``: the tool is not limited).
-    budget: int | None
-    actions: tuple[Action, ...] = ()
-    problems: tuple[ProblemReport, ...] = ()
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.actions)
+from .view import Conversation
 
 
 @dataclass(frozen=True)
@@ -213,26 +198,39 @@ class Pipeline:
         history), and the outcome is frozen for ``tool_use_id``: when the result comes
         back in a request, the budget step leaves it as admitted.
         """
+        output_ = ToolOutput(tool_name, tool_use_id, output, arguments, is_error)
+        (admitted,) = self.admit_batch(
+            [output_], parallel_calls=parallel_calls, context_chars=context_chars
+        )
+        return admitted
+
+    def admit_batch(
+        self,
+        outputs: Sequence[ToolOutput],
+        *,
+        parallel_calls: int | None = None,
+        context_chars: int | None = None,
+    ) -> list[Admission]:
+        """Bound the outputs of calls dispatched together, as one turn: besides each
+        result's own bounds, the turn budget applies to them jointly (largest first, or
+        the even share). Returns one :class:`Admission` per output, in order."""
         if self._closed:
             raise RuntimeError("this pipeline is closed")
-        _check_admission(tool_name, tool_use_id, output, parallel_calls, context_chars)
-        policy = self._policy
-        conversation = Conversation(
-            "anthropic",
-            [
-                Node("assistant", (ToolCall(tool_use_id, tool_name, arguments or {}),)),
-                Node("tool", (ToolResult(tool_use_id, output, is_error=is_error),)),
-            ],
-        )
-        context = self._context("budget", policy, get_codec("anthropic"), {})
-        context.admission = StepAdmission(parallel_calls, context_chars)
+        calls = len(outputs) if parallel_calls is None else parallel_calls
+        check_batch(outputs, calls, context_chars)
+        conversation = batch_conversation(outputs)
+        context = self._context("budget", self._policy, get_codec("anthropic"), {})
+        context.admission = StepAdmission(calls, context_chars)
         self._host.run_step("enforce_budget", conversation, context)
-        text = conversation.nodes[1].results[0].text
-        self.decisions.record(tool_use_id, output, text, "admit")
-        budget = self.result_budget(
-            tool_name, parallel_calls=parallel_calls, context_chars=context_chars
-        )
-        return Admission(text, budget, tuple(context.actions), tuple(context.problems))
+        admitted = []
+        for item, result in zip(outputs, conversation.nodes[1].results, strict=True):
+            self.decisions.record(item.tool_use_id, item.output, result.text, "admit")
+            budget = self.result_budget(
+                item.tool_name, parallel_calls=calls, context_chars=context_chars
+            )
+            actions = tuple(a for a in context.actions if a.tool_call_id == item.tool_use_id)
+            admitted.append(Admission(result.text, budget, actions, tuple(context.problems)))
+        return admitted
 
     def result_budget(
         self, tool_name: str, *, parallel_calls: int = 1, context_chars: int | None = None
@@ -280,23 +278,6 @@ class Pipeline:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def _check_admission(
-    tool_name: object, tool_use_id: object, output: object, calls: object, context: object
-) -> None:
-    """Clear errors for arguments ``admit()`` cannot work with."""
-    for name, value in (("tool_name", tool_name), ("tool_use_id", tool_use_id)):
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"admit() needs {name} as a non-empty string, got {value!r}")
-    if not isinstance(output, str):
-        raise TypeError(f"admit() takes the tool output as a string, got {type(output).__name__}")
-    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
-        raise ValueError(f"parallel_calls must be an integer of at least 1, got {calls!r}")
-    if context is not None and (
-        isinstance(context, bool) or not isinstance(context, int) or context < 0
-    ):
-        raise ValueError(f"context_chars must be a non-negative integer or None, got {context!r}")
 
 
 def text_protocol_rule(policy: Policy) -> TextProtocolRule | None:

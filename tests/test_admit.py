@@ -115,3 +115,38 @@ def test_line_rule_settings_without_a_line_rule_are_a_policy_error() -> None:
         middleware.load_policy(
             env={}, dotenv_path=False, overrides={"tools.grep": {"max_items": 5}}
         )
+
+
+@pytest.mark.parametrize("name", ["chatcli", "claude-code", "ethos", "hermes"])
+def test_a_batch_is_admitted_as_one_turn_like_the_request_time_step(
+    tmp_path: Path, name: str
+) -> None:
+    sizes = [40_000, 45_000, 38_000, 10_000, 0, 70_000, 41_000, 39_000]
+    calls = [
+        (f"tool{i}", "".join(f"{i}:{j}\n" for j in range(n // 6))[:n]) for i, n in enumerate(sizes)
+    ]
+    with preset(name, tmp_path) as pipe:
+        at_request = outputs(pipe.process(batch(*calls)).messages)
+    with preset(name, tmp_path) as pipe:
+        admitted = pipe.admit_batch(
+            [middleware.ToolOutput(tool, f"t{i}", out) for i, (tool, out) in enumerate(calls)]
+        )
+        assert [a.text for a in admitted] == at_request
+        assert sum(len(a.text) for a in admitted) <= (80_000 if name == "ethos" else 200_000)
+        # Sent back raw, the batch gets exactly what was admitted.
+        assert outputs(pipe.process(batch(*calls)).messages) == at_request
+
+
+def test_a_batch_needs_distinct_ids_and_at_least_one_output() -> None:
+    with middleware.Pipeline.from_policy() as pipe:
+        with pytest.raises(ValueError, match="at least one"):
+            pipe.admit_batch([])
+        with pytest.raises(ValueError, match="same tool_use_id twice"):
+            pipe.admit_batch(
+                [middleware.ToolOutput("a", "x", "1"), middleware.ToolOutput("b", "x", "2")]
+            )
+        with pytest.raises(ValueError, match="at least 2"):
+            pipe.admit_batch(
+                [middleware.ToolOutput("a", "x", "1"), middleware.ToolOutput("b", "y", "2")],
+                parallel_calls=1,
+            )

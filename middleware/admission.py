@@ -1,0 +1,78 @@
+"""Admission at dispatch time: what a host hands ``Pipeline.admit`` and gets back.
+
+A host that sees a tool's output before it enters the history can bound it then, with the
+same budget step a request would run, and the outcome is frozen for the call id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .report import Action, ProblemReport
+from .view import Conversation, Node, ToolCall, ToolResult
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """One tool call's output, as the host's agent loop has it when the tool returns."""
+
+    tool_name: str
+    tool_use_id: str
+    output: str
+    #: The call's arguments (a dict or a JSON string): line rules read an offset from them.
+    arguments: Any = None
+    is_error: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("tool_name", "tool_use_id"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"admit() needs {name} as a non-empty string, got {value!r}")
+        if not isinstance(self.output, str):
+            raise TypeError(
+                f"admit() takes the tool output as a string, got {type(self.output).__name__}"
+            )
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What :meth:`Pipeline.admit` returns for one output."""
+
+    #: The result to put in the history (the output itself when it was within bounds).
+    text: str
+    #: The per-call budget that applied (``None``: the tool is not limited).
+    budget: int | None
+    actions: tuple[Action, ...] = ()
+    problems: tuple[ProblemReport, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.actions)
+
+
+def check_batch(outputs: Sequence[ToolOutput], calls: object, context: object) -> None:
+    """Clear errors for a batch ``admit`` cannot work with."""
+    if not outputs:
+        raise ValueError("admit_batch() needs at least one ToolOutput")
+    ids = [o.tool_use_id for o in outputs]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"admit_batch() got the same tool_use_id twice: {ids}")
+    if isinstance(calls, bool) or not isinstance(calls, int) or calls < len(outputs):
+        raise ValueError(
+            f"parallel_calls must be an integer of at least {len(outputs)} "
+            f"(the outputs admitted together), got {calls!r}"
+        )
+    if context is not None and (
+        isinstance(context, bool) or not isinstance(context, int) or context < 0
+    ):
+        raise ValueError(f"context_chars must be a non-negative integer or None, got {context!r}")
+
+
+def batch_conversation(outputs: Sequence[ToolOutput]) -> Conversation:
+    """One assistant turn making the calls and one message answering them: the shape the
+    budget step sees at request time for a batch of parallel calls."""
+    calls = tuple(ToolCall(o.tool_use_id, o.tool_name, o.arguments or {}) for o in outputs)
+    results = tuple(ToolResult(o.tool_use_id, o.output, is_error=o.is_error) for o in outputs)
+    return Conversation("anthropic", [Node("assistant", calls), Node("tool", results)])
