@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import FormatError, HistoryError
+from .formats.anthropic import ID_PATTERN, MAX_ID_LENGTH, valid_id
 from .formats.detect import detect_format
 
 __all__ = ["Violation", "validate"]
@@ -94,6 +95,15 @@ def _anthropic(messages: Sequence[dict[str, Any]]) -> list[Violation]:
                             i,
                             "duplicate_id",
                             f"messages.{i}.content.{k}: `tool_use` ids must be unique",
+                        )
+                    )
+                elif not valid_id(uid):
+                    out.append(
+                        Violation(
+                            i,
+                            "invalid_id",
+                            f"messages.{i}.content.{k}.tool_use.id: String should match pattern "
+                            f"'{ID_PATTERN.pattern}' (at most {MAX_ID_LENGTH} characters)",
                         )
                     )
                 seen_ids.add(uid)
@@ -306,6 +316,15 @@ def _responses(items: Sequence[dict[str, Any]]) -> list[Violation]:
 
     for i, item in enumerate(items):
         kind = _item_type(item)
+        if kind == "reasoning" and not (i + 1 < len(items) and _is_model_item(items[i + 1])):
+            out.append(
+                Violation(
+                    i,
+                    "reasoning_without_item",
+                    f"Item '{item.get('id', '')}' of type 'reasoning' was provided without its "
+                    "required following item.",
+                )
+            )
         if _is_model_item(item):
             if not in_turn:
                 close_turn()

@@ -252,7 +252,8 @@ def test_truncating_on_spill_failure_keeps_the_removed_text_in_the_report(tmp_pa
 def test_hostile_ids_cannot_escape_the_workspace(tmp_path: Path) -> None:
     messages = history(turn(("../../../etc/passwd", "bash", "p" * 30_000)))
     with pipeline(tmp_path) as pipe:
-        (action,) = pipe.process(messages).report.actions
+        actions = pipe.process(messages).report.actions
+        (action,) = [a for a in actions if a.kind == "spilled"]
         path = Path(action.detail["path"])
         assert path.parent == tmp_path / "spill" / "chatcli-agent-test" / "tool-results"
 

@@ -26,7 +26,12 @@ TOOL_USE_T1 = {"type": "tool_use", "id": "t1", "name": "x", "input": {}}
 
 @pytest.fixture(scope="module")
 def pipe() -> Iterator[middleware.Pipeline]:
-    with middleware.Pipeline.from_policy(None) as pipeline:
+    # These vectors keep ChatCLI's ids (`wf:0`), which the Anthropic API would reject:
+    # sanitising is tested on its own (test_ids_the_anthropic_api_rejects_are_renamed).
+    policy = middleware.load_policy(
+        None, env={}, dotenv_path=False, overrides={"pairing.sanitize_ids": False}
+    )
+    with middleware.Pipeline(policy) as pipeline:
         yield pipeline
 
 
@@ -38,7 +43,8 @@ def run(
     before = copy.deepcopy(messages)
     result = pipe.process(messages, format=fmt)
     assert messages == before, "the input was mutated"
-    assert middleware.validate(result.messages, fmt) == []
+    violations = middleware.validate(result.messages, fmt)
+    assert [v for v in violations if v.code != "invalid_id"] == []
     again = pipe.process(result.messages, format=fmt)
     assert not again.changed and again.messages == result.messages, "not idempotent"
     return messages, result.messages, result.report.by_step("pairing")
@@ -263,12 +269,15 @@ def test_11_out_of_order_adjacent_results_are_valid(pipe: middleware.Pipeline, f
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_12_pending_calls_are_scoped_to_the_last_block(fmt: str) -> None:
+    def pairing_violations(messages: list[dict[str, Any]]) -> list[middleware.Violation]:
+        return [v for v in middleware.validate(messages, fmt) if v.code != "invalid_id"]
+
     pending = build([A(None, calls(*WF)), res(("wf:0", "a"))], fmt)
-    (violation,) = middleware.validate(pending, fmt)
+    (violation,) = pairing_violations(pending)
     assert violation.code == "missing_result" and "wf:1" in violation.reason
     assert "wf:0" not in violation.reason.replace("wf:0,", "")
     answered = build([A(None, calls(*WF)), res(("wf:0", "a"), ("wf:1", "b"))], fmt)
-    assert middleware.validate(answered, fmt) == []
+    assert pairing_violations(answered) == []
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -477,3 +486,68 @@ def test_pairing_defaults_agree_in_code_schema_and_default_policy() -> None:
     policy = yaml.safe_load(default_policy_path().read_text(encoding="utf-8"))
     assert policy["pairing"] == DEFAULTS
     assert all(spec.get("title") and spec.get("description") for spec in section.values())
+
+
+@pytest.mark.parametrize(
+    "bad_id", ["call_1|fc_2", "wf:0", "toolu 01", "x" * 65, "ünïcode", "call.1/2"]
+)
+def test_ids_the_anthropic_api_rejects_are_renamed(bad_id: str) -> None:
+    history: list[Msg] = [
+        U("go"),
+        A(None, calls(bad_id, "ok_id")),
+        res((bad_id, "a"), ("ok_id", "b")),
+    ]
+    messages = build(history, "anthropic")
+    with middleware.Pipeline.from_policy(None) as pipeline:
+        result = pipeline.process(messages, format="anthropic")
+        assert middleware.validate(messages, "anthropic")[0].code == "invalid_id"
+        assert middleware.validate(result.messages, "anthropic") == []
+        use, kept = result.messages[1]["content"]
+        answer = result.messages[2]["content"][0]
+        assert use["id"] == answer["tool_use_id"] != bad_id and kept["id"] == "ok_id"
+        assert len(use["id"]) <= 64
+        (renamed,) = result.report.by_step("pairing")
+        assert (renamed.kind, renamed.detail["original_id"]) == ("id_renamed", bad_id)
+        again = pipeline.process(result.messages, format="anthropic")
+        assert again.messages == result.messages and not again.changed
+        # The rename depends on the id alone: a longer history renames it the same way.
+        longer = [*messages, {"role": "assistant", "content": "done"}]
+        assert pipeline.process(longer).messages[1] == result.messages[1]
+
+
+def test_distinct_bad_ids_stay_distinct_and_other_formats_keep_them() -> None:
+    history: list[Msg] = [U("go"), A(None, calls("a:b", "a.b")), res(("a:b", "1"), ("a.b", "2"))]
+    with middleware.Pipeline.from_policy(None) as pipeline:
+        out = pipeline.process(build(history, "anthropic"), format="anthropic").messages
+        first, second = (u["id"] for u in out[1]["content"])
+        assert first != second and first.startswith("a_b_") and second.startswith("a_b_")
+        messages = build(history, "openai")
+        assert pipeline.process(messages, format="openai").messages == messages
+
+
+REASONING = {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "gAAA"}
+
+
+def test_responses_reasoning_left_without_its_item_is_removed_and_reported() -> None:
+    call = {"type": "function_call", "call_id": "c1", "name": "a", "arguments": "{}"}
+    history = [
+        {"role": "user", "content": "go"},
+        {"type": "reasoning", "id": "rs_1", "summary": []}, call,
+        REASONING, dict(call),  # the same call id again in one response: dropped
+        {"type": "function_call_output", "call_id": "c1", "output": "x"},
+    ]  # fmt: skip
+    with middleware.Pipeline.from_policy(None) as pipeline:
+        result = pipeline.process(history, format="responses")
+    assert middleware.validate(result.messages, "responses") == []
+    assert [m.get("id") for m in result.messages if m.get("type") == "reasoning"] == ["rs_1"]
+    dropped = [a for a in result.report.actions if a.kind == "reasoning_dropped"]
+    assert [(a.tool_call_id, a.detail["item"]) for a in dropped] == [("rs_2", REASONING)]
+
+
+def test_an_interrupted_response_ending_in_reasoning_loses_only_that_item() -> None:
+    history = [{"role": "user", "content": "go"}, REASONING]
+    assert middleware.validate(history, "responses")[0].code == "reasoning_without_item"
+    with middleware.Pipeline.from_policy(None) as pipeline:
+        result = pipeline.process(history, format="responses")
+    assert result.messages == history[:1] and result.messages[0] is history[0]
+    assert result.report.actions[0].detail["item"] == REASONING

@@ -3,12 +3,23 @@ the user message that follows."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ..errors import HistoryError
 from ..view import Block, Node, Opaque, Role, ToolCall, ToolResult
 from .base import Codec, check_content, optional_id, required_name, result_content, wire_content
+
+#: Tool ids the Anthropic API accepts: this pattern, at most :data:`MAX_ID_LENGTH`
+#: characters (ids replayed from other providers, such as ``call_1|fc_2``, break it).
+ID_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
+MAX_ID_LENGTH = 64
+
+
+def valid_id(value: object) -> bool:
+    """Whether the Anthropic API accepts ``value`` as a ``tool_use`` id."""
+    return isinstance(value, str) and len(value) <= MAX_ID_LENGTH and bool(ID_PATTERN.match(value))
 
 _ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant", "system": "system"}
 

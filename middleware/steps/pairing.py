@@ -10,7 +10,10 @@ differences from ChatCLI are in ``docs/pairing.md``. In short:
 * displaced results are moved next to their call;
 * a repeated call id inside one message is dropped (reported); with Anthropic, an id
   repeated in a later turn is renamed in the call and in its result;
-* a call with no id gets a deterministic one;
+* a call with no id gets a deterministic one; with Anthropic, an id the API rejects
+  (``call_1|fc_2``, more than 64 characters) is renamed in the call and its results;
+* with Responses, a reasoning item left without the item it belongs to is removed
+  (reported with its content);
 * a valid history is left exactly as it is (no node is replaced or moved).
 """
 
@@ -23,7 +26,7 @@ from typing import Any
 from ..formats.base import Codec
 from ..markers import hookimpl
 from ..policy import Policy
-from ..view import Conversation, ToolResult
+from ..view import Conversation, Node, ToolResult
 from .context import StepContext
 from .pairing_placement import Layout
 from .pairing_plan import CallEntry, Recorder, make_plan
@@ -41,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "enabled": True,
     "missing_result_text": MISSING_RESULT_TEXT,
     "rename_duplicate_ids": True,
+    "sanitize_ids": True,
 }
 
 
@@ -51,6 +55,7 @@ class PairingSettings:
     enabled: bool = DEFAULTS["enabled"]
     missing_result_text: str = DEFAULTS["missing_result_text"]
     rename_duplicate_ids: bool = DEFAULTS["rename_duplicate_ids"]
+    sanitize_ids: bool = DEFAULTS["sanitize_ids"]
 
     @classmethod
     def from_policy(cls, policy: Policy) -> PairingSettings:
@@ -62,6 +67,7 @@ class PairingSettings:
             rename_duplicate_ids=bool(
                 policy.get("pairing.rename_duplicate_ids", DEFAULTS["rename_duplicate_ids"])
             ),
+            sanitize_ids=bool(policy.get("pairing.sanitize_ids", DEFAULTS["sanitize_ids"])),
         )
 
 
@@ -74,21 +80,49 @@ def repair(
     """Repair the pairing of ``conversation`` in place, reporting through ``record``."""
     nodes = conversation.nodes
     if not any(node.calls or node.results for node in nodes):
+        if codec.name == "responses":
+            conversation.nodes[:] = drop_stranded_reasoning(nodes, record)
         return
     plan = make_plan(
         nodes,
         fmt=codec.name,
         unique_ids=codec.unique_call_ids and settings.rename_duplicate_ids,
         record=record,
+        sanitize_ids=codec.name == "anthropic" and settings.sanitize_ids,
     )
 
     def synthesize(entry: CallEntry) -> ToolResult:
         return synthetic_result(codec, entry, settings.missing_result_text)
 
     laid_out = Layout(nodes, plan, codec, synthesize, record).run()
+    if codec.name == "responses":
+        laid_out = drop_stranded_reasoning(laid_out, record)
     if len(laid_out) == len(nodes) and all(a is b for a, b in zip(laid_out, nodes, strict=True)):
         return
     conversation.nodes[:] = laid_out
+
+
+def drop_stranded_reasoning(nodes: list[Node], record: Recorder) -> list[Node]:
+    """Responses: a reasoning item must be followed by the model item it belongs to
+    ("Item 'rs_…' of type 'reasoning' was provided without its required following item").
+    One left without (an interrupted turn, or its call dropped as a duplicate) is removed
+    and reported with its content."""
+    kept: list[Node] = []
+    for i, node in enumerate(nodes):
+        raw = node.raw
+        if isinstance(raw, dict) and raw.get("type") == "reasoning":
+            following = nodes[i + 1] if i + 1 < len(nodes) else None
+            if following is None or following.role != "assistant":
+                record(
+                    "reasoning_dropped",
+                    tool_call_id=str(raw.get("id", "")),
+                    message_index=node.origin,
+                    item=raw,
+                    reason="a reasoning item must be followed by the item it belongs to",
+                )
+                continue
+        kept.append(node)
+    return kept
 
 
 def synthetic_result(codec: Codec, entry: CallEntry, text: str) -> ToolResult:

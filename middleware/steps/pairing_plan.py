@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
+from ..formats.anthropic import MAX_ID_LENGTH, valid_id
 from ..view import Node, ToolCall, ToolResult
-
-#: Tool ids the Anthropic API accepts (pi-ai notes the pattern and the 64-character limit).
-MAX_ID_LENGTH = 64
 
 Fate = Literal["claimed", "orphan", "duplicate"]
 
@@ -110,8 +109,10 @@ def make_plan(
     fmt: str,
     unique_ids: bool,
     record: Recorder,
+    sanitize_ids: bool = False,
 ) -> Plan:
-    """Analyse ``nodes``. ``unique_ids``: rename ids repeated across turns (Anthropic)."""
+    """Analyse ``nodes``. ``unique_ids``: rename ids repeated across turns (Anthropic);
+    ``sanitize_ids``: rename ids the Anthropic API rejects."""
     regions = split_regions(nodes)
     used = {b.id for n in nodes for b in n.calls} | {b.call_id for n in nodes for b in n.results}
     used.discard("")
@@ -129,6 +130,7 @@ def make_plan(
                     ni,
                     fmt=fmt,
                     unique_ids=unique_ids,
+                    sanitize_ids=sanitize_ids,
                     unit_seen=unit_seen,
                     seen=seen,
                     used=used,
@@ -145,6 +147,7 @@ def _fix_calls(
     *,
     fmt: str,
     unique_ids: bool,
+    sanitize_ids: bool,
     unit_seen: set[str],
     seen: set[str],
     used: set[str],
@@ -175,6 +178,16 @@ def _fix_calls(
                 tool_name=block.name,
                 message_index=node.origin,
                 reason="the call had no id",
+            )
+        elif sanitize_ids and not valid_id(block.id):
+            final = _unused(sanitized_id(block.id), used)
+            record(
+                "id_renamed",
+                tool_call_id=final,
+                tool_name=block.name,
+                message_index=node.origin,
+                original_id=block.id,
+                reason="Anthropic tool_use ids must match ^[a-zA-Z0-9_-]+$ (64 characters at most)",
             )
         elif unique_ids and block.id in seen:
             final = _unused(block.id, used)
@@ -247,6 +260,16 @@ def generated_id(fmt: str, origin: int | None, block: int, call: ToolCall) -> st
     digest = hashlib.sha256(f"{origin}:{block}:{call.name}:{args}".encode()).hexdigest()[:16]
     prefix = "toolu_mw_" if fmt == "anthropic" else "call_mw_"
     return prefix + digest
+
+
+def sanitized_id(original: str) -> str:
+    """An id the Anthropic API accepts for ``original``: characters outside
+    ``[a-zA-Z0-9_-]`` become ``_`` and a digest of the original keeps distinct ids distinct
+    (``call_1|fc_2`` -> ``call_1_fc_2_1f0c5a2b``), whatever else the history holds, so the
+    rename never changes as the conversation grows."""
+    digest = hashlib.sha256(original.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    stem = re.sub(r"[^a-zA-Z0-9_-]", "_", original)[: MAX_ID_LENGTH - len(digest) - 1]
+    return f"{stem}_{digest}"
 
 
 def _unused(base: str, used: set[str]) -> str:
