@@ -63,3 +63,16 @@ def test_its_caps_apply_to_processed_histories(plugin_site: Path) -> None:
     (action,) = json.loads(done.stderr)["actions"]
     assert (action["tool_call_id"], action["detail"]["cap"]) == ("q", 40000)
     assert action["detail"]["cap_source"] == "plugin sqltools"
+
+
+def test_the_agent_loop_example_admits_and_stops_the_runaway_loop() -> None:
+    script = Path(__file__).resolve().parents[1] / "examples" / "agent_loop.py"
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:3] == [f"turn 0: read_{i} kept 26,666 chars (budget 26,666)" for i in range(3)]
+    assert lines[-1] == (
+        "turn 6: stopped: tool loop detected: web_search called 6 times alike, over the limit of 5"
+    )

@@ -21,6 +21,7 @@ def valid_id(value: object) -> bool:
     """Whether the Anthropic API accepts ``value`` as a ``tool_use`` id."""
     return isinstance(value, str) and len(value) <= MAX_ID_LENGTH and bool(ID_PATTERN.match(value))
 
+
 _ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant", "system": "system"}
 
 
