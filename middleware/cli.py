@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeAlias
 
 from . import __version__
 from .cli_simulate import add_simulate
+from .decisions import Decision, DecisionLedger
 from .errors import MiddlewareError
 from .formats import FORMATS
 from .pipeline import Pipeline
@@ -40,7 +41,12 @@ examples:
 
 
 class InputError(MiddlewareError):
-    """A file that cannot be read as a history."""
+    """A file that cannot be read as a history (``source``: another file than the
+    command's input, when it is the one at fault)."""
+
+    def __init__(self, message: str, *, source: str | None = None) -> None:
+        super().__init__(message)
+        self.source = source
 
 
 if TYPE_CHECKING:
@@ -54,6 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: int = args.run(args)
     except (MiddlewareError, OSError) as exc:
         where = f"{args.file}: " if getattr(args, "file", None) else ""
+        if isinstance(exc, InputError) and exc.source is not None:
+            where = f"{exc.source}: "
         sys.stderr.write(f"chatcli-mw: error: {where}{exc}\n")
         return 2
     return result
@@ -88,6 +96,20 @@ def add_process(commands: Subcommands) -> None:
         choices=("text", "json"),
         default="text",
         help="what to print on stderr: a summary (text) or the report (json)",
+    )
+    process.add_argument(
+        "--session",
+        default="cli",
+        metavar="ID",
+        help="spill workspace to use (default 'cli'): $TMPDIR/chatcli-agent-ID/tool-results, "
+        "kept after the command so the previews' files stay readable; use one id per agent "
+        "session",
+    )
+    process.add_argument(
+        "--decisions",
+        metavar="FILE",
+        help="JSON file of frozen budget decisions: read if it exists, written after "
+        "(keeps results as first sent across runs, e.g. with preset:claude-code)",
     )
     process.set_defaults(run=_process)
 
@@ -157,10 +179,19 @@ def _process(args: argparse.Namespace) -> int:
         cleaned, report_lines = messages, ["nothing to process: the input is a string"]
         report_json = json.dumps({"changed": False})
     else:
-        with Pipeline.from_policy(args.policy) as pipe:
+        # The spill files are the command's output as much as the history is: keep them.
+        policy = load_policy(args.policy, overrides={"spill.keep": True})
+        decisions = _read_decisions(args.decisions)
+        with Pipeline(policy, session_id=args.session, decisions=decisions) as pipe:
             result = pipe.process(messages, format=fmt)
+            if args.decisions:
+                state = json.dumps(pipe.decisions.export(), ensure_ascii=False, indent=1)
+                Path(args.decisions).write_text(state + "\n", encoding="utf-8")
         cleaned = result.messages
         report_lines, report_json = result.report.summary_lines(), result.report.to_json()
+        paths = sorted({str(a.detail["path"]) for a in result.report.actions if "path" in a.detail})
+        if paths:
+            report_lines.append(f"full outputs kept in: {Path(paths[0]).parent}")
     output = cleaned if key is None else {**document, key: cleaned}
     text = json.dumps(output, ensure_ascii=False, indent=2) + "\n"
     if args.output:
@@ -169,6 +200,21 @@ def _process(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     _write_lines(sys.stderr, [report_json] if args.report == "json" else report_lines)
     return 0
+
+
+def _read_decisions(file: str | None) -> list[Decision]:
+    if file is None or not Path(file).exists():
+        return []
+    try:
+        records = read_json(file)
+    except InputError as exc:
+        raise InputError(str(exc), source=file) from exc
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise InputError("expected a JSON list of decision records", source=file)
+    try:
+        return list(DecisionLedger(records))
+    except ValueError as exc:
+        raise InputError(str(exc), source=file) from exc
 
 
 def _check(args: argparse.Namespace) -> int:

@@ -89,6 +89,9 @@ class DecisionLedger:
 
 
 def _from_mapping(item: Mapping[str, Any]) -> Decision:
+    missing = [key for key in ("call_id", "digest", "text", "made_by") if key not in item]
+    if missing:
+        raise ValueError(f"not a decision record (missing {', '.join(missing)})")
     try:
         made_by = item["made_by"]
         if made_by not in ("admit", "request"):

@@ -218,3 +218,33 @@ def test_presets_by_name_in_process_config_and_simulate(tmp_path: Path) -> None:
         "none", "default", "preset:chatcli", "preset:claude-code", "preset:ethos",
         "preset:hermes", "preset:pi",
     ]  # fmt: skip
+
+
+def test_process_keeps_the_spill_files_and_carries_decisions(tmp_path: Path) -> None:
+    big = "".join(f"row {i}\n" for i in range(12_000))
+    session = write(tmp_path, "s.json", [*BROKEN, {"role": "tool", "tool_call_id": "call_1",
+                                                   "content": big}])  # fmt: skip
+    state = tmp_path / "state.json"
+    args = ("process", str(session), "--policy", "preset:claude-code", "--session", "t1")
+    first = run(*args, "--decisions", str(state), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    preview = json.loads(first.stdout)[2]["content"]
+    path = Path(preview.split("saved to: ", 1)[1].split("\n", 1)[0])
+    assert path.read_text(encoding="utf-8") == big  # readable after the command ended
+    assert "full outputs kept in: " in first.stderr
+    assert json.loads(state.read_text(encoding="utf-8"))[0]["call_id"] == "call_1"
+    # A later run under a policy that would keep the result whole still sends the preview.
+    budget = "budget: {max_result_chars: 500000, declared_cap_ceiling: 500000}\n"
+    policy = write(tmp_path, "p.yaml", f"version: 1\nextends: preset:claude-code\n{budget}")
+    later = run("process", str(session), "--policy", str(policy), "--session", "t1",
+                "--decisions", str(state), cwd=tmp_path)  # fmt: skip
+    assert json.loads(later.stdout)[2]["content"] == preview
+    without = run("process", str(session), "--policy", str(policy), cwd=tmp_path)
+    assert json.loads(without.stdout)[2]["content"] == big
+    state.write_text('[{"call_id": "x"}]', encoding="utf-8")
+    bad = run(*args, "--decisions", str(state), cwd=tmp_path)
+    assert bad.returncode == 2
+    assert (
+        bad.stderr
+        == f"chatcli-mw: error: {state}: not a decision record (missing digest, text, made_by)\n"
+    )
