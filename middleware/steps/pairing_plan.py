@@ -179,26 +179,25 @@ def _fix_calls(
                 message_index=node.origin,
                 reason="the call had no id",
             )
-        elif sanitize_ids and not valid_id(block.id):
-            final = _unused(sanitized_id(block.id), used)
-            record(
-                "id_renamed",
-                tool_call_id=final,
-                tool_name=block.name,
-                message_index=node.origin,
-                original_id=block.id,
-                reason="Anthropic tool_use ids must match ^[a-zA-Z0-9_-]+$ (64 characters at most)",
-            )
-        elif unique_ids and block.id in seen:
-            final = _unused(block.id, used)
-            record(
-                "id_renamed",
-                tool_call_id=final,
-                tool_name=block.name,
-                message_index=node.origin,
-                original_id=block.id,
-                reason="tool call ids must be unique across the conversation",
-            )
+        else:
+            reason = None
+            if sanitize_ids and not valid_id(block.id):
+                final = _unused(sanitized_id(block.id), used)
+                reason = (
+                    "Anthropic tool_use ids must match ^[a-zA-Z0-9_-]+$ (64 characters at most)"
+                )
+            elif unique_ids and block.id in seen:
+                final = _unused(block.id, used)
+                reason = "tool call ids must be unique across the conversation"
+            if reason is not None:
+                record(
+                    "id_renamed",
+                    tool_call_id=final,
+                    tool_name=block.name,
+                    message_index=node.origin,
+                    original_id=block.id,
+                    reason=reason,
+                )
         unit_seen.add(block.id)
         used.add(final)
         seen.add(final)
