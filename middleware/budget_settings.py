@@ -180,9 +180,10 @@ def resolve_cap(tool_name: str | None, settings: BudgetSettings, context: StepCo
     """Policy override for the tool, else the tool plugin's declaration, else the
     per-result cap."""
     if tool_name is not None:
-        override = (context.policy.get("tools") or {}).get(tool_name)
-        if override is not None:
-            where = f"policy {context.policy.source}: tools.{tool_name}"
+        entry = context.policy.tool_settings(tool_name)
+        if entry is not None:
+            key, override = entry
+            where = f"policy {context.policy.source}: tools.{key}"
             if override.get("exempt", False):
                 return Cap(None, f"{where}.exempt")
             if override.get("max_chars") is not None:

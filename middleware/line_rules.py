@@ -92,7 +92,8 @@ def line_rule(policy: Policy, tool_name: str | None) -> LineRule | None:
     """The line rule the policy sets for ``tool_name``, if any."""
     if tool_name is None:
         return None
-    tool = (policy.get("tools") or {}).get(tool_name) or {}
+    entry = policy.tool_settings(tool_name)
+    tool = entry[1] if entry is not None else {}
     if tool.get("lines") is None:
         return None
     section = {**LINE_DEFAULTS, **(policy.get("budget.line_limits") or {})}

@@ -14,6 +14,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
@@ -58,6 +59,19 @@ class Policy:
                 return default
             node = node[part]
         return node
+
+    def tool_settings(self, tool_name: str) -> tuple[str, Mapping[str, Any]] | None:
+        """The ``tools`` entry for ``tool_name`` and its key: the entry named exactly,
+        else the longest glob pattern that matches (``mcp_*``), or ``None``."""
+        tools = self.get("tools") or {}
+        exact = tools.get(tool_name)
+        if exact is not None:
+            return tool_name, exact
+        patterns = [k for k in tools if any(c in k for c in "*?[") and fnmatchcase(tool_name, k)]
+        if not patterns:
+            return None
+        key = max(sorted(patterns), key=len)
+        return key, tools[key]
 
     def setting(self, section: str, key: str, defaults: Mapping[str, Any]) -> Any:
         """``section.key`` from the policy, else from ``defaults`` (the section's code

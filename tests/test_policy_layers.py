@@ -241,3 +241,16 @@ def test_code_defaults_match_the_embedded_default_policy() -> None:
 def test_loop_guard_defaults_match_the_embedded_default_policy() -> None:
     document = yaml.safe_load(default_policy_path().read_text(encoding="utf-8"))
     assert document["loop_guard"] == LOOP_GUARD_DEFAULTS
+
+
+def test_tool_entries_by_exact_name_then_longest_pattern() -> None:
+    tools = {
+        "mcp_*": {"max_chars": 1000},
+        "mcp_git*": {"max_chars": 2000},
+        "mcp_github": {"exempt": True},
+    }
+    policy = load_policy(env={}, dotenv_path=False, overrides={"tools": tools})
+    assert policy.tool_settings("mcp_github") == ("mcp_github", {"exempt": True})
+    assert policy.tool_settings("mcp_gitlab") == ("mcp_git*", {"max_chars": 2000})
+    assert policy.tool_settings("mcp_slack") == ("mcp_*", {"max_chars": 1000})
+    assert policy.tool_settings("bash") is None

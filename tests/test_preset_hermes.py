@@ -105,3 +105,11 @@ def test_a_small_result_in_a_tight_context_compacts_nothing(tmp_path: Path) -> N
     with preset("hermes", tmp_path, **{WINDOW: 32_768}) as pipe:
         messages = session(30_000, 30_000, 30_000, 30_000, 2_000)
         assert pipe.process(messages).messages == messages  # no cache break for nothing
+
+
+def test_mcp_tools_get_50000(tmp_path: Path) -> None:
+    with preset("hermes", tmp_path) as pipe:
+        result = pipe.process(batch(("mcp_github_search", lines(60_000)), ("bash", lines(60_000))))
+        (action,) = [a for a in result.report.actions if a.kind == "spilled"]
+        assert (action.tool_name, action.detail["cap"]) == ("mcp_github_search", 50_000)
+        assert action.detail["cap_source"].endswith("tools.mcp_*.max_chars")
