@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Any
 
 from .admission import Admission, ToolOutput, batch_conversation, check_batch
-from .budget_settings import BudgetSettings, TurnLimits, resolve_cap
+from .budget_settings import BudgetSettings, Cap, TurnLimits, resolve_cap
 from .capabilities import SpillStore
 from .decisions import Decision, DecisionLedger
 from .formats import TextProtocolRule, detect_format, get_codec
@@ -238,12 +238,21 @@ class Pipeline:
         """Characters one result of ``tool_name`` may keep when ``parallel_calls`` calls
         run together after ``context_chars`` of history (Ethos' ``ctx.resultBudgetChars``),
         so a tool can trim at a meaningful boundary itself; ``None``: not limited."""
+        return self.result_cap(
+            tool_name, parallel_calls=parallel_calls, context_chars=context_chars
+        ).max_chars
+
+    def result_cap(
+        self, tool_name: str, *, parallel_calls: int = 1, context_chars: int | None = None
+    ) -> Cap:
+        """:meth:`result_budget` together with where it comes from (the policy key or
+        the plugin), as the budget step reports it."""
         settings = BudgetSettings.from_policy(self._policy)
         if not settings.enabled:
-            return None
+            return Cap(None, "budget.enabled is false")
         context = self._context("budget", self._policy, get_codec("anthropic"), {})
         limits = TurnLimits.of(settings, parallel_calls, context_chars)
-        return limits.cap_for(resolve_cap(tool_name, settings, context)).max_chars
+        return limits.cap_for(resolve_cap(tool_name, settings, context))
 
     def _context(
         self, step: str, policy: Policy, codec: Codec, shared: dict[str, Any]

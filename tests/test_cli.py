@@ -248,3 +248,18 @@ def test_process_keeps_the_spill_files_and_carries_decisions(tmp_path: Path) -> 
         bad.stderr
         == f"chatcli-mw: error: {state}: not a decision record (missing digest, text, made_by)\n"
     )
+
+
+def test_plugins_explains_what_bounds_a_tool_under_a_policy() -> None:
+    done = run("plugins", "--policy", "preset:claude-code", "--tool", "read", "--tool", "Read")
+    assert done.returncode == 0, done.stderr
+    assert (
+        "tool read under policy claude-code: 50,000 chars (plugin middleware.steps."
+        "chatcli_tools, clamped by budget.declared_cap_ceiling)" in done.stdout
+    )
+    assert "tools.Read.exempt)" in done.stdout
+    pi = json.loads(run("plugins", "--json", "--policy", "preset:pi", "--tool", "bash").stdout)
+    assert pi["in_effect"] == {
+        "policy": "pi",
+        "bash": "line rule tail: 2,000 lines or 51,200 bytes",
+    }
