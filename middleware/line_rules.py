@@ -111,11 +111,49 @@ def line_rule(policy: Policy, tool_name: str | None) -> LineRule | None:
     )
 
 
-def apply_line_rule(
-    text: str, rule: LineRule, *, path: str, arguments: Any, tool: str
-) -> str | None:
-    """``text`` bounded by ``rule`` with its notices, or ``None`` when it is within limits.
-    ``path`` is where the full text was saved."""
+@dataclass(frozen=True)
+class LineCut:
+    """What a line rule keeps of one output; :meth:`render` adds the notices once the
+    full text has been saved."""
+
+    rule: LineRule
+    truncation: Truncation
+    #: The output after clipping and the item limit, before the line and byte limits.
+    body: str
+    #: Lines (items) in the output.
+    count: int
+    clipped: bool
+    item_limited: bool
+
+    def render(self, *, path: str, arguments: Any, tool: str) -> str:
+        """The kept text and the notices, naming ``path`` where the full text is."""
+        rule, truncation = self.rule, self.truncation
+        args = _arguments(arguments)
+        offset = _int(args.get(rule.offset_argument)) if rule.offset_argument else None
+        fields = _fields(rule, truncation, path=path, args=args, offset=offset or 1, tool=tool)
+        fields.update(count=self.count, shown=truncation.output_lines)
+        if truncation.first_line_exceeds_limit or truncation.last_line_partial:
+            line = self.body.split("\n")[0 if rule.keep == "head" else -1]
+            fields["line_size"] = format_size(byte_length(line))
+        notices = []
+        if rule.max_items is not None or rule.clip_lines:
+            if self.item_limited:
+                notices.append(rule.notices["item_limit"])
+            if truncation.truncated:
+                notices.append(rule.notices["items_bytes"])
+            if self.clipped:
+                notices.append(rule.notices["clipped_lines"])
+        else:
+            notices.append(_situation(rule, truncation))
+        rendered = [template.format_map(fields) for template in notices]
+        if not any("{path}" in template for template in notices):
+            rendered.append(rule.notices["pointer"].format_map(fields))
+        content = truncation.content
+        return (content + "\n\n" if content else "") + "\n".join(rendered)
+
+
+def cut_lines(text: str, rule: LineRule) -> LineCut | None:
+    """What ``rule`` keeps of ``text``, or ``None`` when it is within limits."""
     lines = text.split("\n")
     clipped = False
     if rule.clip_lines:
@@ -131,28 +169,7 @@ def apply_line_rule(
     truncation = cut_by(body, rule.limits)
     if not (clipped or item_limited or truncation.truncated):
         return None
-    args = _arguments(arguments)
-    offset = _int(args.get(rule.offset_argument)) if rule.offset_argument else None
-    fields = _fields(rule, truncation, path=path, args=args, offset=offset or 1, tool=tool)
-    fields.update(count=count, shown=truncation.output_lines)
-    if truncation.first_line_exceeds_limit or truncation.last_line_partial:
-        line = body.split("\n")[0 if rule.keep == "head" else -1]
-        fields["line_size"] = format_size(byte_length(line))
-    notices = []
-    if rule.max_items is not None or rule.clip_lines:
-        if item_limited:
-            notices.append(rule.notices["item_limit"])
-        if truncation.truncated:
-            notices.append(rule.notices["items_bytes"])
-        if clipped:
-            notices.append(rule.notices["clipped_lines"])
-    else:
-        notices.append(_situation(rule, truncation))
-    rendered = [template.format_map(fields) for template in notices]
-    if not any("{path}" in template for template in notices):
-        rendered.append(rule.notices["pointer"].format_map(fields))
-    content = truncation.content
-    return (content + "\n\n" if content else "") + "\n".join(rendered)
+    return LineCut(rule, truncation, body, count, clipped, item_limited)
 
 
 def looks_shaped(text: str, rule: LineRule) -> bool:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..budget_settings import BudgetSettings, Cap, TurnLimits, resolve_cap
-from ..line_rules import LineRule, apply_line_rule, line_rule, looks_shaped
+from ..line_rules import LineRule, cut_lines, line_rule, looks_shaped
 from ..markers import hookimpl
 from ..preview import fit_preview, looks_like_preview, make_preview
 from ..sizes import chars_before_turns, node_chars
@@ -73,12 +73,12 @@ class _BudgetRun:
             if (
                 aware is not None
                 and aware.compact_before_spill
-                and history is not None
                 and turn is not None
+                and history is not None
                 and aware.tight(history)
                 and self._would_cut(sites, limits)
             ):
-                history = compact_first(index, turn, history, self.context)
+                history = compact_first(index, turn, history, aware.protect_turns, self.context)
                 limits = TurnLimits.of(self.settings, calls, history)
             candidates = [self._candidate(site, limits) for site in sites]
             for cand in candidates:
@@ -150,17 +150,16 @@ class _BudgetRun:
 
     def _shape(self, cand: _Candidate, rule: LineRule) -> None:
         """Bound a result by its tool's line rule (pi), the full text saved first."""
-        text, tool = cand.result.text, cand.site.tool_name or "tool"
-        arguments = cand.site.call.call.arguments if cand.site.call is not None else None
-        if apply_line_rule(text, rule, path="", arguments=arguments, tool=tool) is None:
+        cut = cut_lines(cand.result.text, rule)
+        if cut is None:
             return
         path = self._save(cand)
         if isinstance(path, OSError):
             self._spill_failed(cand, rule.limits.max_bytes, "line_rule", str(path))
             return
-        shaped = apply_line_rule(text, rule, path=path, arguments=arguments, tool=tool)
-        if shaped is not None:
-            self._apply(cand, path, shaped, "line_rule")
+        arguments = cand.site.call.call.arguments if cand.site.call is not None else None
+        shaped = cut.render(path=path, arguments=arguments, tool=cand.site.tool_name or "tool")
+        self._apply(cand, path, shaped, "line_rule")
 
     def _replace_empty(self, site: ResultSite) -> ToolResult:
         result = site.result

@@ -21,11 +21,10 @@ SUMMARY_ESTIMATE = 300
 
 
 def compact_first(
-    index: ConversationIndex, turn: int, used_chars: int, context: StepContext
+    index: ConversationIndex, turn: int, used_chars: int, protect: int, context: StepContext
 ) -> int:
-    """Ask for the results older than ``protect_turns`` before ``turn`` to be summarised
+    """Ask for the results older than ``protect`` turns before ``turn`` to be summarised
     and return the history size they would leave."""
-    protect = int(context.policy.get("budget.context_aware.protect_turns", 2))
     compaction = MicrocompactSettings.from_policy(context.policy)
     requested: set[tuple[int, int]] = context.shared.setdefault(SHARED_KEY, set())
     reclaimed = 0
