@@ -192,9 +192,9 @@ def _process(args: argparse.Namespace) -> int:
                 Path(args.decisions).write_text(state + "\n", encoding="utf-8")
         cleaned = result.messages
         report_lines, report_json = result.report.summary_lines(), result.report.to_json()
-        paths = sorted({str(a.detail["path"]) for a in result.report.actions if "path" in a.detail})
-        if paths:
-            report_lines.append(f"full outputs kept in: {Path(paths[0]).parent}")
+        path = next((a.detail["path"] for a in result.report.actions if "path" in a.detail), None)
+        if path is not None:
+            report_lines.append(f"full outputs kept in: {Path(path).parent}")
     output = cleaned if key is None else {**document, key: cleaned}
     text = json.dumps(output, ensure_ascii=False, indent=2) + "\n"
     if args.output:

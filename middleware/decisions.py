@@ -59,11 +59,8 @@ class DecisionLedger:
             decision = self._by_id.get(call_id)
         if decision is None:
             return None
-        if (decision.text is not None and decision.text == text) or decision.digest == text_digest(
-            text
-        ):
-            return decision
-        return None
+        sent_back = decision.text is not None and decision.text == text
+        return decision if sent_back or decision.digest == text_digest(text) else None
 
     def record(
         self, call_id: str, before: str, after: str, made_by: Literal["admit", "request"]
@@ -92,14 +89,11 @@ def _from_mapping(item: Mapping[str, Any]) -> Decision:
     missing = [key for key in ("call_id", "digest", "text", "made_by") if key not in item]
     if missing:
         raise ValueError(f"not a decision record (missing {', '.join(missing)})")
-    try:
-        made_by = item["made_by"]
-        if made_by not in ("admit", "request"):
-            raise ValueError(f"made_by must be 'admit' or 'request', got {made_by!r}")
-        origin: Literal["admit", "request"] = "admit" if made_by == "admit" else "request"
-        text = item["text"]
-        if text is not None and not isinstance(text, str):
-            raise ValueError(f"text must be a string or null, got {type(text).__name__}")
-        return Decision(str(item["call_id"]), str(item["digest"]), text, origin)
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"not a decision record: {exc}") from exc
+    made_by = item["made_by"]
+    if made_by not in ("admit", "request"):
+        raise ValueError(f"made_by must be 'admit' or 'request', got {made_by!r}")
+    origin: Literal["admit", "request"] = "admit" if made_by == "admit" else "request"
+    text = item["text"]
+    if text is not None and not isinstance(text, str):
+        raise ValueError(f"text must be a string or null, got {type(text).__name__}")
+    return Decision(str(item["call_id"]), str(item["digest"]), text, origin)

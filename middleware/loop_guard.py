@@ -89,10 +89,9 @@ def guard_loops(conversation: Conversation, policy: Policy) -> list[LoopAlert]:
 
 def current_turn_calls(nodes: list[Node]) -> list[ToolCall]:
     """The tool calls made since the last user message that is not only tool results."""
-    start = 0
-    for i, node in enumerate(nodes):
-        if node.role == "user" and not node.results:
-            start = i + 1
+    start = len(nodes)
+    while start > 0 and not (nodes[start - 1].role == "user" and not nodes[start - 1].results):
+        start -= 1
     return [call for node in nodes[start:] for call in node.calls]
 
 
