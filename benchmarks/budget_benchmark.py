@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import middleware
-from middleware.transcripts import Transcript, load_transcripts
+from middleware.replay.transcripts import Transcript, load_transcripts
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories"
 

@@ -16,10 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-from middleware.cli_simulate import policy_specs, render_table
-from middleware.costs import PRICING
-from middleware.simulate import simulate
-from middleware.transcripts import load_transcripts
+from middleware.cli.simulate import policy_specs, render_table
+from middleware.replay.costs import PRICING
+from middleware.replay.simulate import simulate
+from middleware.replay.transcripts import load_transcripts
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories"
 SOURCES = {

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import middleware
-from middleware.plugins import PluginHost
-from middleware.transcripts import load_transcripts
+from middleware.plugin.host import PluginHost
+from middleware.replay.transcripts import load_transcripts
 
 Messages = list[dict[str, Any]]
 REPO = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import middleware
-from middleware.transcripts import Transcript, load_transcripts
+from middleware.replay.transcripts import Transcript, load_transcripts
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories"
 

@@ -11,11 +11,8 @@
 
 from __future__ import annotations
 
-from .__about__ import __version__
-from .admission import Admission, ToolOutput
-from .capabilities import DeclaredCap, SpillStore, ToolCap
-from .decisions import Decision, DecisionLedger
-from .errors import (
+from middleware.__about__ import __version__
+from middleware.errors import (
     FormatError,
     HistoryError,
     LoopGuardError,
@@ -23,14 +20,17 @@ from .errors import (
     PluginError,
     PolicyError,
 )
-from .formats import detect_format
-from .loop_guard import LoopAlert
-from .markers import hookimpl
-from .pipeline import Pipeline, ProcessResult
-from .policy import Policy, load_policy, validate_policy_file
-from .report import Action, ProblemReport, Report
-from .resources import preset_names
-from .validate import Violation, validate
+from middleware.formats import detect_format
+from middleware.formats.check import Violation, validate
+from middleware.pipeline import Pipeline, ProcessResult
+from middleware.plugin.capabilities import DeclaredCap, SpillStore, ToolCap
+from middleware.plugin.markers import hookimpl
+from middleware.policy import Policy, load_policy, validate_policy_file
+from middleware.policy.resources import preset_names
+from middleware.report import Action, ProblemReport, Report
+from middleware.session.decisions import Decision, DecisionLedger
+from middleware.steps.budget.admission import Admission, ToolOutput
+from middleware.steps.loop_guard import LoopAlert
 
 __all__ = [
     "Action",

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from .cli import main
+from middleware.cli.main import main
 
 sys.exit(main())

@@ -11,21 +11,21 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .admission import Admission, ToolOutput, batch_conversation, check_batch
-from .budget_settings import BudgetSettings, Cap, TurnLimits, resolve_cap
-from .capabilities import SpillStore
-from .decisions import Decision, DecisionLedger
-from .formats import TextProtocolRule, detect_format, get_codec
-from .formats.base import Codec
-from .loop_guard import guard_loops
-from .plugins import STEP_HOOKS, PluginHost
-from .policy import Policy, load_policy
-from .reload import PolicyStatus, PolicyWatcher
-from .report import ProblemReport, Report
-from .spill import SpillWorkspace
-from .steps.context import Admission as StepAdmission
-from .steps.context import StepContext
-from .view import Conversation
+from middleware.formats import TextProtocolRule, detect_format, get_codec
+from middleware.formats.base import Codec
+from middleware.plugin.capabilities import SpillStore
+from middleware.plugin.context import Admission as StepAdmission
+from middleware.plugin.context import StepContext
+from middleware.plugin.host import STEP_HOOKS, PluginHost
+from middleware.policy import Policy, load_policy
+from middleware.policy.reload import PolicyStatus, PolicyWatcher
+from middleware.report import ProblemReport, Report
+from middleware.session.decisions import Decision, DecisionLedger
+from middleware.spill.workspace import SpillWorkspace
+from middleware.steps.budget.admission import Admission, ToolOutput, batch_conversation, check_batch
+from middleware.steps.budget.settings import BudgetSettings, Cap, TurnLimits, resolve_cap
+from middleware.steps.loop_guard import guard_loops
+from middleware.view import Conversation
 
 
 @dataclass(frozen=True)

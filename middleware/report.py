@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .loop_guard import LoopAlert
+    from middleware.steps.loop_guard import LoopAlert
 
 #: The steps, in the order the host runs them.
 STEP_NAMES = ("pairing", "budget", "microcompact")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import middleware
-from middleware.plugins import PluginHost
+from middleware.plugin.host import PluginHost
 
 Call = tuple[str, str] | tuple[str, str, dict[str, Any]]  # (tool, output[, arguments])
 POINTER = re.compile(r"(/[^\s\]]+/tool-results/[^\s\]]+)")

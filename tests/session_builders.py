@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import middleware
-from middleware.plugins import PluginHost
+from middleware.plugin.host import PluginHost
 
 
 def tool_session(*outputs: tuple[str, str]) -> list[dict[str, Any]]:

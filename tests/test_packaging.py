@@ -17,12 +17,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from locations import REPO
 
 import middleware
 
-REPO = Path(__file__).resolve().parents[1]
 PROBE = (
-    "import middleware, middleware.resources as r; "
+    "import middleware, middleware.policy.resources as r; "
     "print(middleware.__file__); print(r.default_policy_path()); "
     "print(r.policy_schema_path()); print(middleware.load_policy(env={}).name)"
 )

@@ -12,8 +12,8 @@ import pytest
 
 import middleware
 from middleware import hookimpl
-from middleware.plugins import PluginHost
-from middleware.steps.context import StepContext
+from middleware.plugin.context import StepContext
+from middleware.plugin.host import PluginHost
 from middleware.view import Conversation
 
 ANTHROPIC: list[dict[str, Any]] = [

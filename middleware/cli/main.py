@@ -17,17 +17,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeAlias
 
-from . import __version__
-from .cli_simulate import add_simulate
-from .decisions import Decision, DecisionLedger
-from .errors import MiddlewareError
-from .formats import FORMATS
-from .line_rules import line_rule
-from .pipeline import Pipeline
-from .plugins import PluginHost
-from .policy import load_policy, validate_policy_file
-from .report import ProblemReport
-from .validate import validate
+from middleware import __version__
+from middleware.cli.simulate import add_simulate
+from middleware.errors import MiddlewareError
+from middleware.formats import FORMATS
+from middleware.formats.check import validate
+from middleware.pipeline import Pipeline
+from middleware.plugin.host import PluginHost
+from middleware.policy import load_policy, validate_policy_file
+from middleware.report import ProblemReport
+from middleware.session.decisions import Decision, DecisionLedger
+from middleware.steps.budget.line_rules import line_rule
 
 EPILOG = """\
 examples:

@@ -10,13 +10,13 @@ from typing import Any
 
 from tqdm import tqdm
 
-from .costs import PRICING, approximate_tokens
-from .errors import MiddlewareError
-from .plugins import PluginHost
-from .policy import load_policy
-from .resources import data_dir, preset_names
-from .simulate import PolicySpec, PolicySummary, simulate
-from .transcripts import load_transcripts
+from middleware.errors import MiddlewareError
+from middleware.plugin.host import PluginHost
+from middleware.policy import load_policy
+from middleware.policy.resources import data_dir, preset_names
+from middleware.replay.costs import PRICING, approximate_tokens
+from middleware.replay.simulate import PolicySpec, PolicySummary, simulate
+from middleware.replay.transcripts import load_transcripts
 
 
 def add_simulate(commands: Any) -> None:

@@ -7,8 +7,8 @@ exceed the per-tool default. A policy's ``tools:`` section overrides any of thes
 
 from __future__ import annotations
 
-from ..capabilities import ToolCap
-from ..markers import hookimpl
+from middleware.plugin.capabilities import ToolCap
+from middleware.plugin.markers import hookimpl
 
 CHATCLI_TOOL_CAPS: dict[str, int] = {
     "read": 80_000,

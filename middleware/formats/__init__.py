@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import FormatError
-from .anthropic import AnthropicCodec
-from .base import Codec, TextProtocolRule
-from .detect import AMBIGUOUS_DEFAULT, Detection, detect_format
-from .openai import OpenAIChatCodec
-from .responses import ResponsesCodec
+from middleware.errors import FormatError
+from middleware.formats.anthropic import AnthropicCodec
+from middleware.formats.base import Codec, TextProtocolRule
+from middleware.formats.detect import AMBIGUOUS_DEFAULT, Detection, detect_format
+from middleware.formats.openai import OpenAIChatCodec
+from middleware.formats.responses import ResponsesCodec
 
 CODECS: dict[str, Codec] = {
     codec.name: codec for codec in (AnthropicCodec(), OpenAIChatCodec(), ResponsesCodec())

@@ -7,9 +7,16 @@ import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from ..errors import HistoryError
-from ..view import Block, Node, Opaque, Role, ToolCall, ToolResult
-from .base import Codec, check_content, optional_id, required_name, result_content, wire_content
+from middleware.errors import HistoryError
+from middleware.formats.base import (
+    Codec,
+    check_content,
+    optional_id,
+    required_name,
+    result_content,
+    wire_content,
+)
+from middleware.view import Block, Node, Opaque, Role, ToolCall, ToolResult
 
 #: Tool ids the Anthropic API accepts: this pattern, at most :data:`MAX_ID_LENGTH`
 #: characters (ids replayed from other providers, such as ``call_1|fc_2``, break it).

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..errors import HistoryError
-from ..view import Conversation, Node, ToolResult
+from middleware.errors import HistoryError
+from middleware.view import Conversation, Node, ToolResult
 
 
 @dataclass(frozen=True)

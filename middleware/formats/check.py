@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import FormatError, HistoryError
-from .formats.anthropic import ID_PATTERN, MAX_ID_LENGTH, valid_id
-from .formats.detect import detect_format
+from middleware.errors import FormatError, HistoryError
+from middleware.formats.anthropic import ID_PATTERN, MAX_ID_LENGTH, valid_id
+from middleware.formats.detect import detect_format
 
 __all__ = ["Violation", "validate"]
 

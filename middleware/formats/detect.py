@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import FormatError, HistoryError
+from middleware.errors import FormatError, HistoryError
 
 #: Format assumed for histories every format reads the same way (plain role/content).
 AMBIGUOUS_DEFAULT = "openai"

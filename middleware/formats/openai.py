@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from ..errors import HistoryError
-from ..view import Block, Node, Role, ToolCall, ToolResult
-from .base import (
+from middleware.errors import HistoryError
+from middleware.formats.base import (
     Codec,
     arguments_json,
     check_content,
@@ -16,6 +15,7 @@ from .base import (
     result_content,
     wire_content,
 )
+from middleware.view import Block, Node, Role, ToolCall, ToolResult
 
 _ROLES: dict[str, Role] = {
     "system": "system",

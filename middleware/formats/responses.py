@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from ..errors import HistoryError
-from ..view import Node, Role, ToolCall, ToolResult
-from .base import (
+from middleware.errors import HistoryError
+from middleware.formats.base import (
     Codec,
     arguments_json,
     check_content,
@@ -17,6 +16,7 @@ from .base import (
     result_content,
     wire_content,
 )
+from middleware.view import Node, Role, ToolCall, ToolResult
 
 _MESSAGE_ROLES: dict[str, Role] = {
     "user": "user",

@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..report import Action, ProblemReport
+from middleware.report import Action, ProblemReport
 
 if TYPE_CHECKING:
-    from ..capabilities import DeclaredCap, SpillStore
-    from ..decisions import DecisionLedger
-    from ..formats.base import Codec
-    from ..plugins import PluginHost
-    from ..policy import Policy
+    from middleware.formats.base import Codec
+    from middleware.plugin.capabilities import DeclaredCap, SpillStore
+    from middleware.plugin.host import PluginHost
+    from middleware.policy import Policy
+    from middleware.session.decisions import DecisionLedger
 
 
 @dataclass(frozen=True)

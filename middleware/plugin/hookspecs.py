@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from .capabilities import SpillStore, ToolCap
-    from .policy import Policy
-    from .steps.context import StepContext
-    from .view import Conversation
+    from middleware.plugin.capabilities import SpillStore, ToolCap
+    from middleware.plugin.context import StepContext
+    from middleware.policy import Policy
+    from middleware.view import Conversation
 
 PROJECT_NAME = "chatcli_middleware"
 

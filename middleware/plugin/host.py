@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from . import hookspecs
-from .capabilities import DeclaredCap, SpillStore, ToolCap
-from .costs import approximate_tokens
-from .errors import PluginError
-from .report import ProblemReport
+from middleware.errors import PluginError
+from middleware.plugin import hookspecs
+from middleware.plugin.capabilities import DeclaredCap, SpillStore, ToolCap
+from middleware.replay.costs import approximate_tokens
+from middleware.report import ProblemReport
 
 if TYPE_CHECKING:
-    from .policy import Policy
-    from .steps.context import StepContext
-    from .view import Conversation
+    from middleware.plugin.context import StepContext
+    from middleware.policy import Policy
+    from middleware.view import Conversation
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "middleware.steps.pairing",
     "middleware.steps.budget",
     "middleware.steps.microcompact",
-    "middleware.steps.chatcli_tools",
+    "middleware.default_plugins.chatcli_tools",
 )
 
 #: The step hooks, in the order the host calls them, with the report's name for each.

@@ -13,8 +13,8 @@ from typing import Any
 
 import jsonschema
 
-from .errors import PolicyError
-from .policy_yaml import policy_schema
+from middleware.errors import PolicyError
+from middleware.policy.files import policy_schema
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .errors import PolicyError
-from .resources import policy_schema_path
+from middleware.errors import PolicyError
+from middleware.policy.resources import policy_schema_path
 
 #: json path ("$.budget.max_result_chars") -> (line, column), 1-based
 Lines = dict[str, tuple[int, int]]

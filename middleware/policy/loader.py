@@ -21,11 +21,11 @@ from typing import Any, Literal
 
 from dotenv import dotenv_values
 
-from .errors import PolicyError
-from .policy_env import PREFIX, env_overrides
-from .policy_templates import template_problems
-from .policy_yaml import Lines, read_policy_file, schema_errors
-from .resources import PRESET_PREFIX, default_policy_path, resolve_policy_path
+from middleware.errors import PolicyError
+from middleware.policy.env import PREFIX, env_overrides
+from middleware.policy.files import Lines, read_policy_file, schema_errors
+from middleware.policy.resources import PRESET_PREFIX, default_policy_path, resolve_policy_path
+from middleware.policy.templates import template_problems
 
 #: ``CHATCLI_POLICY``: the policy file ``load_policy(None)`` reads, when set.
 POLICY_ENV = "CHATCLI_POLICY"

@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from watchfiles import watch
 
-from .errors import PolicyError
-from .policy import Policy, load_policy
+from middleware.errors import PolicyError
+from middleware.policy import Policy, load_policy
 
 logger = logging.getLogger(__name__)
 

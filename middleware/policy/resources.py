@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from .errors import PolicyError
+from middleware.errors import PolicyError
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+#: The installed ``middleware`` package (this module lives in ``middleware/policy/``).
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 
 def data_dir(kind: Literal["policies", "schemas"]) -> Path:

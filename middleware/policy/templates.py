@@ -7,8 +7,8 @@ import fnmatch
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .line_rules import NOTICE_FIELDS
-from .preview import TEMPLATE_FIELDS, template_fields
+from middleware.steps.budget.line_rules import NOTICE_FIELDS
+from middleware.steps.previews import TEMPLATE_FIELDS, template_fields
 
 #: Key patterns of templates and the fields each may use.
 TEMPLATE_RULES: tuple[tuple[str, frozenset[str]], ...] = (

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .view import Conversation, ToolCall
+from middleware.view import Conversation, ToolCall
 
 _CANDIDATE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/\-]*[A-Za-z0-9_]")
 _CAMEL = re.compile(r"[a-z][A-Z]")

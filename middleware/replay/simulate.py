@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .costs import (
+from middleware.formats import get_codec
+from middleware.pipeline import Pipeline, text_protocol_rule
+from middleware.policy import load_policy
+from middleware.replay.costs import (
     Pricing,
     RequestCost,
     TokenCounter,
@@ -16,11 +19,8 @@ from .costs import (
     request_costs,
     serialize,
 )
-from .formats import get_codec
-from .pipeline import Pipeline, text_protocol_rule
-from .policy import load_policy
-from .references import answer_tokens, build_index, is_hidden
-from .transcripts import Transcript
+from middleware.replay.references import answer_tokens, build_index, is_hidden
+from middleware.replay.transcripts import Transcript
 
 #: Name of the baseline: the requests exactly as recorded.
 RAW = "none"

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import HistoryError
-from .formats import detect_format
+from middleware.errors import HistoryError
+from middleware.formats import detect_format
 
 #: Policy overrides that mark text-protocol observations as tool output.
 MINI_SWE_AGENT_RULE: Mapping[str, Any] = {

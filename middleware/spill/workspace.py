@@ -18,7 +18,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from .errors import MiddlewareError
+from middleware.errors import MiddlewareError
 
 logger = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from collections import Counter
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from .errors import LoopGuardError
-from .view import Conversation, Node, ToolCall, ToolResult
+from middleware.errors import LoopGuardError
+from middleware.view import Conversation, Node, ToolCall, ToolResult
 
 if TYPE_CHECKING:
-    from .policy import Policy
+    from middleware.policy import Policy
 
 LOOP_GUARD_DEFAULTS: dict[str, Any] = {
     "enabled": True,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .view import Node
+from middleware.view import Node
 
 
 def value_chars(value: object) -> int:

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from locations import EXAMPLES
 
 import middleware
 
 SCRIPT = Path(sys.executable).parent / "chatcli-mw"
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def run(
@@ -130,7 +130,11 @@ def test_plugins_lists_the_built_in_steps() -> None:
     listed = json.loads(run("plugins", "--json", "--tool", "read", "--tool", "nope").stdout)
     names = {p["name"] for p in listed["plugins"]}
     assert listed["tool_caps"] == {
-        "read": {"plugin": "middleware.steps.chatcli_tools", "max_chars": 80000, "exempt": False},
+        "read": {
+            "plugin": "middleware.default_plugins.chatcli_tools",
+            "max_chars": 80000,
+            "exempt": False,
+        },
         "nope": None,
     }
     assert {"middleware.steps.pairing", "middleware.steps.budget",
@@ -178,7 +182,9 @@ def test_the_readme_quick_start_prints_what_the_readme_shows() -> None:
 def test_subcommands_come_from_the_commands_tuple(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from middleware import cli
+    import importlib
+
+    cli = importlib.import_module("middleware.cli.main")
 
     def add_hello(commands: Any) -> None:
         hello = commands.add_parser("hello", help="greet a file")
@@ -254,8 +260,8 @@ def test_plugins_explains_what_bounds_a_tool_under_a_policy() -> None:
     done = run("plugins", "--policy", "preset:claude-code", "--tool", "read", "--tool", "Read")
     assert done.returncode == 0, done.stderr
     assert (
-        "tool read under policy claude-code: 50,000 chars (plugin middleware.steps."
-        "chatcli_tools, clamped by budget.declared_cap_ceiling)" in done.stdout
+        "tool read under policy claude-code: 50,000 chars (plugin middleware."
+        "default_plugins.chatcli_tools, clamped by budget.declared_cap_ceiling)" in done.stdout
     )
     assert "tools.Read.exempt)" in done.stdout
     pi = json.loads(run("plugins", "--json", "--policy", "preset:pi", "--tool", "bash").stdout)

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from locations import EXAMPLES, REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SCRIPT = Path(sys.executable).parent / "chatcli-mw"
 
 
@@ -66,7 +66,7 @@ def test_its_caps_apply_to_processed_histories(plugin_site: Path) -> None:
 
 
 def test_the_agent_loop_example_admits_and_stops_the_runaway_loop() -> None:
-    script = Path(__file__).resolve().parents[1] / "examples" / "agent_loop.py"
+    script = EXAMPLES / "agent_loop.py"
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, check=False
     )

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import middleware
 from middleware import ToolCap, hookimpl
-from middleware.plugins import ENTRY_POINT_GROUP, PluginHost
-from middleware.steps.context import StepContext
+from middleware.plugin.context import StepContext
+from middleware.plugin.host import ENTRY_POINT_GROUP, PluginHost
 from middleware.view import Conversation, ToolResult
 
 HISTORY: list[dict[str, Any]] = [
@@ -137,7 +137,7 @@ def test_a_failing_plugin_is_rolled_back_and_reported(
     bad: type, caplog: pytest.LogCaptureFixture
 ) -> None:
     host = make_host(("truncate", Truncate()), ("bad", bad()))
-    with caplog.at_level(logging.ERROR, logger="middleware.plugins"):
+    with caplog.at_level(logging.ERROR, logger="middleware.plugin.host"):
         result = middleware.Pipeline(middleware.load_policy(), host=host).process(HISTORY)
     # The good plugin's work survives; the bad one's edit and action are gone.
     assert result.messages[2]["content"] == "a.py"
@@ -276,7 +276,7 @@ def fake_entry_points(monkeypatch: pytest.MonkeyPatch) -> dict[str, object | Exc
         assert group == ENTRY_POINT_GROUP
         return [FakeEntryPoint(name, plugin) for name, plugin in registry.items()]
 
-    monkeypatch.setattr("middleware.plugins.entry_points", entry_points)
+    monkeypatch.setattr("middleware.plugin.host.entry_points", entry_points)
     return registry
 
 

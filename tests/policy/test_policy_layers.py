@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 
 import middleware
 from middleware import PolicyError, load_policy
-from middleware.budget_settings import BUDGET_DEFAULTS
-from middleware.loop_guard import LOOP_GUARD_DEFAULTS
-from middleware.microcompact_settings import MICROCOMPACT_DEFAULTS
-from middleware.resources import data_dir, default_policy_path, policy_schema_path
-from middleware.steps.pairing import DEFAULTS as PAIRING_DEFAULTS
+from middleware.policy.resources import data_dir, default_policy_path, policy_schema_path
+from middleware.steps.budget.settings import BUDGET_DEFAULTS
+from middleware.steps.loop_guard import LOOP_GUARD_DEFAULTS
+from middleware.steps.microcompact.settings import MICROCOMPACT_DEFAULTS
+from middleware.steps.pairing.step import DEFAULTS as PAIRING_DEFAULTS
 
 NO_ENV: dict[str, str] = {}
 

@@ -12,7 +12,7 @@ import pytest
 
 import middleware
 from middleware import hookimpl
-from middleware.plugins import PluginHost
+from middleware.plugin.host import PluginHost
 
 PLAIN = "version: 1\nname: {name}\nbudget:\n  max_result_chars: {cap}\n"
 

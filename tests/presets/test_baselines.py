@@ -9,7 +9,7 @@ import pytest
 from session_builders import tool_session
 
 import middleware
-from middleware.resources import data_dir
+from middleware.policy.resources import data_dir
 
 BASELINES = data_dir("policies") / "baselines"
 

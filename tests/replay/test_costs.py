@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from middleware.costs import (
+from middleware.replay.costs import (
     PRICING,
     approximate_tokens,
     common_prefix_length,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from middleware.costs import serialize
 from middleware.formats import get_codec
-from middleware.references import answer_tokens, build_index, distinctive_tokens, is_hidden
+from middleware.replay.costs import serialize
+from middleware.replay.references import answer_tokens, build_index, distinctive_tokens, is_hidden
 
 
 def test_distinctive_tokens_are_identifiers_paths_versions_and_codes() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import middleware
-from middleware.transcripts import MINI_SWE_AGENT_RULE, load_transcripts
+from middleware.replay.transcripts import MINI_SWE_AGENT_RULE, load_transcripts
 
 
 def write(tmp_path: Path, name: str, data: Any) -> Path:

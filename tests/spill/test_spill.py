@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from middleware.spill import MAX_ID_CHARS, SpillError, SpillWorkspace, spill_file_name
+from middleware.spill.workspace import MAX_ID_CHARS, SpillError, SpillWorkspace, spill_file_name
 
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}-[0-9a-f]{16}\.(txt|json)$")
 

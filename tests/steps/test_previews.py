@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from middleware.preview import PreviewStyle, human_size, make_preview
+from middleware.steps.previews import PreviewStyle, human_size, make_preview
 
 PATH = "/tmp/chatcli-agent-abc123/tool-results/call_1-0123456789abcdef.txt"
 

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .report import Action, ProblemReport
-from .view import Conversation, Node, ToolCall, ToolResult
+from middleware.report import Action, ProblemReport
+from middleware.view import Conversation, Node, ToolCall, ToolResult
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
-from .line_limits import (
+from middleware.steps.budget.line_truncation import (
     LineLimits,
     Truncation,
     byte_length,
@@ -28,7 +28,7 @@ from .line_limits import (
 )
 
 if TYPE_CHECKING:
-    from .policy import Policy
+    from middleware.policy import Policy
 
 #: pi's notice texts (v0.58), keyed by situation; a policy may replace any of them.
 DEFAULT_NOTICES: dict[str, str] = {

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .line_rules import LINE_DEFAULTS
-from .preview import DEFAULT_TEMPLATE, PreviewStyle
+from middleware.steps.budget.line_rules import LINE_DEFAULTS
+from middleware.steps.previews import DEFAULT_TEMPLATE, PreviewStyle
 
 if TYPE_CHECKING:
-    from .policy import Policy
-    from .steps.context import StepContext
+    from middleware.plugin.context import StepContext
+    from middleware.policy import Policy
 
 #: The defaults of the ``budget`` section (ChatCLI's numbers); ``policies/default.yaml``
 #: states the same values and a test keeps the two in step.

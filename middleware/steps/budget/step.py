@@ -14,14 +14,14 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..budget_settings import BudgetSettings, Cap, TurnLimits, resolve_cap
-from ..line_rules import LineRule, cut_lines, line_rule, looks_shaped
-from ..markers import hookimpl
-from ..preview import fit_preview, looks_like_preview, make_preview
-from ..sizes import chars_before_turns, node_chars
-from ..view import Conversation, ResultSite, ToolResult
-from .compact_first import compact_first
-from .context import StepContext
+from middleware.plugin.context import StepContext
+from middleware.plugin.markers import hookimpl
+from middleware.steps.budget.line_rules import LineRule, cut_lines, line_rule, looks_shaped
+from middleware.steps.budget.settings import BudgetSettings, Cap, TurnLimits, resolve_cap
+from middleware.steps.microcompact.before_spill import compact_first
+from middleware.steps.previews import fit_preview, looks_like_preview, make_preview
+from middleware.steps.sizes import chars_before_turns, node_chars
+from middleware.view import Conversation, ResultSite, ToolResult
 
 logger = logging.getLogger(__name__)
 

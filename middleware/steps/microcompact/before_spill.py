@@ -10,9 +10,9 @@ choice and the rewrite happens once.
 
 from __future__ import annotations
 
-from ..microcompact_settings import MicrocompactSettings
-from ..view import ConversationIndex
-from .context import StepContext
+from middleware.plugin.context import StepContext
+from middleware.steps.microcompact.settings import MicrocompactSettings
+from middleware.view import ConversationIndex
 
 #: What the step leaves in ``StepContext.shared``: (node, block) of results to summarise.
 SHARED_KEY = "compact_first"

@@ -6,11 +6,11 @@ import string
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .budget_settings import BudgetSettings
-from .preview import PreviewStyle, make_preview, parse_preview
+from middleware.steps.budget.settings import BudgetSettings
+from middleware.steps.previews import PreviewStyle, make_preview, parse_preview
 
 if TYPE_CHECKING:
-    from .policy import Policy
+    from middleware.policy import Policy
 
 #: The defaults of the ``microcompact`` section; ``policies/default.yaml`` states the same
 #: values and a test keeps the two in step.

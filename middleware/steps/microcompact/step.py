@@ -20,14 +20,14 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from itertools import accumulate
 
-from ..content_types import detect_content_type
-from ..markers import hookimpl
-from ..microcompact_settings import MicrocompactSettings
-from ..references import iter_distinctive
-from ..sizes import chars_before_turns, node_chars, offsets
-from ..view import Conversation, ConversationIndex, ResultSite
-from .compact_first import SHARED_KEY as COMPACT_FIRST
-from .context import StepContext
+from middleware.plugin.context import StepContext
+from middleware.plugin.markers import hookimpl
+from middleware.replay.references import iter_distinctive
+from middleware.steps.microcompact.before_spill import SHARED_KEY as COMPACT_FIRST
+from middleware.steps.microcompact.content_types import detect_content_type
+from middleware.steps.microcompact.settings import MicrocompactSettings
+from middleware.steps.sizes import chars_before_turns, node_chars, offsets
+from middleware.view import Conversation, ConversationIndex, ResultSite
 
 logger = logging.getLogger(__name__)
 

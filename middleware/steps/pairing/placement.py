@@ -18,9 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..formats.base import Codec
-from ..view import Block, Node, ToolResult
-from .pairing_plan import CallEntry, Plan, Recorder, Region, ResultEntry, is_paired_result
+from middleware.formats.base import Codec
+from middleware.steps.pairing.plan import (
+    CallEntry,
+    Plan,
+    Recorder,
+    Region,
+    ResultEntry,
+    is_paired_result,
+)
+from middleware.view import Block, Node, ToolResult
 
 #: Builds the synthetic result for an unanswered call.
 Synthesize = Callable[[CallEntry], ToolResult]

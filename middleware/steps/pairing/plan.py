@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from ..formats.anthropic import MAX_ID_LENGTH, valid_id
-from ..view import Node, ToolCall, ToolResult
+from middleware.formats.anthropic import MAX_ID_LENGTH, valid_id
+from middleware.view import Node, ToolCall, ToolResult
 
 Fate = Literal["claimed", "orphan", "duplicate"]
 

@@ -23,13 +23,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ..formats.base import Codec
-from ..markers import hookimpl
-from ..policy import Policy
-from ..view import Conversation, Node, ToolResult
-from .context import StepContext
-from .pairing_placement import Layout
-from .pairing_plan import CallEntry, Recorder, make_plan
+from middleware.formats.base import Codec
+from middleware.plugin.context import StepContext
+from middleware.plugin.markers import hookimpl
+from middleware.policy import Policy
+from middleware.steps.pairing.placement import Layout
+from middleware.steps.pairing.plan import CallEntry, Recorder, make_plan
+from middleware.view import Conversation, Node, ToolResult
 
 logger = logging.getLogger(__name__)
 

@@ -15,12 +15,13 @@ from hypothesis import strategies as st
 from session_builders import pipeline_for
 
 import middleware
+import middleware.policy.resources
 from middleware import ToolCap, hookimpl
 
 
 def policy_file(tmp_path: Path, **sections: Any) -> Path:
     """The default policy with ``sections`` merged in, microcompaction off."""
-    document = yaml.safe_load(middleware.resources.default_policy_path().read_text("utf-8"))
+    document = yaml.safe_load(middleware.policy.resources.default_policy_path().read_text("utf-8"))
     document["microcompact"]["enabled"] = False  # these tests look at the budget step alone
     for name, values in sections.items():
         if isinstance(values, dict) and isinstance(document.get(name), dict):
@@ -99,7 +100,7 @@ def test_tool_caps_plugin_declarations_and_policy_overrides(tmp_path: Path) -> N
     )
     spilled = {a.tool_call_id: a.detail["cap_source"] for a in report.actions}
     assert spilled == {
-        "r2": "plugin middleware.steps.chatcli_tools",
+        "r2": "plugin middleware.default_plugins.chatcli_tools",
         "s2": "plugin plugin-0 (per-tool default)",
         "b1": "budget.max_result_chars",
     }

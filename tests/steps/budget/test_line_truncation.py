@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from middleware.line_limits import (
+from middleware.steps.budget.line_truncation import (
     LineLimits,
     byte_length,
     clip_line,

@@ -12,8 +12,9 @@ import yaml
 from session_builders import pipeline_for, tool_session
 
 import middleware
+import middleware.policy.resources
 from middleware import hookimpl
-from middleware.content_types import detect_content_type
+from middleware.steps.microcompact.content_types import detect_content_type
 
 PATH_RE = r"/chatcli-agent-mc/tool-results/"
 
@@ -27,7 +28,7 @@ CHATCLI_RULES: dict[str, Any] = {
 
 
 def policy_file(tmp_path: Path, *, defaults: bool = False, **microcompact: Any) -> Path:
-    document = yaml.safe_load(middleware.resources.default_policy_path().read_text("utf-8"))
+    document = yaml.safe_load(middleware.policy.resources.default_policy_path().read_text("utf-8"))
     if not defaults:
         rules = {**CHATCLI_RULES, **microcompact}
         rules["schedule"] = {**CHATCLI_RULES["schedule"], **microcompact.get("schedule", {})}

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 import middleware
+from middleware.policy.resources import default_policy_path, policy_schema_path
 from middleware.report import Action
-from middleware.resources import default_policy_path, policy_schema_path
-from middleware.steps.pairing import DEFAULTS, MISSING_RESULT_TEXT
+from middleware.steps.pairing.step import DEFAULTS, MISSING_RESULT_TEXT
 from tests.pairing_builders import FORMATS, A, Call, Msg, R, Res, S, U, build, calls, flatten
 from tests.pairing_builders import results as res
 

@@ -1,0 +1,2 @@
+"""Replay recorded sessions through policies and charge them with the prompt-cache cost
+model (``chatcli-mw simulate`` and the benchmarks)."""

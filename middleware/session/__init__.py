@@ -1,0 +1,1 @@
+"""State a pipeline keeps across the requests of one session."""

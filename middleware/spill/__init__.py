@@ -1,0 +1,7 @@
+"""Spill stores: where the full text of results cut from the context is kept."""
+
+from __future__ import annotations
+
+from middleware.spill.workspace import SpillError, SpillWorkspace, spill_file_name
+
+__all__ = ["SpillError", "SpillWorkspace", "spill_file_name"]
