@@ -27,10 +27,9 @@ from middleware.plugin.capabilities import DeclaredCap, SpillStore, ToolCap
 from middleware.plugin.markers import hookimpl
 from middleware.policy import Policy, load_policy, validate_policy_file
 from middleware.policy.resources import preset_names
-from middleware.report import Action, ProblemReport, Report
+from middleware.report import Action, LoopAlert, ProblemReport, Report
 from middleware.session.decisions import Decision, DecisionLedger
 from middleware.steps.budget.admission import Admission, ToolOutput
-from middleware.steps.loop_guard import LoopAlert
 
 __all__ = [
     "Action",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -11,17 +10,18 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from middleware.formats import TextProtocolRule, detect_format, get_codec
+from middleware.formats import detect_format, get_codec
 from middleware.formats.base import Codec
+from middleware.formats.text_protocol import text_protocol_rule
 from middleware.plugin.capabilities import SpillStore
-from middleware.plugin.context import Admission as StepAdmission
-from middleware.plugin.context import StepContext
+from middleware.plugin.context import Dispatch, StepContext
 from middleware.plugin.host import STEP_HOOKS, PluginHost
 from middleware.policy import Policy, load_policy
 from middleware.policy.reload import PolicyStatus, PolicyWatcher
+from middleware.policy.settings import bind
 from middleware.report import ProblemReport, Report
 from middleware.session.decisions import Decision, DecisionLedger
-from middleware.spill.workspace import SpillWorkspace
+from middleware.spill import SpillSettings, SpillWorkspace
 from middleware.steps.budget.admission import Admission, ToolOutput, batch_conversation, check_batch
 from middleware.steps.budget.settings import BudgetSettings, Cap, TurnLimits, resolve_cap
 from middleware.steps.loop_guard import guard_loops
@@ -71,11 +71,7 @@ class Pipeline:
         self._setup_problems = list(self._host.load_problems)
         self._spill: SpillStore = self._host.spill_store(
             policy, self.session_id, self._setup_problems
-        ) or SpillWorkspace(
-            self.session_id,
-            root=policy.get("spill.root"),
-            keep=bool(policy.get("spill.keep", False)),
-        )
+        ) or SpillWorkspace.from_settings(self.session_id, bind(policy, SpillSettings))
         self._closed = False
         self._lock = threading.Lock()
         self._watcher: PolicyWatcher | None = None
@@ -220,7 +216,7 @@ class Pipeline:
         check_batch(outputs, calls, context_chars)
         conversation = batch_conversation(outputs)
         context = self._context("budget", self._policy, get_codec("anthropic"), {})
-        context.admission = StepAdmission(calls, context_chars)
+        context.admission = Dispatch(calls, context_chars)
         self._host.run_step("enforce_budget", conversation, context)
         admitted = []
         for item, result in zip(outputs, conversation.nodes[1].results, strict=True):
@@ -247,7 +243,7 @@ class Pipeline:
     ) -> Cap:
         """:meth:`result_budget` together with where it comes from (the policy key or
         the plugin), as the budget step reports it."""
-        settings = BudgetSettings.from_policy(self._policy)
+        settings = bind(self._policy, BudgetSettings)
         if not settings.enabled:
             return Cap(None, "budget.enabled is false")
         context = self._context("budget", self._policy, get_codec("anthropic"), {})
@@ -287,19 +283,6 @@ class Pipeline:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def text_protocol_rule(policy: Policy) -> TextProtocolRule | None:
-    """The policy's rule for marking user messages as tool output, if it is enabled (the
-    loader has already checked the pattern compiles)."""
-    if not policy.get("text_protocol.enabled", False):
-        return None
-    pattern = policy.get("text_protocol.pattern")
-    return TextProtocolRule(
-        pattern=re.compile(pattern) if pattern is not None else None,
-        follows_assistant=bool(policy.get("text_protocol.follows_assistant", True)),
-        tool_name=str(policy.get("text_protocol.tool_name", "text_protocol")),
-    )
 
 
 def _result_chars(conversation: Conversation) -> int:

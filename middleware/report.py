@@ -5,10 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from middleware.steps.loop_guard import LoopAlert
+from typing import Any, Literal
 
 #: The steps, in the order the host runs them.
 STEP_NAMES = ("pairing", "budget", "microcompact")
@@ -41,6 +38,27 @@ class ProblemReport:
     plugin: str
     hook: str
     message: str
+
+
+@dataclass(frozen=True)
+class LoopAlert:
+    """One guard that tripped in the current user turn."""
+
+    kind: Literal["too_many_calls", "repeated_call"]
+    #: Calls counted, and the limit they passed.
+    count: int
+    limit: int
+    #: The repeated tool (``repeated_call`` only).
+    tool_name: str | None
+    call_ids: tuple[str, ...]
+    #: Whether this call's ``annotate`` action added the notice to the latest result.
+    annotated: bool = False
+
+    @property
+    def reason(self) -> str:
+        if self.kind == "too_many_calls":
+            return f"{self.count} tool calls in this turn, over the limit of {self.limit}"
+        return f"{self.tool_name} called {self.count} times alike, over the limit of {self.limit}"
 
 
 @dataclass

@@ -94,7 +94,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         def advance(requests: int) -> None:
             bar.update(requests)
 
-        counter = PluginHost.create().token_counter() or approximate_tokens
+        counter = PluginHost.create().token_counter(approximate_tokens)
         summaries = simulate(
             transcripts, specs, PRICING[args.pricing], window=args.window,
             count_tokens=counter, progress=advance,

@@ -7,7 +7,7 @@ from typing import Any
 
 from middleware.errors import FormatError
 from middleware.formats.anthropic import AnthropicCodec
-from middleware.formats.base import Codec, TextProtocolRule
+from middleware.formats.base import Codec
 from middleware.formats.detect import AMBIGUOUS_DEFAULT, Detection, detect_format
 from middleware.formats.openai import OpenAIChatCodec
 from middleware.formats.responses import ResponsesCodec
@@ -42,7 +42,6 @@ __all__ = [
     "FORMATS",
     "Codec",
     "Detection",
-    "TextProtocolRule",
     "detect_format",
     "get_codec",
     "resolve_format",

@@ -3,31 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from middleware.errors import HistoryError
+from middleware.formats.text_protocol import TextProtocolRule
 from middleware.view import Conversation, Node, ToolResult
-
-
-@dataclass(frozen=True)
-class TextProtocolRule:
-    """Marks plain user messages as tool output, for agents without structured tool calls
-    (mini-swe-agent, SWE-agent's text mode): a user message is tool output when it directly
-    follows an assistant message (if ``follows_assistant``) and its text matches
-    ``pattern`` (if one is set). At least one of the two conditions must be set."""
-
-    pattern: re.Pattern[str] | None = None
-    follows_assistant: bool = True
-    tool_name: str = "text_protocol"
-
-    def matches(self, text: str, previous_role: str | None) -> bool:
-        if self.follows_assistant and previous_role != "assistant":
-            return False
-        return self.pattern is None or self.pattern.search(text) is not None
 
 
 class Codec(ABC):

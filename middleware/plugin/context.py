@@ -3,21 +3,43 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from middleware.report import Action, ProblemReport
 
 if TYPE_CHECKING:
     from middleware.formats.base import Codec
     from middleware.plugin.capabilities import DeclaredCap, SpillStore
-    from middleware.plugin.host import PluginHost
     from middleware.policy import Policy
     from middleware.session.decisions import DecisionLedger
 
 
+class Capabilities(Protocol):
+    """The capability hooks a step may ask for (the plugin host provides them); each
+    records the failures of the plugins it asked in ``problems``."""
+
+    def tool_result_cap(self, tool_name: str, problems: list[ProblemReport]) -> DeclaredCap | None:
+        """The cap a plugin declares for ``tool_name``."""
+        ...
+
+    def summarize_result(
+        self, text: str, tool_name: str | None, content_type: str, path: str,
+        problems: list[ProblemReport],
+    ) -> str | None:  # fmt: skip
+        """A plugin's summary of an old result."""
+        ...
+
+    def detect_content_type(
+        self, text: str, tool_name: str | None, problems: list[ProblemReport]
+    ) -> str | None:
+        """The content type a plugin names for a result."""
+        ...
+
+
 @dataclass(frozen=True)
-class Admission:
-    """What the host tells :meth:`Pipeline.admit` about the call being admitted."""
+class Dispatch:
+    """What :meth:`Pipeline.admit` tells the budget step about the calls being admitted,
+    which a request-time run reads from the history itself."""
 
     parallel_calls: int = 1
     context_chars: int | None = None
@@ -31,7 +53,7 @@ class StepContext:
     step: str
     policy: Policy
     codec: Codec
-    host: PluginHost
+    host: Capabilities
     session_id: str
     #: Where the full text of results cut from the context is kept.
     spill: SpillStore
@@ -42,8 +64,8 @@ class StepContext:
     #: step's request to compact old results first, for example).
     shared: dict[str, Any] = field(default_factory=dict)
     #: Set by ``Pipeline.admit``: the number of calls dispatched together and the history
-    #: size before them, which a request-time run reads from the history itself.
-    admission: Admission | None = None
+    #: size before them.
+    admission: Dispatch | None = None
     actions: list[Action] = field(default_factory=list)
     problems: list[ProblemReport] = field(default_factory=list)
 

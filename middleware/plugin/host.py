@@ -21,7 +21,6 @@ import pluggy
 from middleware.errors import PluginError
 from middleware.plugin import hookspecs
 from middleware.plugin.capabilities import DeclaredCap, SpillStore, ToolCap
-from middleware.replay.costs import approximate_tokens
 from middleware.report import ProblemReport
 
 if TYPE_CHECKING:
@@ -192,11 +191,12 @@ class PluginHost:
             self._wrong_type(problems, plugin_name, "spill_store", "a SpillStore", value)
         return None
 
-    def token_counter(self) -> Callable[[str], int] | None:
-        """A token counter from the first plugin implementing ``count_tokens``, or ``None``.
-        A plugin that fails or answers a wrong type is reported once and dropped."""
+    def token_counter(self, fallback: Callable[[str], int]) -> Callable[[str], int]:
+        """A token counter from the first plugin implementing ``count_tokens``, or
+        ``fallback`` itself when none does. A plugin that fails or answers a wrong type is
+        reported once and ``fallback`` counts instead."""
         if not self._ordered_impls("count_tokens"):
-            return None
+            return fallback
         problems: list[ProblemReport] = []
 
         def count(text: str) -> int:
@@ -204,7 +204,7 @@ class PluginHost:
                 if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
                     return value
                 self._wrong_type(problems, plugin_name, "count_tokens", "an int >= 0", value)
-            return approximate_tokens(text)
+            return fallback(text)
 
         return count
 

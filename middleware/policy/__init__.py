@@ -3,6 +3,7 @@ validated against the JSON Schema and frozen into one immutable :class:`Policy`.
 
 from __future__ import annotations
 
-from middleware.policy.loader import POLICY_ENV, Policy, load_policy, validate_policy_file
+from middleware.policy.document import Policy
+from middleware.policy.loader import POLICY_ENV, load_policy, validate_policy_file
 
 __all__ = ["POLICY_ENV", "Policy", "load_policy", "validate_policy_file"]

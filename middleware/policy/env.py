@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 
 from middleware.errors import PolicyError
-from middleware.policy.files import policy_schema
+from middleware.policy.schema import policy_schema
 
 logger = logging.getLogger(__name__)
 

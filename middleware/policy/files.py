@@ -4,9 +4,7 @@ and schema errors reported as ``file:line:col: $.json.path: message``."""
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Mapping
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +12,10 @@ import jsonschema
 import yaml
 
 from middleware.errors import PolicyError
-from middleware.policy.resources import policy_schema_path
+from middleware.policy.schema import policy_schema
 
 #: json path ("$.budget.max_result_chars") -> (line, column), 1-based
 Lines = dict[str, tuple[int, int]]
-
-
-@cache
-def policy_schema() -> dict[str, Any]:
-    schema: dict[str, Any] = json.loads(policy_schema_path().read_text(encoding="utf-8"))
-    return schema
 
 
 def read_policy_file(path: Path) -> tuple[dict[str, Any], Lines]:

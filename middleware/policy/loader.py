@@ -1,20 +1,16 @@
-"""Policies: the declarative settings of the three steps, as one immutable snapshot.
+"""Loading a policy: layer, validate and freeze it into one immutable snapshot.
 
 Layers, lowest to highest: the embedded default policy < the policy file (and the files it
 ``extends``) < ``.env`` < the real environment < explicit overrides. The merged document is
-validated against ``schemas/policy.schema.json`` and frozen; every leaf remembers where its
-value came from.
+validated against ``schemas/policy.schema.json`` (whose ``default`` values are the embedded
+default policy) and frozen; every leaf remembers where its value came from.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
@@ -22,69 +18,15 @@ from typing import Any, Literal
 from dotenv import dotenv_values
 
 from middleware.errors import PolicyError
+from middleware.policy.document import Policy, freeze
 from middleware.policy.env import PREFIX, env_overrides
 from middleware.policy.files import Lines, read_policy_file, schema_errors
 from middleware.policy.resources import PRESET_PREFIX, default_policy_path, resolve_policy_path
+from middleware.policy.schema import defaults
 from middleware.policy.templates import template_problems
 
 #: ``CHATCLI_POLICY``: the policy file ``load_policy(None)`` reads, when set.
 POLICY_ENV = "CHATCLI_POLICY"
-
-
-@dataclass(frozen=True)
-class Policy:
-    """A validated, deep-frozen policy document and where it came from."""
-
-    data: Mapping[str, Any]
-    source: str
-    #: dotted key -> where its value came from ("default (file:line)", "file:line",
-    #: "env CHATCLI_X", ".env (path) CHATCLI_X", "override").
-    origins: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return str(self.data.get("name", self.source))
-
-    @property
-    def digest(self) -> str:
-        """SHA-256 of the canonical JSON of the document (equal policies, equal digests)."""
-        canonical = json.dumps(_thaw(self.data), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()
-
-    def get(self, dotted: str, default: Any = None) -> Any:
-        """The value at ``section.key`` (``default`` when absent)."""
-        node: Any = self.data
-        for part in dotted.split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                return default
-            node = node[part]
-        return node
-
-    def tool_settings(self, tool_name: str) -> tuple[str, Mapping[str, Any]] | None:
-        """The ``tools`` entry for ``tool_name`` and its key: the entry named exactly,
-        else the longest glob pattern that matches (``mcp_*``), or ``None``."""
-        tools = self.get("tools") or {}
-        exact = tools.get(tool_name)
-        if exact is not None:
-            return tool_name, exact
-        patterns = [k for k in tools if any(c in k for c in "*?[") and fnmatchcase(tool_name, k)]
-        if not patterns:
-            return None
-        key = max(sorted(patterns), key=len)
-        return key, tools[key]
-
-    def setting(self, section: str, key: str, defaults: Mapping[str, Any]) -> Any:
-        """``section.key`` from the policy, else from ``defaults`` (the section's code
-        defaults, nested like the section)."""
-        default: Any = defaults
-        for part in key.split("."):
-            default = default[part]
-        return self.get(f"{section}.{key}", default)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The document as plain JSON-compatible data."""
-        thawed: dict[str, Any] = _thaw(self.data)
-        return thawed
 
 
 def load_policy(
@@ -109,10 +51,12 @@ def load_policy(
     environ = os.environ if env is None else env
     if path is None and environ.get(POLICY_ENV):
         path = environ[POLICY_ENV]
+    document = defaults()
+    origins: dict[str, str] = dict.fromkeys(_dotted_leaves(document), "default")
     default_file = default_policy_path()
-    document, lines = read_policy_file(default_file)
-    origins: dict[str, str] = {}
-    _record(document, "", lines, origins, where=f"default ({default_file}", suffix=")")
+    identity, lines = read_policy_file(default_file)
+    _merge(document, identity)
+    _record(identity, "", lines, origins, where=f"default ({default_file}", suffix=")")
     source = "embedded default"
     if path is not None:
         path = resolve_policy_path(path)
@@ -150,7 +94,7 @@ def load_policy(
             where = origins.get("text_protocol.pattern", source)
             raise PolicyError(f"invalid regular expression ({exc}; set by {where})",
                               source=source, path="$.text_protocol.pattern") from exc  # fmt: skip
-    return Policy(_freeze(document), source, MappingProxyType(origins))
+    return Policy(freeze(document), source, MappingProxyType(origins))
 
 
 def validate_policy_file(path: str | Path) -> list[PolicyError]:
@@ -159,7 +103,8 @@ def validate_policy_file(path: str | Path) -> list[PolicyError]:
         layered = _read_with_extends(resolve_policy_path(path), set())
     except PolicyError as exc:
         return [exc]
-    document, _ = read_policy_file(default_policy_path())
+    document = defaults()
+    _merge(document, read_policy_file(default_policy_path())[0])
     errors: list[PolicyError] = []
     for layer, lines, file in layered:
         errors.extend(e for e in schema_errors(layer, source=file, lines=lines)
@@ -250,17 +195,11 @@ def _set(document: dict[str, Any], dotted: str, value: Any) -> None:
     node[last] = value
 
 
-def _freeze(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    return value
-
-
-def _thaw(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _thaw(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return [_thaw(v) for v in value]
-    return value
+def _dotted_leaves(document: Mapping[str, Any], prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for key, value in document.items():
+        if isinstance(value, Mapping) and value:
+            out.extend(_dotted_leaves(value, f"{prefix}{key}."))
+        else:
+            out.append(f"{prefix}{key}")
+    return out

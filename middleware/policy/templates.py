@@ -4,21 +4,33 @@ load time (file and key named), never a ``KeyError`` in the middle of a request.
 from __future__ import annotations
 
 import fnmatch
+import string
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from middleware.steps.budget.line_rules import NOTICE_FIELDS
-from middleware.steps.previews import TEMPLATE_FIELDS, template_fields
+#: Fields of a preview or truncation template (the budget step's previews and the
+#: microcompaction step's truncations fill all of them).
+PREVIEW_FIELDS = frozenset(
+    {"head", "tail", "omitted", "total", "total_bytes", "size", "lines", "path", "tool"}
+)
+#: Fields of a line rule's notices (pi's truncation notices).
+NOTICE_FIELDS = frozenset(
+    {
+        "first", "last", "total", "next", "limit", "max_bytes", "line_size", "path", "source",
+        "max_items", "more_items", "noun", "shown", "count", "line_chars", "tool",
+    }
+)  # fmt: skip
+#: Fields of a microcompaction summary.
+SUMMARY_FIELDS = frozenset({"lines", "chars", "type", "path", "mentions", "errors"})
 
 #: Key patterns of templates and the fields each may use.
 TEMPLATE_RULES: tuple[tuple[str, frozenset[str]], ...] = (
-    ("budget.preview.template", TEMPLATE_FIELDS),
+    ("budget.preview.template", PREVIEW_FIELDS),
     ("budget.empty_result_text", frozenset({"tool"})),
     ("budget.line_limits.notices.*", NOTICE_FIELDS),
     ("tools.*.notices.*", NOTICE_FIELDS),
-    ("microcompact.truncate_template", TEMPLATE_FIELDS),
-    ("microcompact.summary_template",
-     frozenset({"lines", "chars", "type", "path", "mentions", "errors"})),
+    ("microcompact.truncate_template", PREVIEW_FIELDS),
+    ("microcompact.summary_template", SUMMARY_FIELDS),
     ("loop_guard.notice", frozenset({"reason"})),
 )  # fmt: skip
 
@@ -43,6 +55,11 @@ def template_problems(document: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
                     ),
                 )
             break
+
+
+def template_fields(template: str) -> set[str]:
+    """The ``{field}`` names a template uses (raises ``ValueError`` if malformed)."""
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
 
 
 def _strings(value: Any, prefix: str) -> Iterator[tuple[str, str]]:

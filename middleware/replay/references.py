@@ -10,44 +10,12 @@ first appearance in the conversation was inside a tool result is a *reference*; 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from middleware.steps.microcompact.mentions import distinctive_tokens
 from middleware.view import Conversation, ToolCall
-
-_CANDIDATE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/\-]*[A-Za-z0-9_]")
-_CAMEL = re.compile(r"[a-z][A-Z]")
-_LETTER = re.compile(r"[A-Za-z]")
-_MARK = re.compile(r"[0-9_./:]")
-_VERSION = re.compile(r"^\d+(\.\d+){2,}$")
-
-
-def iter_distinctive(text: str) -> Iterator[str]:
-    """Distinctive tokens of ``text`` in order of appearance (repeats included): at least
-    3 characters with a letter and a digit, ``_``, ``.``, ``/``, ``:`` or an inner capital,
-    and dotted numbers (versions, addresses). Plain words and plain numbers are not
-    distinctive. ``path.py:17`` also yields ``path.py``, as grep output writes it."""
-    for match in _CANDIDATE.finditer(text):
-        candidate = match.group()
-        if _distinctive(candidate):
-            yield candidate
-        if ":" in candidate:
-            yield from (part for part in candidate.split(":") if _distinctive(part))
-
-
-def distinctive_tokens(text: str) -> set[str]:
-    """The set of :func:`iter_distinctive` tokens of ``text``."""
-    return set(iter_distinctive(text))
-
-
-def _distinctive(token: str) -> bool:
-    if len(token) < 3:
-        return False
-    if _LETTER.search(token) is None:
-        return _VERSION.match(token) is not None
-    return _MARK.search(token) is not None or _CAMEL.search(token) is not None
 
 
 @dataclass(frozen=True)

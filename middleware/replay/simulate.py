@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from middleware.formats import get_codec
-from middleware.pipeline import Pipeline, text_protocol_rule
+from middleware.formats.text_protocol import text_protocol_rule
+from middleware.pipeline import Pipeline
 from middleware.policy import load_policy
 from middleware.replay.costs import (
     Pricing,

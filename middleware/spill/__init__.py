@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from middleware.spill.settings import SpillSettings
 from middleware.spill.workspace import SpillError, SpillWorkspace, spill_file_name
 
-__all__ = ["SpillError", "SpillWorkspace", "spill_file_name"]
+__all__ = ["SpillError", "SpillSettings", "SpillWorkspace", "spill_file_name"]

@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 
 from middleware.errors import MiddlewareError
+from middleware.spill.settings import SpillSettings
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,11 @@ class SpillWorkspace:
         self.keep = keep
         self._ready = False
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, session_id: str, settings: SpillSettings) -> SpillWorkspace:
+        """The workspace the policy's ``spill`` section describes."""
+        return cls(session_id, settings.root, keep=settings.keep)
 
     def save(self, key: str, content: str, *, suffix: str = ".txt") -> str:
         """Store ``content`` and return its path; an identical earlier save is reused."""

@@ -12,48 +12,19 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal
 
 from middleware.errors import LoopGuardError
+from middleware.policy.settings import bind, section
+from middleware.report import LoopAlert
 from middleware.view import Conversation, Node, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from middleware.policy import Policy
 
-LOOP_GUARD_DEFAULTS: dict[str, Any] = {
-    "enabled": True,
-    "max_calls_per_turn": None,
-    "max_identical_calls": 5,
-    "identical": "name_and_arguments",
-    "action": "report",
-    "notice": (
-        "[Loop guard: {reason}. Stop calling tools; answer with what you have or ask the user.]"
-    ),
-}
 
-
-@dataclass(frozen=True)
-class LoopAlert:
-    """One guard that tripped in the current user turn."""
-
-    kind: Literal["too_many_calls", "repeated_call"]
-    #: Calls counted, and the limit they passed.
-    count: int
-    limit: int
-    #: The repeated tool (``repeated_call`` only).
-    tool_name: str | None
-    call_ids: tuple[str, ...]
-    #: Whether this call's ``annotate`` action added the notice to the latest result.
-    annotated: bool = False
-
-    @property
-    def reason(self) -> str:
-        if self.kind == "too_many_calls":
-            return f"{self.count} tool calls in this turn, over the limit of {self.limit}"
-        return f"{self.tool_name} called {self.count} times alike, over the limit of {self.limit}"
-
-
+@section("loop_guard")
 @dataclass(frozen=True)
 class LoopGuardSettings:
     enabled: bool
@@ -63,16 +34,10 @@ class LoopGuardSettings:
     action: Literal["report", "annotate", "raise"]
     notice: str
 
-    @classmethod
-    def from_policy(cls, policy: Policy) -> LoopGuardSettings:
-        """Every field is the ``loop_guard`` key of the same name."""
-        return cls(**{f.name: policy.setting("loop_guard", f.name, LOOP_GUARD_DEFAULTS)
-                      for f in fields(cls)})  # fmt: skip
-
 
 def guard_loops(conversation: Conversation, policy: Policy) -> list[LoopAlert]:
     """Check the current user turn; annotate or raise as the policy says."""
-    settings = LoopGuardSettings.from_policy(policy)
+    settings = bind(policy, LoopGuardSettings)
     if not settings.enabled:
         return []
     alerts = find_loops(current_turn_calls(conversation.nodes), settings)

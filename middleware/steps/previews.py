@@ -15,40 +15,31 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
 
-DEFAULT_TEMPLATE = "{head}\n\n... [{omitted} chars omitted — full output saved to {path}]\n\n{tail}"
-
-#: Fields a template may use.
-TEMPLATE_FIELDS = frozenset(
-    {"head", "tail", "omitted", "total", "total_bytes", "size", "lines", "path", "tool"}
-)
+from middleware.policy.templates import PREVIEW_FIELDS, template_fields
 
 
 @dataclass(frozen=True)
 class PreviewStyle:
-    """How a preview looks: ``head`` and ``tail`` sizes in ``unit``, and the template."""
+    """How a preview looks: ``head`` and ``tail`` sizes in ``unit``, and the template
+    (the budget step binds it from ``budget.preview``)."""
 
-    head: int = 4000
-    tail: int = 1000
-    unit: Literal["chars", "bytes"] = "chars"
-    template: str = DEFAULT_TEMPLATE
+    head: int
+    tail: int
+    unit: Literal["chars", "bytes"]
+    template: str
     #: Cut the head back to its last line break (if that keeps at least half of it) and
     #: start the tail at a line break (if that drops at most half of it).
-    line_breaks: bool = True
+    line_breaks: bool
 
     def __post_init__(self) -> None:
         if self.head < 0 or self.tail < 0:
             raise ValueError("preview head and tail sizes must not be negative")
-        unknown = template_fields(self.template) - TEMPLATE_FIELDS
+        unknown = template_fields(self.template) - PREVIEW_FIELDS
         if unknown:
             raise ValueError(
                 f"unknown field(s) {', '.join(sorted(unknown))} in preview template; "
-                f"known fields: {', '.join(sorted(TEMPLATE_FIELDS))}"
+                f"known fields: {', '.join(sorted(PREVIEW_FIELDS))}"
             )
-
-
-def template_fields(template: str) -> set[str]:
-    """The ``{field}`` names a template uses (raises ``ValueError`` if malformed)."""
-    return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
 
 
 def make_preview(

@@ -15,6 +15,7 @@ import middleware
 from middleware import ToolCap, hookimpl
 from middleware.plugin.context import StepContext
 from middleware.plugin.host import ENTRY_POINT_GROUP, PluginHost
+from middleware.replay.costs import approximate_tokens
 from middleware.view import Conversation, ToolResult
 
 HISTORY: list[dict[str, Any]] = [
@@ -336,9 +337,8 @@ def test_a_plugin_can_count_tokens_with_a_real_tokenizer() -> None:
         def count_tokens(self, text: str) -> int:
             return len(text.split())
 
-    assert make_host().token_counter() is None
-    counter = make_host(("words", Words())).token_counter()
-    assert counter is not None
+    assert make_host().token_counter(approximate_tokens) is approximate_tokens
+    counter = make_host(("words", Words())).token_counter(approximate_tokens)
     assert counter("one two three") == 3
 
     class Broken:
@@ -346,6 +346,5 @@ def test_a_plugin_can_count_tokens_with_a_real_tokenizer() -> None:
         def count_tokens(self, text: str) -> object:
             return "many"
 
-    fallback = make_host(("broken", Broken())).token_counter()
-    assert fallback is not None
+    fallback = make_host(("broken", Broken())).token_counter(approximate_tokens)
     assert fallback("x" * 40) == 10  # characters / 4

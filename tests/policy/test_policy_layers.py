@@ -9,17 +9,12 @@ from typing import Any
 
 import jsonschema
 import pytest
-import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
 import middleware
 from middleware import PolicyError, load_policy
 from middleware.policy.resources import data_dir, default_policy_path, policy_schema_path
-from middleware.steps.budget.settings import BUDGET_DEFAULTS
-from middleware.steps.loop_guard import LOOP_GUARD_DEFAULTS
-from middleware.steps.microcompact.settings import MICROCOMPACT_DEFAULTS
-from middleware.steps.pairing.step import DEFAULTS as PAIRING_DEFAULTS
 
 NO_ENV: dict[str, str] = {}
 
@@ -60,7 +55,8 @@ def test_origins_say_where_each_value_came_from(tmp_path: Path) -> None:
     assert policy.origins["budget.max_result_chars"] == f"{policy_path}:3"
     assert policy.origins["spill.keep"] == f".env ({dotenv}) CHATCLI_SPILL__KEEP"
     assert policy.origins["budget.turn_budget_chars"] == "env CHATCLI_TOOL_RESULT_BUDGET_CHARS"
-    assert policy.origins["pairing.enabled"].startswith(f"default ({default_policy_path()}:")
+    assert policy.origins["pairing.enabled"] == "default"
+    assert policy.origins["name"].startswith(f"default ({default_policy_path()}:")
 
 
 def test_dotenv_never_touches_os_environ(tmp_path: Path) -> None:
@@ -229,20 +225,6 @@ def test_shipped_policies_validate_and_name_their_schema(path: Path) -> None:
     assert middleware.validate_policy_file(path) == []
 
 
-def test_code_defaults_match_the_embedded_default_policy() -> None:
-    document = yaml.safe_load(default_policy_path().read_text(encoding="utf-8"))
-    assert document["budget"] == BUDGET_DEFAULTS
-    assert document["microcompact"] == MICROCOMPACT_DEFAULTS
-    assert document["pairing"] == PAIRING_DEFAULTS
-    spill = {k: document["spill"][k] for k in ("root", "keep", "on_error")}
-    assert spill == {"root": None, "keep": False, "on_error": "keep"}
-
-
-def test_loop_guard_defaults_match_the_embedded_default_policy() -> None:
-    document = yaml.safe_load(default_policy_path().read_text(encoding="utf-8"))
-    assert document["loop_guard"] == LOOP_GUARD_DEFAULTS
-
-
 def test_tool_entries_by_exact_name_then_longest_pattern() -> None:
     tools = {
         "mcp_*": {"max_chars": 1000},
@@ -250,7 +232,7 @@ def test_tool_entries_by_exact_name_then_longest_pattern() -> None:
         "mcp_github": {"exempt": True},
     }
     policy = load_policy(env={}, dotenv_path=False, overrides={"tools": tools})
-    assert policy.tool_settings("mcp_github") == ("mcp_github", {"exempt": True})
-    assert policy.tool_settings("mcp_gitlab") == ("mcp_git*", {"max_chars": 2000})
-    assert policy.tool_settings("mcp_slack") == ("mcp_*", {"max_chars": 1000})
-    assert policy.tool_settings("bash") is None
+    assert policy.tool_entry("mcp_github") == ("mcp_github", {"exempt": True})
+    assert policy.tool_entry("mcp_gitlab") == ("mcp_git*", {"max_chars": 2000})
+    assert policy.tool_entry("mcp_slack") == ("mcp_*", {"max_chars": 1000})
+    assert policy.tool_entry("bash") is None

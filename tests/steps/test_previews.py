@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from middleware.steps.previews import PreviewStyle, human_size, make_preview
+from middleware import load_policy
+from middleware.policy.settings import bind
+from middleware.steps.budget.settings import BudgetSettings
+from middleware.steps.previews import human_size, make_preview
 
+#: The embedded default policy's preview style (ChatCLI's 4,000 + 1,000).
+STYLE = bind(load_policy(env={}, dotenv_path=False), BudgetSettings).preview
 PATH = "/tmp/chatcli-agent-abc123/tool-results/call_1-0123456789abcdef.txt"
 
 
@@ -19,7 +26,7 @@ def parts(preview: str) -> tuple[str, str, str]:
 
 
 def test_chatcli_vector_a_no_line_breaks() -> None:
-    preview = make_preview("x" * 30_000, PreviewStyle(), path=PATH)
+    preview = make_preview("x" * 30_000, STYLE, path=PATH)
     assert preview is not None
     head, marker, tail = parts(preview)
     assert (len(head), len(tail)) == (4000, 1000)
@@ -28,7 +35,7 @@ def test_chatcli_vector_a_no_line_breaks() -> None:
 
 def test_chatcli_vector_b_lines_keep_the_whole_tail() -> None:
     text = ("a" * 99 + "\n") * 300
-    preview = make_preview(text, PreviewStyle(), path=PATH)
+    preview = make_preview(text, STYLE, path=PATH)
     assert preview is not None
     head, marker, tail = parts(preview)
     # ChatCLI drops a whole line from a tail that already starts at a line (900 bytes);
@@ -40,7 +47,7 @@ def test_chatcli_vector_b_lines_keep_the_whole_tail() -> None:
 
 def test_head_cut_back_to_the_last_line_break_and_tail_starts_on_one() -> None:
     text = "".join(f"line {i:05d} " + "y" * 37 + "\n" for i in range(2000))
-    preview = make_preview(text, PreviewStyle(head=1000, tail=500), path=PATH)
+    preview = make_preview(text, replace(STYLE, head=1000, tail=500), path=PATH)
     assert preview is not None
     head, marker, tail = parts(preview)
     assert head.endswith("\n") and len(head) <= 1000
@@ -50,12 +57,13 @@ def test_head_cut_back_to_the_last_line_break_and_tail_starts_on_one() -> None:
 
 def test_small_caps_never_print_a_negative_count_or_grow_the_text() -> None:
     # ChatCLI's example C: cap 1000 on 3000 bytes printed "-2000 chars omitted" and grew.
-    assert make_preview("z" * 3000, PreviewStyle(head=4000, tail=1000), path=PATH) is None
-    assert make_preview("short", PreviewStyle(), path=PATH) is None
+    assert make_preview("z" * 3000, replace(STYLE, head=4000, tail=1000), path=PATH) is None
+    assert make_preview("short", STYLE, path=PATH) is None
 
 
 def test_head_only_persisted_output_style_in_bytes() -> None:
-    style = PreviewStyle(
+    style = replace(
+        STYLE,
         head=2000, tail=0, unit="bytes",
         template=(
             "<persisted-output>\nOutput too large ({size}). Full output saved to: {path}\n\n"
@@ -72,16 +80,16 @@ def test_head_only_persisted_output_style_in_bytes() -> None:
 
 
 def test_one_line_notice_style() -> None:
-    style = PreviewStyle(head=500, tail=0, template="{head}\n[truncated — {total} chars total]")
+    style = replace(STYLE, head=500, tail=0, template="{head}\n[truncated — {total} chars total]")
     preview = make_preview("q" * 10_000, style, path=PATH)
     assert preview == "q" * 500 + "\n[truncated — 10000 chars total]"
 
 
 def test_unknown_template_field_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown field"):
-        PreviewStyle(template="{head} {sise}")
+        replace(STYLE, template="{head} {sise}")
     with pytest.raises(ValueError, match="must not be negative"):
-        PreviewStyle(head=-1)
+        replace(STYLE, head=-1)
 
 
 def test_human_size() -> None:
@@ -99,7 +107,7 @@ def test_human_size() -> None:
     line_breaks=st.booleans(),
 )
 def test_preview_properties(text: str, head: int, tail: int, unit: str, line_breaks: bool) -> None:
-    style = PreviewStyle(head=head, tail=tail, unit=unit, line_breaks=line_breaks)  # type: ignore[arg-type]
+    style = replace(STYLE, head=head, tail=tail, unit=unit, line_breaks=line_breaks)  # type: ignore[arg-type]
     preview = make_preview(text, style, path=PATH)
     if preview is None:
         return

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
+from middleware.policy.settings import bind
 from middleware.steps.budget.line_truncation import (
     LineLimits,
     Truncation,
@@ -26,48 +27,10 @@ from middleware.steps.budget.line_truncation import (
     truncate_head,
     truncate_tail,
 )
+from middleware.steps.budget.settings import BudgetSettings, tool_settings
 
 if TYPE_CHECKING:
     from middleware.policy import Policy
-
-#: pi's notice texts (v0.58), keyed by situation; a policy may replace any of them.
-DEFAULT_NOTICES: dict[str, str] = {
-    "head_lines": "[Showing lines {first}-{last} of {total}. Use offset={next} to continue]",
-    "head_bytes": (
-        "[Showing lines {first}-{last} of {total} ({limit} limit). Use offset={next} to continue]"
-    ),
-    "first_line_too_long": (
-        "[Line {first} is {line_size}, exceeds {limit} limit. "
-        "Use bash: sed -n '{first}p' {source} | head -c {max_bytes}]"
-    ),
-    "tail_lines": "[Showing lines {first}-{last} of {total}. Full output: {path}]",
-    "tail_bytes": "[Showing lines {first}-{last} of {total} ({limit} limit). Full output: {path}]",
-    "tail_partial": (
-        "[Showing last {limit} of line {last} (line is {line_size}). Full output: {path}]"
-    ),
-    "item_limit": (
-        "[{max_items} {noun} limit reached. Use limit={more_items} for more, or refine pattern]"
-    ),
-    "items_bytes": "[{limit} limit reached]",
-    "clipped_lines": (
-        "[Some lines truncated to {line_chars} chars. Use read tool to see full lines]"
-    ),
-    "pointer": "[Full output: {path}]",
-}
-NOTICE_FIELDS = frozenset(
-    {
-        "first", "last", "total", "next", "limit", "max_bytes", "line_size", "path", "source",
-        "max_items", "more_items", "noun", "shown", "count", "line_chars", "tool",
-    }
-)  # fmt: skip
-CLIP_SUFFIX = "... [truncated]"
-LINE_DEFAULTS: dict[str, Any] = {
-    "max_lines": 2000,
-    "max_bytes": 51200,
-    "line_chars": 500,
-    "clip_suffix": CLIP_SUFFIX,
-    "notices": DEFAULT_NOTICES,
-}
 
 
 @dataclass(frozen=True)
@@ -78,36 +41,34 @@ class LineRule:
     limits: LineLimits
     notices: Mapping[str, str]
     #: Cap on items (lines) before the byte and line limits, with their name in notices.
-    max_items: int | None = None
-    noun: str = "results"
+    max_items: int | None
+    noun: str
     #: Clip each line to ``line_chars`` characters first (pi's grep).
-    clip_lines: bool = False
-    line_chars: int = 500
-    clip_suffix: str = CLIP_SUFFIX
+    clip_lines: bool
+    line_chars: int
+    clip_suffix: str
     #: The call argument holding a 1-based start line (pi's read ``offset``).
-    offset_argument: str | None = None
+    offset_argument: str | None
 
 
 def line_rule(policy: Policy, tool_name: str | None) -> LineRule | None:
     """The line rule the policy sets for ``tool_name``, if any."""
-    if tool_name is None:
+    entry = tool_settings(policy, tool_name) if tool_name is not None else None
+    keep = entry[1].lines if entry is not None else None
+    if entry is None or keep is None:
         return None
-    entry = policy.tool_settings(tool_name)
-    tool = entry[1] if entry is not None else {}
-    if tool.get("lines") is None:
-        return None
-    section = {**LINE_DEFAULTS, **(policy.get("budget.line_limits") or {})}
-    notices = {**DEFAULT_NOTICES, **(section.get("notices") or {}), **(tool.get("notices") or {})}
+    tool = entry[1]
+    shared = bind(policy, BudgetSettings).line_limits
     return LineRule(
-        keep=tool["lines"],
-        limits=LineLimits(section["max_lines"], section["max_bytes"]),
-        notices=notices,
-        max_items=tool.get("max_items"),
-        noun=tool.get("noun", "results"),
-        clip_lines=bool(tool.get("clip_lines", False)),
-        line_chars=section["line_chars"],
-        clip_suffix=section["clip_suffix"],
-        offset_argument=tool.get("offset_argument"),
+        keep=keep,
+        limits=LineLimits(shared.max_lines, shared.max_bytes),
+        notices={**shared.notices, **(tool.notices or {})},
+        max_items=tool.max_items,
+        noun=tool.noun,
+        clip_lines=tool.clip_lines,
+        line_chars=shared.line_chars,
+        clip_suffix=shared.clip_suffix,
+        offset_argument=tool.offset_argument,
     )
 
 

@@ -15,10 +15,10 @@ from typing import Literal
 
 @dataclass(frozen=True)
 class LineLimits:
-    """pi's defaults: 2,000 lines or 50 KB (the first published version used 30 KB)."""
+    """Lines and UTF-8 bytes an output may keep (``budget.line_limits``)."""
 
-    max_lines: int = 2000
-    max_bytes: int = 50 * 1024
+    max_lines: int
+    max_bytes: int
 
     def __post_init__(self) -> None:
         if self.max_lines < 1 or self.max_bytes < 1:

@@ -1,56 +1,24 @@
-"""The budget step's settings, read from a policy snapshot, and how a result's cap is chosen."""
+"""The budget step's settings, bound from a policy snapshot, and how a result's cap is chosen."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-from middleware.steps.budget.line_rules import LINE_DEFAULTS
-from middleware.steps.previews import DEFAULT_TEMPLATE, PreviewStyle
+from middleware.policy.settings import bind_entry, group, section, setting
+from middleware.steps.previews import PreviewStyle
 
 if TYPE_CHECKING:
     from middleware.plugin.context import StepContext
     from middleware.policy import Policy
-
-#: The defaults of the ``budget`` section (ChatCLI's numbers); ``policies/default.yaml``
-#: states the same values and a test keeps the two in step.
-BUDGET_DEFAULTS: dict[str, Any] = {
-    "enabled": True,
-    "max_result_chars": 20_000,
-    "per_tool_default_chars": 30_000,
-    "declared_cap_ceiling": None,
-    "turn_budget_chars": 200_000,
-    "turn_strategy": "largest_first",
-    "turn_previews": "fill",
-    "freeze_decisions": False,
-    "empty_result_text": "({tool} completed with no output)",
-    "preview": {
-        "head": 4000,
-        "tail": 1000,
-        "unit": "chars",
-        "line_breaks": True,
-        "template": DEFAULT_TEMPLATE,
-        "fill": False,
-    },
-    "context_aware": {
-        "enabled": False,
-        "window_tokens": 200_000,
-        "chars_per_token": 4,
-        "result_fraction": 0.25,
-        "turn_fraction": 0.5,
-        "floor_tokens": 2000,
-        "compact_before_spill": False,
-        "protect_turns": 2,
-    },
-    "line_limits": LINE_DEFAULTS,
-}
-SPILL_DEFAULTS: dict[str, Any] = {"root": None, "keep": False, "on_error": "keep"}
 
 
 @dataclass(frozen=True)
 class ContextAware:
     """Hermes' ceiling: max(floor, min(baseline, available context)), in characters."""
 
+    enabled: bool
     window_tokens: int
     chars_per_token: float
     result_fraction: float
@@ -74,6 +42,18 @@ class ContextAware:
 
 
 @dataclass(frozen=True)
+class LineLimitSettings:
+    """pi's limits and notices for tools with a line rule (``budget.line_limits``)."""
+
+    max_lines: int
+    max_bytes: int
+    line_chars: int
+    clip_suffix: str
+    notices: Mapping[str, str]
+
+
+@section("budget")
+@dataclass(frozen=True)
 class BudgetSettings:
     enabled: bool
     max_result_chars: int
@@ -83,54 +63,45 @@ class BudgetSettings:
     turn_strategy: Literal["largest_first", "even_split"]
     turn_previews: Literal["fill", "standard"]
     empty_result_text: str | None
-    preview: PreviewStyle
+    preview: PreviewStyle = group(PreviewStyle, "budget.preview")
     #: Grow a spilled result's preview to fill its cap (Ethos keeps the first ``cap``
     #: characters), instead of the standard head and tail sizes.
-    fill_cap: bool
+    fill_cap: bool = setting("budget.preview.fill")
     #: Replay the decision made for a call id on every later request (Claude Code).
-    freeze_decisions: bool
-    context_aware: ContextAware | None
-    on_spill_error: Literal["keep", "truncate"]
+    freeze_decisions: bool = setting("budget.freeze_decisions")
+    context_aware: ContextAware = group(ContextAware, "budget.context_aware")
+    line_limits: LineLimitSettings = group(LineLimitSettings, "budget.line_limits")
+    on_spill_error: Literal["keep", "truncate"] = setting("spill.on_error")
 
-    @classmethod
-    def from_policy(cls, policy: Policy) -> BudgetSettings:
-        def get(key: str) -> Any:
-            section, _, rest = key.partition(".")
-            defaults = BUDGET_DEFAULTS if section == "budget" else SPILL_DEFAULTS
-            return policy.setting(section, rest, defaults)
+    @property
+    def aware(self) -> ContextAware | None:
+        """The context-aware ceiling, when the policy turns it on."""
+        return self.context_aware if self.context_aware.enabled else None
 
-        aware = None
-        if get("budget.context_aware.enabled"):
-            aware = ContextAware(
-                window_tokens=get("budget.context_aware.window_tokens"),
-                chars_per_token=get("budget.context_aware.chars_per_token"),
-                result_fraction=get("budget.context_aware.result_fraction"),
-                turn_fraction=get("budget.context_aware.turn_fraction"),
-                floor_tokens=get("budget.context_aware.floor_tokens"),
-                compact_before_spill=get("budget.context_aware.compact_before_spill"),
-                protect_turns=get("budget.context_aware.protect_turns"),
-            )
-        return cls(
-            enabled=get("budget.enabled"),
-            max_result_chars=get("budget.max_result_chars"),
-            per_tool_default_chars=get("budget.per_tool_default_chars"),
-            declared_cap_ceiling=get("budget.declared_cap_ceiling"),
-            turn_budget_chars=get("budget.turn_budget_chars"),
-            turn_strategy=get("budget.turn_strategy"),
-            turn_previews=get("budget.turn_previews"),
-            empty_result_text=get("budget.empty_result_text"),
-            preview=PreviewStyle(
-                head=get("budget.preview.head"),
-                tail=get("budget.preview.tail"),
-                unit=get("budget.preview.unit"),
-                line_breaks=get("budget.preview.line_breaks"),
-                template=get("budget.preview.template"),
-            ),
-            fill_cap=get("budget.preview.fill"),
-            freeze_decisions=get("budget.freeze_decisions"),
-            context_aware=aware,
-            on_spill_error=get("spill.on_error"),
-        )
+
+@section("tools.*")
+@dataclass(frozen=True)
+class ToolSettings:
+    """One entry of the policy's ``tools`` section (unset keys read the schema defaults)."""
+
+    max_chars: int | None
+    exempt: bool
+    lines: Literal["head", "tail"] | None
+    max_items: int | None
+    noun: str
+    clip_lines: bool
+    offset_argument: str | None
+    notices: Mapping[str, str] | None
+
+
+def tool_settings(policy: Policy, tool_name: str) -> tuple[str, ToolSettings] | None:
+    """The settings the policy gives ``tool_name`` and the ``tools`` key they come from
+    (the tool's own name, or the glob pattern that matched it)."""
+    entry = policy.tool_entry(tool_name)
+    if entry is None:
+        return None
+    key, values = entry
+    return key, bind_entry(ToolSettings, values, "tools.*")
 
 
 @dataclass(frozen=True)
@@ -157,7 +128,7 @@ class TurnLimits:
         (``None``: not known, the context-aware ceilings are not applied)."""
         budget = settings.turn_budget_chars
         ceiling = None
-        aware = settings.context_aware
+        aware = settings.aware
         if aware is not None and used_chars is not None:
             aware_budget = aware.ceiling(aware.turn_fraction, used_chars)
             budget = aware_budget if budget is None else min(budget, aware_budget)
@@ -180,14 +151,14 @@ def resolve_cap(tool_name: str | None, settings: BudgetSettings, context: StepCo
     """Policy override for the tool, else the tool plugin's declaration, else the
     per-result cap."""
     if tool_name is not None:
-        entry = context.policy.tool_settings(tool_name)
+        entry = tool_settings(context.policy, tool_name)
         if entry is not None:
             key, override = entry
             where = f"policy {context.policy.source}: tools.{key}"
-            if override.get("exempt", False):
+            if override.exempt:
                 return Cap(None, f"{where}.exempt")
-            if override.get("max_chars") is not None:
-                return Cap(int(override["max_chars"]), f"{where}.max_chars")
+            if override.max_chars is not None:
+                return Cap(override.max_chars, f"{where}.max_chars")
         declared = context.tool_cap(tool_name)
         if declared is not None:
             where = f"plugin {declared.plugin}"

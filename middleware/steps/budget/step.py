@@ -16,6 +16,7 @@ from typing import Any
 
 from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
+from middleware.policy.settings import bind
 from middleware.steps.budget.line_rules import LineRule, cut_lines, line_rule, looks_shaped
 from middleware.steps.budget.settings import BudgetSettings, Cap, TurnLimits, resolve_cap
 from middleware.steps.microcompact.before_spill import compact_first
@@ -38,7 +39,7 @@ class _Candidate:
 
 @hookimpl(tryfirst=True)
 def enforce_budget(conversation: Conversation, context: StepContext) -> None:
-    settings = BudgetSettings.from_policy(context.policy)
+    settings = bind(context.policy, BudgetSettings)
     if settings.enabled:
         _BudgetRun(settings, context, conversation).run()
 
@@ -60,7 +61,7 @@ class _BudgetRun:
             by_turn[site.turn].append(site)
         admission = self.context.admission
         used: dict[int, int] = {}
-        if self.settings.context_aware is not None and admission is None:
+        if self.settings.aware is not None and admission is None:
             sizes = [node_chars(node) for node in self.conversation.nodes]
             used = chars_before_turns(sizes, index.node_turns)
         for turn, sites in by_turn.items():
@@ -69,7 +70,7 @@ class _BudgetRun:
             if turn is not None:
                 history = admission.context_chars if admission is not None else used.get(turn)
             limits = TurnLimits.of(self.settings, calls, history)
-            aware = self.settings.context_aware
+            aware = self.settings.aware
             if (
                 aware is not None
                 and aware.compact_before_spill

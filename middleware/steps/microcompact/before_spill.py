@@ -11,6 +11,7 @@ choice and the rewrite happens once.
 from __future__ import annotations
 
 from middleware.plugin.context import StepContext
+from middleware.policy.settings import bind
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.view import ConversationIndex
 
@@ -25,7 +26,7 @@ def compact_first(
 ) -> int:
     """Ask for the results older than ``protect`` turns before ``turn`` to be summarised
     and return the history size they would leave."""
-    compaction = MicrocompactSettings.from_policy(context.policy)
+    compaction = bind(context.policy, MicrocompactSettings)
     requested: set[tuple[int, int]] = context.shared.setdefault(SHARED_KEY, set())
     reclaimed = 0
     for site in index.results:

@@ -1,55 +1,15 @@
-"""The microcompaction step's settings, read from a policy snapshot, and its texts."""
+"""The microcompaction step's settings, bound from a policy snapshot, and its texts."""
 
 from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
-from middleware.steps.budget.settings import BudgetSettings
+from middleware.policy.settings import converted, group, section, setting
 from middleware.steps.previews import PreviewStyle, make_preview, parse_preview
 
-if TYPE_CHECKING:
-    from middleware.policy import Policy
 
-#: The defaults of the ``microcompact`` section; ``policies/default.yaml`` states the same
-#: values and a test keeps the two in step.
-MICROCOMPACT_DEFAULTS: dict[str, Any] = {
-    "enabled": True,
-    "truncate_turns": 2,
-    "summarize_turns": 2,
-    "head_chars": 2000,
-    "tail_chars": 500,
-    "min_content": 500,
-    "truncate_template": (
-        "{head}\n[... {omitted} chars omitted from old tool result; full output: {path}]\n{tail}"
-    ),
-    "summary_template": (
-        "[Old tool result cleared — {lines} lines, {chars} chars, {type}. "
-        "Full output: {path}]{mentions}{errors}"
-    ),
-    "mentions": 30,
-    "error_lines": 3,
-    "keep_errors": True,
-    "keep_results": 0,
-    "exempt_tools": [
-        "write", "edit", "patch", "execute", "exec",
-        "Write", "Edit", "MultiEdit", "NotebookEdit",
-    ],
-    "schedule": {
-        "step_turns": 1,
-        "trigger_tokens": 0,
-        "min_reclaim_tokens": 0,
-        "min_reclaim_ratio": 0.0,
-        "rewrite_cost": 11.5,
-        "expected_turns_factor": 1.0,
-        "expected_turns_min": 10,
-        "window_tokens": None,
-        "chars_per_token": 4,
-    },
-}  # fmt: skip
-
-
+@section("microcompact")
 @dataclass(frozen=True)
 class MicrocompactSettings:
     enabled: bool
@@ -64,49 +24,18 @@ class MicrocompactSettings:
     error_lines: int
     keep_errors: bool
     keep_results: int
-    exempt_tools: frozenset[str]
-    step_turns: int
-    trigger_tokens: int
-    min_reclaim_tokens: int
-    min_reclaim_ratio: float
-    rewrite_cost: float
-    expected_turns_factor: float
-    expected_turns_min: int
-    window_tokens: int | None
-    chars_per_token: float
+    exempt_tools: frozenset[str] = converted(frozenset)
+    step_turns: int = setting("microcompact.schedule.step_turns")
+    trigger_tokens: int = setting("microcompact.schedule.trigger_tokens")
+    min_reclaim_tokens: int = setting("microcompact.schedule.min_reclaim_tokens")
+    min_reclaim_ratio: float = setting("microcompact.schedule.min_reclaim_ratio")
+    rewrite_cost: float = setting("microcompact.schedule.rewrite_cost")
+    expected_turns_factor: float = setting("microcompact.schedule.expected_turns_factor")
+    expected_turns_min: int = setting("microcompact.schedule.expected_turns_min")
+    window_tokens: int | None = setting("microcompact.schedule.window_tokens")
+    chars_per_token: float = setting("microcompact.schedule.chars_per_token")
     #: The budget step's preview style, to recognise its previews.
-    budget_preview: PreviewStyle
-
-    @classmethod
-    def from_policy(cls, policy: Policy) -> MicrocompactSettings:
-        def get(key: str) -> Any:
-            return policy.setting("microcompact", key, MICROCOMPACT_DEFAULTS)
-
-        return cls(
-            enabled=get("enabled"),
-            truncate_turns=get("truncate_turns"),
-            summarize_turns=get("summarize_turns"),
-            head_chars=get("head_chars"),
-            tail_chars=get("tail_chars"),
-            min_content=get("min_content"),
-            truncate_template=get("truncate_template"),
-            summary_template=get("summary_template"),
-            mentions=get("mentions"),
-            error_lines=get("error_lines"),
-            keep_errors=get("keep_errors"),
-            keep_results=get("keep_results"),
-            exempt_tools=frozenset(get("exempt_tools")),
-            step_turns=max(get("schedule.step_turns"), 1),
-            trigger_tokens=get("schedule.trigger_tokens"),
-            min_reclaim_tokens=get("schedule.min_reclaim_tokens"),
-            min_reclaim_ratio=get("schedule.min_reclaim_ratio"),
-            rewrite_cost=get("schedule.rewrite_cost"),
-            expected_turns_factor=get("schedule.expected_turns_factor"),
-            expected_turns_min=get("schedule.expected_turns_min"),
-            window_tokens=get("schedule.window_tokens"),
-            chars_per_token=get("schedule.chars_per_token"),
-            budget_preview=BudgetSettings.from_policy(policy).preview,
-        )
+    budget_preview: PreviewStyle = group(PreviewStyle, "budget.preview")
 
     @property
     def truncate_marker_literal(self) -> str:
@@ -160,8 +89,13 @@ class MicrocompactSettings:
 
     @property
     def _truncate_style(self) -> PreviewStyle:
-        return PreviewStyle(head=self.head_chars, tail=self.tail_chars,
-                            template=self.truncate_template)  # fmt: skip
+        return PreviewStyle(
+            head=self.head_chars,
+            tail=self.tail_chars,
+            unit="chars",
+            template=self.truncate_template,
+            line_breaks=True,
+        )
 
 
 def _longest_literal(template: str) -> str:

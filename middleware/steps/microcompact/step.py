@@ -15,23 +15,21 @@ compacted text names the file.
 from __future__ import annotations
 
 import logging
-import re
 from bisect import bisect_left
 from dataclasses import dataclass
 from itertools import accumulate
 
 from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
-from middleware.replay.references import iter_distinctive
+from middleware.policy.settings import bind
 from middleware.steps.microcompact.before_spill import SHARED_KEY as COMPACT_FIRST
 from middleware.steps.microcompact.content_types import detect_content_type
+from middleware.steps.microcompact.mentions import error_lines, mentions
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.steps.sizes import chars_before_turns, node_chars, offsets
 from middleware.view import Conversation, ConversationIndex, ResultSite
 
 logger = logging.getLogger(__name__)
-
-_ERROR_LINE = re.compile(r"(error|exception|traceback|failed|fatal|panic)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -42,7 +40,7 @@ class _Plan:
 
 @hookimpl(tryfirst=True)
 def microcompact(conversation: Conversation, context: StepContext) -> None:
-    settings = MicrocompactSettings.from_policy(context.policy)
+    settings = bind(context.policy, MicrocompactSettings)
     requested = context.shared.get(COMPACT_FIRST, set())
     if requested:
         _Compaction(settings, context, conversation).summarize_requested(requested)
@@ -204,9 +202,9 @@ class _Compaction:
                 kind = self._content_type(site, text)
                 new = self.context.summary(text, site.tool_name, kind, path)
                 if new is None:
-                    mentions = _mentions(text, self.settings.mentions)
-                    errors = _error_lines(text, self.settings.error_lines)
-                    new = self.settings.summarize(text, path, kind, mentions, errors)
+                    found = mentions(text, self.settings.mentions)
+                    errors = error_lines(text, self.settings.error_lines)
+                    new = self.settings.summarize(text, path, kind, found, errors)
             if new is None or len(new) >= len(current):
                 continue
             self.conversation.replace_block(site.node, site.block, result.with_text(new))
@@ -241,28 +239,6 @@ class _Compaction:
 
     def _content_type(self, site: ResultSite, text: str) -> str:
         return self.context.content_type(text, site.tool_name) or detect_content_type(text)
-
-
-def _mentions(text: str, limit: int) -> list[str]:
-    """The first ``limit`` distinct distinctive tokens of the result (paths, identifiers,
-    versions), in order of appearance: what the model is likely to refer to next."""
-    seen: dict[str, None] = {}
-    if limit > 0:
-        for token in iter_distinctive(text):
-            seen.setdefault(token, None)
-            if len(seen) >= limit:
-                break
-    return list(seen)
-
-
-def _error_lines(text: str, limit: int) -> list[str]:
-    out: list[str] = []
-    for line in text.splitlines():
-        if limit <= len(out):
-            break
-        if _ERROR_LINE.search(line):
-            out.append(line.strip()[:200])
-    return out
 
 
 class _TurnGains:

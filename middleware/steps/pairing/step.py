@@ -5,7 +5,8 @@ differences from ChatCLI are in ``docs/pairing.md``. In short:
 
 * pairing is block-scoped: an assistant turn (consecutive assistant messages) claims the
   results up to the next assistant turn, first result per id wins;
-* a call nothing answers gets a synthetic error result (:data:`MISSING_RESULT_TEXT`);
+* a call nothing answers gets a synthetic error result (``pairing.missing_result_text``,
+  ChatCLI's text by default);
 * orphan and duplicate results are removed and reported with their full content;
 * displaced results are moved next to their call;
 * a repeated call id inside one message is dropped (reported); with Anthropic, an id
@@ -21,54 +22,27 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from middleware.formats.base import Codec
 from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
-from middleware.policy import Policy
+from middleware.policy.settings import bind, section
 from middleware.steps.pairing.placement import Layout
 from middleware.steps.pairing.plan import CallEntry, Recorder, make_plan
 from middleware.view import Conversation, Node, ToolResult
 
 logger = logging.getLogger(__name__)
 
-#: ChatCLI's synthetic result text, byte for byte (the dashes are U+2014 em dashes).
-MISSING_RESULT_TEXT = (
-    "[Tool result missing — the tool execution was interrupted or failed silently. "
-    "Do NOT retry this tool call. Analyze what went wrong and try a different approach.]"
-)
 
-#: The ``pairing`` policy section's defaults (the schema and policies/default.yaml agree).
-DEFAULTS: dict[str, Any] = {
-    "enabled": True,
-    "missing_result_text": MISSING_RESULT_TEXT,
-    "rename_duplicate_ids": True,
-    "sanitize_ids": True,
-}
-
-
+@section("pairing")
 @dataclass(frozen=True)
 class PairingSettings:
     """The ``pairing`` section of a policy."""
 
-    enabled: bool = DEFAULTS["enabled"]
-    missing_result_text: str = DEFAULTS["missing_result_text"]
-    rename_duplicate_ids: bool = DEFAULTS["rename_duplicate_ids"]
-    sanitize_ids: bool = DEFAULTS["sanitize_ids"]
-
-    @classmethod
-    def from_policy(cls, policy: Policy) -> PairingSettings:
-        return cls(
-            enabled=bool(policy.get("pairing.enabled", DEFAULTS["enabled"])),
-            missing_result_text=str(
-                policy.get("pairing.missing_result_text", DEFAULTS["missing_result_text"])
-            ),
-            rename_duplicate_ids=bool(
-                policy.get("pairing.rename_duplicate_ids", DEFAULTS["rename_duplicate_ids"])
-            ),
-            sanitize_ids=bool(policy.get("pairing.sanitize_ids", DEFAULTS["sanitize_ids"])),
-        )
+    enabled: bool
+    missing_result_text: str
+    rename_duplicate_ids: bool
+    sanitize_ids: bool
 
 
 def repair(
@@ -143,7 +117,7 @@ def synthetic_result(codec: Codec, entry: CallEntry, text: str) -> ToolResult:
 @hookimpl(tryfirst=True)
 def repair_pairing(conversation: Conversation, context: StepContext) -> None:
     """Built-in step 1: make every tool call answered by exactly one result."""
-    settings = PairingSettings.from_policy(context.policy)
+    settings = bind(context.policy, PairingSettings)
     if not settings.enabled:
         return
     before = len(context.actions)

@@ -15,13 +15,12 @@ from hypothesis import strategies as st
 from session_builders import pipeline_for
 
 import middleware
-import middleware.policy.resources
 from middleware import ToolCap, hookimpl
 
 
 def policy_file(tmp_path: Path, **sections: Any) -> Path:
     """The default policy with ``sections`` merged in, microcompaction off."""
-    document = yaml.safe_load(middleware.policy.resources.default_policy_path().read_text("utf-8"))
+    document = middleware.load_policy(env={}, dotenv_path=False).to_dict()
     document["microcompact"]["enabled"] = False  # these tests look at the budget step alone
     for name, values in sections.items():
         if isinstance(values, dict) and isinstance(document.get(name), dict):

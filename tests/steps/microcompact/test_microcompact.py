@@ -12,7 +12,6 @@ import yaml
 from session_builders import pipeline_for, tool_session
 
 import middleware
-import middleware.policy.resources
 from middleware import hookimpl
 from middleware.steps.microcompact.content_types import detect_content_type
 
@@ -28,7 +27,7 @@ CHATCLI_RULES: dict[str, Any] = {
 
 
 def policy_file(tmp_path: Path, *, defaults: bool = False, **microcompact: Any) -> Path:
-    document = yaml.safe_load(middleware.policy.resources.default_policy_path().read_text("utf-8"))
+    document = middleware.load_policy(env={}, dotenv_path=False).to_dict()
     if not defaults:
         rules = {**CHATCLI_RULES, **microcompact}
         rules["schedule"] = {**CHATCLI_RULES["schedule"], **microcompact.get("schedule", {})}

@@ -4,22 +4,23 @@ each deliberate difference from ChatCLI (docs/pairing.md)."""
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 import middleware
-from middleware.policy.resources import default_policy_path, policy_schema_path
+from middleware.policy.schema import default_of
 from middleware.report import Action
-from middleware.steps.pairing.step import DEFAULTS, MISSING_RESULT_TEXT
 from tests.pairing_builders import FORMATS, A, Call, Msg, R, Res, S, U, build, calls, flatten
 from tests.pairing_builders import results as res
 
-MISSING = MISSING_RESULT_TEXT
+#: ChatCLI's synthetic result text, byte for byte (the dashes are U+2014 em dashes).
+MISSING = (
+    "[Tool result missing — the tool execution was interrupted or failed silently. "
+    "Do NOT retry this tool call. Analyze what went wrong and try a different approach.]"
+)
 
 TOOL_USE_T1 = {"type": "tool_use", "id": "t1", "name": "x", "input": {}}
 
@@ -479,13 +480,8 @@ def test_report_is_json_serialisable_and_ordered(pipe: middleware.Pipeline) -> N
     assert '"content": [{"type": "text", "text": "t"}]' in result.report.to_json(indent=None)
 
 
-def test_pairing_defaults_agree_in_code_schema_and_default_policy() -> None:
-    schema = json.loads(policy_schema_path().read_text(encoding="utf-8"))
-    section = schema["properties"]["pairing"]["properties"]
-    assert {key: spec["default"] for key, spec in section.items()} == DEFAULTS
-    policy = yaml.safe_load(default_policy_path().read_text(encoding="utf-8"))
-    assert policy["pairing"] == DEFAULTS
-    assert all(spec.get("title") and spec.get("description") for spec in section.values())
+def test_the_missing_result_text_is_chatclis_by_default() -> None:
+    assert default_of("pairing.missing_result_text") == MISSING
 
 
 @pytest.mark.parametrize(
