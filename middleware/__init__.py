@@ -15,6 +15,7 @@ from middleware.__about__ import __version__
 from middleware.errors import (
     FormatError,
     HistoryError,
+    InputError,
     LoopGuardError,
     MiddlewareError,
     PluginError,
@@ -39,6 +40,7 @@ __all__ = [
     "DeclaredCap",
     "FormatError",
     "HistoryError",
+    "InputError",
     "LoopAlert",
     "LoopGuardError",
     "MiddlewareError",

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from middleware.cli.main import main
+from middleware.cli import main
 
 sys.exit(main())

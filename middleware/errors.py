@@ -24,6 +24,16 @@ class HistoryError(MiddlewareError, ValueError):
         super().__init__(f"{where}: {reason}")
 
 
+class InputError(MiddlewareError):
+    """An input that cannot be read as what it should hold (a history, a request body, a
+    decisions file). ``source`` names the file at fault when it is not the command's own
+    input."""
+
+    def __init__(self, message: str, *, source: str | None = None) -> None:
+        super().__init__(message)
+        self.source = source
+
+
 class FormatError(HistoryError):
     """The wire format could not be detected, or an unknown format name was given."""
 

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from middleware.cli.main import main
+from middleware.cli.app import main
 
 __all__ = ["main"]

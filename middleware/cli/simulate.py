@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
@@ -18,8 +18,11 @@ from middleware.replay.costs import PRICING, approximate_tokens
 from middleware.replay.simulate import PolicySpec, PolicySummary, simulate
 from middleware.replay.transcripts import load_transcripts
 
+if TYPE_CHECKING:
+    from middleware.cli.common import Subcommands
 
-def add_simulate(commands: Any) -> None:
+
+def add_simulate(commands: Subcommands) -> None:
     sim = commands.add_parser(
         "simulate",
         help="replay recorded sessions under policies and compare their cost",

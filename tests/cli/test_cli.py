@@ -182,9 +182,7 @@ def test_the_readme_quick_start_prints_what_the_readme_shows() -> None:
 def test_subcommands_come_from_the_commands_tuple(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import importlib
-
-    cli = importlib.import_module("middleware.cli.main")
+    from middleware.cli import app as cli
 
     def add_hello(commands: Any) -> None:
         hello = commands.add_parser("hello", help="greet a file")
@@ -193,7 +191,7 @@ def test_subcommands_come_from_the_commands_tuple(
 
     def greet(args: Any) -> int:
         if args.file == "bad":
-            raise cli.InputError("cannot greet this")
+            raise middleware.InputError("cannot greet this")
         print(f"hello {args.file}")
         return 0
 

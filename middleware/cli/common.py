@@ -1,0 +1,44 @@
+"""What the commands share: reading a JSON input, the shape of a request body, writing
+lines, and the type of the subparsers each command adds itself to."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO, TypeAlias
+
+from middleware.errors import InputError
+
+if TYPE_CHECKING:
+    Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def read_json(file: str) -> Any:
+    """A JSON document from a file or ``-`` (stdin), as an :class:`InputError` if not JSON."""
+    try:
+        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(exc.strerror or str(exc)) from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
+
+
+def unwrap(document: Any, fmt: str) -> tuple[Any, str, str | None]:
+    """The history in ``document`` (a list, or a body's ``messages``/``input``), the
+    format to use, and the body key it came from."""
+    if isinstance(document, dict):
+        for key, hint in (("messages", fmt), ("input", "responses" if fmt == "auto" else fmt)):
+            if key in document:
+                return document[key], hint, key
+        raise InputError("a request body needs a 'messages' or 'input' list")
+    return document, fmt, None
+
+
+def write_lines(stream: TextIO, lines: Sequence[str]) -> None:
+    for line in lines:
+        stream.write(line + "\n")

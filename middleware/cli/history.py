@@ -1,0 +1,115 @@
+"""``chatcli-mw process`` and ``chatcli-mw check``: clean a history, or list what is
+wrong with it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from middleware.cli.common import read_json, unwrap, write_lines
+from middleware.errors import InputError
+from middleware.formats import FORMATS
+from middleware.formats.check import validate
+from middleware.pipeline import Pipeline
+from middleware.policy import load_policy
+from middleware.session.decisions import Decision, DecisionLedger
+
+if TYPE_CHECKING:
+    from middleware.cli.common import Subcommands
+
+
+def add_process(commands: Subcommands) -> None:
+    process = commands.add_parser("process", help="clean a history and write it back")
+    process.add_argument(
+        "file", metavar="FILE", help="a JSON history or request body (- for stdin)"
+    )
+    process.add_argument("--policy", help="policy file (default: the embedded default)")
+    process.add_argument("--format", choices=FORMATS, default="auto")
+    process.add_argument("-o", "--output", help="write the cleaned history here (default stdout)")
+    process.add_argument(
+        "--report",
+        choices=("text", "json"),
+        default="text",
+        help="what to print on stderr: a summary (text) or the report (json)",
+    )
+    process.add_argument(
+        "--session",
+        default="cli",
+        metavar="ID",
+        help="spill workspace to use (default 'cli'): $TMPDIR/chatcli-agent-ID/tool-results, "
+        "kept after the command so the previews' files stay readable; use one id per agent "
+        "session",
+    )
+    process.add_argument(
+        "--decisions",
+        metavar="FILE",
+        help="JSON file of frozen budget decisions: read if it exists, written after "
+        "(keeps results as first sent across runs, e.g. with preset:claude-code)",
+    )
+    process.set_defaults(run=_process)
+
+
+def add_check(commands: Subcommands) -> None:
+    check = commands.add_parser("check", help="list tool-call pairing problems (exit 1 if any)")
+    check.add_argument("file", metavar="FILE")
+    check.add_argument("--format", choices=FORMATS, default="auto")
+    check.set_defaults(run=_check)
+
+
+def _process(args: argparse.Namespace) -> int:
+    document = read_json(args.file)
+    messages, fmt, key = unwrap(document, args.format)
+    cleaned: Any
+    if isinstance(messages, str):  # a Responses body with a plain-text input
+        cleaned, report_lines = messages, ["nothing to process: the input is a string"]
+        report_json = json.dumps({"changed": False})
+    else:
+        # The spill files are the command's output as much as the history is: keep them.
+        policy = load_policy(args.policy, overrides={"spill.keep": True})
+        decisions = _read_decisions(args.decisions)
+        with Pipeline(policy, session_id=args.session, decisions=decisions) as pipe:
+            result = pipe.process(messages, format=fmt)
+            if args.decisions:
+                state = json.dumps(pipe.decisions.export(), ensure_ascii=False, indent=1)
+                Path(args.decisions).write_text(state + "\n", encoding="utf-8")
+        cleaned = result.messages
+        report_lines, report_json = result.report.summary_lines(), result.report.to_json()
+        path = next((a.detail["path"] for a in result.report.actions if "path" in a.detail), None)
+        if path is not None:
+            report_lines.append(f"full outputs kept in: {Path(path).parent}")
+    output = cleaned if key is None else {**document, key: cleaned}
+    text = json.dumps(output, ensure_ascii=False, indent=2) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    write_lines(sys.stderr, [report_json] if args.report == "json" else report_lines)
+    return 0
+
+
+def _read_decisions(file: str | None) -> list[Decision]:
+    if file is None or not Path(file).exists():
+        return []
+    try:
+        records = read_json(file)
+    except InputError as exc:
+        raise InputError(str(exc), source=file) from exc
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise InputError("expected a JSON list of decision records", source=file)
+    try:
+        return list(DecisionLedger(records))
+    except ValueError as exc:
+        raise InputError(str(exc), source=file) from exc
+
+
+def _check(args: argparse.Namespace) -> int:
+    messages, fmt, _ = unwrap(read_json(args.file), args.format)
+    violations = validate(messages, fmt)
+    for v in violations:
+        print(f"{args.file}: message {v.index}: [{v.code}] {v.reason}")
+    if not violations:
+        print(f"{args.file}: tool calls and results are paired correctly")
+    return 1 if violations else 0

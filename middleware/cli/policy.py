@@ -1,0 +1,68 @@
+"""``chatcli-mw validate`` and ``chatcli-mw config``: check policy files, print the
+policy in effect."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from middleware.policy import load_policy, validate_policy_file
+
+if TYPE_CHECKING:
+    from middleware.cli.common import Subcommands
+
+
+def add_validate(commands: Subcommands) -> None:
+    validate_cmd = commands.add_parser("validate", help="check policy files (exit 1 on error)")
+    validate_cmd.add_argument("files", metavar="FILE", nargs="+")
+    validate_cmd.set_defaults(run=_validate)
+
+
+def add_config(commands: Subcommands) -> None:
+    config = commands.add_parser("config", help="print the effective policy")
+    config.add_argument("--policy", help="policy file (default: the embedded default)")
+    config.add_argument("--show-origin", action="store_true", help="say where each value came from")
+    config.add_argument("--json", action="store_true", help="print JSON")
+    config.set_defaults(run=_config)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    failed = 0
+    for file in args.files:
+        errors = validate_policy_file(file)
+        for error in errors:
+            print(error, file=sys.stderr)
+        if errors:
+            failed += 1
+        else:
+            print(f"{file}: ok")
+    return 1 if failed else 0
+
+
+def _config(args: argparse.Namespace) -> int:
+    policy = load_policy(args.policy)
+    if args.json:
+        data: dict[str, Any] = {"source": policy.source, "policy": policy.to_dict()}
+        if args.show_origin:
+            data["origins"] = dict(policy.origins)
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+        return 0
+    print(f"# effective policy: {policy.source} (sha256 {policy.digest[:12]})")
+    _print_tree(policy.to_dict(), "", policy.origins if args.show_origin else None)
+    return 0
+
+
+def _print_tree(node: dict[str, Any], prefix: str, origins: Any) -> None:
+    indent = "  " * prefix.count(".")
+    for key, value in node.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            print(f"{indent}{key}:")
+            _print_tree(value, f"{dotted}.", origins)
+            continue
+        line = f"{indent}{key}: {json.dumps(value, ensure_ascii=False)}"
+        if origins is not None and dotted in origins:
+            line += f"  # {origins[dotted]}"
+        print(line)
