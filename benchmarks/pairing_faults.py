@@ -3,7 +3,7 @@
 Reads the recorded sessions in ``../shared/data/trajectories`` (Claude Code JSONL as
 Anthropic Messages, tau-bench and SWE-agent function-calling runs as OpenAI Chat), injects
 each fault kind with a seeded random generator, repairs with the pipeline (pairing step
-only, so the time is parse + repair + render), checks ``validate()`` finds nothing, and
+only, so the time is parse + repair + render), checks ``check_history()`` finds nothing, and
 prints the validity rate and the time per repair for each source and fault kind::
 
     python benchmarks/pairing_faults.py [--data DIR] [--trials N] [--seed S]
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         sessions = [(name, msgs) for name, _, msgs in loaded if _call_sites(msgs, fmt)]
         if not sessions:
             continue
-        clean = sum(not middleware.validate(msgs, fmt) for _, msgs in sessions)
+        clean = sum(not middleware.check_history(msgs, fmt) for _, msgs in sessions)
         print(f"{source}: {len(sessions)} sessions ({fmt}), {clean} valid as recorded")
         for fault, inject in FAULTS.items():
             times: list[float] = []
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
                 result = pipe.process(faulty, format=fmt)
                 times.append((time.perf_counter_ns() - start) / 1000)
                 changed += result.changed
-                if middleware.validate(result.messages, fmt):
+                if middleware.check_history(result.messages, fmt):
                     failures += 1
                     print(f"  INVALID after repair: {source} {fault} {name}", file=sys.stderr)
                 else:

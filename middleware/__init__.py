@@ -11,6 +11,9 @@
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 from middleware.__about__ import __version__
 from middleware.errors import (
     FormatError,
@@ -22,7 +25,7 @@ from middleware.errors import (
     PolicyError,
 )
 from middleware.formats import detect_format
-from middleware.formats.check import Violation, validate
+from middleware.formats.check import Violation, check_history
 from middleware.pipeline import Pipeline, ProcessResult
 from middleware.plugin.capabilities import DeclaredCap, SpillStore, ToolCap
 from middleware.plugin.markers import hookimpl
@@ -56,10 +59,24 @@ __all__ = [
     "ToolOutput",
     "Violation",
     "__version__",
+    "check_history",
     "detect_format",
     "hookimpl",
     "load_policy",
     "preset_names",
-    "validate",
     "validate_policy_file",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Deprecated names, kept for one release."""
+    if name == "validate":
+        warnings.warn(
+            "middleware.validate() is renamed middleware.check_history() (it checks a "
+            "history's tool-call pairing; `chatcli-mw validate` checks policy files); "
+            "the old name goes away in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return check_history
+    raise AttributeError(f"module 'middleware' has no attribute {name!r}")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from middleware.cli.common import read_json, unwrap, write_lines
 from middleware.errors import InputError
 from middleware.formats import FORMATS
-from middleware.formats.check import validate
+from middleware.formats.check import check_history
 from middleware.pipeline import Pipeline
 from middleware.policy import load_policy
 from middleware.session.decisions import Decision, DecisionLedger
@@ -107,7 +107,7 @@ def _read_decisions(file: str | None) -> list[Decision]:
 
 def _check(args: argparse.Namespace) -> int:
     messages, fmt, _ = unwrap(read_json(args.file), args.format)
-    violations = validate(messages, fmt)
+    violations = check_history(messages, fmt)
     for v in violations:
         print(f"{args.file}: message {v.index}: [{v.code}] {v.reason}")
     if not violations:

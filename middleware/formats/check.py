@@ -1,6 +1,6 @@
 """Check a history against the providers' tool-pairing rules, without changing it.
 
-:func:`validate` reads the wire messages directly (it shares no code with the pairing
+:func:`check_history` reads the wire messages directly (it shares no code with the pairing
 repair, so it can serve as the repair's oracle) and returns one :class:`Violation` per
 broken rule, with a reason modelled on the provider's own 400 error text:
 
@@ -26,7 +26,7 @@ from middleware.errors import FormatError, HistoryError
 from middleware.formats.anthropic import ID_PATTERN, MAX_ID_LENGTH, valid_id
 from middleware.formats.detect import detect_format
 
-__all__ = ["Violation", "validate"]
+__all__ = ["Violation", "check_history"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Violation:
     reason: str
 
 
-def validate(messages: Sequence[Any], format: str = "auto") -> list[Violation]:
+def check_history(messages: Sequence[Any], format: str = "auto") -> list[Violation]:
     """The pairing-rule violations of ``messages`` (empty when the history is valid).
 
     :param format: ``"auto"`` (detect), ``"anthropic"``, ``"openai"`` or ``"responses"``.

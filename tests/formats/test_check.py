@@ -1,4 +1,4 @@
-"""validate(): the providers' pairing rules (peer-systems.md B2-B4), read from wire messages."""
+"""check_history(): the providers' pairing rules (peer-systems.md B2-B4), from wire messages."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from middleware import FormatError, HistoryError, Violation, validate
+from middleware import FormatError, HistoryError, Violation, check_history
 from tests.pairing_builders import FORMATS, A, Msg, R, Res, U, build, calls, results
 
 TOOL_USE_T1 = {"type": "tool_use", "id": "t1", "name": "x", "input": {}}
 
 
 def codes(history: list[Msg], fmt: str) -> list[tuple[int, str]]:
-    return [(v.index, v.code) for v in validate(build(history, fmt), fmt)]
+    return [(v.index, v.code) for v in check_history(build(history, fmt), fmt)]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -21,12 +21,12 @@ def test_valid_histories_have_no_violations(fmt: str) -> None:
     history: list[Msg] = [
         U("go"), A("looking", calls("c1", "c2")), results(("c2", "b"), ("c1", "a")), A("done")
     ]  # fmt: skip
-    assert validate(build(history, fmt), fmt) == []
-    assert validate([], fmt) == []
+    assert check_history(build(history, fmt), fmt) == []
+    assert check_history([], fmt) == []
 
 
 def test_anthropic_rules_and_provider_texts() -> None:
-    missing = validate(build([A(None, calls("toolu_1")), U("hi")], "anthropic"))
+    missing = check_history(build([A(None, calls("toolu_1")), U("hi")], "anthropic"))
     assert missing == [
         Violation(
             0,
@@ -36,7 +36,7 @@ def test_anthropic_rules_and_provider_texts() -> None:
             "block in the next message.",
         )
     ]
-    orphan = validate(build([results(("toolu_9", "x"))], "anthropic"))
+    orphan = check_history(build([results(("toolu_9", "x"))], "anthropic"))
     assert orphan[0].code == "orphan_result"
     assert orphan[0].reason.startswith(
         "messages.0.content.0: unexpected `tool_use_id` found in `tool_result` blocks: toolu_9."
@@ -45,7 +45,7 @@ def test_anthropic_rules_and_provider_texts() -> None:
         A(None, calls("t")), results(("t", "a")), A(None, calls("t")), results(("t", "b"))
     ]  # fmt: skip
     dup = build(twice, "anthropic")
-    assert [(v.index, v.code, v.reason) for v in validate(dup)] == [
+    assert [(v.index, v.code, v.reason) for v in check_history(dup)] == [
         (2, "duplicate_id", "messages.2.content.0: `tool_use` ids must be unique")
     ]
 
@@ -66,7 +66,7 @@ def test_anthropic_results_first_duplicates_and_empty_ids() -> None:
             {"type": "tool_result", "tool_use_id": "t1", "content": "r"},
         ]},
     ]  # fmt: skip
-    assert [v.code for v in validate(text_first)] == ["result_not_first"]
+    assert [v.code for v in check_history(text_first)] == ["result_not_first"]
     twice = [A(None, calls("t1")), R((Res("t1", "a"), Res("t1", "b")))]
     assert codes(twice, "anthropic") == [(1, "duplicate_result")]
     empty = [A(None, calls("")), R((Res("", "a"),))]
@@ -77,7 +77,7 @@ def test_anthropic_results_first_duplicates_and_empty_ids() -> None:
 
 
 def test_openai_rules_and_provider_texts() -> None:
-    (missing,) = validate(build([A(None, calls("call_1", "call_2")), results(("call_1", "a"))],
+    (missing,) = check_history(build([A(None, calls("call_1", "call_2")), results(("call_1", "a"))],
                                 "openai"))  # fmt: skip
     assert missing.index == 0 and missing.code == "missing_result"
     assert missing.reason == (
@@ -85,14 +85,14 @@ def test_openai_rules_and_provider_texts() -> None:
         "to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
         "call_2"
     )
-    (orphan,) = validate(build([U("hi"), results(("call_9", "x"))], "openai"))
+    (orphan,) = check_history(build([U("hi"), results(("call_9", "x"))], "openai"))
     assert (orphan.index, orphan.code) == (1, "orphan_result")
     assert orphan.reason == (
         "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
         "message with 'tool_calls'."
     )
-    unknown = validate(build([A(None, calls("call_1")), results(("call_1", "a"), ("call_7", "b"))],
-                             "openai"))  # fmt: skip
+    history = [A(None, calls("call_1")), results(("call_1", "a"), ("call_7", "b"))]
+    unknown = check_history(build(history, "openai"))
     assert [(v.index, v.code) for v in unknown] == [(2, "orphan_result")]
     assert unknown[0].reason == (
         "Invalid parameter: 'tool_call_id' of 'call_7' not found in 'tool_calls' of previous "
@@ -117,10 +117,10 @@ def test_openai_displaced_duplicates_and_empty_ids() -> None:
 
 
 def test_responses_rules_and_provider_texts() -> None:
-    (missing,) = validate(build([A(None, calls("call_1")), U("next")], "responses"))
+    (missing,) = check_history(build([A(None, calls("call_1")), U("next")], "responses"))
     assert (missing.index, missing.code) == (0, "missing_result")
     assert missing.reason == "No tool output found for function call call_1."
-    (orphan,) = validate(build([U("hi"), results(("call_9", "x"))], "responses"))
+    (orphan,) = check_history(build([U("hi"), results(("call_9", "x"))], "responses"))
     assert (orphan.index, orphan.code) == (1, "orphan_result")
     assert orphan.reason == "No tool call found for function call output with call_id call_9."
     # Pairing is by call_id within the turn's block: a message in between is fine ...
@@ -144,10 +144,20 @@ def test_responses_duplicates_and_empty_ids() -> None:
 
 def test_auto_detects_the_format_and_bad_input_is_refused() -> None:
     messages = build([A(None, calls("t1"))], "anthropic")
-    assert [v.code for v in validate(messages)] == ["missing_result"]
+    assert [v.code for v in check_history(messages)] == ["missing_result"]
     with pytest.raises(HistoryError):
-        validate("not a list")  # type: ignore[arg-type]
+        check_history("not a list")  # type: ignore[arg-type]
     with pytest.raises(HistoryError):
-        validate([1, 2])
+        check_history([1, 2])
     with pytest.raises(FormatError):
-        validate(messages, "gemini")
+        check_history(messages, "gemini")
+
+
+def test_the_old_name_still_works_for_one_release() -> None:
+    import middleware
+
+    with pytest.warns(DeprecationWarning, match="renamed middleware.check_history"):
+        old = middleware.validate
+    assert old is check_history
+    with pytest.raises(AttributeError):
+        middleware.no_such_name  # noqa: B018

@@ -63,7 +63,7 @@ def test_presets_are_pure_idempotent_valid_and_lossless(
     with preset(name, tmp_path, **{"budget.context_aware.window_tokens": 16_000}) as pipe:
         result = pipe.process(messages)
         assert messages == before
-        assert middleware.validate(result.messages, "anthropic") == []
+        assert middleware.check_history(result.messages, "anthropic") == []
         again = pipe.process(result.messages)
         assert again.messages == result.messages and not again.changed
         for original, sent in zip(

@@ -44,7 +44,7 @@ def run(
     before = copy.deepcopy(messages)
     result = pipe.process(messages, format=fmt)
     assert messages == before, "the input was mutated"
-    violations = middleware.validate(result.messages, fmt)
+    violations = middleware.check_history(result.messages, fmt)
     assert [v for v in violations if v.code != "invalid_id"] == []
     again = pipe.process(result.messages, format=fmt)
     assert not again.changed and again.messages == result.messages, "not idempotent"
@@ -271,7 +271,7 @@ def test_11_out_of_order_adjacent_results_are_valid(pipe: middleware.Pipeline, f
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_12_pending_calls_are_scoped_to_the_last_block(fmt: str) -> None:
     def pairing_violations(messages: list[dict[str, Any]]) -> list[middleware.Violation]:
-        return [v for v in middleware.validate(messages, fmt) if v.code != "invalid_id"]
+        return [v for v in middleware.check_history(messages, fmt) if v.code != "invalid_id"]
 
     pending = build([A(None, calls(*WF)), res(("wf:0", "a"))], fmt)
     (violation,) = pairing_violations(pending)
@@ -287,7 +287,7 @@ def test_moonshot_wire_shape_is_repaired(pipe: middleware.Pipeline, fmt: str) ->
         S("sys"), U("go"), A(None, calls(*WF)), res(("wf:0", "r0"), ("wf:1", "r1")),
         A("report", calls(*WF)), U("[@park completed] outcome=elapsed"),
     ]  # fmt: skip
-    assert middleware.validate(build(history, fmt), fmt) != []
+    assert middleware.check_history(build(history, fmt), fmt) != []
     _, _, actions = run(pipe, history, fmt)  # run() asserts the output validates
     assert kinds(actions)["synthetic_result"] == 2
 
@@ -350,10 +350,10 @@ def test_anthropic_text_before_results_is_moved_after_them(pipe: middleware.Pipe
             {"type": "tool_result", "tool_use_id": "t1", "content": "r"},
         ]},
     ]  # fmt: skip
-    assert [v.code for v in middleware.validate(messages)] == ["result_not_first"]
+    assert [v.code for v in middleware.check_history(messages)] == ["result_not_first"]
     out = pipe.process(messages).messages
     assert [b["type"] for b in out[1]["content"]] == ["tool_result", "text"]
-    assert middleware.validate(out) == []
+    assert middleware.check_history(out) == []
 
 
 def test_anthropic_rename_keeps_the_id_pattern_and_length() -> None:
@@ -422,7 +422,7 @@ def test_responses_custom_tool_call_gets_a_custom_output(pipe: middleware.Pipeli
     messages = [{"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "x"}]
     out = pipe.process(messages, format="responses").messages
     assert out[1] == {"type": "custom_tool_call_output", "call_id": "c1", "output": MISSING}
-    assert middleware.validate(out, "responses") == []
+    assert middleware.check_history(out, "responses") == []
 
 
 def test_text_protocol_results_are_never_touched(tmp_path: Path) -> None:
@@ -462,7 +462,7 @@ def test_policy_can_keep_repeated_anthropic_ids(tmp_path: Path) -> None:
     with middleware.Pipeline.from_policy(policy) as pipe:
         result = pipe.process(messages)
     assert result.messages == messages
-    assert [v.code for v in middleware.validate(result.messages)] == ["duplicate_id"]
+    assert [v.code for v in middleware.check_history(result.messages)] == ["duplicate_id"]
 
 
 def test_report_is_json_serialisable_and_ordered(pipe: middleware.Pipeline) -> None:
@@ -496,8 +496,8 @@ def test_ids_the_anthropic_api_rejects_are_renamed(bad_id: str) -> None:
     messages = build(history, "anthropic")
     with middleware.Pipeline.from_policy(None) as pipeline:
         result = pipeline.process(messages, format="anthropic")
-        assert middleware.validate(messages, "anthropic")[0].code == "invalid_id"
-        assert middleware.validate(result.messages, "anthropic") == []
+        assert middleware.check_history(messages, "anthropic")[0].code == "invalid_id"
+        assert middleware.check_history(result.messages, "anthropic") == []
         use, kept = result.messages[1]["content"]
         answer = result.messages[2]["content"][0]
         assert use["id"] == answer["tool_use_id"] != bad_id and kept["id"] == "ok_id"
@@ -534,7 +534,7 @@ def test_responses_reasoning_left_without_its_item_is_removed_and_reported() -> 
     ]  # fmt: skip
     with middleware.Pipeline.from_policy(None) as pipeline:
         result = pipeline.process(history, format="responses")
-    assert middleware.validate(result.messages, "responses") == []
+    assert middleware.check_history(result.messages, "responses") == []
     assert [m.get("id") for m in result.messages if m.get("type") == "reasoning"] == ["rs_1"]
     dropped = [a for a in result.report.actions if a.kind == "reasoning_dropped"]
     assert [(a.tool_call_id, a.detail["item"]) for a in dropped] == [("rs_2", REASONING)]
@@ -542,7 +542,7 @@ def test_responses_reasoning_left_without_its_item_is_removed_and_reported() -> 
 
 def test_an_interrupted_response_ending_in_reasoning_loses_only_that_item() -> None:
     history = [{"role": "user", "content": "go"}, REASONING]
-    assert middleware.validate(history, "responses")[0].code == "reasoning_without_item"
+    assert middleware.check_history(history, "responses")[0].code == "reasoning_without_item"
     with middleware.Pipeline.from_policy(None) as pipeline:
         result = pipeline.process(history, format="responses")
     assert result.messages == history[:1] and result.messages[0] is history[0]

@@ -1,6 +1,6 @@
 """Property tests: random histories with injected faults, in every wire format.
 
-For every generated history the repaired output passes :func:`middleware.validate`, a
+For every generated history the repaired output passes :func:`middleware.check_history`, a
 second pass changes nothing, the input is never mutated, nothing before the first violation
 is touched, and every original tool result is either in the output or reported as dropped
 together with its content.
@@ -144,12 +144,12 @@ def pipe() -> Iterator[middleware.Pipeline]:
 def check(pipe: middleware.Pipeline, history: list[Msg], fmt: str) -> None:
     messages = build(history, fmt)
     snapshot = copy.deepcopy(messages)
-    violations = middleware.validate(messages, fmt)
+    violations = middleware.check_history(messages, fmt)
     result = pipe.process(messages, format=fmt)
     out = result.messages
 
     assert messages == snapshot, "the input was mutated"
-    assert middleware.validate(out, fmt) == [], (history, out)
+    assert middleware.check_history(out, fmt) == [], (history, out)
     again = pipe.process(out, format=fmt)
     assert again.messages == out and not again.report.by_step("pairing"), "not idempotent"
 
@@ -195,7 +195,7 @@ def test_valid_histories_are_returned_untouched(
     pipe: middleware.Pipeline, fmt: str, base: list[Msg]
 ) -> None:
     messages = build(base, fmt)
-    assert middleware.validate(messages, fmt) == []
+    assert middleware.check_history(messages, fmt) == []
     result = pipe.process(messages, format=fmt)
     assert not result.changed
     assert all(a is b for a, b in zip(result.messages, messages, strict=True))
@@ -211,7 +211,7 @@ def test_each_fault_alone_is_repaired(pipe: middleware.Pipeline, fmt: str, fault
     faulty = 0
     for pick in range(4):
         history = inject(base, fault, pick)
-        faulty += bool(middleware.validate(build(history, fmt), fmt))
+        faulty += bool(middleware.check_history(build(history, fmt), fmt))
         check(pipe, history, fmt)
     # Every fault breaks the history somewhere, except: a reordering of adjacent results;
     # a message between call and output in Responses (pairing by call_id there);
