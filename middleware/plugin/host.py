@@ -3,14 +3,20 @@
 pluggy calls implementations last-registered-first and stops a hook call at the first
 exception; both would let a third-party plugin reorder or kill the pipeline. The host
 therefore calls the three step hooks itself, in a fixed order, and calls each
-implementation on its own, so a failing plugin is reported and skipped, never fatal.
+implementation on its own, in pluggy's order (``tryfirst``/``trylast`` honoured), so a
+failing plugin is reported and skipped, never fatal. Hook wrappers (``wrapper=True``,
+``hookwrapper=True``) need pluggy's own call loop, which would give that isolation up: a
+plugin that declares one is refused at registration, with the plugin and hook named.
+``CHATCLI_TRACE_HOOKS=1`` logs every implementation call (plugin, hook, duration).
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -52,6 +58,11 @@ STEP_HOOKS: tuple[tuple[str, str], ...] = (
 LOAD_PLUGINS_ENV = "CHATCLI_LOAD_PLUGINS"
 #: ``CHATCLI_BLOCK_PLUGINS``: comma-separated plugin names never to register.
 BLOCK_PLUGINS_ENV = "CHATCLI_BLOCK_PLUGINS"
+#: ``CHATCLI_TRACE_HOOKS``: ``1``/``true`` logs every hook implementation call.
+TRACE_HOOKS_ENV = "CHATCLI_TRACE_HOOKS"
+
+#: Where hook calls are traced (INFO; a handler on stderr is added if none is configured).
+trace_logger = logging.getLogger("middleware.plugin.trace")
 
 
 @dataclass(frozen=True)
@@ -68,8 +79,9 @@ class PluginInfo:
 class PluginHost:
     """Owns a :class:`pluggy.PluginManager`; every hook call goes through a typed method."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, trace: bool = False) -> None:
         self._pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+        self._trace = trace
         self._pm.add_hookspecs(hookspecs)
         self._builtin: set[str] = set()
         #: plugin name -> (distribution name, version), for entry-point plugins.
@@ -86,28 +98,65 @@ class PluginHost:
     ) -> PluginHost:
         """The usual host: third-party entry points (subject to the allow and block lists
         read from ``env``, default ``os.environ``), then the built-in plugins."""
-        host = cls()
         environ = os.environ if env is None else env
+        host = cls(trace=_truthy(environ.get(TRACE_HOOKS_ENV, "")))
+        if host._trace and not trace_logger.hasHandlers():
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("chatcli-mw hook trace: %(message)s"))
+            trace_logger.addHandler(handler)
+            trace_logger.setLevel(logging.INFO)
         for name in _split(environ.get(BLOCK_PLUGINS_ENV, "")):
             host._pm.set_blocked(name)
         if load_entrypoints:
             host._load_entrypoints(environ.get(LOAD_PLUGINS_ENV))
         for module_name in builtins:
             host.register(importlib.import_module(module_name), name=module_name, builtin=True)
-        host._pm.check_pending()
         return host
 
     def register(self, plugin: object, name: str | None = None, *, builtin: bool = False) -> str:
-        """Register a plugin object (module, class or instance) and return its name."""
+        """Register a plugin object (module, class or instance) and return its name.
+
+        :raises PluginError: the plugin implements a hook that does not exist, declares a
+            hook wrapper, or does not match a hook's signature (nothing is registered).
+        """
         try:
             registered = self._pm.register(plugin, name=name)
         except (pluggy.PluginValidationError, ValueError) as exc:
             raise PluginError(name or repr(plugin), "register", str(exc)) from exc
         if registered is None:  # blocked
             return name or self._pm.get_name(plugin) or repr(plugin)
+        try:
+            self._check_impls(plugin, registered)
+        except PluginError:
+            self._pm.unregister(plugin)
+            raise
         if builtin:
             self._builtin.add(registered)
         return registered
+
+    def _check_impls(self, plugin: object, name: str) -> None:
+        for caller in self._pm.get_hookcallers(plugin) or []:
+            for impl in caller.get_hookimpls():
+                if impl.plugin is not plugin:
+                    continue
+                if impl.wrapper or impl.hookwrapper:
+                    raise PluginError(
+                        name,
+                        caller.name,
+                        "hook wrappers (wrapper=True / hookwrapper=True) are not supported: "
+                        "the host runs every implementation on its own so that one failing "
+                        "plugin cannot stop the others; implement the hook directly, and "
+                        "order it with tryfirst=True or trylast=True",
+                    )
+                if not caller.has_spec() and not impl.optionalhook:
+                    known = [n for n in dir(hookspecs) if _is_spec(getattr(hookspecs, n))]
+                    close = difflib.get_close_matches(caller.name, known, n=1)
+                    hint = f"; did you mean {close[0]!r}?" if close else ""
+                    raise PluginError(
+                        name,
+                        caller.name,
+                        f"no such hook{hint} (the hooks are: {', '.join(sorted(known))})",
+                    )
 
     def unregister(self, name: str) -> None:
         self._pm.unregister(name=name)
@@ -121,9 +170,13 @@ class PluginHost:
                 continue
             try:
                 plugin = ep.load()
-                self._pm.register(plugin, name=ep.name)
+                self.register(plugin, name=ep.name)
             except Exception as exc:  # a broken plugin must not take the host down
-                problem = ProblemReport(ep.name, "load", f"{type(exc).__name__}: {exc}")
+                detail = (
+                    exc.detail if isinstance(exc, PluginError) else f"{type(exc).__name__}: {exc}"
+                )
+                hook = exc.hook if isinstance(exc, PluginError) else "load"
+                problem = ProblemReport(ep.name, hook, detail)
                 self.load_problems.append(problem)
                 logger.error("could not load plugin %r: %s", ep.name, problem.message)
                 continue
@@ -140,7 +193,7 @@ class PluginHost:
             recorded = len(context.actions)
             kwargs = {"conversation": conversation, "context": context}
             try:
-                impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
+                self._call(impl, hook_name, kwargs)
                 conversation.check()
             except Exception as exc:
                 conversation.restore(snapshot)
@@ -211,7 +264,7 @@ class PluginHost:
     def policy_reloaded(self, old: Policy, new: Policy, problems: list[ProblemReport]) -> None:
         for impl in self._ordered_impls("policy_reloaded"):
             try:
-                impl.function(old=old, new=new)
+                self._call(impl, "policy_reloaded", {"old": old, "new": new})
             except Exception as exc:
                 self._report(problems, impl.plugin_name, "policy_reloaded", exc)
 
@@ -243,13 +296,28 @@ class PluginHost:
         # pluggy keeps implementations in reverse call order (tryfirst last).
         return list(reversed(caller.get_hookimpls()))
 
+    def _call(self, impl: pluggy.HookImpl, hook_name: str, kwargs: Mapping[str, Any]) -> Any:
+        """Call one implementation with the arguments it asks for (traced if enabled)."""
+        function: Callable[..., Any] = impl.function
+        arguments = {arg: kwargs[arg] for arg in impl.argnames}
+        if not self._trace:
+            return function(**arguments)
+        start = time.perf_counter()
+        outcome = "raised"
+        try:
+            value = function(**arguments)
+            outcome = "returned None" if value is None else f"returned {type(value).__name__}"
+            return value
+        finally:
+            elapsed = (time.perf_counter() - start) * 1000
+            trace_logger.info("%s: %s %s in %.3f ms", impl.plugin_name, hook_name, outcome, elapsed)
+
     def _first_results(
         self, hook_name: str, kwargs: dict[str, Any], problems: list[ProblemReport]
     ) -> Iterable[tuple[str, Any]]:
         for impl in self._ordered_impls(hook_name):
-            call: Callable[..., Any] = impl.function
             try:
-                value = call(**{arg: kwargs[arg] for arg in impl.argnames})
+                value = self._call(impl, hook_name, kwargs)
             except Exception as exc:
                 self._report(problems, impl.plugin_name, hook_name, exc)
                 continue
@@ -269,6 +337,14 @@ class PluginHost:
         error = PluginError(plugin, hook, f"returned {type(value).__name__}, expected {expected}")
         logger.error("%s (default behaviour used)", error)
         problems.append(ProblemReport(plugin, hook, error.detail))
+
+
+def _is_spec(value: object) -> bool:
+    return callable(value) and hasattr(value, f"{hookspecs.PROJECT_NAME}_spec")
+
+
+def _truthy(value: str) -> bool:
+    return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
 def _split(value: str) -> list[str]:

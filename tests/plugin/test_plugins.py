@@ -348,3 +348,72 @@ def test_a_plugin_can_count_tokens_with_a_real_tokenizer() -> None:
 
     fallback = make_host(("broken", Broken())).token_counter(approximate_tokens)
     assert fallback("x" * 40) == 10  # characters / 4
+
+
+class NewStyleWrapper:
+    @hookimpl(wrapper=True)
+    def tool_result_cap(self, tool_name: str) -> Any:
+        return (yield)
+
+
+class OldStyleWrapper:
+    @hookimpl(hookwrapper=True)
+    def enforce_budget(self) -> Any:
+        yield
+
+
+class Misspelt:
+    @hookimpl
+    def tool_results_cap(self, tool_name: str) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("plugin", "hook"),
+    [(NewStyleWrapper(), "tool_result_cap"), (OldStyleWrapper(), "enforce_budget")],
+)
+def test_hook_wrappers_are_refused_at_registration(plugin: object, hook: str) -> None:
+    host = make_host()
+    with pytest.raises(middleware.PluginError, match="hook wrappers") as caught:
+        host.register(plugin, name="wrapping")
+    assert (caught.value.plugin, caught.value.hook) == ("wrapping", hook)
+    assert [p.name for p in host.plugins()] == []  # nothing half-registered
+
+
+def test_an_unknown_hook_is_refused_with_a_suggestion() -> None:
+    with pytest.raises(middleware.PluginError, match="did you mean 'tool_result_cap'"):
+        make_host(("misspelt", Misspelt()))
+
+
+def test_a_refused_entry_point_plugin_is_a_load_problem_not_a_crash(
+    fake_entry_points: dict[str, object | Exception],
+) -> None:
+    fake_entry_points["wrapping"] = NewStyleWrapper()
+    fake_entry_points["caps"] = Caps()
+    host = PluginHost.create(env={}, builtins=())
+    assert [p.name for p in host.plugins()] == ["caps"]
+    (problem,) = host.load_problems
+    assert (problem.plugin, problem.hook) == ("wrapping", "tool_result_cap")
+    assert "hook wrappers" in problem.message
+
+
+def test_trace_hooks_logs_every_implementation_call(caplog: pytest.LogCaptureFixture) -> None:
+    host = PluginHost.create(env={"CHATCLI_TRACE_HOOKS": "1"}, load_entrypoints=False)
+    with caplog.at_level(logging.INFO, logger="middleware.plugin.trace"):
+        middleware.Pipeline(middleware.load_policy(env={}), host=host).process(HISTORY)
+    traced = [r.getMessage() for r in caplog.records if r.name == "middleware.plugin.trace"]
+    for plugin, hook in [
+        ("middleware.steps.pairing", "repair_pairing"),
+        ("middleware.steps.budget", "enforce_budget"),
+        ("middleware.steps.microcompact", "microcompact"),
+        ("middleware.default_plugins.chatcli_tools", "tool_result_cap"),
+    ]:
+        assert any(m.startswith(f"{plugin}: {hook} returned") for m in traced), (plugin, traced)
+    assert all(m.endswith(" ms") for m in traced)
+
+
+def test_without_trace_hooks_nothing_is_traced(caplog: pytest.LogCaptureFixture) -> None:
+    host = PluginHost.create(env={}, load_entrypoints=False)
+    with caplog.at_level(logging.INFO, logger="middleware.plugin.trace"):
+        middleware.Pipeline(middleware.load_policy(env={}), host=host).process(HISTORY)
+    assert not [r for r in caplog.records if r.name == "middleware.plugin.trace"]
