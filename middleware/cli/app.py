@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from middleware import __version__
 from middleware.cli.history import add_check, add_process
 from middleware.cli.plugins import add_plugins
-from middleware.cli.policy import add_config, add_validate
+from middleware.cli.policy import add_config, add_schema, add_validate
 from middleware.cli.simulate import add_simulate
 from middleware.errors import InputError, MiddlewareError
 
@@ -33,6 +33,7 @@ examples:
   chatcli-mw check session.json                    list pairing problems (exit 1 if any)
   chatcli-mw validate policies/*.yaml              check policy files for CI
   chatcli-mw config --policy prod.yaml --show-origin
+  chatcli-mw schema --path                         where editors find the policy schema
   chatcli-mw plugins
   chatcli-mw simulate session.jsonl --policy policies/baselines/chatcli.yaml --plot cost.png
 """
@@ -74,6 +75,7 @@ COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
     add_check,
     add_validate,
     add_config,
+    add_schema,
     add_plugins,
     add_simulate,
 )

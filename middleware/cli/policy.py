@@ -1,5 +1,5 @@
-"""``chatcli-mw validate`` and ``chatcli-mw config``: check policy files, print the
-policy in effect."""
+"""``chatcli-mw validate``, ``config`` and ``schema``: check policy files, print the policy
+in effect, and the schema every policy follows."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from middleware.policy import load_policy, validate_policy_file
+from middleware.policy.reference import render_markdown
+from middleware.policy.resources import policy_schema_path
 
 if TYPE_CHECKING:
     from middleware.cli.common import Subcommands
@@ -66,3 +68,32 @@ def _print_tree(node: dict[str, Any], prefix: str, origins: Any) -> None:
         if origins is not None and dotted in origins:
             line += f"  # {origins[dotted]}"
         print(line)
+
+
+def add_schema(commands: Subcommands) -> None:
+    schema = commands.add_parser(
+        "schema",
+        help="print the policy schema, where it is installed, or the key reference",
+        description="Print the JSON Schema every policy file follows (editors use it to "
+        "complete and check policies), its installed path, or the reference of every key.",
+        epilog="examples:\n"
+        "  chatcli-mw schema --path      # yaml-language-server: $schema=<this path>\n"
+        "  chatcli-mw schema --markdown > policy-reference.md\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    what = schema.add_mutually_exclusive_group()
+    what.add_argument("--path", action="store_true", help="print the schema file's path")
+    what.add_argument(
+        "--markdown", action="store_true", help="print every key with its default and variable"
+    )
+    schema.set_defaults(run=_schema)
+
+
+def _schema(args: argparse.Namespace) -> int:
+    if args.path:
+        print(policy_schema_path())
+    elif args.markdown:
+        sys.stdout.write(render_markdown())
+    else:
+        sys.stdout.write(policy_schema_path().read_text(encoding="utf-8"))
+    return 0

@@ -42,6 +42,11 @@ _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})
 
 
+def env_name(dotted: str) -> str:
+    """The variable that sets a key (``budget.preview.head``: ``CHATCLI_BUDGET__PREVIEW__HEAD``)."""
+    return PREFIX + dotted.upper().replace(".", "__")
+
+
 def env_overrides(environ: Mapping[str, str], origin: str) -> dict[str, tuple[Any, str]]:
     """The policy keys ``environ`` sets: dotted key -> (value, where it came from)."""
     out: dict[str, tuple[Any, str]] = {}

@@ -1,0 +1,130 @@
+"""The policy reference (``docs/policy.md``, ``chatcli-mw schema --markdown``), written from
+the schema: every key with its meaning, type, default and environment variables."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from fnmatch import fnmatchcase
+from typing import Any
+
+from middleware.policy.env import ALIASES, PREFIX, env_name
+from middleware.policy.schema import DOCUMENT_KEYS, Key, keys, policy_schema, resolve
+from middleware.policy.templates import TEMPLATE_RULES
+
+HEADER = """\
+# Policy reference
+
+<!-- Written by `chatcli-mw schema --markdown` from schemas/policy.schema.json: edit the
+schema, then regenerate this file (a test checks it is current). -->
+
+Every key of a policy, with its default (the embedded default policy is these defaults)
+and the environment variable that sets it. A policy file states only what it changes:
+
+```yaml
+# yaml-language-server: $schema=<the path `chatcli-mw schema --path` prints>
+version: 1
+extends: default            # or preset:NAME, or a path
+budget:
+  max_result_chars: 30000
+```
+
+Precedence, lowest first: the defaults below < the policy file (and what it `extends`) <
+`.env` < the environment < explicit overrides. An environment value is parsed as the key's
+type (`20k` or `-5` is an error naming the variable); a list or mapping is written as JSON.
+`chatcli-mw config --show-origin` prints every value in effect and where it came from.
+"""
+
+
+def render_markdown() -> str:
+    """The whole reference, as Markdown."""
+    schema = policy_schema()
+    out = [HEADER]
+    out.append("## The policy itself\n")
+    for key in keys():
+        if key.dotted in DOCUMENT_KEYS:
+            out.extend(_key_block(key, env=False))
+    for section, raw in schema["properties"].items():
+        if section in DOCUMENT_KEYS:
+            continue
+        node = resolve(raw)
+        out.append(f"## `{section}`\n")
+        out.append(f"{node.get('description', '')}\n")
+        if section == "tools":
+            out.extend(_tools_section(node))
+            continue
+        for key in keys(node, f"{section}."):
+            out.extend(_key_block(key))
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _key_block(key: Key, *, env: bool = True) -> Iterator[str]:
+    yield f"### `{key.dotted}`\n"
+    yield f"{key.schema.get('description', '')}\n"
+    yield f"* type: {_type(key.schema)}"
+    if "default" in key.schema:
+        yield f"* default: `{_json(key.default)}`"
+    fields = _template_fields(key.dotted)
+    if fields:
+        yield f"* fields: {', '.join(f'`{{{name}}}`' for name in sorted(fields))}"
+    if env:
+        names = [f"`{env_name(key.dotted)}`"]
+        names += [f"`{alias}` (ChatCLI's name)" for alias, k in ALIASES.items() if k == key.dotted]
+        yield f"* environment: {', '.join(names)}"
+    yield ""
+
+
+def _tools_section(node: Mapping[str, Any]) -> Iterator[str]:
+    entry = resolve(node["additionalProperties"])
+    yield (
+        "Each entry is named by a tool, or by a glob pattern (`mcp_*`); it may set:\n\n"
+        "```yaml\ntools:\n  read_spilled_file: {exempt: true}\n  sql_query: {max_chars: 40000}\n"
+        "  bash: {lines: tail}\n```\n"
+    )
+    yield (
+        f"* default: `{_json(node.get('default'))}`\n"
+        f"* environment: `{PREFIX}TOOLS__<TOOL>__<KEY>` sets one key of one entry (the "
+        "variable names the tool in lower case)\n"
+    )
+    requires = entry.get("dependencies", {})
+    for name, raw in entry.get("properties", {}).items():
+        child = resolve(raw)
+        yield f"### `tools.<name>.{name}`\n"
+        yield f"{child.get('description', '')}\n"
+        yield f"* type: {_type(child)}"
+        if name in requires:
+            yield f"* needs: {', '.join(f'`{r}`' for r in requires[name])}"
+        yield f"* default: `{_json(child.get('default'))}`\n"
+
+
+def _template_fields(dotted: str) -> frozenset[str]:
+    for pattern, allowed in TEMPLATE_RULES:
+        if fnmatchcase(dotted, pattern):
+            return allowed
+    return frozenset()
+
+
+def _type(schema: Mapping[str, Any]) -> str:
+    if "enum" in schema:
+        return "one of " + ", ".join(f"`{_json(v)}`" for v in schema["enum"])
+    if "const" in schema:
+        return f"`{_json(schema['const'])}`"
+    kind = schema.get("type", "any")
+    text = " or ".join(kind) if isinstance(kind, list) else str(kind)
+    if kind == "array" or (isinstance(kind, list) and "array" in kind):
+        item = schema.get("items", {}).get("type")
+        text = f"list of {item}s" if item else "list"
+    bounds = []
+    if "minimum" in schema:
+        bounds.append(f"≥ {schema['minimum']}")
+    if "exclusiveMinimum" in schema:
+        bounds.append(f"> {schema['exclusiveMinimum']}")
+    if "maximum" in schema:
+        bounds.append(f"≤ {schema['maximum']}")
+    if schema.get("minLength"):
+        bounds.append("not empty")
+    return text + (f" ({', '.join(bounds)})" if bounds else "")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)

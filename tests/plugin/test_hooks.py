@@ -1,0 +1,213 @@
+"""Every hook is documented in docs/plugins.md with its arguments and an example, and every
+example runs here, as a third-party plugin would (``test_hook_<name>``, one per hook)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import re
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from locations import REPO
+
+import middleware
+from middleware.plugin import hookspecs
+from middleware.plugin.host import PluginHost
+from middleware.replay.costs import approximate_tokens
+
+DOCS = REPO / "docs" / "plugins.md"
+HEADING = re.compile(r"^#### `(\w+)\(([^)]*)\)`$", re.MULTILINE)
+HOOKS = sorted(
+    name for name, value in vars(hookspecs).items() if hasattr(value, "chatcli_middleware_spec")
+)
+
+
+def documented() -> dict[str, list[str]]:
+    text = DOCS.read_text(encoding="utf-8")
+    return {m.group(1): [a.strip() for a in m.group(2).split(",")] for m in HEADING.finditer(text)}
+
+
+def example(hook: str) -> types.ModuleType:
+    """The example of ``hook`` in docs/plugins.md, run as a plugin module."""
+    text = DOCS.read_text(encoding="utf-8")
+    start = next(m.end() for m in HEADING.finditer(text) if m.group(1) == hook)
+    end = re.compile(r"^#{2,4} ", re.MULTILINE).search(text, start)
+    section = text[start : end.start() if end else len(text)]
+    code = section.split("```python\n", 1)[1].split("\n```", 1)[0]
+    module = types.ModuleType(f"docs_example_{hook}")
+    exec(compile(code, f"{DOCS}:{hook}", "exec"), module.__dict__)
+    return module
+
+
+def pipeline(hook: str, **overrides: Any) -> middleware.Pipeline:
+    host = PluginHost.create(load_entrypoints=False)
+    host.register(example(hook), name=f"example-{hook}")
+    policy = middleware.load_policy(env={}, dotenv_path=False, overrides=overrides)
+    return middleware.Pipeline(policy, host=host)
+
+
+def test_every_hook_is_documented_with_its_arguments() -> None:
+    docs = documented()
+    assert sorted(docs) == HOOKS, "docs/plugins.md documents other hooks than hookspecs.py"
+    for hook in HOOKS:
+        spec = list(inspect.signature(getattr(hookspecs, hook)).parameters)
+        assert docs[hook] == spec, f"docs/plugins.md gives {hook} the arguments {docs[hook]}"
+        assert getattr(hookspecs, hook).__doc__, f"hookspecs.{hook} has no docstring"
+
+
+def test_every_hook_has_a_test() -> None:
+    tests = "".join(path.read_text(encoding="utf-8") for path in (REPO / "tests").rglob("*.py"))
+    missing = [hook for hook in HOOKS if f"def test_hook_{hook}(" not in tests]
+    assert not missing, f"write test_hook_<name> for {missing}"
+
+
+def test_hook_repair_pairing() -> None:
+    history = [
+        {"role": "user", "content": "deploy"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "deploy", "input": {}},
+            {"type": "tool_use", "id": "t2", "name": "notify", "input": {}},
+        ]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                      "content": "CANCELLED"}]},
+    ]  # fmt: skip
+    with pipeline("repair_pairing") as pipe:
+        result = pipe.process(history)
+    first, second = result.messages[2]["content"]
+    assert first["is_error"] is True  # the plugin's rule
+    assert second["tool_use_id"] == "t2" and second["is_error"] is True  # the built-in repair
+    assert [a.kind for a in result.report.by_step("pairing")] == [
+        "synthetic_result", "marked_error"]  # fmt: skip
+
+
+def test_hook_enforce_budget() -> None:
+    output = "\x1b[32mok\x1b[0m 3 passed\n\x1b[1mdone\x1b[0m"
+    history = [
+        {"role": "user", "content": "test"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": output},
+    ]  # fmt: skip
+    with pipeline("enforce_budget") as pipe:
+        result = pipe.process(history)
+        text = result.messages[2]["content"]
+        assert text.startswith("ok 3 passed\ndone\n[colour codes removed; original: ")
+        (action,) = [a for a in result.report.actions if a.kind == "ansi_removed"]
+        assert pipe.spill.load(action.detail["path"]) == output
+        assert pipe.process(result.messages).messages == result.messages
+
+
+def test_hook_microcompact() -> None:
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": "iVBORw0KGgo" * 50}}  # fmt: skip
+    history: list[dict[str, Any]] = [{"role": "user", "content": "look"}]
+    for i, tool in enumerate(["screenshot", "click", "click", "click"]):
+        content = [image, {"type": "text", "text": "the login page"}] if i == 0 else "ok"
+        history += [
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": f"t{i}", "name": tool, "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": f"t{i}", "content": content}]},
+        ]  # fmt: skip
+    with pipeline("microcompact") as pipe:
+        result = pipe.process(history)
+        block = result.messages[2]["content"][0]
+        assert block["content"].startswith("[old screenshot removed; its content parts are saved")
+        (action,) = [a for a in result.report.actions if a.kind == "screenshot_removed"]
+        saved = pipe.spill.load(action.detail["path"])
+        assert saved is not None and json.loads(saved)[0] == image
+        assert pipe.process(result.messages).messages == result.messages
+
+
+def big(tool: str, size: int) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": tool, "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "row,value\n" * (size // 10)},
+    ]  # fmt: skip
+
+
+def test_hook_tool_result_cap() -> None:
+    with pipeline("tool_result_cap") as pipe:
+        capped = pipe.process(big("sql_query", 50_000))
+        exempt = pipe.process(big("read_spilled_file", 100_000))
+    (spilled,) = capped.report.actions
+    assert (spilled.detail["cap"], spilled.detail["cap_source"]) == (
+        40_000, "plugin example-tool_result_cap")  # fmt: skip
+    assert not exempt.report.actions
+
+
+def compacting_session(tool: str, output: str) -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = [{"role": "user", "content": "query"}]
+    for i in range(4):
+        history += [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"c{i}", "type": "function",
+                 "function": {"name": tool if i == 0 else "ls", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": output if i == 0 else "a.py"},
+        ]  # fmt: skip
+    return history
+
+
+#: Compact on every turn, whether or not the rewrite pays for the cache it breaks.
+EVERY_TURN = {
+    "microcompact.schedule.rewrite_cost": 0,
+    "microcompact.schedule.expected_turns_min": 0,
+}
+
+
+def test_hook_detect_content_type() -> None:
+    csv = "id,name,team\n" + "".join(f"{i},user{i},core\n" for i in range(200))
+    with pipeline("detect_content_type", **EVERY_TURN) as pipe:
+        result = pipe.process(compacting_session("sql_query", csv))
+        other = pipe.process(compacting_session("bash", csv))
+    assert "CSV. Full output:" in result.messages[2]["content"]
+    assert "CSV" not in other.messages[2]["content"]
+
+
+def test_hook_summarize_result() -> None:
+    host = PluginHost.create(load_entrypoints=False)
+    host.register(example("detect_content_type"), name="types")
+    host.register(example("summarize_result"), name="summaries")
+    csv = "id,name,team\n" + "".join(f"{i},user{i},core\n" for i in range(200))
+    policy = middleware.load_policy(env={}, dotenv_path=False, overrides=EVERY_TURN)
+    with middleware.Pipeline(policy, host=host) as pipe:
+        result = pipe.process(compacting_session("sql_query", csv))
+        summary = result.messages[2]["content"]
+        assert summary.startswith("[old query result: 200 rows of id,name,team; full result: ")
+        path = summary.rsplit(": ", 1)[1].rstrip("]")
+        assert pipe.spill.load(path) == csv
+
+
+def test_hook_spill_store() -> None:
+    with pipeline("spill_store") as pipe:
+        result = pipe.process(big("bash", 30_000))
+        (action,) = result.report.actions
+        assert action.detail["path"].startswith(f"memory://{pipe.session_id}/c1-")
+        assert pipe.spill.load(action.detail["path"]) == big("bash", 30_000)[2]["content"]
+    assert not pipe.spill.saved  # type: ignore[attr-defined]  # closed with the pipeline
+
+
+def test_hook_count_tokens() -> None:
+    host = PluginHost.create(load_entrypoints=False, builtins=())
+    host.register(example("count_tokens"), name="tokens")
+    count = host.token_counter(approximate_tokens)
+    assert count("def main():") == 6  # "def", " ", "main", "(", ")", ":"
+    assert count("") == 0
+
+
+def test_hook_policy_reloaded(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("version: 1\nbudget:\n  max_result_chars: 20000\n", encoding="utf-8")
+    host = PluginHost.create(load_entrypoints=False)
+    host.register(example("policy_reloaded"), name="reload-log")
+    with middleware.Pipeline.from_policy(policy, host=host, watch=True) as pipe:
+        policy.write_text("version: 1\nbudget:\n  max_result_chars: 9000\n", encoding="utf-8")
+        with caplog.at_level(logging.WARNING, logger="my_plugin"):
+            pipe.reload_policy()
+    assert "result cap changed from 20000 to 9000" in caplog.text
