@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeAlias
@@ -14,6 +15,20 @@ from middleware.errors import InputError
 
 if TYPE_CHECKING:
     Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def add_command(
+    commands: Subcommands, name: str, *, summary: str, description: str, examples: Sequence[str]
+) -> argparse.ArgumentParser:
+    """A subcommand whose ``--help`` says what it does and ends with examples (``command  #
+    what it does``, one per line)."""
+    return commands.add_parser(
+        name,
+        help=summary,
+        description=textwrap.fill(description, 88),
+        epilog="examples:\n" + "".join(f"  {line}\n" for line in examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def read_json(file: str) -> Any:

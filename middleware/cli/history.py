@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from middleware.cli.common import read_json, unwrap, write_lines
+from middleware.cli.common import add_command, read_json, unwrap, write_lines
 from middleware.errors import InputError
 from middleware.formats import FORMATS
 from middleware.formats.check import check_history
@@ -22,12 +22,31 @@ if TYPE_CHECKING:
 
 
 def add_process(commands: Subcommands) -> None:
-    process = commands.add_parser("process", help="clean a history and write it back")
+    process = add_command(
+        commands,
+        "process",
+        summary="clean a history and write it back",
+        description="Run pairing repair, budget enforcement and microcompaction on a JSON "
+        "history (a message list, or a request body with 'messages' or 'input', written back "
+        "in the same shape). The cleaned history goes to stdout (or -o), a summary of what "
+        "each step did to stderr; the full text of every cut result stays in the session's "
+        "spill workspace. Exit 2 with one line on bad input.",
+        examples=[
+            "chatcli-mw process session.json > clean.json",
+            "chatcli-mw process body.json --policy preset:claude-code -o clean.json",
+            "chatcli-mw process - --format openai --report json < history.json",
+            "chatcli-mw process s.json --session agent-7 --decisions agent-7.decisions.json",
+        ],
+    )
     process.add_argument(
         "file", metavar="FILE", help="a JSON history or request body (- for stdin)"
     )
-    process.add_argument("--policy", help="policy file (default: the embedded default)")
-    process.add_argument("--format", choices=FORMATS, default="auto")
+    process.add_argument(
+        "--policy", help="policy file or preset:NAME (default: $CHATCLI_POLICY, else embedded)"
+    )
+    process.add_argument(
+        "--format", choices=FORMATS, default="auto", help="wire format (default: detect it)"
+    )
     process.add_argument("-o", "--output", help="write the cleaned history here (default stdout)")
     process.add_argument(
         "--report",
@@ -53,9 +72,22 @@ def add_process(commands: Subcommands) -> None:
 
 
 def add_check(commands: Subcommands) -> None:
-    check = commands.add_parser("check", help="list tool-call pairing problems (exit 1 if any)")
-    check.add_argument("file", metavar="FILE")
-    check.add_argument("--format", choices=FORMATS, default="auto")
+    check = add_command(
+        commands,
+        "check",
+        summary="list tool-call pairing problems (exit 1 if any)",
+        description="Check a history against the provider's tool-pairing rules without "
+        "changing it: one line per violation, in the provider's terms. Exit 0 when the "
+        "history is paired correctly, 1 when it is not, 2 when it is not a history.",
+        examples=[
+            "chatcli-mw check session.json",
+            "chatcli-mw check body.json --format responses",
+        ],
+    )
+    check.add_argument("file", metavar="FILE", help="a JSON history or request body (- for stdin)")
+    check.add_argument(
+        "--format", choices=FORMATS, default="auto", help="wire format (default: detect it)"
+    )
     check.set_defaults(run=_check)
 
 

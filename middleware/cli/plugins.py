@@ -7,6 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from middleware.cli.common import add_command
 from middleware.pipeline import Pipeline
 from middleware.plugin.host import PluginHost
 from middleware.policy import load_policy
@@ -18,7 +19,19 @@ if TYPE_CHECKING:
 
 
 def add_plugins(commands: Subcommands) -> None:
-    plugins = commands.add_parser("plugins", help="list the loaded plugins and their hooks")
+    plugins = add_command(
+        commands,
+        "plugins",
+        summary="list the loaded plugins and their hooks",
+        description="List the plugins loaded (built-in ones and entry points, subject to "
+        "CHATCLI_LOAD_PLUGINS and CHATCLI_BLOCK_PLUGINS) with the hooks each implements, and "
+        "those that failed to load. With --tool, say what bounds that tool's results.",
+        examples=[
+            "chatcli-mw plugins",
+            "chatcli-mw plugins --tool read --tool sql_query --policy prod.yaml",
+            "CHATCLI_LOAD_PLUGINS= chatcli-mw plugins --json",
+        ],
+    )
     plugins.add_argument("--json", action="store_true", help="print JSON")
     plugins.add_argument(
         "--tool",
@@ -28,7 +41,9 @@ def add_plugins(commands: Subcommands) -> None:
         help="also show which plugin declares a cap for this tool, and the cap in effect "
         "under the policy (repeatable)",
     )
-    plugins.add_argument("--policy", help="policy file or preset:NAME (default: embedded)")
+    plugins.add_argument(
+        "--policy", help="policy file or preset:NAME (default: $CHATCLI_POLICY, else embedded)"
+    )
     plugins.set_defaults(run=_plugins)
 
 

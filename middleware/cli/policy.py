@@ -8,6 +8,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from middleware.cli.common import add_command
 from middleware.policy import load_policy, validate_policy_file
 from middleware.policy.reference import render_markdown
 from middleware.policy.resources import policy_schema_path
@@ -17,14 +18,40 @@ if TYPE_CHECKING:
 
 
 def add_validate(commands: Subcommands) -> None:
-    validate_cmd = commands.add_parser("validate", help="check policy files (exit 1 on error)")
-    validate_cmd.add_argument("files", metavar="FILE", nargs="+")
+    validate_cmd = add_command(
+        commands,
+        "validate",
+        summary="check policy files (exit 1 on error)",
+        description="Check policy files against the schema (with the files they extend): "
+        "every problem as file:line:col: $.json.path: message, for editors and CI.",
+        examples=[
+            "chatcli-mw validate policies/*.yaml",
+            "chatcli-mw validate deploy/policy.yaml && kubectl apply -f deploy/",
+        ],
+    )
+    validate_cmd.add_argument(
+        "files", metavar="FILE", nargs="+", help="policy files (or preset:NAME) to check"
+    )
     validate_cmd.set_defaults(run=_validate)
 
 
 def add_config(commands: Subcommands) -> None:
-    config = commands.add_parser("config", help="print the effective policy")
-    config.add_argument("--policy", help="policy file (default: the embedded default)")
+    config = add_command(
+        commands,
+        "config",
+        summary="print the effective policy",
+        description="Print the policy in effect once every layer is applied (defaults, the "
+        "policy file and what it extends, .env, the environment), optionally with where "
+        "each value came from.",
+        examples=[
+            "chatcli-mw config --show-origin",
+            "CHATCLI_BUDGET__MAX_RESULT_CHARS=30000 chatcli-mw config --policy prod.yaml",
+            "chatcli-mw config --policy preset:pi --json",
+        ],
+    )
+    config.add_argument(
+        "--policy", help="policy file or preset:NAME (default: $CHATCLI_POLICY, else embedded)"
+    )
     config.add_argument("--show-origin", action="store_true", help="say where each value came from")
     config.add_argument("--json", action="store_true", help="print JSON")
     config.set_defaults(run=_config)
@@ -71,15 +98,16 @@ def _print_tree(node: dict[str, Any], prefix: str, origins: Any) -> None:
 
 
 def add_schema(commands: Subcommands) -> None:
-    schema = commands.add_parser(
+    schema = add_command(
+        commands,
         "schema",
-        help="print the policy schema, where it is installed, or the key reference",
+        summary="print the policy schema, where it is installed, or the key reference",
         description="Print the JSON Schema every policy file follows (editors use it to "
         "complete and check policies), its installed path, or the reference of every key.",
-        epilog="examples:\n"
-        "  chatcli-mw schema --path      # yaml-language-server: $schema=<this path>\n"
-        "  chatcli-mw schema --markdown > policy-reference.md\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=[
+            "chatcli-mw schema --path        # for '# yaml-language-server: $schema=<path>'",
+            "chatcli-mw schema --markdown > policy-reference.md",
+        ],
     )
     what = schema.add_mutually_exclusive_group()
     what.add_argument("--path", action="store_true", help="print the schema file's path")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
+from middleware.cli.common import add_command
 from middleware.errors import MiddlewareError
 from middleware.plugin.host import PluginHost
 from middleware.policy import load_policy
@@ -23,11 +24,19 @@ if TYPE_CHECKING:
 
 
 def add_simulate(commands: Subcommands) -> None:
-    sim = commands.add_parser(
+    sim = add_command(
+        commands,
         "simulate",
-        help="replay recorded sessions under policies and compare their cost",
+        summary="replay recorded sessions under policies and compare their cost",
         description="Replay each request of recorded sessions through each policy and charge "
-        "it with prompt caching. Costs are relative to no middleware ('none').",
+        "it with prompt caching. Costs are relative to no middleware ('none'); 'hidden' is "
+        "the share of the references the model's next answer makes to tool output that the "
+        "policy removed from the request.",
+        examples=[
+            "chatcli-mw simulate ~/.claude/projects/*/*.jsonl --baselines",
+            "chatcli-mw simulate run.traj --policy mine=prod.yaml --presets --json",
+            "chatcli-mw simulate session.jsonl --pricing openai-gpt-5 --plot cost.png",
+        ],
     )
     sim.add_argument(
         "transcripts",
@@ -51,7 +60,12 @@ def add_simulate(commands: Subcommands) -> None:
         action="store_true",
         help="also compare the shipped presets (chatcli, claude-code, ethos, hermes, pi)",
     )
-    sim.add_argument("--pricing", choices=sorted(PRICING), default="anthropic-5m")
+    sim.add_argument(
+        "--pricing",
+        choices=sorted(PRICING),
+        default="anthropic-5m",
+        help="prompt-cache prices to charge (default anthropic-5m)",
+    )
     sim.add_argument(
         "--window",
         type=int,
