@@ -59,7 +59,7 @@ def test_claude_code_lines_group_by_message_id_and_restart_at_compaction(tmp_pat
     assert [len(r) for r in first.requests()] == [1, 3]
     assert second.notes == ("restarted at the compaction boundary on line 11",)
     assert second.messages[0]["content"][0]["text"].startswith("Summary")
-    assert middleware.validate(first.messages, "anthropic") == []
+    assert middleware.check_history(first.messages, "anthropic") == []
 
 
 def test_tau_bench_file_holds_many_openai_transcripts(tmp_path: Path) -> None:
@@ -90,7 +90,7 @@ def test_swe_agent_function_calling_and_text_mode(tmp_path: Path) -> None:
     (fc_t,) = load_transcripts(write(tmp_path, "a.traj", fc))
     assert fc_t.messages[3]["tool_call_id"] == "call_a" and "tool_call_ids" not in fc_t.messages[3]
     assert fc_t.policy_overrides == {}
-    assert middleware.validate(fc_t.messages, "openai") == []
+    assert middleware.check_history(fc_t.messages, "openai") == []
 
     text = {"history": [
         {"role": "system", "content": "setting"},
@@ -170,7 +170,7 @@ def test_streamed_lines_interleaved_with_early_results_form_one_message(tmp_path
     assert [m["role"] for m in t.messages] == ["user", "assistant", "user", "assistant"]
     assert [b["id"] for b in t.messages[1]["content"]] == ["a", "b"]
     assert [b["tool_use_id"] for b in t.messages[2]["content"]] == ["a", "b"]
-    assert middleware.validate(t.messages, "anthropic") == []
+    assert middleware.check_history(t.messages, "anthropic") == []
 
 
 def test_one_swe_agent_observation_answering_two_calls(tmp_path: Path) -> None:
@@ -183,4 +183,4 @@ def test_one_swe_agent_observation_answering_two_calls(tmp_path: Path) -> None:
     ]}  # fmt: skip
     (t,) = load_transcripts(write(tmp_path, "m.traj", data))
     assert [m.get("tool_call_id") for m in t.messages[2:]] == ["c1", "c2"]
-    assert middleware.validate(t.messages, "openai") == []
+    assert middleware.check_history(t.messages, "openai") == []
