@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 
 from middleware.errors import PolicyError
-from middleware.policy.schema import policy_schema
+from middleware.policy.schema import key_schema, policy_schema
 
 logger = logging.getLogger(__name__)
 
@@ -79,22 +79,18 @@ def env_overrides(environ: Mapping[str, str], origin: str) -> dict[str, tuple[An
     return out
 
 
-def _subschema(key: str, variable: str) -> dict[str, Any]:
-    node: dict[str, Any] = policy_schema()
-    walked: list[str] = []
-    for part in key.split("."):
-        properties = node.get("properties", {})
-        if part in properties:
-            node = properties[part]
-        elif isinstance(node.get("additionalProperties"), dict):
-            node = node["additionalProperties"]
-        else:
-            close = difflib.get_close_matches(part, list(properties), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            where = ".".join(walked) or "the policy"
-            raise PolicyError(f"{variable}: {where} has no key {part!r}{hint}")
-        walked.append(part)
-    return node
+def _subschema(key: str, variable: str) -> Mapping[str, Any]:
+    schema = key_schema(key)
+    if schema is not None:
+        return schema
+    parts = key.split(".")
+    known = max(n for n in range(len(parts)) if n == 0 or key_schema(".".join(parts[:n])))
+    parent = key_schema(".".join(parts[:known])) if known else policy_schema()
+    properties = list((parent or {}).get("properties", {}))
+    close = difflib.get_close_matches(parts[known], properties, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    where = ".".join(parts[:known]) or "the policy"
+    raise PolicyError(f"{variable}: {where} has no key {parts[known]!r}{hint}")
 
 
 def coerce(raw: str, schema: Mapping[str, Any], variable: str) -> Any:

@@ -4,13 +4,14 @@ variables is true."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 from locations import REPO
 
-from middleware import load_policy
+from middleware import PolicyError, load_policy
 from middleware.policy.env import ALIASES, env_name, env_overrides
 from middleware.policy.reference import render_markdown
 from middleware.policy.resources import policy_schema_path
@@ -67,3 +68,25 @@ def test_schema_command_prints_the_schema_its_path_and_the_reference() -> None:
     assert json.loads(run())["title"] == "chatcli-middleware policy"
     assert run("--path").strip() == str(policy_schema_path())
     assert run("--markdown") == render_markdown()
+
+
+def test_nested_tool_keys_and_misspelt_keys_from_the_environment() -> None:
+    env = {
+        "CHATCLI_TOOLS__READ__LINES": "head",
+        "CHATCLI_TOOLS__READ__NOTICES__POINTER": "[at {path}]",
+    }
+    policy = load_policy(env=env, dotenv_path=False)
+    assert policy.tool_entry("read") == (
+        "read",
+        {"lines": "head", "notices": {"pointer": "[at {path}]"}},
+    )
+    for variable, message in [
+        (
+            "CHATCLI_BUDGET__MAX_RESULT_CHAR",
+            "budget has no key 'max_result_char'; did you mean 'max_result_chars'?",
+        ),
+        ("CHATCLI_BUDGET__PREVIEW__HED", "budget.preview has no key 'hed'; did you mean 'head'?"),
+        ("CHATCLI_TOOLS__READ__NOTICES__HEAD", "tools.read.notices has no key 'head'"),
+    ]:
+        with pytest.raises(PolicyError, match=re.escape(f"{variable}: {message}")):
+            load_policy(env={variable: "5"}, dotenv_path=False)
