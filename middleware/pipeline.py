@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -73,7 +74,9 @@ class Pipeline:
             policy, self.session_id, self._setup_problems
         ) or SpillWorkspace.from_settings(self.session_id, bind(policy, SpillSettings))
         self._closed = False
-        self._lock = threading.Lock()
+        #: Calls of process() and admit_batch() running now; close() waits for them.
+        self._active = 0
+        self._idle = threading.Condition()
         self._watcher: PolicyWatcher | None = None
 
     @classmethod
@@ -145,8 +148,10 @@ class Pipeline:
         :param format: ``"auto"`` (detect), ``"anthropic"``, ``"openai"`` or ``"responses"``.
         :raises HistoryError: the history is malformed; the message says which message.
         """
-        if self._closed:
-            raise RuntimeError("this pipeline is closed")
+        with self._in_flight():
+            return self._process(messages, format)
+
+    def _process(self, messages: Sequence[Any], format: str) -> ProcessResult:
         policy = self._policy  # one snapshot for all three steps
         if format == "auto":
             detection = detect_format(messages)
@@ -209,9 +214,16 @@ class Pipeline:
     ) -> list[Admission]:
         """Bound the outputs of calls dispatched together, as one turn: besides each
         result's own bounds, the turn budget applies to them jointly (largest first, or
-        the even share). Returns one :class:`Admission` per output, in order."""
-        if self._closed:
-            raise RuntimeError("this pipeline is closed")
+        the even share). Returns one :class:`Admission` per output, in order.
+
+        An output may be a :class:`ToolOutput` or a mapping of its fields."""
+        outputs = [ToolOutput.of(item) for item in outputs]
+        with self._in_flight():
+            return self._admit_batch(outputs, parallel_calls, context_chars)
+
+    def _admit_batch(
+        self, outputs: Sequence[ToolOutput], parallel_calls: int | None, context_chars: int | None
+    ) -> list[Admission]:
         calls = len(outputs) if parallel_calls is None else parallel_calls
         check_batch(outputs, calls, context_chars)
         conversation = batch_conversation(outputs)
@@ -263,12 +275,27 @@ class Pipeline:
         """Where results cut from the context are kept in full."""
         return self._spill
 
+    @contextmanager
+    def _in_flight(self) -> Iterator[None]:
+        with self._idle:
+            if self._closed:
+                raise RuntimeError("this pipeline is closed")
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._active -= 1
+                self._idle.notify_all()
+
     def close(self) -> None:
-        """Release the session's spill workspace; further ``process()`` calls are refused."""
-        with self._lock:
+        """Refuse new ``process()`` calls, wait for those running to finish, then release
+        the session's spill workspace."""
+        with self._idle:
             if self._closed:
                 return
             self._closed = True
+            self._idle.wait_for(lambda: self._active == 0)
         if self._watcher is not None:
             self._watcher.stop()
         self._spill.close()

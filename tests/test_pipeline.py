@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -197,3 +198,50 @@ def test_a_plugin_can_provide_the_spill_store() -> None:
         assert pipe.spill.save("k", "v") == "mem://k.txt"
         assert saved == {"k": "v"}
     assert saved == {}
+
+
+def test_close_waits_for_calls_in_flight_and_leaves_no_workspace(tmp_path: Path) -> None:
+    """Issue 13, item 21: close() while other threads are in process()."""
+    policy = middleware.load_policy(env={}, dotenv_path=False,
+                                    overrides={"spill.root": str(tmp_path)})  # fmt: skip
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "x" * 60_000},
+    ]  # fmt: skip
+    for trial in range(10):
+        pipe = middleware.Pipeline(policy, session_id=f"trial-{trial}")
+        outcomes: list[str] = []
+
+        def work(pipe: middleware.Pipeline = pipe, outcomes: list[str] = outcomes) -> None:
+            for _ in range(5):
+                try:
+                    result = pipe.process(history)
+                except RuntimeError:
+                    outcomes.append("refused")
+                    return
+                assert [a.kind for a in result.report.actions] == ["spilled"]
+                outcomes.append("spilled")
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        pipe.close()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert not any(thread.is_alive() for thread in threads)
+        assert not list(tmp_path.iterdir()), f"trial {trial}: {outcomes}"
+
+
+def test_admit_batch_takes_mappings_and_explains_other_types() -> None:
+    """Issue 13, item 21: admit_batch([dict]) raised AttributeError."""
+    with middleware.Pipeline(middleware.load_policy(env={}, dotenv_path=False)) as pipe:
+        (admitted,) = pipe.admit_batch(
+            [{"tool_name": "bash", "tool_use_id": "c1", "output": "x" * 30_000}]
+        )
+        assert admitted.changed
+        with pytest.raises(TypeError, match="ToolOutput or a mapping"):
+            pipe.admit_batch(["bash output"])  # type: ignore[list-item]
+        with pytest.raises(ValueError, match="missing 'output'"):
+            pipe.admit_batch([{"tool_name": "bash", "tool_use_id": "c2"}])

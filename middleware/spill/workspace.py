@@ -1,9 +1,14 @@
 """The per-session spill workspace: where the full text of a cut result is kept.
 
 Files are named from a sanitised id plus a hash of the content, written once and
-atomically, and reused when present, so the same result always yields the same path and
-therefore the same preview bytes (prompt-cache stability). Nothing is ever written outside
-the workspace or through a symbolic link.
+atomically, and reused when present with the same content, so the same result always
+yields the same path and therefore the same preview bytes (prompt-cache stability).
+Nothing is ever written outside the workspace or through a symbolic link.
+
+Several pipelines may share a workspace (the same session id, in one process or several):
+each holds a lease in it while open, and the folder is removed when the last one closes,
+only if a workspace created it and none of its users asked to keep it. A folder the
+workspace did not create, or refused to use, is never removed.
 """
 
 from __future__ import annotations
@@ -13,9 +18,11 @@ import logging
 import os
 import re
 import shutil
+import socket
 import stat
 import tempfile
 import threading
+import uuid
 from pathlib import Path
 
 from middleware.errors import MiddlewareError
@@ -28,6 +35,10 @@ _SUFFIX = re.compile(r"^\.[a-z0-9]{1,8}$")
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}-[0-9a-f]{16}\.[a-z0-9]{1,8}$")
 #: Longest id fragment kept in a file name; the content hash keeps names unique.
 MAX_ID_CHARS = 64
+#: The marker a workspace writes in a folder it creates: ``keep`` or ``remove`` (when the
+#: last user closes).
+MARKER = ".chatcli-workspace"
+LEASES = ".leases"
 
 
 class SpillError(MiddlewareError, OSError):
@@ -37,6 +48,16 @@ class SpillError(MiddlewareError, OSError):
 def safe_fragment(text: str, *, fallback: str = "result") -> str:
     """``text`` reduced to ``[A-Za-z0-9_-]``, at most :data:`MAX_ID_CHARS` long."""
     return _UNSAFE.sub("_", text.strip())[:MAX_ID_CHARS] or fallback
+
+
+def session_folder_name(session_id: str) -> str:
+    """The workspace folder's name for a session id, one per id: a readable id is used as
+    it is; any other gets its safe characters plus a digest of the id after a ``.`` (which
+    a readable id never contains), so ``team/alice`` and ``team.alice`` differ."""
+    if _UNSAFE.search(session_id) is None and 0 < len(session_id) <= MAX_ID_CHARS:
+        return f"chatcli-agent-{session_id}"
+    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"chatcli-agent-{safe_fragment(session_id, fallback='session')[:40]}.{digest}"
 
 
 def spill_file_name(key: str, content: str, suffix: str = ".txt") -> str:
@@ -51,16 +72,21 @@ class SpillWorkspace:
     """``<root>/chatcli-agent-<session>/tool-results/``: folders 0700, files 0600.
 
     ``root`` defaults to the system temporary folder. The folders are created on the first
-    save. :meth:`close` removes the session folder unless ``keep`` is set.
+    save. :meth:`close` ends this workspace's use of the folder (see the module docstring
+    for when that removes it); a closed workspace refuses to save.
     """
 
     def __init__(self, session_id: str, root: str | Path | None = None, *, keep: bool = False):
         base = Path(root) if root is not None else Path(tempfile.gettempdir())
-        self.session_dir = base / f"chatcli-agent-{safe_fragment(session_id, fallback='session')}"
+        self.session_dir = base / session_folder_name(session_id)
         self.results_dir = self.session_dir / "tool-results"
         self.keep = keep
-        self._ready = False
+        self._lease: Path | None = None
+        self._closed = False
         self._lock = threading.Lock()
+        #: Files this workspace wrote or checked: path -> (inode, size, mtime), so a file
+        #: that did not change since is reused without reading it again.
+        self._known: dict[Path, tuple[int, int, int]] = {}
 
     @classmethod
     def from_settings(cls, session_id: str, settings: SpillSettings) -> SpillWorkspace:
@@ -68,13 +94,13 @@ class SpillWorkspace:
         return cls(session_id, settings.root, keep=settings.keep)
 
     def save(self, key: str, content: str, *, suffix: str = ".txt") -> str:
-        """Store ``content`` and return its path; an identical earlier save is reused."""
+        """Store ``content`` and return its path; a file already holding it is reused."""
         name = spill_file_name(key, content, suffix)
         data = content.encode("utf-8", "surrogatepass")
         target = self.results_dir / name
         try:
             self._prepare()
-            if _is_regular_file_of_size(target, len(data)):
+            if self._holds(target, data):
                 return str(target)
             fd, tmp = tempfile.mkstemp(dir=self.results_dir, prefix=".partial-", suffix=suffix)
             try:
@@ -87,13 +113,17 @@ class SpillWorkspace:
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
+            self._remember(target)
         except OSError as exc:
+            if isinstance(exc, SpillError):
+                raise
             raise SpillError(f"cannot save spilled output to {target}: {exc}") from exc
         return str(target)
 
     def load(self, location: str) -> str | None:
         """The content of a file this workspace saved, or ``None`` for anything else (a
-        path outside ``tool-results/``, a link, a missing file)."""
+        path outside ``tool-results/``, a link, a missing file, one whose content does not
+        match the digest in its name)."""
         path = Path(location)
         if path.parent != self.results_dir or not _NAME.match(path.name):
             return None
@@ -101,33 +131,129 @@ class SpillWorkspace:
             info = os.lstat(path)
             if not stat.S_ISREG(info.st_mode):
                 return None
-            return path.read_bytes().decode("utf-8", "surrogatepass")
-        except (OSError, UnicodeDecodeError):
+            data = path.read_bytes()
+        except OSError:
+            return None
+        if hashlib.sha256(data).hexdigest()[:16] != path.name.rsplit("-", 1)[1].split(".")[0]:
+            return None
+        try:
+            return data.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
             return None
 
     def close(self) -> None:
-        """Remove the session folder (unless ``keep``); safe to call more than once."""
+        """End this workspace's use of the folder; safe to call more than once."""
         with self._lock:
-            if self.keep:
-                if self._ready:
-                    logger.info("kept spill workspace %s", self.session_dir)
+            if self._closed:
                 return
-            if self.session_dir.is_symlink():
-                return  # never ours: _prepare refuses symlinks
+            self._closed = True
+            lease, self._lease = self._lease, None
+            if lease is None:
+                return  # never used the folder (or was refused): nothing of ours there
+            lease.unlink(missing_ok=True)
+            if self._others_hold_leases():
+                return
+            try:
+                marker = (self.session_dir / MARKER).read_text(encoding="utf-8").strip()
+            except OSError:
+                return  # not a folder a workspace created
+            if marker == "keep":
+                logger.info("kept spill workspace %s", self.session_dir)
+                return
             shutil.rmtree(self.session_dir, ignore_errors=True)
-            self._ready = False
+
+    # -- helpers ---------------------------------------------------------------------------
 
     def _prepare(self) -> None:
         with self._lock:
-            if self._ready:
+            if self._closed:
+                raise SpillError(
+                    f"the spill workspace {self.session_dir} is closed (the pipeline that "
+                    "owns it was closed): nothing more can be saved there"
+                )
+            if self._lease is not None and self._lease.exists():
                 return
             self.session_dir.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            for folder in (self.session_dir, self.results_dir):
+            created = False
+            try:
+                self.session_dir.mkdir(mode=0o700)
+                created = True
+            except FileExistsError:
+                _check_private_dir(self.session_dir)
+            for folder in (self.results_dir, self.session_dir / LEASES):
                 try:
                     folder.mkdir(mode=0o700)
                 except FileExistsError:
                     _check_private_dir(folder)
-            self._ready = True
+            marker = self.session_dir / MARKER
+            if created or (self.keep and marker.exists()):
+                _write_private(marker, "keep" if self.keep else "remove")
+            lease = self.session_dir / LEASES / f"{_host()}-{os.getpid()}-{uuid.uuid4().hex}"
+            _write_private(lease, "")
+            self._lease = lease
+
+    def _holds(self, target: Path, data: bytes) -> bool:
+        """Whether ``target`` is a private regular file of ours holding exactly ``data``."""
+        try:
+            info = os.lstat(target)
+        except FileNotFoundError:
+            return False
+        if not stat.S_ISREG(info.st_mode) or info.st_size != len(data):
+            return False
+        if stat.S_IMODE(info.st_mode) != 0o600 or (
+            hasattr(os, "getuid") and info.st_uid != os.getuid()
+        ):
+            return False
+        if self._known.get(target) == (info.st_ino, info.st_size, info.st_mtime_ns):
+            return True
+        try:
+            same = target.read_bytes() == data
+        except OSError:
+            return False
+        if same:
+            self._known[target] = (info.st_ino, info.st_size, info.st_mtime_ns)
+        return same
+
+    def _remember(self, target: Path) -> None:
+        info = os.lstat(target)
+        self._known[target] = (info.st_ino, info.st_size, info.st_mtime_ns)
+
+    def _others_hold_leases(self) -> bool:
+        """Whether another open workspace uses the folder (leases of processes of this host
+        that no longer run are stale and removed)."""
+        try:
+            leases = list((self.session_dir / LEASES).iterdir())
+        except OSError:
+            return False
+        alive = False
+        for lease in leases:
+            host, _, rest = lease.name.rpartition("-")[0].rpartition("-")
+            pid = int(rest) if rest.isdigit() else None
+            if host == _host() and pid is not None and not _pid_alive(pid):
+                lease.unlink(missing_ok=True)
+                continue
+            alive = True
+        return alive
+
+
+def _host() -> str:
+    return _UNSAFE.sub("_", socket.gethostname()) or "host"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, but not ours to signal
+    return True
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 def _check_private_dir(folder: Path) -> None:
@@ -142,11 +268,3 @@ def _check_private_dir(folder: Path) -> None:
         raise SpillError(
             f"refusing to use {folder}: other users can access it (mode {info.st_mode & 0o777:o})"
         )
-
-
-def _is_regular_file_of_size(path: Path, size: int) -> bool:
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return False
-    return stat.S_ISREG(info.st_mode) and info.st_size == size

@@ -174,3 +174,93 @@ def test_load_reads_back_only_what_the_workspace_saved(tmp_path: Path) -> None:
     link = ws.results_dir / spill_file_name("link", "x")
     link.symlink_to(outside)
     assert ws.load(str(link)) is None
+
+
+# -- issue 13, item 1: closing one pipeline never deletes another's spill files -------------
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("team/alice", "team.alice"), ("a" * 64 + "-one", "a" * 64 + "-two"), ("x y", "x_y")],
+)
+def test_distinct_session_ids_never_share_a_folder(tmp_path: Path, first: str, second: str) -> None:
+    one, two = SpillWorkspace(first, tmp_path), SpillWorkspace(second, tmp_path)
+    assert one.session_dir != two.session_dir
+    path = Path(one.save("c", "kept by one"))
+    Path(two.save("c", "kept by two"))
+    two.close()
+    assert path.read_text(encoding="utf-8") == "kept by one"
+
+
+def test_a_readable_session_id_keeps_its_readable_folder_name(tmp_path: Path) -> None:
+    assert SpillWorkspace("agent-7_b", tmp_path).session_dir.name == "chatcli-agent-agent-7_b"
+
+
+def test_the_same_session_id_twice_shares_the_folder_until_the_last_one_closes(
+    tmp_path: Path,
+) -> None:
+    first, second = SpillWorkspace("shared", tmp_path), SpillWorkspace("shared", tmp_path)
+    path = Path(first.save("c", "written by the first"))
+    second.save("d", "written by the second")
+    first.close()
+    assert path.read_text(encoding="utf-8") == "written by the first"  # still in use
+    second.close()
+    assert not first.session_dir.exists()  # the last user cleans up
+
+
+def test_a_folder_the_workspace_did_not_create_is_never_removed(tmp_path: Path) -> None:
+    foreign = tmp_path / "chatcli-agent-s"
+    (foreign / "tool-results").mkdir(parents=True, mode=0o700)
+    os.chmod(foreign, 0o700)
+    (foreign / "tool-results" / "notes.txt").write_text("someone else's", encoding="utf-8")
+    ws = SpillWorkspace("s", tmp_path)
+    ws.save("c", "content")
+    ws.close()
+    assert (foreign / "tool-results" / "notes.txt").read_text(encoding="utf-8") == "someone else's"
+
+
+def test_a_refused_folder_is_left_alone_by_close(tmp_path: Path) -> None:
+    refused = tmp_path / "chatcli-agent-s"
+    refused.mkdir(mode=0o700)
+    os.chmod(refused, 0o755)  # others can read: refused
+    (refused / "theirs.txt").write_text("theirs", encoding="utf-8")
+    ws = SpillWorkspace("s", tmp_path)
+    with pytest.raises(SpillError):
+        ws.save("c", "content")
+    ws.close()
+    assert (refused / "theirs.txt").exists()
+
+
+def test_a_kept_workspace_is_not_removed_by_a_later_ephemeral_user(tmp_path: Path) -> None:
+    kept = SpillWorkspace("cli", tmp_path, keep=True)
+    path = Path(kept.save("c", "keep me"))
+    kept.close()
+    later = SpillWorkspace("cli", tmp_path)
+    later.save("d", "other")
+    later.close()
+    assert path.read_text(encoding="utf-8") == "keep me"
+
+
+def test_a_closed_workspace_refuses_to_save_and_never_recreates_its_folder(tmp_path: Path) -> None:
+    ws = SpillWorkspace("s", tmp_path)
+    ws.save("c", "content")
+    ws.close()
+    with pytest.raises(SpillError, match="closed"):
+        ws.save("d", "late")
+    assert not ws.session_dir.exists()
+
+
+# -- issue 13, item 5: an existing file is reused only if it holds the same content ------
+
+
+def test_a_stale_file_with_other_content_is_replaced_not_reused(tmp_path: Path) -> None:
+    ws = SpillWorkspace("s", tmp_path)
+    content = "the real output\n" * 100
+    target = ws.results_dir / spill_file_name("call_1", content)
+    ws.save("warmup", "w")
+    target.write_text("x" * len(content.encode()), encoding="utf-8")  # same size, other text
+    os.chmod(target, 0o644)
+    path = Path(SpillWorkspace("s", tmp_path).save("call_1", content))
+    assert path == target
+    assert path.read_text(encoding="utf-8") == content
+    assert mode(path) == 0o600

@@ -6,8 +6,8 @@ same budget step a request would run, and the outcome is frozen for the call id.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 from middleware.report import Action, ProblemReport
@@ -24,6 +24,26 @@ class ToolOutput:
     #: The call's arguments (a dict or a JSON string): line rules read an offset from them.
     arguments: Any = None
     is_error: bool = False
+
+    @classmethod
+    def of(cls, item: object) -> ToolOutput:
+        """``item`` itself, or the output a mapping of its fields describes."""
+        if isinstance(item, ToolOutput):
+            return item
+        if not isinstance(item, Mapping):
+            raise TypeError(
+                f"admit_batch() takes a ToolOutput or a mapping of its fields for each "
+                f"output, got {type(item).__name__}"
+            )
+        missing = [name for name in ("tool_name", "tool_use_id", "output") if name not in item]
+        if missing:
+            raise ValueError(
+                f"admit_batch(): an output mapping is missing {', '.join(map(repr, missing))}"
+            )
+        unknown = sorted(set(item) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"admit_batch(): unknown output field(s) {', '.join(unknown)}")
+        return cls(**item)
 
     def __post_init__(self) -> None:
         for name in ("tool_name", "tool_use_id"):
