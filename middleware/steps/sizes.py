@@ -4,25 +4,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from middleware.formats.base import Codec
 from middleware.view import Node
 
 
 def value_chars(value: object) -> int:
-    """Characters of every string inside a wire value (dicts and lists walked)."""
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, dict):
-        return sum(value_chars(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(value_chars(v) for v in value)
-    return 0
+    """Characters of every string inside a wire value (dicts, lists and tuples walked,
+    without recursion: depth never matters)."""
+    total = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return total
 
 
-def node_chars(node: Node) -> int:
-    """Characters a node puts on the wire (a created node: its results' text)."""
-    if node.raw is not None:
+def node_chars(node: Node, codec: Codec) -> int:
+    """Characters a node puts on the wire: the input's own message when no step changed
+    it, else the message the codec writes for it, so that processing the output again
+    measures exactly the same sizes (and makes the same decisions)."""
+    if node.raw is not None and not node.changed:
         return value_chars(node.raw)
-    return sum(len(b.text) for b in node.results)
+    return value_chars(codec.render_node(node))
 
 
 def chars_before_turns(sizes: Sequence[int], node_turns: Sequence[int]) -> dict[int, int]:

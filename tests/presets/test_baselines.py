@@ -48,10 +48,15 @@ def test_observation_masking_keeps_the_last_ten_outputs() -> None:
 def test_anthropic_clear_tool_uses_waits_for_its_trigger_then_keeps_three() -> None:
     small = session(12, 1000)  # ~12,000 chars: far below 100,000 tokens
     assert not run("anthropic-clear-tool-uses", small).report.by_step("microcompact")
-    big = session(12, 40_000)  # budget spills each to ~5 KB, still ~480 KB raw in total
-    kept = outputs(run("anthropic-clear-tool-uses", big).messages)
-    assert all(o.startswith("[Tool result cleared.") for o in kept[:9])
-    assert not any(o.startswith("[Tool result cleared.") for o in kept[9:])
+    # 25 results just under the budget's cap: ~475,000 chars sent, past 100,000 tokens.
+    # (The trigger weighs the request as sent: 12 results of 40,000 chars the budget step
+    # cuts to ~5 KB each are a 60 KB request, far below it.)
+    assert not run("anthropic-clear-tool-uses", session(12, 40_000)).report.by_step(
+        "microcompact"
+    )
+    kept = outputs(run("anthropic-clear-tool-uses", session(25, 19_000)).messages)
+    assert all(o.startswith("[Tool result cleared.") for o in kept[:22])
+    assert not any(o.startswith("[Tool result cleared.") for o in kept[22:])
 
 
 def test_chatcli_compacts_on_every_turn() -> None:

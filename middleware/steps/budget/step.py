@@ -62,7 +62,7 @@ class _BudgetRun:
         admission = self.context.admission
         used: dict[int, int] = {}
         if self.settings.aware is not None and admission is None:
-            sizes = [node_chars(node) for node in self.conversation.nodes]
+            sizes = [node_chars(node, self.context.codec) for node in self.conversation.nodes]
             used = chars_before_turns(sizes, index.node_turns)
         for turn, sites in by_turn.items():
             calls = len(sites) if admission is None else admission.parallel_calls

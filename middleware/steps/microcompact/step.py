@@ -65,7 +65,7 @@ class _Compaction:
         keep = s.keep_results
         recent = index.results[-keep:] if keep else ()
         self.recent = {(site.node, site.block) for site in recent}
-        sizes = [node_chars(node) for node in self.conversation.nodes]
+        sizes = [node_chars(node, self.context.codec) for node in self.conversation.nodes]
         self.size = sum(sizes)
         boundary = self._boundary(index, sizes)
         self._apply(self._plan(index.results, boundary, s.truncate_turns, s.summarize_turns))
@@ -136,8 +136,9 @@ class _Compaction:
         return current
 
     def _size_of(self, site: ResultSite) -> int:
-        original = site.result.original
-        return len(original) if original is not None else len(site.result.text)
+        """What compacting the result can remove from the request: its text as it stands
+        (after the budget step's cut, which a second pass sees as the text itself)."""
+        return len(site.result.text)
 
     def _plan(
         self,
