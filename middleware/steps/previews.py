@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
@@ -138,9 +139,49 @@ def _utf8_len(ch: str) -> int:
 def parse_preview(text: str, style: PreviewStyle) -> dict[str, str] | None:
     """The fields of a preview ``style`` produced (``head``, ``omitted``, ``path``...), or
     ``None`` if ``text`` is not such a preview."""
-    pattern = _preview_pattern(style.template)
-    match = pattern.fullmatch(text)
+    return parse_template(text, style.template)
+
+
+def parse_template(text: str, template: str) -> dict[str, str] | None:
+    """The fields of ``template`` if the whole of ``text`` has its shape, else ``None``.
+    A cheap check first: the template's longest fixed piece must be in the text."""
+    marker = _template_marker(template)
+    if marker and marker not in text:
+        return None
+    match = _preview_pattern(template).fullmatch(text)
     return None if match is None else match.groupdict()
+
+
+def recover_preview(
+    text: str, style: PreviewStyle, load: Callable[[str], str | None]
+) -> str | None:
+    """The full text ``text`` is a preview of, if it is one this product wrote: it has the
+    style's shape, names a file the spill store ``load`` holds, and its head, tail and counts
+    agree with that file. Text that only looks like a preview (an agent reading an old log
+    that quotes one) is not recognised, so it is bounded like any other output."""
+    fields = parse_preview(text, style)
+    path = None if fields is None else fields.get("path")
+    if fields is None or not path:
+        return None
+    content = load(path)
+    if content is None:
+        return None
+    head, tail = fields.get("head", ""), fields.get("tail", "")
+    if len(head) + len(tail) > len(content):
+        return None
+    if not content.startswith(head) or not content.endswith(tail):
+        return None
+    expected = {
+        "omitted": len(content) - len(head) - len(tail),
+        "total": len(content),
+        "total_bytes": len(content.encode("utf-8", "surrogatepass")),
+        "lines": content.count("\n") + (0 if content.endswith("\n") else 1),
+    }
+    if any(name in fields and int(fields[name]) != value for name, value in expected.items()):
+        return None
+    if "size" in fields and fields["size"] != human_size(expected["total_bytes"]):
+        return None
+    return content
 
 
 @lru_cache(maxsize=64)
@@ -155,7 +196,7 @@ def _preview_pattern(template: str) -> re.Pattern[str]:
             parts.append(f"(?P={name})")
             continue
         seen.add(name)
-        body = r"\d+" if name in ("omitted", "total", "total_bytes", "lines") else ".*?"
+        body = r"\d+" if name in ("omitted", "total", "total_bytes", "lines", "chars") else ".*?"
         parts.append(f"(?P<{name}>{body})")
     return re.compile("".join(parts), re.DOTALL)
 
@@ -190,13 +231,6 @@ def fit_preview(
         if candidate is not None and len(candidate) <= target:
             return candidate
     return bare
-
-
-def looks_like_preview(text: str, style: PreviewStyle) -> bool:
-    """Whether ``text`` is a preview this style produced (its longest fixed piece of the
-    template is in it), so it is never cut again."""
-    marker = _template_marker(style.template)
-    return bool(marker) and marker in text
 
 
 def _template_marker(template: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -134,10 +134,37 @@ def cut_lines(text: str, rule: LineRule) -> LineCut | None:
 
 
 def looks_shaped(text: str, rule: LineRule) -> bool:
-    """Whether ``text`` ends with notices this rule writes (so it is never cut again)."""
+    """Whether ``text`` ends with notices this rule writes (a cheap first check)."""
     last = text.rsplit("\n\n", 1)[-1].split("\n")
     patterns = [_notice_pattern(t) for t in rule.notices.values()]
     return bool(last) and all(any(p.fullmatch(line) for p in patterns) for line in last)
+
+
+def recover_line_cut(
+    text: str, rule: LineRule, load: Callable[[str], str | None], *, arguments: Any, tool: str
+) -> str | None:
+    """The full output ``text`` stands for, if this rule wrote it: its notices name a file
+    the spill store holds, and cutting that file's content again writes exactly ``text``.
+    An output that merely ends like a notice is not recognised."""
+    if not looks_shaped(text, rule):
+        return None
+    notices = text.rsplit("\n\n", 1)[-1].split("\n")
+    for line in notices:
+        for template in rule.notices.values():
+            if "{path}" not in template:
+                continue
+            match = _notice_pattern(template, named=True).fullmatch(line)
+            path = None if match is None else match.groupdict().get("path")
+            content = load(path) if path else None
+            if content is None:
+                continue
+            cut = cut_lines(content, rule)
+            if (
+                cut is not None
+                and cut.render(path=path or "", arguments=arguments, tool=tool) == text
+            ):
+                return content
+    return None
 
 
 def _situation(rule: LineRule, truncation: Truncation) -> str:
@@ -196,11 +223,17 @@ def _int(value: Any) -> int | None:
     return None
 
 
-@lru_cache(maxsize=64)
-def _notice_pattern(template: str) -> re.Pattern[str]:
+@lru_cache(maxsize=128)
+def _notice_pattern(template: str, *, named: bool = False) -> re.Pattern[str]:
     parts = []
+    seen: set[str] = set()
     for literal, name, _, _ in string.Formatter().parse(template):
         parts.append(re.escape(literal))
-        if name is not None:
+        if name is None:
+            continue
+        if named and name not in seen:
+            parts.append(f"(?P<{name}>.*?)")
+            seen.add(name)
+        else:
             parts.append(".*?")
     return re.compile("".join(parts), re.DOTALL)

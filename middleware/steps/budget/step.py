@@ -17,10 +17,10 @@ from typing import Any
 from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
-from middleware.steps.budget.line_rules import LineRule, cut_lines, line_rule, looks_shaped
+from middleware.steps.budget.line_rules import LineRule, cut_lines, line_rule, recover_line_cut
 from middleware.steps.budget.settings import BudgetSettings, Cap, TurnLimits, resolve_cap
 from middleware.steps.microcompact.before_spill import compact_first
-from middleware.steps.previews import fit_preview, looks_like_preview, make_preview
+from middleware.steps.previews import fit_preview, make_preview, recover_preview
 from middleware.steps.sizes import chars_before_turns, node_chars
 from middleware.view import Conversation, ResultSite, ToolResult
 
@@ -113,10 +113,15 @@ class _BudgetRun:
             return _Candidate(site, decided, cap, True, None, incoming)
         result = self._replace_empty(site)
         rule = line_rule(self.context.policy, site.tool_name)
+        load = self.context.spill.load
         if rule is not None:
-            frozen = looks_shaped(result.text, rule)
+            arguments = site.call.call.arguments if site.call is not None else None
+            tool = site.tool_name or "tool"
+            own = recover_line_cut(result.text, rule, load, arguments=arguments, tool=tool)
+            frozen = own is not None
         else:
-            frozen = cap.max_chars is None or looks_like_preview(result.text, self.settings.preview)
+            own = recover_preview(result.text, self.settings.preview, load)
+            frozen = cap.max_chars is None or own is not None
         return _Candidate(site, result, cap, frozen, rule, incoming)
 
     def _decided(self, site: ResultSite) -> ToolResult | None:

@@ -37,7 +37,7 @@ def compact_first(
         text = site.result.text
         if len(text) < max(compaction.min_content, SUMMARY_ESTIMATE * 2):
             continue
-        if compaction.summary_marker in text:
+        if compaction.is_summary(text, context.spill.load):
             continue
         requested.add((site.node, site.block))
         reclaimed += len(text) - SUMMARY_ESTIMATE

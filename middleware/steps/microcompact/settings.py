@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import string
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from middleware.policy.settings import converted, group, section, setting
-from middleware.steps.previews import PreviewStyle, make_preview, parse_preview
+from middleware.steps.previews import PreviewStyle, make_preview, parse_template, recover_preview
 
 
 @section("microcompact")
@@ -37,14 +37,6 @@ class MicrocompactSettings:
     #: The budget step's preview style, to recognise its previews.
     budget_preview: PreviewStyle = group(PreviewStyle, "budget.preview")
 
-    @property
-    def truncate_marker_literal(self) -> str:
-        return _longest_literal(self.truncate_template)
-
-    @property
-    def summary_marker(self) -> str:
-        return _longest_literal(self.summary_template)
-
     def truncate(self, text: str, path: str) -> str | None:
         """Head + marker + tail, the marker giving the exact count left out and the file."""
         return make_preview(text, self._truncate_style, path=path)
@@ -54,9 +46,8 @@ class MicrocompactSettings:
     ) -> str:
         """One line naming what was cleared and where it is, then what the model is
         likely to need from it: the paths and identifiers it mentions, its error lines."""
-        lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
         return self.summary_template.format_map({
-            "lines": lines,
+            "lines": _line_count(text),
             "chars": len(text),
             "type": content_type,
             "path": path,
@@ -64,28 +55,32 @@ class MicrocompactSettings:
             "errors": "".join(f"\nError line: {line}" for line in errors),
         })  # fmt: skip
 
-    def pointer(self, text: str) -> str | None:
-        """The spill file a budget preview or a truncation names, if ``text`` is one."""
+    def recover(self, text: str, load: Callable[[str], str | None]) -> str | None:
+        """The full text of a budget preview or a truncation this product wrote (verified
+        against the spill store, never recognised by its words alone)."""
         for style in (self.budget_preview, self._truncate_style):
-            fields = parse_preview(text, style)
-            if fields is not None and fields.get("path"):
-                return fields["path"]
+            content = recover_preview(text, style, load)
+            if content is not None:
+                return content
         return None
 
-    def original_size(self, text: str) -> int:
-        """The size ``text`` had before the budget step's preview or this step's truncation
-        (both say exactly how much they left out), so eligibility is judged on the
-        original and a truncated result is still summarised later."""
-        for style in (self.budget_preview, self._truncate_style):
-            fields = parse_preview(text, style)
-            if fields is None:
-                continue
-            if "total" in fields:
-                return int(fields["total"])
-            if "omitted" in fields:
-                kept = len(fields.get("head", "")) + len(fields.get("tail", ""))
-                return kept + int(fields["omitted"])
-        return len(text)
+    def is_truncation(self, text: str, load: Callable[[str], str | None]) -> bool:
+        """Whether ``text`` is a truncation this step wrote."""
+        return recover_preview(text, self._truncate_style, load) is not None
+
+    def is_summary(self, text: str, load: Callable[[str], str | None]) -> bool:
+        """Whether ``text`` is a summary this step wrote: it has the template's shape, and
+        the file it names holds a text of the size and line count it states."""
+        fields = parse_template(text, self.summary_template)
+        path = None if fields is None else fields.get("path")
+        if fields is None or not path:
+            return False
+        content = load(path)
+        if content is None:
+            return False
+        if "chars" in fields and int(fields["chars"]) != len(content):
+            return False
+        return "lines" not in fields or int(fields["lines"]) == _line_count(content)
 
     @property
     def _truncate_style(self) -> PreviewStyle:
@@ -98,6 +93,5 @@ class MicrocompactSettings:
         )
 
 
-def _longest_literal(template: str) -> str:
-    literals = [literal for literal, _, _, _ in string.Formatter().parse(template)]
-    return max(literals, key=len, default="")
+def _line_count(text: str) -> int:
+    return text.count("\n") + (0 if text.endswith("\n") or not text else 1)

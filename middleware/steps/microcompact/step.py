@@ -57,6 +57,10 @@ class _Compaction:
         self.settings = settings
         self.context = context
         self.conversation = conversation
+        #: What each text is (written by this step, or the full text it stands for),
+        #: verified against the spill store once per text in this run.
+        self._states: dict[str, str | None] = {}
+        self._originals: dict[str, str | None] = {}
 
     def run(self) -> None:
         s = self.settings
@@ -167,9 +171,10 @@ class _Compaction:
     def _original_size(self, site: ResultSite) -> int:
         """Eligibility is judged on the size before any cut (budget preview or truncation)."""
         original = site.result.original
-        return (
-            len(original) if original is not None else self.settings.original_size(site.result.text)
-        )
+        if original is not None:
+            return len(original)
+        recovered = self._recovered(site.result.text)
+        return len(recovered if recovered is not None else site.result.text)
 
     def _exempt(self, site: ResultSite) -> bool:
         if (site.node, site.block) in self.recent:
@@ -179,11 +184,23 @@ class _Compaction:
         return site.tool_name is not None and site.tool_name in self.settings.exempt_tools
 
     def _compacted_to(self, text: str) -> str | None:
-        if self.settings.summary_marker in text:
-            return "summarize"
-        if self.settings.truncate_marker_literal in text:
-            return "truncate"
-        return None
+        """``summarize`` or ``truncate`` if this step wrote ``text`` (checked against the
+        spill store, once per text and run), else ``None``."""
+        if text not in self._states:
+            load = self.context.spill.load
+            state = None
+            if self.settings.is_summary(text, load):
+                state = "summarize"
+            elif self.settings.is_truncation(text, load):
+                state = "truncate"
+            self._states[text] = state
+        return self._states[text]
+
+    def _recovered(self, text: str) -> str | None:
+        """The full text of a preview or truncation this product wrote, else ``None``."""
+        if text not in self._originals:
+            self._originals[text] = self.settings.recover(text, self.context.spill.load)
+        return self._originals[text]
 
     def _apply(self, plans: list[_Plan]) -> None:
         for plan in plans:
@@ -220,11 +237,8 @@ class _Compaction:
     def _recover(self, text: str) -> str:
         """The original of a preview or truncation made earlier, read back from the spill
         store; ``text`` itself when it is neither or the store no longer has it."""
-        path = self.settings.pointer(text)
-        original = self.context.spill.load(path) if path is not None else None
-        if original is None or len(original) != self.settings.original_size(text):
-            return text
-        return original
+        recovered = self._recovered(text)
+        return text if recovered is None else recovered
 
     def _save(self, site: ResultSite, text: str) -> str | None:
         key = site.result.call_id or site.tool_name or "result"
