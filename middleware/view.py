@@ -55,10 +55,11 @@ class ToolResult:
 
     @property
     def text(self) -> str:
-        """All text of the result; non-text parts (images, files) count for nothing."""
+        """All text of the result, one line break between text blocks (so a spill file
+        keeps where one block ended); non-text parts (images, files) count for nothing."""
         if isinstance(self.content, str):
             return self.content
-        return "".join(part_text(part) for part in self.content)
+        return "\n".join(part["text"] for part in self.content if is_text_part(part))
 
     @property
     def has_non_text(self) -> bool:

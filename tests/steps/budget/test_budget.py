@@ -308,3 +308,24 @@ def test_spilling_is_lossless_and_every_turn_fits(tmp_path: Path, sizes: list[li
             kept = sum(len(result_text(result.messages, f"t{j}_{i}")) for i in range(len(row)))
             assert kept <= 50_000 or kept < sum(row)
         assert pipe.process(result.messages).messages == result.messages
+
+
+def test_a_result_of_several_text_blocks_is_spilled_with_its_block_boundaries(
+    tmp_path: Path,
+) -> None:
+    """Issue 13, item 4: the blocks were joined with nothing between them."""
+    first = "see the files under lib/erlang/" + "\nlisting" * 4_000
+    history = [
+        {"role": "user", "content": "explore"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "Task", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+            {"type": "text", "text": first},
+            {"type": "text", "text": "agentId: a8f3 (for resuming)"},
+        ]}]},
+    ]  # fmt: skip
+    with middleware.Pipeline.from_policy(policy_file(tmp_path)) as pipe:
+        result = pipe.process(history)
+        (action,) = result.report.actions
+        saved = pipe.spill.load(action.detail["path"])
+    assert saved == first + "\nagentId: a8f3 (for resuming)"
