@@ -187,10 +187,6 @@ def is_text_part(part: Any) -> bool:
     )
 
 
-def part_text(part: Any) -> str:
-    return part["text"] if is_text_part(part) else ""
-
-
 def _text_type_for(parts: tuple[Any, ...]) -> str:
     types = {p.get("type") for p in parts if isinstance(p, dict)}
     return "input_text" if types & {"input_image", "input_file"} else "text"
