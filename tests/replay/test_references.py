@@ -66,3 +66,11 @@ def test_hidden_when_the_processed_request_lacks_the_token() -> None:
         {"type": "tool_result", "tool_use_id": "t2", "content": "[cleared]"}]}]  # fmt: skip
     assert is_hidden("TOKEN_KEY", serialize(cleared))
     assert not is_hidden("C:\\dir", serialize([{"role": "user", "content": "C:\\dir"}]))
+
+
+def test_absolute_home_and_relative_paths_keep_their_start() -> None:
+    """Issue 13, item 19: summaries dropped the leading / and ~/ of paths."""
+    text = "edit /etc/nginx/nginx.conf, then ~/src/app.py and ./run.sh or ../lib/x.py"
+    assert distinctive_tokens(text) == {
+        "/etc/nginx/nginx.conf", "~/src/app.py", "./run.sh", "../lib/x.py"
+    }  # fmt: skip

@@ -12,7 +12,9 @@ import re
 from collections.abc import Iterator
 
 _ERROR_LINE = re.compile(r"(error|exception|traceback|failed|fatal|panic)", re.IGNORECASE)
-_CANDIDATE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/\-]*[A-Za-z0-9_]")
+#: A token, with the start of a path it may have (``/``, ``~/``, ``./``, ``../``): the model
+#: must be able to open the file a summary names.
+_CANDIDATE = re.compile(r"(?:~/|\.{1,2}/|/)?[A-Za-z0-9_][A-Za-z0-9_.:/\-]*[A-Za-z0-9_]")
 _CAMEL = re.compile(r"[a-z][A-Z]")
 _LETTER = re.compile(r"[A-Za-z]")
 _MARK = re.compile(r"[0-9_./:]")
@@ -23,7 +25,8 @@ def iter_distinctive(text: str) -> Iterator[str]:
     """Distinctive tokens of ``text`` in order of appearance (repeats included): at least
     3 characters with a letter and a digit, ``_``, ``.``, ``/``, ``:`` or an inner capital,
     and dotted numbers (versions, addresses). Plain words and plain numbers are not
-    distinctive. ``path.py:17`` also yields ``path.py``, as grep output writes it."""
+    distinctive. A path keeps its start (``/etc/x.conf``, ``~/a.py``, ``./run.sh``).
+    ``path.py:17`` also yields ``path.py``, as grep output writes it."""
     for match in _CANDIDATE.finditer(text):
         candidate = match.group()
         if _distinctive(candidate):

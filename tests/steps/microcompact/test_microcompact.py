@@ -277,3 +277,12 @@ def test_a_plugin_can_write_the_summary_and_the_pointer_is_kept(tmp_path: Path) 
         path = result.report.by_step("microcompact")[0].detail["path"]
         assert summary == f"[bash output, text, cleared]\nFull output: {path}"
         assert Path(path).read_text(encoding="utf-8") == LINES
+
+
+def test_a_summary_names_absolute_and_home_paths_as_they_are(tmp_path: Path) -> None:
+    """Issue 13, item 19: the model must open /etc/nginx/nginx.conf, not etc/nginx/..."""
+    listing = "config in /etc/nginx/nginx.conf\nuser file ~/app/settings.py\n" + "x\n" * 3_000
+    session = [("bash", listing), *[("ls", "a.py") for _ in range(5)]]
+    with middleware.Pipeline.from_policy(policy_file(tmp_path)) as pipe:
+        summary = pipe.process(tool_session(*session)).messages[2]["content"]
+    assert "Mentions: /etc/nginx/nginx.conf, ~/app/settings.py" in summary
