@@ -92,3 +92,22 @@ def test_an_output_ending_like_a_line_rule_notice_is_still_bounded() -> None:
     with middleware.Pipeline(policy) as pipe:
         result = pipe.process(calls(("bash", output)))
     assert kinds(result) == {"c0": "spilled"}
+
+
+def test_a_preview_the_loop_guard_annotated_is_still_recognised() -> None:
+    """The guard appends its notice to the latest result, which may be a preview: the
+    next pass must still see the preview as ours (found by the preset property test)."""
+    history: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for i in range(6):
+        history += [
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": f"t{i}", "name": "bash", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}",
+                                          "content": "x" * (90_000 if i == 5 else 10)}]},
+        ]  # fmt: skip
+    with middleware.Pipeline.from_policy("preset:ethos") as pipe:
+        first = pipe.process(history)
+        assert [a.kind for a in first.report.actions] == ["spilled"]
+        assert first.report.loop_alerts and first.report.loop_alerts[0].annotated
+        again = pipe.process(first.messages)
+    assert again.messages == first.messages and not again.changed

@@ -51,9 +51,7 @@ def test_anthropic_clear_tool_uses_waits_for_its_trigger_then_keeps_three() -> N
     # 25 results just under the budget's cap: ~475,000 chars sent, past 100,000 tokens.
     # (The trigger weighs the request as sent: 12 results of 40,000 chars the budget step
     # cuts to ~5 KB each are a 60 KB request, far below it.)
-    assert not run("anthropic-clear-tool-uses", session(12, 40_000)).report.by_step(
-        "microcompact"
-    )
+    assert not run("anthropic-clear-tool-uses", session(12, 40_000)).report.by_step("microcompact")
     kept = outputs(run("anthropic-clear-tool-uses", session(25, 19_000)).messages)
     assert all(o.startswith("[Tool result cleared.") for o in kept[:22])
     assert not any(o.startswith("[Tool result cleared.") for o in kept[22:])

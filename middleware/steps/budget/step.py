@@ -19,6 +19,7 @@ from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
 from middleware.steps.budget.line_rules import LineRule, cut_lines, line_rule, recover_line_cut
 from middleware.steps.budget.settings import BudgetSettings, Cap, TurnLimits, resolve_cap
+from middleware.steps.loop_guard import without_notices
 from middleware.steps.microcompact.before_spill import compact_first
 from middleware.steps.previews import fit_preview, make_preview, recover_preview
 from middleware.steps.sizes import chars_before_turns, node_chars
@@ -114,13 +115,14 @@ class _BudgetRun:
         result = self._replace_empty(site)
         rule = line_rule(self.context.policy, site.tool_name)
         load = self.context.spill.load
+        text = without_notices(result.text, self.context.policy)
         if rule is not None:
             arguments = site.call.call.arguments if site.call is not None else None
             tool = site.tool_name or "tool"
-            own = recover_line_cut(result.text, rule, load, arguments=arguments, tool=tool)
+            own = recover_line_cut(text, rule, load, arguments=arguments, tool=tool)
             frozen = own is not None
         else:
-            own = recover_preview(result.text, self.settings.preview, load)
+            own = recover_preview(text, self.settings.preview, load)
             frozen = cap.max_chars is None or own is not None
         return _Candidate(site, result, cap, frozen, rule, incoming)
 

@@ -22,6 +22,7 @@ from itertools import accumulate
 from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
+from middleware.steps.loop_guard import without_notices
 from middleware.steps.microcompact.before_spill import SHARED_KEY as COMPACT_FIRST
 from middleware.steps.microcompact.content_types import detect_content_type
 from middleware.steps.microcompact.mentions import error_lines, mentions
@@ -188,10 +189,11 @@ class _Compaction:
         spill store, once per text and run), else ``None``."""
         if text not in self._states:
             load = self.context.spill.load
+            own = without_notices(text, self.context.policy)
             state = None
-            if self.settings.is_summary(text, load):
+            if self.settings.is_summary(own, load):
                 state = "summarize"
-            elif self.settings.is_truncation(text, load):
+            elif self.settings.is_truncation(own, load):
                 state = "truncate"
             self._states[text] = state
         return self._states[text]
@@ -199,7 +201,8 @@ class _Compaction:
     def _recovered(self, text: str) -> str | None:
         """The full text of a preview or truncation this product wrote, else ``None``."""
         if text not in self._originals:
-            self._originals[text] = self.settings.recover(text, self.context.spill.load)
+            own = without_notices(text, self.context.policy)
+            self._originals[text] = self.settings.recover(own, self.context.spill.load)
         return self._originals[text]
 
     def _apply(self, plans: list[_Plan]) -> None:
