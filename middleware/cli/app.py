@@ -12,6 +12,7 @@ input; :func:`main` turns it into one ``chatcli-mw: error: FILE: problem`` line 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -44,6 +45,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         result: int = args.run(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`chatcli-mw config | head`): not an error of ours. Point
+        # stdout at devnull so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # what a shell reports for a command killed by SIGPIPE
     except (MiddlewareError, OSError) as exc:
         where = f"{args.file}: " if getattr(args, "file", None) else ""
         if isinstance(exc, InputError) and exc.source is not None:

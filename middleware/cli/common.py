@@ -4,7 +4,6 @@ lines, and the type of the subparsers each command adds itself to."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeAlias
 
 from middleware.errors import InputError
+from middleware.formats import jsonio
 
 if TYPE_CHECKING:
     Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -34,13 +34,19 @@ def add_command(
 def read_json(file: str) -> Any:
     """A JSON document from a file or ``-`` (stdin), as an :class:`InputError` if not JSON."""
     try:
-        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+        data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
     except OSError as exc:
         raise InputError(exc.strerror or str(exc)) from exc
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
+    return jsonio.loads(data)
+
+
+def write_output(file: str | None, text: str) -> None:
+    """``text`` to ``file``, replaced atomically (the input may be the same file: it was
+    read whole before), or to stdout."""
+    if file is None:
+        sys.stdout.write(text)
+    else:
+        jsonio.write_atomically(file, text)
 
 
 def unwrap(document: Any, fmt: str) -> tuple[Any, str, str | None]:

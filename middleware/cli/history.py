@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from middleware.cli.common import add_command, read_json, unwrap, write_lines
+from middleware.cli.common import add_command, read_json, unwrap, write_lines, write_output
 from middleware.errors import InputError
-from middleware.formats import FORMATS
+from middleware.formats import FORMATS, jsonio
 from middleware.formats.check import check_history
 from middleware.pipeline import Pipeline
 from middleware.policy import load_policy
@@ -105,19 +105,15 @@ def _process(args: argparse.Namespace) -> int:
         with Pipeline(policy, session_id=args.session, decisions=decisions) as pipe:
             result = pipe.process(messages, format=fmt)
             if args.decisions:
-                state = json.dumps(pipe.decisions.export(), ensure_ascii=False, indent=1)
-                Path(args.decisions).write_text(state + "\n", encoding="utf-8")
+                state = jsonio.dumps(pipe.decisions.export(), indent=1)
+                jsonio.write_atomically(args.decisions, state + "\n")
         cleaned = result.messages
         report_lines, report_json = result.report.summary_lines(), result.report.to_json()
         path = next((a.detail["path"] for a in result.report.actions if "path" in a.detail), None)
         if path is not None:
             report_lines.append(f"full outputs kept in: {Path(path).parent}")
     output = cleaned if key is None else {**document, key: cleaned}
-    text = json.dumps(output, ensure_ascii=False, indent=2) + "\n"
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
+    write_output(args.output, jsonio.dumps(output) + "\n")
     write_lines(sys.stderr, [report_json] if args.report == "json" else report_lines)
     return 0
 
