@@ -21,6 +21,7 @@ from middleware.errors import (
     InputError,
     LoopGuardError,
     MiddlewareError,
+    MissingExtraError,
     PluginError,
     PolicyError,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "LoopAlert",
     "LoopGuardError",
     "MiddlewareError",
+    "MissingExtraError",
     "Pipeline",
     "PluginError",
     "Policy",

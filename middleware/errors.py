@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, distribution
 from typing import Any
+from urllib.parse import unquote, urlparse
+
+#: The distribution's name on PyPI.
+DISTRIBUTION = "chatcli-middleware"
 
 
 class MiddlewareError(Exception):
@@ -90,3 +97,32 @@ class LoopGuardError(MiddlewareError):
     def __init__(self, message: str, alerts: Sequence[Any]) -> None:
         super().__init__(f"tool loop detected: {message}")
         self.alerts = tuple(alerts)
+
+
+class MissingExtraError(MiddlewareError, ImportError):
+    """An optional feature whose packages are not installed; the message names the command
+    that installs them for the way this copy was installed (from PyPI, from a folder, or
+    editable from a source checkout)."""
+
+    def __init__(self, extra: str, requirement: str, feature: str) -> None:
+        self.extra = extra
+        package = re.split(r"[<>=!~ \[]", requirement, maxsplit=1)[0]
+        super().__init__(
+            f"{feature} needs {package}, which is not installed: run "
+            f"{_install_command(extra)} (or python -m pip install '{requirement}')"
+        )
+
+
+def _install_command(extra: str) -> str:
+    """``pip install`` of this distribution with ``extra``, as it was installed (PEP 610)."""
+    try:
+        recorded = distribution(DISTRIBUTION).read_text("direct_url.json")
+    except PackageNotFoundError:
+        recorded = None
+    origin = json.loads(recorded) if recorded else {}
+    url = urlparse(str(origin.get("url", "")))
+    if url.scheme == "file" and "dir_info" in origin:
+        folder = unquote(url.path)
+        editable = "-e " if origin["dir_info"].get("editable") else ""
+        return f"python -m pip install {editable}'{folder}[{extra}]'"
+    return f"python -m pip install '{DISTRIBUTION}[{extra}]'"

@@ -11,6 +11,26 @@ from typing import Any, Literal
 STEP_NAMES = ("pairing", "budget", "microcompact")
 
 
+#: Action kinds whose words are not "<noun> <participle>".
+_PHRASES: dict[str, tuple[str, str]] = {
+    "empty_replaced": ("empty result replaced", "empty results replaced"),
+    "reasoning_dropped": ("reasoning item dropped", "reasoning items dropped"),
+}
+
+
+def describe(kind: str, count: int) -> str:
+    """An action kind in words, for ``count`` of them: ``orphan_dropped`` -> ``orphans
+    dropped``, ``synthetic_result`` -> ``synthetic results``, ``spilled`` -> ``spilled``."""
+    if kind in _PHRASES:
+        return _PHRASES[kind][count != 1]
+    words = kind.split("_")
+    nouns = [i for i, word in enumerate(words) if not word.endswith("ed")]
+    if count != 1 and nouns:  # the noun is the last word that is not a participle
+        noun = words[nouns[-1]]
+        words[nouns[-1]] = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return " ".join(words)
+
+
 @dataclass(frozen=True)
 class Action:
     """One thing a step did to one tool call or result.
@@ -107,7 +127,7 @@ class Report:
             counts: dict[str, int] = {}
             for action in actions:
                 counts[action.kind] = counts.get(action.kind, 0) + 1
-            what = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in sorted(counts.items()))
+            what = ", ".join(f"{n} {describe(kind, n)}" for kind, n in sorted(counts.items()))
             lines.append(f"{step}: {what}")
         for alert in self.loop_alerts:
             lines.append(f"loop guard: {alert.reason}")

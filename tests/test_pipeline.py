@@ -245,3 +245,24 @@ def test_admit_batch_takes_mappings_and_explains_other_types() -> None:
             pipe.admit_batch(["bash output"])  # type: ignore[list-item]
         with pytest.raises(ValueError, match="missing 'output'"):
             pipe.admit_batch([{"tool_name": "bash", "tool_use_id": "c2"}])
+
+
+@pytest.mark.parametrize(
+    ("kind", "count", "phrase"),
+    [
+        ("synthetic_result", 1, "1 synthetic result"),
+        ("synthetic_result", 2, "2 synthetic results"),
+        ("orphan_dropped", 3, "3 orphans dropped"),
+        ("duplicate_result_dropped", 2, "2 duplicate results dropped"),
+        ("empty_replaced", 2, "2 empty results replaced"),
+        ("id_renamed", 2, "2 ids renamed"),
+        ("spilled", 2, "2 spilled"),
+        ("summarized", 1, "1 summarized"),
+        ("my_plugin_thing", 2, "2 my plugin things"),
+    ],
+)
+def test_the_summary_counts_in_plain_words(kind: str, count: int, phrase: str) -> None:
+    """Issue 13, item 20: the summary said "2 synthetic result"."""
+    report = middleware.Report(format="openai", format_source="given", policy="p")
+    report.actions.extend(middleware.Action("pairing", kind, f"c{i}") for i in range(count))
+    assert report.summary_lines()[1] == f"pairing: {phrase}"

@@ -104,6 +104,8 @@ def _process(args: argparse.Namespace) -> int:
         decisions = _read_decisions(args.decisions)
         with Pipeline(policy, session_id=args.session, decisions=decisions) as pipe:
             result = pipe.process(messages, format=fmt)
+            if fmt != args.format:  # the body's shape chose the format, not --format
+                result.report.format_source = f"the request body's {key!r} list"
             if args.decisions:
                 state = jsonio.dumps(pipe.decisions.export(), indent=1)
                 jsonio.write_atomically(args.decisions, state + "\n")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 
 from middleware.cli.common import add_command
-from middleware.errors import MiddlewareError
+from middleware.errors import MissingExtraError
 from middleware.plugin.host import PluginHost
 from middleware.policy import load_policy
 from middleware.policy.resources import data_dir, preset_names
@@ -151,6 +151,7 @@ def render_table(
         "over window",
         "spilled chars",
         "compacted chars",
+        "added chars",
         "recent kept",
         "refs",
         "hidden",
@@ -166,6 +167,7 @@ def render_table(
                 str(s.over_window),
                 f"{s.chars_spilled:,}",
                 f"{s.chars_compacted:,}",
+                f"{s.chars_added:,}",
                 "yes" if s.recent_compacted == 0 else f"no ({s.recent_compacted})",
                 str(s.references),
                 f"{s.hidden} ({s.hidden_rate:.1%})",
@@ -191,9 +193,7 @@ def _require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401, PLC0415 - optional extra, imported only when asked for
     except ImportError:
-        raise MiddlewareError(
-            "--plot needs matplotlib: pip install 'chatcli-middleware[plot]'"
-        ) from None
+        raise MissingExtraError("plot", "matplotlib>=3.7", "--plot") from None
 
 
 def plot(summaries: list[PolicySummary], path: Path) -> None:

@@ -55,8 +55,12 @@ class PolicySummary:
     raw_cost: float = 0.0
     peak_tokens: int = 0
     over_window: int = 0
+    #: Characters the budget step removed from the last request of each session (saved in
+    #: the spill store), what compaction removed, and what the steps added (the text of an
+    #: empty result, notices): counted apart, so none of them hides another.
     chars_spilled: int = 0
     chars_compacted: int = 0
+    chars_added: int = 0
     #: Requests in which microcompaction changed a result of the last two assistant turns
     #: (it never should), and in which the budget step spilled one (by design).
     recent_compacted: int = 0
@@ -89,6 +93,7 @@ class PolicySummary:
             "requests_over_window": self.over_window,
             "chars_spilled": self.chars_spilled,
             "chars_compacted": self.chars_compacted,
+            "chars_added": self.chars_added,
             "recent_results_uncompacted": self.recent_compacted == 0,
             "requests_with_recent_results_compacted": self.recent_compacted,
             "requests_with_recent_results_spilled": self.recent_spilled,
@@ -172,7 +177,9 @@ class _Simulation:
                 # What the last request of the session carries spilled or compacted.
                 for action in result.report.actions:
                     saved = action.chars_before - action.chars_after
-                    if action.step == "budget":
+                    if saved < 0:
+                        summary.chars_added -= saved
+                    elif action.step == "budget":
                         summary.chars_spilled += saved
                     elif action.step == "microcompact":
                         summary.chars_compacted += saved

@@ -267,3 +267,41 @@ def test_plugins_explains_what_bounds_a_tool_under_a_policy() -> None:
         "policy": "pi",
         "bash": "line rule tail: 2,000 lines or 51,200 bytes",
     }
+
+
+def test_a_format_the_body_chose_is_not_reported_as_given(tmp_path: Path) -> None:
+    """Issue 13, item 20: `format: responses (given)` when no format was given."""
+    done = run("process", str(EXAMPLES / "responses-body.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "format: responses (the request body's 'input' list)" in done.stderr
+    given = run("process", str(EXAMPLES / "responses-body.json"), "--format", "responses",
+                cwd=tmp_path)  # fmt: skip
+    assert "format: responses (given)" in given.stderr
+
+
+@pytest.mark.parametrize(
+    ("direct_url", "expected"),
+    [
+        ({"url": "file:///src/chatcli", "dir_info": {"editable": True}},
+         "python -m pip install -e '/src/chatcli[plot]'"),
+        ({"url": "file:///src/chatcli", "dir_info": {}},
+         "python -m pip install '/src/chatcli[plot]'"),
+        (None, "python -m pip install 'chatcli-middleware[plot]'"),
+    ],
+)  # fmt: skip
+def test_a_missing_extra_names_the_command_that_works_for_this_installation(
+    monkeypatch: pytest.MonkeyPatch, direct_url: dict[str, Any] | None, expected: str
+) -> None:
+    """Issue 13, item 20: a source checkout cannot `pip install 'chatcli-middleware[plot]'`."""
+    from middleware.errors import MissingExtraError
+
+    class Distribution:
+        def read_text(self, name: str) -> str | None:
+            assert name == "direct_url.json"
+            return None if direct_url is None else json.dumps(direct_url)
+
+    monkeypatch.setattr("middleware.errors.distribution", lambda name: Distribution())
+    error = MissingExtraError("plot", "matplotlib>=3.7", "--plot")
+    assert expected in str(error)
+    assert "python -m pip install 'matplotlib>=3.7'" in str(error)
+    assert isinstance(error, ImportError) and isinstance(error, middleware.MiddlewareError)
