@@ -30,9 +30,10 @@ from middleware.plugin.capabilities import DeclaredCap, SpillStore, ToolCap
 from middleware.report import ProblemReport
 
 if TYPE_CHECKING:
+    from middleware.formats.base import Codec
     from middleware.plugin.context import StepContext
     from middleware.policy import Policy
-    from middleware.view import Conversation
+    from middleware.view import Conversation, Node
 
 logger = logging.getLogger(__name__)
 
@@ -194,7 +195,7 @@ class PluginHost:
             kwargs = {"conversation": conversation, "context": context}
             try:
                 self._call(impl, hook_name, kwargs)
-                conversation.check()
+                check_edits(conversation, snapshot, context.codec)
             except Exception as exc:
                 conversation.restore(snapshot)
                 del context.actions[recorded:]
@@ -337,6 +338,24 @@ class PluginHost:
         error = PluginError(plugin, hook, f"returned {type(value).__name__}, expected {expected}")
         logger.error("%s (default behaviour used)", error)
         problems.append(ProblemReport(plugin, hook, error.detail))
+
+
+def check_edits(conversation: Conversation, before: tuple[Node, ...], codec: Codec) -> None:
+    """Raise ``TypeError`` if what a step left since ``before`` cannot be written back: a
+    field of the wrong type (:meth:`Conversation.check`), or a node the wire format's codec
+    fails on (an OpenAI tool message without a result, two calls in one Responses item)."""
+    conversation.check(since=before)
+    known = {id(node) for node in before}
+    for i, node in enumerate(conversation.nodes):
+        if id(node) in known or not (node.changed or node.raw is None):
+            continue  # known, or written back as the wire object it came from
+        try:
+            codec.render_node(node)
+        except Exception as exc:
+            raise TypeError(
+                f"conversation.nodes[{i}] cannot be written as {codec.name}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def _is_spec(value: object) -> bool:

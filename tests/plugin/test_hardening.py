@@ -1,0 +1,185 @@
+"""Hardening of the plugin host (issue #13, item 18): whatever a third-party plugin does,
+``process()`` returns, the plugin is reported by name, and nothing is lost."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+import middleware
+from middleware import hookimpl
+from middleware.plugin.context import StepContext
+from middleware.plugin.host import PluginHost
+from middleware.view import Conversation, Node, Opaque, ToolCall
+
+#: One tool call and its result, in each wire format.
+HISTORIES: dict[str, list[dict[str, Any]]] = {
+    "anthropic": [
+        {"role": "user", "content": "list the files"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.py\n"}],
+        },
+    ],
+    "openai": [
+        {"role": "user", "content": "list the files"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "a.py\n"},
+    ],
+    "responses": [
+        {"role": "user", "content": "list the files"},
+        {"type": "function_call", "call_id": "call_1", "name": "ls", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "a.py\n"},
+    ],
+}
+
+Edit = Callable[[Conversation], None]
+
+
+def set_result(**changes: Any) -> Edit:
+    """Replace the first tool result by a copy with ``changes``."""
+
+    def edit(conversation: Conversation) -> None:
+        site = conversation.index().results[0]
+        conversation.replace_block(site.node, site.block, replace(site.result, **changes))
+
+    return edit
+
+
+def set_call(**changes: Any) -> Edit:
+    def edit(conversation: Conversation) -> None:
+        site = conversation.index().calls[0]
+        conversation.replace_block(site.node, site.block, replace(site.call, **changes))
+
+    return edit
+
+
+def insert(node: Node) -> Edit:
+    def edit(conversation: Conversation) -> None:
+        conversation.insert_node(len(conversation.nodes), node)
+
+    return edit
+
+
+def empty_result_node(conversation: Conversation) -> None:
+    site = conversation.index().results[0]
+    conversation.replace_node(site.node, conversation.nodes[site.node].with_blocks(()))
+
+
+def second_call(conversation: Conversation) -> None:
+    site = conversation.index().calls[0]
+    node = conversation.nodes[site.node]
+    conversation.replace_node(site.node, node.with_blocks([*node.blocks, site.call]))
+
+
+#: Edits of wrong types or shapes that a codec cannot write (or that make it raise).
+BAD_EDITS: dict[str, Edit] = {
+    "content int": set_result(content=42),
+    "content None": set_result(content=None),
+    "content list of str": set_result(content=["a", "b"]),
+    "content tuple of str": set_result(content=("a",)),
+    "content part not JSON": set_result(content=({"type": "text", "text": object()},)),
+    "call_id None": set_result(call_id=None),
+    "is_error str": set_result(is_error="yes"),
+    "original int": set_result(original=3),
+    "call name None": set_call(name=None),
+    "call id int": set_call(id=7),
+    "arguments not JSON": set_call(arguments={"path": object()}),
+    "raw not a dict": set_result(raw=["not", "a", "dict"]),
+    "role unknown": insert(Node("robot", ())),  # type: ignore[arg-type]
+    "blocks a list": insert(Node("user", [Opaque({"type": "text", "text": "x"})])),  # type: ignore[arg-type]
+    "opaque not JSON": insert(Node("user", (Opaque({"type": "text", "text": {1, 2}}),))),
+    "node raw not a dict": insert(Node("user", (), raw="hello")),
+}
+#: Edits only some codecs cannot write: formats with one node per result or per call.
+FORMAT_BAD_EDITS: dict[str, tuple[Edit, tuple[str, ...]]] = {
+    "tool node without result": (empty_result_node, ("openai", "responses")),
+    "two calls in one item": (second_call, ("responses",)),
+}
+CASES = [
+    *((name, edit, fmt) for name, edit in BAD_EDITS.items() for fmt in sorted(HISTORIES)),
+    *((name, edit, fmt) for name, (edit, fmts) in FORMAT_BAD_EDITS.items() for fmt in fmts),
+]
+
+
+class BadEdit:
+    """A third-party budget plugin that makes one bad edit and records it."""
+
+    def __init__(self, edit: Edit) -> None:
+        self.edit = edit
+
+    @hookimpl
+    def enforce_budget(self, conversation: Conversation, context: StepContext) -> None:
+        self.edit(conversation)
+        context.record("bad_edit", tool_call_id="call_1")
+
+
+def host_with(*plugins: tuple[str, object], builtins: bool = True) -> PluginHost:
+    host = (
+        PluginHost.create(load_entrypoints=False)
+        if builtins
+        else PluginHost.create(load_entrypoints=False, builtins=())
+    )
+    for name, plugin in plugins:
+        host.register(plugin, name=name)
+    return host
+
+
+def run(host: PluginHost, history: list[dict[str, Any]], **overrides: Any) -> Any:
+    policy = middleware.load_policy(env={}, dotenv_path=False, overrides=overrides or None)
+    with middleware.Pipeline(policy, host=host) as pipe:
+        return pipe.process(history)
+
+
+# -- a step's edits must be writable -------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "edit", "fmt"), CASES, ids=[f"{c[0]}-{c[2]}" for c in CASES])
+def test_a_step_edit_a_codec_cannot_write_is_rolled_back_and_reported(
+    name: str, edit: Edit, fmt: str
+) -> None:
+    history = HISTORIES[fmt]
+    expected = run(host_with(), history).messages
+    result = run(host_with(("bad", BadEdit(edit))), history)
+    assert result.messages == expected
+    json.dumps(result.messages)  # writable
+    assert [a.kind for a in result.report.actions] == []
+    assert [(p.plugin, p.hook) for p in result.report.problems] == [("bad", "enforce_budget")]
+
+
+def test_a_valid_edit_of_every_field_is_kept() -> None:
+    good = BadEdit(
+        set_result(content=({"type": "text", "text": "a.py"},), is_error=True, original="a.py\n")
+    )
+    result = run(host_with(("good", good)), HISTORIES["anthropic"])
+    assert result.report.problems == []
+    assert result.messages[2]["content"][0]["content"] == [{"type": "text", "text": "a.py"}]
+    assert result.messages[2]["content"][0]["is_error"] is True
+
+
+def test_a_created_call_with_dict_arguments_is_writable_in_every_format() -> None:
+    call = ToolCall("call_2", "ls", {"path": "."})
+    for fmt, history in HISTORIES.items():
+        node = Node("assistant", (call,))
+        result = run(host_with(("good", BadEdit(insert(node)))), history)
+        assert result.report.problems == [], fmt
+
+
+def test_edits_one_format_can_write_are_kept() -> None:
+    for edit in (empty_result_node, second_call):
+        result = run(host_with(("fine", BadEdit(edit))), HISTORIES["anthropic"])
+        assert result.report.problems == []
