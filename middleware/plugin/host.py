@@ -172,7 +172,9 @@ class PluginHost:
             try:
                 plugin = ep.load()
                 self.register(plugin, name=ep.name)
-            except Exception as exc:  # a broken plugin must not take the host down
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # sys.exit() at import included: not the host's end
                 detail = (
                     exc.detail if isinstance(exc, PluginError) else f"{type(exc).__name__}: {exc}"
                 )
@@ -196,7 +198,9 @@ class PluginHost:
             try:
                 self._call(impl, hook_name, kwargs)
                 check_edits(conversation, snapshot, context.codec)
-            except Exception as exc:
+            except BaseException as exc:
+                if self._passes_through(impl, exc):
+                    raise
                 conversation.restore(snapshot)
                 del context.actions[recorded:]
                 self._report(context.problems, impl.plugin_name, hook_name, exc)
@@ -266,7 +270,9 @@ class PluginHost:
         for impl in self._ordered_impls("policy_reloaded"):
             try:
                 self._call(impl, "policy_reloaded", {"old": old, "new": new})
-            except Exception as exc:
+            except BaseException as exc:
+                if self._passes_through(impl, exc):
+                    raise
                 self._report(problems, impl.plugin_name, "policy_reloaded", exc)
 
     # -- introspection -------------------------------------------------------------------
@@ -313,13 +319,28 @@ class PluginHost:
             elapsed = (time.perf_counter() - start) * 1000
             trace_logger.info("%s: %s %s in %.3f ms", impl.plugin_name, hook_name, outcome, elapsed)
 
+    def _passes_through(self, impl: pluggy.HookImpl, exc: BaseException) -> bool:
+        """Whether ``exc`` is meant for the host program rather than a plugin failure.
+
+        ``SystemExit`` (``sys.exit()``), ``GeneratorExit`` and other ``BaseException``
+        subclasses (``asyncio.CancelledError``) raised by a third-party implementation are
+        its failure: reported and skipped. ``KeyboardInterrupt`` propagates: in the calling
+        thread it may be a real Ctrl-C. A built-in implementation's ``BaseException`` always
+        propagates (ours raise only ``Exception`` on a bug; anything else is a signal).
+        """
+        if isinstance(exc, Exception):
+            return False
+        return impl.plugin_name in self._builtin or isinstance(exc, KeyboardInterrupt)
+
     def _first_results(
         self, hook_name: str, kwargs: dict[str, Any], problems: list[ProblemReport]
     ) -> Iterable[tuple[str, Any]]:
         for impl in self._ordered_impls(hook_name):
             try:
                 value = self._call(impl, hook_name, kwargs)
-            except Exception as exc:
+            except BaseException as exc:
+                if self._passes_through(impl, exc):
+                    raise
                 self._report(problems, impl.plugin_name, hook_name, exc)
                 continue
             if value is not None:

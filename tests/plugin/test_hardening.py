@@ -183,3 +183,77 @@ def test_edits_one_format_can_write_are_kept() -> None:
     for edit in (empty_result_node, second_call):
         result = run(host_with(("fine", BadEdit(edit))), HISTORIES["anthropic"])
         assert result.report.problems == []
+
+
+# -- exceptions that are not meant for the host ----------------------------------------------
+
+
+class Cancelled(BaseException):
+    """Like asyncio.CancelledError or trio.Cancelled: a BaseException, not an Exception."""
+
+
+def raiser(error: BaseException) -> Callable[..., Any]:
+    def hook(*args: Any, **kwargs: Any) -> Any:
+        raise error
+
+    return hook
+
+
+def plugin_raising(hook: str, error: BaseException) -> object:
+    """A plugin implementing ``hook`` (with no arguments) by raising ``error``."""
+    return type("Raising", (), {hook: staticmethod(hookimpl(raiser(error), specname=hook))})()
+
+
+BASE_EXCEPTIONS = {
+    "sys.exit": SystemExit(3),
+    "GeneratorExit": GeneratorExit(),
+    "cancelled": Cancelled(),
+}
+HOOKS = ["repair_pairing", "enforce_budget", "microcompact", "tool_result_cap", "spill_store"]
+
+
+@pytest.mark.parametrize("hook", HOOKS)
+@pytest.mark.parametrize("error", sorted(BASE_EXCEPTIONS))
+def test_sys_exit_and_other_base_exceptions_in_a_hook_do_not_exit_the_host(
+    hook: str, error: str
+) -> None:
+    history = HISTORIES["openai"]
+    expected = run(host_with(), history).messages
+    result = run(host_with(("quitter", plugin_raising(hook, BASE_EXCEPTIONS[error]))), history)
+    assert result.messages == expected
+    assert [(p.plugin, p.hook) for p in result.report.problems] == [("quitter", hook)]
+    assert type(BASE_EXCEPTIONS[error]).__name__ in result.report.problems[0].message
+
+
+def test_sys_exit_in_policy_reloaded_does_not_exit_the_host() -> None:
+    host = host_with(("quitter", plugin_raising("policy_reloaded", SystemExit(1))))
+    policy = middleware.load_policy(env={}, dotenv_path=False)
+    problems: list[middleware.ProblemReport] = []
+    host.policy_reloaded(policy, replace(policy, source="new"), problems)
+    assert [(p.plugin, p.hook) for p in problems] == [("quitter", "policy_reloaded")]
+
+
+def test_a_keyboard_interrupt_of_a_built_in_step_still_stops_the_program() -> None:
+    """A built-in step runs inline: a KeyboardInterrupt there is a real Ctrl-C."""
+    host = host_with(builtins=False)
+    host.register(plugin_raising("enforce_budget", KeyboardInterrupt()), builtin=True, name="ours")
+    with pytest.raises(KeyboardInterrupt):
+        run(host, HISTORIES["openai"])
+
+
+def test_sys_exit_while_importing_an_entry_point_plugin_is_a_load_problem(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class ExitingEntryPoint:
+        name = "exits"
+        group = "chatcli_middleware"
+        dist = None
+
+        def load(self) -> object:
+            raise SystemExit("plugin module called sys.exit() at import")
+
+    monkeypatch.setattr("middleware.plugin.host.entry_points", lambda group: [ExitingEntryPoint()])
+    host = PluginHost.create(env={}, builtins=())
+    (problem,) = host.load_problems
+    assert (problem.plugin, problem.hook) == ("exits", "load")
+    assert "SystemExit" in problem.message
