@@ -16,6 +16,7 @@ from middleware.formats.text_protocol import text_protocol_rule
 from middleware.plugin.capabilities import SpillStore
 from middleware.plugin.context import Dispatch, StepContext
 from middleware.plugin.host import STEP_HOOKS, PluginHost
+from middleware.plugin.spill_guard import GuardedSpillStore
 from middleware.policy import Policy, load_policy
 from middleware.policy.reload import PolicyStatus, PolicyWatcher
 from middleware.policy.settings import bind
@@ -260,7 +261,10 @@ class Pipeline:
 
     @property
     def spill(self) -> SpillStore:
-        """Where results cut from the context are kept in full."""
+        """Where results cut from the context are kept in full: the store a plugin
+        provided, as it returned it (the steps use it guarded), or the session workspace."""
+        if isinstance(self._spill, GuardedSpillStore):
+            return self._spill.store
         return self._spill
 
     def close(self) -> None:

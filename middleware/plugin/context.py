@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from middleware.plugin.spill_guard import GuardedSpillStore
 from middleware.report import Action, ProblemReport
 
 if TYPE_CHECKING:
@@ -68,6 +69,11 @@ class StepContext:
     admission: Dispatch | None = None
     actions: list[Action] = field(default_factory=list)
     problems: list[ProblemReport] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # A plugin's store reports its failures into this call's report.
+        if isinstance(self.spill, GuardedSpillStore):
+            self.spill = self.spill.reporting_to(self.problems)
 
     def record(
         self,

@@ -27,6 +27,7 @@ import pluggy
 from middleware.errors import PluginError
 from middleware.plugin import hookspecs
 from middleware.plugin.capabilities import DeclaredCap, SpillStore, ToolCap
+from middleware.plugin.spill_guard import GuardedSpillStore
 from middleware.report import ProblemReport
 
 if TYPE_CHECKING:
@@ -240,12 +241,14 @@ class PluginHost:
 
     def spill_store(
         self, policy: Policy, session_id: str, problems: list[ProblemReport]
-    ) -> SpillStore | None:
+    ) -> GuardedSpillStore | None:
+        """The store the first plugin that provides one returned, guarded: its failures are
+        reported as that plugin's, never the caller's (:mod:`middleware.plugin.spill_guard`)."""
         for plugin_name, value in self._first_results(
             "spill_store", {"policy": policy, "session_id": session_id}, problems
         ):
             if isinstance(value, SpillStore):
-                return value
+                return GuardedSpillStore(value, plugin_name)
             self._wrong_type(problems, plugin_name, "spill_store", "a SpillStore", value)
         return None
 

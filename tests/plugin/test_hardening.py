@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -257,3 +258,140 @@ def test_sys_exit_while_importing_an_entry_point_plugin_is_a_load_problem(
     (problem,) = host.load_problems
     assert (problem.plugin, problem.hook) == ("exits", "load")
     assert "SystemExit" in problem.message
+
+
+# -- a plugin's spill store ------------------------------------------------------------------
+
+#: Two results of one turn, both over the default cap of 20,000 characters.
+BIG: list[dict[str, Any]] = [
+    {"role": "user", "content": "look at both"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_a", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
+            {"id": "call_b", "type": "function", "function": {"name": "cat", "arguments": "{}"}},
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_a", "content": "a\n" * 21_000},
+    {"role": "tool", "tool_call_id": "call_b", "content": "b\n" * 21_000},
+]
+
+
+class MemoryStore:
+    """Saves in memory; ``save`` answers ``answer(key)`` for the keys in ``bad``."""
+
+    def __init__(self, bad: dict[str, Callable[[], Any]] | None = None) -> None:
+        self.bad = bad or {}
+        self.saved: dict[str, str] = {}
+        self.loads = 0
+
+    def save(self, key: str, content: str, *, suffix: str = ".txt") -> str:
+        if key in self.bad:
+            return self.bad[key]()  # type: ignore[no-any-return]
+        location = f"mem://{key}{suffix}"
+        self.saved[location] = content
+        return location
+
+    def load(self, location: str) -> str | None:
+        self.loads += 1
+        return self.saved.get(location)
+
+    def close(self) -> None:
+        self.saved.clear()
+
+
+class StoreProvider:
+    def __init__(self, store: object) -> None:
+        self.store = store
+
+    @hookimpl
+    def spill_store(self) -> object:
+        return self.store
+
+
+def failing_save() -> str:
+    raise RuntimeError("bucket gone")
+
+
+def test_a_store_whose_save_raises_is_a_spill_failure_of_that_plugin() -> None:
+    store = MemoryStore({"call_a": failing_save})
+    result = run(host_with(("s3", StoreProvider(store))), BIG)
+    a, b = result.messages[2:]
+    assert a["content"] == BIG[2]["content"]  # kept whole: spill.on_error is keep
+    assert len(b["content"]) <= 20_000 and "mem://call_b.txt" in b["content"]  # still enforced
+    kinds = {(x.tool_call_id, x.kind) for x in result.report.actions}
+    assert kinds == {("call_a", "spill_failed"), ("call_b", "spilled")}
+    (failed,) = [x for x in result.report.actions if x.kind == "spill_failed"]
+    assert "plugin 's3', hook 'spill_store'" in failed.detail["error"]
+    assert "bucket gone" in failed.detail["error"]
+    # Blamed on the store's plugin, not on the built-in budget step that called it.
+    assert [(p.plugin, p.hook) for p in result.report.problems] == [("s3", "spill_store")]
+    assert "save" in result.report.problems[0].message
+
+
+def test_a_failed_save_follows_spill_on_error_truncate_and_loses_nothing() -> None:
+    store = MemoryStore({"call_a": failing_save})
+    result = run(host_with(("s3", StoreProvider(store))), BIG, **{"spill.on_error": "truncate"})
+    a = result.messages[2]["content"]
+    (cut,) = [x for x in result.report.actions if x.kind == "truncated_unsaved"]
+    assert len(a) < len(BIG[2]["content"])
+    kept = a[: a.index("\n... [output truncated")]
+    assert kept + cut.detail["removed_text"] == BIG[2]["content"]
+
+
+@pytest.mark.parametrize("answer", [None, "", 42, b"mem://x"], ids=repr)
+def test_a_save_that_returns_no_location_is_a_spill_failure(answer: object) -> None:
+    store = MemoryStore({"call_a": lambda: answer})
+    result = run(host_with(("s3", StoreProvider(store))), BIG)
+    a, b = result.messages[2:]
+    assert a["content"] == BIG[2]["content"]
+    assert "None" not in b["content"] and "mem://call_b.txt" in b["content"]
+    (problem,) = result.report.problems
+    assert (problem.plugin, problem.hook) == ("s3", "spill_store")
+    assert "expected a non-empty string" in problem.message
+
+
+def test_a_store_whose_load_or_close_raises_is_reported_not_fatal(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Broken(MemoryStore):
+        def load(self, location: str) -> str | None:
+            raise RuntimeError("cannot read back")
+
+        def close(self) -> None:
+            raise SystemExit("closing exits?")
+
+    host = host_with(("s3", StoreProvider(Broken())))
+    policy = middleware.load_policy(env={}, dotenv_path=False)
+    problems: list[middleware.ProblemReport] = []
+    guarded = host.spill_store(policy, "session", problems)
+    assert guarded is not None
+    with caplog.at_level(logging.ERROR, logger="middleware"):
+        assert guarded.load("mem://call_a.txt") is None
+        guarded.close()
+        middleware.Pipeline(policy, host=host).close()
+    assert "plugin 's3', hook 'spill_store'" in caplog.text
+    assert "cannot read back" in caplog.text and "closing exits?" in caplog.text
+
+
+def test_a_load_failure_during_compaction_is_the_store_plugins_problem() -> None:
+    class Unreadable(MemoryStore):
+        def load(self, location: str) -> str | None:
+            self.loads += 1
+            raise RuntimeError("cannot read back")
+
+    store = Unreadable()
+    host = host_with(("s3", StoreProvider(store)))
+    with middleware.Pipeline(middleware.load_policy(env={}, dotenv_path=False), host=host) as pipe:
+        history = pipe.process(BIG).messages
+        for i in range(4):  # four turns later, the spilled results are old
+            call = {"id": f"c{i}", "type": "function", "function": {"name": "ls", "arguments": ""}}
+            history += [
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": f"c{i}", "content": "ok"},
+            ]
+        result = pipe.process(history)
+    assert store.loads > 0
+    assert {a.kind for a in result.report.actions} == {"summarized"}  # compaction still ran
+    assert [(p.plugin, p.hook) for p in result.report.problems] == [("s3", "spill_store")]
