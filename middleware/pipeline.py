@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -68,11 +68,15 @@ class Pipeline:
         self.decisions = DecisionLedger(decisions)
         self._host = host if host is not None else PluginHost.create()
         self.session_id = session_id if session_id is not None else uuid.uuid4().hex[:12]
-        #: Problems of plugins met while setting up; repeated in every report.
-        self._setup_problems = list(self._host.load_problems)
+        setup = list(self._host.load_problems)
         self._spill: SpillStore = self._host.spill_store(
-            policy, self.session_id, self._setup_problems
+            policy, self.session_id, setup
         ) or SpillWorkspace.from_settings(self.session_id, bind(policy, SpillSettings))
+        #: Problems of plugins met while setting up (loading, providing the spill store),
+        #: repeated in every report: fixed here, so they never grow.
+        self._setup_problems = tuple(setup)
+        #: The ``policy_reloaded`` failures of the last swap (in :attr:`policy_status`).
+        self._reload_problems: tuple[ProblemReport, ...] = ()
         self._closed = False
         self._lock = threading.Lock()
         self._watcher: PolicyWatcher | None = None
@@ -112,9 +116,11 @@ class Pipeline:
 
     @property
     def policy_status(self) -> PolicyStatus:
-        """Generation, digest and the last reload's outcome of the policy in effect."""
+        """Generation, digest and the last reload's outcome of the policy in effect: a
+        rejected edit (``last_error``), the ``policy_reloaded`` implementations that failed
+        after the last swap (``plugin_problems``)."""
         if self._watcher is not None:
-            return self._watcher.status
+            return replace(self._watcher.status, plugin_problems=self._reload_problems)
         return PolicyStatus(self._policy.source, 1, self._policy.digest)
 
     def reload_policy(self) -> bool:
@@ -126,8 +132,10 @@ class Pipeline:
     def _swap(self, new: Policy) -> None:
         old, self._policy = self._policy, new  # one reference: process() never mixes
         problems: list[ProblemReport] = []
-        self._host.policy_reloaded(old, new, problems)
-        self._setup_problems.extend(problems)
+        self._host.policy_reloaded(old, new, problems)  # each failure is logged
+        # The reload's outcome, not every later request's: in policy_status until the next
+        # swap, never in process() reports.
+        self._reload_problems = tuple(problems)
 
     @property
     def policy(self) -> Policy:

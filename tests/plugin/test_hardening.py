@@ -7,6 +7,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 import middleware
 from middleware import hookimpl
 from middleware.plugin.context import StepContext
-from middleware.plugin.host import PluginHost
+from middleware.plugin.host import ENTRY_POINT_GROUP, PluginHost
 from middleware.view import Conversation, Node, Opaque, ToolCall
 
 #: One tool call and its result, in each wire format.
@@ -140,6 +141,31 @@ def host_with(*plugins: tuple[str, object], builtins: bool = True) -> PluginHost
     return host
 
 
+@pytest.fixture
+def fake_entry_points(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """Entry points to load: name -> plugin, or the exception loading it raises."""
+    registry: dict[str, object] = {}
+
+    class EntryPoint:
+        group = ENTRY_POINT_GROUP
+        dist = None
+
+        def __init__(self, name: str, plugin: object) -> None:
+            self.name = name
+            self.plugin = plugin
+
+        def load(self) -> object:
+            if isinstance(self.plugin, BaseException):
+                raise self.plugin
+            return self.plugin
+
+    def entry_points(group: str) -> list[EntryPoint]:
+        return [EntryPoint(name, plugin) for name, plugin in registry.items()]
+
+    monkeypatch.setattr("middleware.plugin.host.entry_points", entry_points)
+    return registry
+
+
 def run(host: PluginHost, history: list[dict[str, Any]], **overrides: Any) -> Any:
     policy = middleware.load_policy(env={}, dotenv_path=False, overrides=overrides or None)
     with middleware.Pipeline(policy, host=host) as pipe:
@@ -243,17 +269,9 @@ def test_a_keyboard_interrupt_of_a_built_in_step_still_stops_the_program() -> No
 
 
 def test_sys_exit_while_importing_an_entry_point_plugin_is_a_load_problem(
-    monkeypatch: pytest.MonkeyPatch,
+    fake_entry_points: dict[str, object],
 ) -> None:
-    class ExitingEntryPoint:
-        name = "exits"
-        group = "chatcli_middleware"
-        dist = None
-
-        def load(self) -> object:
-            raise SystemExit("plugin module called sys.exit() at import")
-
-    monkeypatch.setattr("middleware.plugin.host.entry_points", lambda group: [ExitingEntryPoint()])
+    fake_entry_points["exits"] = SystemExit("plugin module called sys.exit() at import")
     host = PluginHost.create(env={}, builtins=())
     (problem,) = host.load_problems
     assert (problem.plugin, problem.hook) == ("exits", "load")
@@ -395,3 +413,33 @@ def test_a_load_failure_during_compaction_is_the_store_plugins_problem() -> None
     assert store.loads > 0
     assert {a.kind for a in result.report.actions} == {"summarized"}  # compaction still ran
     assert [(p.plugin, p.hook) for p in result.report.problems] == [("s3", "spill_store")]
+
+
+# -- problems outside process(): reloads, setup, token counting ------------------------------
+
+
+def test_a_failing_policy_reloaded_is_reported_in_the_reload_status_not_in_every_report(
+    tmp_path: Path, fake_entry_points: dict[str, object]
+) -> None:
+    fake_entry_points["broken-import"] = ImportError("No module named 'nope'")
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("version: 1\nbudget:\n  max_result_chars: 20000\n", encoding="utf-8")
+    host = PluginHost.create(env={})
+    host.register(plugin_raising("policy_reloaded", OSError("disk gone")), name="listener")
+    with middleware.Pipeline.from_policy(policy, host=host, watch=True) as pipe:
+        for cap in (9000, 9001, 9002):
+            policy.write_text(f"version: 1\nbudget:\n  max_result_chars: {cap}\n", "utf-8")
+            assert pipe.reload_policy()
+        result = pipe.process(HISTORIES["openai"])
+        # The setup problem (a plugin that failed to load) is repeated, once; the reload
+        # hook's failures are not.
+        assert [(p.plugin, p.hook) for p in result.report.problems] == [("broken-import", "load")]
+        status = pipe.policy_status
+        assert status.last_reload_ok and status.generation == 4
+        assert [(p.plugin, p.hook) for p in status.plugin_problems] == [
+            ("listener", "policy_reloaded")
+        ]
+        policy.write_text("version: 1\nbudget:\n  max_result_chars: 8000\n", "utf-8")
+        host.unregister("listener")
+        assert pipe.reload_policy()
+        assert pipe.policy_status.plugin_problems == ()  # the last reload went well
