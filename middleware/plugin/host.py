@@ -16,6 +16,7 @@ import difflib
 import importlib
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -255,19 +256,11 @@ class PluginHost:
     def token_counter(self, fallback: Callable[[str], int]) -> Callable[[str], int]:
         """A token counter from the first plugin implementing ``count_tokens``, or
         ``fallback`` itself when none does. A plugin that fails or answers a wrong type is
-        reported once and ``fallback`` counts instead."""
+        reported once (logged, and kept in the counter's ``problems``) and ``fallback``
+        counts instead; it is still asked for the next text."""
         if not self._ordered_impls("count_tokens"):
             return fallback
-        problems: list[ProblemReport] = []
-
-        def count(text: str) -> int:
-            for plugin_name, value in self._first_results("count_tokens", {"text": text}, problems):
-                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                    return value
-                self._wrong_type(problems, plugin_name, "count_tokens", "an int >= 0", value)
-            return fallback(text)
-
-        return count
+        return TokenCounter(self, fallback)
 
     def policy_reloaded(self, old: Policy, new: Policy, problems: list[ProblemReport]) -> None:
         for impl in self._ordered_impls("policy_reloaded"):
@@ -336,7 +329,12 @@ class PluginHost:
         return impl.plugin_name in self._builtin or isinstance(exc, KeyboardInterrupt)
 
     def _first_results(
-        self, hook_name: str, kwargs: dict[str, Any], problems: list[ProblemReport]
+        self,
+        hook_name: str,
+        kwargs: dict[str, Any],
+        problems: list[ProblemReport],
+        *,
+        log: bool = True,
     ) -> Iterable[tuple[str, Any]]:
         for impl in self._ordered_impls(hook_name):
             try:
@@ -344,24 +342,78 @@ class PluginHost:
             except BaseException as exc:
                 if self._passes_through(impl, exc):
                     raise
-                self._report(problems, impl.plugin_name, hook_name, exc)
+                self._report(problems, impl.plugin_name, hook_name, exc, log=log)
                 continue
             if value is not None:
                 yield impl.plugin_name, value
 
     @staticmethod
-    def _report(problems: list[ProblemReport], plugin: str, hook: str, exc: BaseException) -> None:
+    def _report(
+        problems: list[ProblemReport],
+        plugin: str,
+        hook: str,
+        exc: BaseException,
+        *,
+        log: bool = True,
+    ) -> None:
         error = PluginError(plugin, hook, f"{type(exc).__name__}: {exc}")
-        logger.error("%s (default behaviour used)", error, exc_info=exc)
+        if log:
+            logger.error("%s (default behaviour used)", error, exc_info=exc)
         problems.append(ProblemReport(plugin, hook, error.detail))
 
     @staticmethod
     def _wrong_type(
-        problems: list[ProblemReport], plugin: str, hook: str, expected: str, value: object
+        problems: list[ProblemReport],
+        plugin: str,
+        hook: str,
+        expected: str,
+        value: object,
+        *,
+        log: bool = True,
     ) -> None:
         error = PluginError(plugin, hook, f"returned {type(value).__name__}, expected {expected}")
-        logger.error("%s (default behaviour used)", error)
+        if log:
+            logger.error("%s (default behaviour used)", error)
         problems.append(ProblemReport(plugin, hook, error.detail))
+
+
+class TokenCounter:
+    """Counts tokens with the ``count_tokens`` plugins, ``fallback`` when none answers.
+
+    A simulation counts thousands of texts: a broken tokenizer plugin is reported (logged
+    and kept in :attr:`problems`) the first time it fails, not on every call.
+    """
+
+    def __init__(self, host: PluginHost, fallback: Callable[[str], int]) -> None:
+        self._host = host
+        self._fallback = fallback
+        self._lock = threading.Lock()
+        #: The first problem of each plugin that failed.
+        self.problems: list[ProblemReport] = []
+
+    def __call__(self, text: str) -> int:
+        problems: list[ProblemReport] = []
+        answer: int | None = None
+        for plugin, value in self._host._first_results(
+            "count_tokens", {"text": text}, problems, log=False
+        ):
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                answer = value
+                break
+            self._host._wrong_type(
+                problems, plugin, "count_tokens", "an int >= 0", value, log=False
+            )
+        for problem in problems:
+            self._report_once(problem)
+        return self._fallback(text) if answer is None else answer
+
+    def _report_once(self, problem: ProblemReport) -> None:
+        with self._lock:
+            if any(p.plugin == problem.plugin for p in self.problems):
+                return
+            self.problems.append(problem)
+        error = PluginError(problem.plugin, problem.hook, problem.message)
+        logger.error("%s (reported once; the fallback counts when it fails)", error)
 
 
 def check_edits(conversation: Conversation, before: tuple[Node, ...], codec: Codec) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +17,7 @@ import middleware
 from middleware import hookimpl
 from middleware.plugin.context import StepContext
 from middleware.plugin.host import ENTRY_POINT_GROUP, PluginHost
+from middleware.replay.costs import approximate_tokens
 from middleware.view import Conversation, Node, Opaque, ToolCall
 
 #: One tool call and its result, in each wire format.
@@ -418,6 +420,22 @@ def test_a_load_failure_during_compaction_is_the_store_plugins_problem() -> None
 # -- problems outside process(): reloads, setup, token counting ------------------------------
 
 
+def eventually(condition: Callable[[], bool]) -> bool:
+    """Poll ``condition`` for up to 30 s (the watcher thread may be the one swapping)."""
+    deadline = time.monotonic() + 30
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return condition()
+
+
+def reload_to(pipe: middleware.Pipeline, policy: Path, cap: int) -> None:
+    """Edit the watched policy and wait for the swap (by the watcher or by reload_policy(),
+    whichever sees the edit first)."""
+    policy.write_text(f"version: 1\nbudget:\n  max_result_chars: {cap}\n", "utf-8")
+    pipe.reload_policy()
+    assert eventually(lambda: pipe.policy.get("budget.max_result_chars") == cap)
+
+
 def test_a_failing_policy_reloaded_is_reported_in_the_reload_status_not_in_every_report(
     tmp_path: Path, fake_entry_points: dict[str, object]
 ) -> None:
@@ -428,8 +446,8 @@ def test_a_failing_policy_reloaded_is_reported_in_the_reload_status_not_in_every
     host.register(plugin_raising("policy_reloaded", OSError("disk gone")), name="listener")
     with middleware.Pipeline.from_policy(policy, host=host, watch=True) as pipe:
         for cap in (9000, 9001, 9002):
-            policy.write_text(f"version: 1\nbudget:\n  max_result_chars: {cap}\n", "utf-8")
-            assert pipe.reload_policy()
+            reload_to(pipe, policy, cap)
+            assert eventually(lambda: bool(pipe.policy_status.plugin_problems))
         result = pipe.process(HISTORIES["openai"])
         # The setup problem (a plugin that failed to load) is repeated, once; the reload
         # hook's failures are not.
@@ -439,7 +457,28 @@ def test_a_failing_policy_reloaded_is_reported_in_the_reload_status_not_in_every
         assert [(p.plugin, p.hook) for p in status.plugin_problems] == [
             ("listener", "policy_reloaded")
         ]
-        policy.write_text("version: 1\nbudget:\n  max_result_chars: 8000\n", "utf-8")
         host.unregister("listener")
-        assert pipe.reload_policy()
-        assert pipe.policy_status.plugin_problems == ()  # the last reload went well
+        reload_to(pipe, policy, 8000)
+        assert eventually(lambda: pipe.policy_status.plugin_problems == ())  # it went well
+
+
+def test_a_failing_count_tokens_is_reported_once_per_plugin(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class WrongType:
+        @hookimpl
+        def count_tokens(self, text: str) -> object:
+            return "many"
+
+    host = host_with(
+        ("raises", plugin_raising("count_tokens", RuntimeError("no tokenizer"))),
+        ("wrong", WrongType()),
+        builtins=False,
+    )
+    with caplog.at_level(logging.ERROR, logger="middleware"):
+        count = host.token_counter(approximate_tokens)
+        assert [count("x" * 40) for _ in range(5)] == [10] * 5  # the fallback counts
+    reported = [r.getMessage() for r in caplog.records if "count_tokens" in r.getMessage()]
+    assert len(reported) == 2
+    assert any("plugin 'raises'" in m for m in reported)
+    assert any("plugin 'wrong'" in m for m in reported)
