@@ -8,6 +8,13 @@ failing plugin is reported and skipped, never fatal. Hook wrappers (``wrapper=Tr
 ``hookwrapper=True``) need pluggy's own call loop, which would give that isolation up: a
 plugin that declares one is refused at registration, with the plugin and hook named.
 ``CHATCLI_TRACE_HOOKS=1`` logs every implementation call (plugin, hook, duration).
+
+The built-in implementations are ours: they run inline, and only an ``Exception`` of
+theirs is a failure. A third-party implementation runs on a worker thread under the
+policy's ``plugins.time_limit_seconds`` (:mod:`middleware.plugin.runner`), a step
+implementation on copies of the conversation and the context that are adopted only if it
+finished in time; whatever it raises (``SystemExit`` and ``KeyboardInterrupt`` included:
+no real signal lands on a worker thread) is its failure.
 """
 
 from __future__ import annotations
@@ -18,8 +25,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from functools import partial
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +36,8 @@ import pluggy
 from middleware.errors import PluginError
 from middleware.plugin import hookspecs
 from middleware.plugin.capabilities import DeclaredCap, SpillStore, ToolCap
+from middleware.plugin.runner import TimeLimits
+from middleware.plugin.settings import TIME_LIMIT_KEY, time_limit
 from middleware.plugin.spill_guard import GuardedSpillStore
 from middleware.report import ProblemReport
 
@@ -90,6 +100,9 @@ class PluginHost:
         #: plugin name -> (distribution name, version), for entry-point plugins.
         self._distributions: dict[str, tuple[str, str]] = {}
         self.load_problems: list[ProblemReport] = []
+        #: Third-party calls run under a time limit; the built-in ones run inline.
+        self._limits = TimeLimits()
+        self._default_limit = time_limit(None)
 
     @classmethod
     def create(
@@ -191,27 +204,73 @@ class PluginHost:
     # -- steps ---------------------------------------------------------------------------
 
     def run_step(self, hook_name: str, conversation: Conversation, context: StepContext) -> None:
-        """Run every implementation of one step hook, isolated: one that raises is rolled
-        back (the conversation is restored to what it was before it ran) and reported."""
+        """Run every implementation of one step hook, isolated: one that raises, leaves
+        something that cannot be written back, or (third-party) does not finish within the
+        time limit changes nothing and is reported."""
         for impl in self._ordered_impls(hook_name):
-            snapshot = conversation.checkpoint()
-            recorded = len(context.actions)
-            kwargs = {"conversation": conversation, "context": context}
+            if impl.plugin_name in self._builtin:
+                self._step_inline(impl, hook_name, conversation, context)
+            else:
+                self._step_limited(impl, hook_name, conversation, context)
+
+    def _step_inline(
+        self, impl: pluggy.HookImpl, hook_name: str, conversation: Conversation,
+        context: StepContext,
+    ) -> None:  # fmt: skip
+        """A built-in implementation edits the conversation in place (no copy, no thread:
+        the usual case costs nothing); its edits are rolled back if it fails."""
+        snapshot = conversation.checkpoint()
+        recorded = len(context.actions)
+        try:
+            self._call(impl, hook_name, {"conversation": conversation, "context": context})
+            check_edits(conversation, snapshot, context.codec)
+        except Exception as exc:
+            conversation.restore(snapshot)
+            del context.actions[recorded:]
+            self._report(context.problems, impl.plugin_name, hook_name, exc)
+
+    def _step_limited(
+        self, impl: pluggy.HookImpl, hook_name: str, conversation: Conversation,
+        context: StepContext,
+    ) -> None:  # fmt: skip
+        """A third-party implementation works on its own copy of the conversation and of
+        the context, on a worker thread; its result is adopted only if it finished within
+        the time limit, without raising, and left something writable. A late one cannot
+        be stopped: it finishes on its copies, which nobody reads."""
+        snapshot = conversation.checkpoint()
+        work = replace(conversation, nodes=list(snapshot))
+        fork = context.fork()
+        limit = time_limit(context.policy)
+        call = partial(self._call, impl, hook_name, {"conversation": work, "context": fork})
+        outcome = self._limits.run((impl.plugin_name, hook_name), call, limit)
+        if not outcome.finished:
+            self._late(
+                context.problems, impl.plugin_name, hook_name,
+                limit=limit, skipped=outcome.skipped, consequence="its edits are discarded",
+            )  # fmt: skip
+            return
+        context.problems.extend(p for p in fork.problems if p not in context.problems)
+        error = outcome.error
+        if error is None:
             try:
-                self._call(impl, hook_name, kwargs)
-                check_edits(conversation, snapshot, context.codec)
-            except BaseException as exc:
-                if self._passes_through(impl, exc):
-                    raise
-                conversation.restore(snapshot)
-                del context.actions[recorded:]
-                self._report(context.problems, impl.plugin_name, hook_name, exc)
+                check_edits(work, snapshot, context.codec)
+            except TypeError as exc:
+                error = exc
+            else:
+                conversation.nodes[:] = work.nodes
+                context.adopt(fork)
+                return
+        self._report(context.problems, impl.plugin_name, hook_name, error)
 
     # -- capabilities --------------------------------------------------------------------
 
-    def tool_result_cap(self, tool_name: str, problems: list[ProblemReport]) -> DeclaredCap | None:
+    def tool_result_cap(
+        self, tool_name: str, problems: list[ProblemReport], *, policy: Policy | None = None
+    ) -> DeclaredCap | None:
+        """The first cap a plugin declares for ``tool_name``. Every capability method takes
+        the ``policy`` of the call (for the time limit; ``None``: the schema's default)."""
         for plugin_name, value in self._first_results(
-            "tool_result_cap", {"tool_name": tool_name}, problems
+            "tool_result_cap", {"tool_name": tool_name}, problems, policy
         ):
             if isinstance(value, ToolCap):
                 return DeclaredCap(value, plugin_name)
@@ -219,10 +278,11 @@ class PluginHost:
         return None
 
     def detect_content_type(
-        self, text: str, tool_name: str | None, problems: list[ProblemReport]
-    ) -> str | None:
+        self, text: str, tool_name: str | None, problems: list[ProblemReport], *,
+        policy: Policy | None = None,
+    ) -> str | None:  # fmt: skip
         for plugin_name, value in self._first_results(
-            "detect_content_type", {"text": text, "tool_name": tool_name}, problems
+            "detect_content_type", {"text": text, "tool_name": tool_name}, problems, policy
         ):
             if isinstance(value, str) and value:
                 return value
@@ -231,10 +291,10 @@ class PluginHost:
 
     def summarize_result(
         self, text: str, tool_name: str | None, content_type: str, path: str,
-        problems: list[ProblemReport],
+        problems: list[ProblemReport], *, policy: Policy | None = None,
     ) -> str | None:  # fmt: skip
         kwargs = {"text": text, "tool_name": tool_name, "content_type": content_type, "path": path}
-        for plugin_name, value in self._first_results("summarize_result", kwargs, problems):
+        for plugin_name, value in self._first_results("summarize_result", kwargs, problems, policy):
             if isinstance(value, str) and value:
                 return value if path in value else f"{value}\nFull output: {path}"
             self._wrong_type(problems, plugin_name, "summarize_result", "a string", value)
@@ -246,30 +306,31 @@ class PluginHost:
         """The store the first plugin that provides one returned, guarded: its failures are
         reported as that plugin's, never the caller's (:mod:`middleware.plugin.spill_guard`)."""
         for plugin_name, value in self._first_results(
-            "spill_store", {"policy": policy, "session_id": session_id}, problems
+            "spill_store", {"policy": policy, "session_id": session_id}, problems, policy
         ):
             if isinstance(value, SpillStore):
-                return GuardedSpillStore(value, plugin_name)
+                return GuardedSpillStore(
+                    value, plugin_name, limits=self._limits, time_limit=time_limit(policy)
+                )
             self._wrong_type(problems, plugin_name, "spill_store", "a SpillStore", value)
         return None
 
-    def token_counter(self, fallback: Callable[[str], int]) -> Callable[[str], int]:
+    def token_counter(
+        self, fallback: Callable[[str], int], *, policy: Policy | None = None
+    ) -> Callable[[str], int]:
         """A token counter from the first plugin implementing ``count_tokens``, or
-        ``fallback`` itself when none does. A plugin that fails or answers a wrong type is
-        reported once (logged, and kept in the counter's ``problems``) and ``fallback``
-        counts instead; it is still asked for the next text."""
+        ``fallback`` itself when none does. A plugin that fails, answers a wrong type or
+        passes the time limit is reported once (logged, and kept in the counter's
+        ``problems``) and ``fallback`` counts instead; it is still asked for the next text."""
         if not self._ordered_impls("count_tokens"):
             return fallback
-        return TokenCounter(self, fallback)
+        return TokenCounter(self, fallback, policy)
 
     def policy_reloaded(self, old: Policy, new: Policy, problems: list[ProblemReport]) -> None:
-        for impl in self._ordered_impls("policy_reloaded"):
-            try:
-                self._call(impl, "policy_reloaded", {"old": old, "new": new})
-            except BaseException as exc:
-                if self._passes_through(impl, exc):
-                    raise
-                self._report(problems, impl.plugin_name, "policy_reloaded", exc)
+        """Notify every implementation (under ``new``'s time limit); failures go to
+        ``problems``."""
+        for _ in self._first_results("policy_reloaded", {"old": old, "new": new}, problems, new):
+            pass  # a notification: what an implementation returns means nothing
 
     # -- introspection -------------------------------------------------------------------
 
@@ -315,37 +376,63 @@ class PluginHost:
             elapsed = (time.perf_counter() - start) * 1000
             trace_logger.info("%s: %s %s in %.3f ms", impl.plugin_name, hook_name, outcome, elapsed)
 
-    def _passes_through(self, impl: pluggy.HookImpl, exc: BaseException) -> bool:
-        """Whether ``exc`` is meant for the host program rather than a plugin failure.
-
-        ``SystemExit`` (``sys.exit()``), ``GeneratorExit`` and other ``BaseException``
-        subclasses (``asyncio.CancelledError``) raised by a third-party implementation are
-        its failure: reported and skipped. ``KeyboardInterrupt`` propagates: in the calling
-        thread it may be a real Ctrl-C. A built-in implementation's ``BaseException`` always
-        propagates (ours raise only ``Exception`` on a bug; anything else is a signal).
-        """
-        if isinstance(exc, Exception):
-            return False
-        return impl.plugin_name in self._builtin or isinstance(exc, KeyboardInterrupt)
-
     def _first_results(
         self,
         hook_name: str,
         kwargs: dict[str, Any],
         problems: list[ProblemReport],
+        policy: Policy | None = None,
         *,
         log: bool = True,
-    ) -> Iterable[tuple[str, Any]]:
+    ) -> Iterator[tuple[str, Any]]:
+        """Each implementation's answer that is not ``None``, in pluggy's order. One that
+        raises, or (third-party) does not answer within the time limit, is reported and
+        counts as no answer."""
+        limit = time_limit(policy) if policy is not None else self._default_limit
         for impl in self._ordered_impls(hook_name):
-            try:
-                value = self._call(impl, hook_name, kwargs)
-            except BaseException as exc:
-                if self._passes_through(impl, exc):
-                    raise
-                self._report(problems, impl.plugin_name, hook_name, exc, log=log)
-                continue
+            plugin = impl.plugin_name
+            if plugin in self._builtin:
+                try:
+                    value = self._call(impl, hook_name, kwargs)
+                except Exception as exc:
+                    self._report(problems, plugin, hook_name, exc, log=log)
+                    continue
+            else:
+                call = partial(self._call, impl, hook_name, kwargs)
+                outcome = self._limits.run((plugin, hook_name), call, limit)
+                if not outcome.finished:
+                    self._late(
+                        problems, plugin, hook_name, limit=limit, skipped=outcome.skipped,
+                        consequence="counted as no answer", log=log,
+                    )  # fmt: skip
+                    continue
+                if outcome.error is not None:
+                    self._report(problems, plugin, hook_name, outcome.error, log=log)
+                    continue
+                value = outcome.value
             if value is not None:
-                yield impl.plugin_name, value
+                yield plugin, value
+
+    @staticmethod
+    def _late(
+        problems: list[ProblemReport],
+        plugin: str,
+        hook: str,
+        *,
+        limit: float | None,
+        skipped: bool,
+        consequence: str,
+        log: bool = True,
+    ) -> None:
+        if skipped:
+            what = "skipped: an earlier call is still running past the time limit"
+        else:
+            what = f"did not finish within the time limit of {_seconds(limit)}"
+        detail = (
+            f"{what} ({TIME_LIMIT_KEY}); {consequence}. Make the implementation faster, or "
+            "raise the limit"
+        )
+        PluginHost._problem(problems, plugin, hook, detail, log=log)
 
     @staticmethod
     def _report(
@@ -356,10 +443,7 @@ class PluginHost:
         *,
         log: bool = True,
     ) -> None:
-        error = PluginError(plugin, hook, f"{type(exc).__name__}: {exc}")
-        if log:
-            logger.error("%s (default behaviour used)", error, exc_info=exc)
-        problems.append(ProblemReport(plugin, hook, error.detail))
+        PluginHost._problem(problems, plugin, hook, f"{type(exc).__name__}: {exc}", exc, log=log)
 
     @staticmethod
     def _wrong_type(
@@ -371,10 +455,28 @@ class PluginHost:
         *,
         log: bool = True,
     ) -> None:
-        error = PluginError(plugin, hook, f"returned {type(value).__name__}, expected {expected}")
+        detail = f"returned {type(value).__name__}, expected {expected}"
+        PluginHost._problem(problems, plugin, hook, detail, log=log)
+
+    @staticmethod
+    def _problem(
+        problems: list[ProblemReport],
+        plugin: str,
+        hook: str,
+        detail: str,
+        exc: BaseException | None = None,
+        *,
+        log: bool = True,
+    ) -> None:
+        """Report one failure: logged and added to ``problems``, once per list (a plugin
+        failing on each of a hundred results is one problem of the request)."""
+        error = PluginError(plugin, hook, detail)
+        problem = ProblemReport(plugin, hook, error.detail)
+        if problem in problems:
+            return
+        problems.append(problem)
         if log:
-            logger.error("%s (default behaviour used)", error)
-        problems.append(ProblemReport(plugin, hook, error.detail))
+            logger.error("%s (default behaviour used)", error, exc_info=exc)
 
 
 class TokenCounter:
@@ -384,9 +486,12 @@ class TokenCounter:
     and kept in :attr:`problems`) the first time it fails, not on every call.
     """
 
-    def __init__(self, host: PluginHost, fallback: Callable[[str], int]) -> None:
+    def __init__(
+        self, host: PluginHost, fallback: Callable[[str], int], policy: Policy | None = None
+    ) -> None:
         self._host = host
         self._fallback = fallback
+        self._policy = policy
         self._lock = threading.Lock()
         #: The first problem of each plugin that failed.
         self.problems: list[ProblemReport] = []
@@ -395,7 +500,7 @@ class TokenCounter:
         problems: list[ProblemReport] = []
         answer: int | None = None
         for plugin, value in self._host._first_results(
-            "count_tokens", {"text": text}, problems, log=False
+            "count_tokens", {"text": text}, problems, self._policy, log=False
         ):
             if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
                 answer = value
@@ -432,6 +537,10 @@ def check_edits(conversation: Conversation, before: tuple[Node, ...], codec: Cod
                 f"conversation.nodes[{i}] cannot be written as {codec.name}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+
+
+def _seconds(limit: float | None) -> str:
+    return "no limit" if limit is None else f"{limit:g} s"
 
 
 def _is_spec(value: object) -> bool:

@@ -13,36 +13,31 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any
 
 from middleware.errors import PluginError
 from middleware.plugin.capabilities import SpillStore
+from middleware.plugin.runner import TimeLimits
 from middleware.report import ProblemReport
 from middleware.spill import SpillError
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
-#: Runs one call of the store's code; the plugin host's runner applies its time limit.
-Runner = Callable[[Callable[[], T]], T]
-
 #: The hook a problem of the store is reported under.
 HOOK = "spill_store"
-
-
-def _direct(call: Callable[[], T]) -> T:
-    return call()
 
 
 class GuardedSpillStore:
     """The store ``plugin`` returned from ``spill_store``, with its failures contained.
 
     ``save`` returns a non-empty string location or raises :class:`SpillError` (whatever
-    the store raised or returned instead); ``load`` returns a string or ``None``; ``close``
-    never raises. Each failure is logged as a :class:`PluginError` naming the plugin and
-    the hook, and added to ``problems`` (the report of the call being processed, through
-    :meth:`reporting_to`) once per message.
+    the store raised or returned instead, or no answer within the time limit); ``load``
+    returns a string or ``None``; ``close`` never raises. Each failure is logged as a
+    :class:`PluginError` naming the plugin and the hook, and added to ``problems`` (the
+    report of the call being processed, through :meth:`reporting_to`) once per message.
+    With ``limits``, every call of the store runs on a worker thread under ``time_limit``
+    seconds, as a third-party hook implementation does.
     """
 
     def __init__(
@@ -51,25 +46,30 @@ class GuardedSpillStore:
         plugin: str,
         *,
         problems: list[ProblemReport] | None = None,
-        runner: Runner[Any] = _direct,
+        limits: TimeLimits | None = None,
+        time_limit: float | None = None,
     ) -> None:
         self.store = store
         self.plugin = plugin
         self._problems = problems
-        self._runner = runner
+        self._limits = limits
+        self._time_limit = time_limit
 
     def reporting_to(
-        self, problems: list[ProblemReport], runner: Runner[Any] | None = None
+        self, problems: list[ProblemReport], time_limit: float | None
     ) -> GuardedSpillStore:
         """The same store, reporting its failures into ``problems`` (one ``process()``
-        call's report) and run through ``runner`` (that call's time limit)."""
+        call's report) under ``time_limit`` (that call's policy)."""
         return GuardedSpillStore(
-            self.store, self.plugin, problems=problems, runner=runner or self._runner
-        )
+            self.store, self.plugin, problems=problems, limits=self._limits,
+            time_limit=time_limit,
+        )  # fmt: skip
 
     def save(self, key: str, content: str, *, suffix: str = ".txt") -> str:
         try:
-            location = self._runner(lambda: self.store.save(key, content, suffix=suffix))
+            location = self._run("save", partial(self.store.save, key, content, suffix=suffix))
+        except _Late as late:
+            raise self._spill_error(f"save() {late}") from None
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
@@ -83,7 +83,10 @@ class GuardedSpillStore:
 
     def load(self, location: str) -> str | None:
         try:
-            content = self._runner(lambda: self.store.load(location))
+            content = self._run("load", partial(self.store.load, location))
+        except _Late as late:
+            self._failed(f"load() {late}; read as nothing saved there")
+            return None
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
@@ -99,11 +102,27 @@ class GuardedSpillStore:
 
     def close(self) -> None:
         try:
-            self._runner(self.store.close)
+            self._run("close", self.store.close)
+        except _Late as late:
+            self._failed(f"close() {late}")
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
             self._failed(f"close() raised {_describe(exc)}")
+
+    def _run(self, method: str, call: Callable[[], Any]) -> Any:
+        """``call()``'s value, or what it raised, or :class:`_Late`."""
+        if self._limits is None:
+            return call()
+        outcome = self._limits.run((self.plugin, HOOK, method), call, self._time_limit)
+        if outcome.skipped:
+            raise _Late("was skipped: an earlier call is still running past the time limit")
+        if not outcome.finished:
+            seconds = "no limit" if self._time_limit is None else f"{self._time_limit:g} s"
+            raise _Late(f"did not answer within the time limit of {seconds}")
+        if outcome.error is not None:
+            raise outcome.error
+        return outcome.value
 
     def _spill_error(self, detail: str) -> SpillError:
         error = self._failed(f"{detail}; the result is handled as spill.on_error says")
@@ -116,6 +135,13 @@ class GuardedSpillStore:
         if self._problems is not None and problem not in self._problems:
             self._problems.append(problem)
         return error
+
+
+class _Late(Exception):
+    """The store did not answer within the time limit (``plugins.time_limit_seconds``)."""
+
+    def __str__(self) -> str:
+        return f"{self.args[0]} (plugins.time_limit_seconds)"
 
 
 def _describe(exc: BaseException) -> str:

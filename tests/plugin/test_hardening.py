@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import _thread
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -168,9 +170,15 @@ def fake_entry_points(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
     return registry
 
 
-def run(host: PluginHost, history: list[dict[str, Any]], **overrides: Any) -> Any:
+def pipeline(host: PluginHost, **overrides: Any) -> middleware.Pipeline:
+    """A pipeline under the default policy with ``overrides``; one session id for all, so
+    that outputs naming spill files compare equal."""
     policy = middleware.load_policy(env={}, dotenv_path=False, overrides=overrides or None)
-    with middleware.Pipeline(policy, host=host) as pipe:
+    return middleware.Pipeline(policy, host=host, session_id="hardening")
+
+
+def run(host: PluginHost, history: list[dict[str, Any]], **overrides: Any) -> Any:
+    with pipeline(host, **overrides) as pipe:
         return pipe.process(history)
 
 
@@ -482,3 +490,195 @@ def test_a_failing_count_tokens_is_reported_once_per_plugin(
     assert len(reported) == 2
     assert any("plugin 'raises'" in m for m in reported)
     assert any("plugin 'wrong'" in m for m in reported)
+
+
+# -- the time limit ---------------------------------------------------------------------------
+
+#: A short limit, so that the tests of hooks that never finish are quick. The tests never
+#: measure time: a hook that blocks until the test releases it is always over any limit.
+SHORT = {"plugins.time_limit_seconds": 0.05}
+#: How long a test waits for something that must happen (a regression fails, never hangs).
+PATIENCE = 30.0
+
+
+class Blocking:
+    """A third-party step implementation that edits, records, then blocks until released,
+    and edits and records again after that (on the copies it was given)."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.finished = threading.Event()
+
+    @hookimpl
+    def enforce_budget(self, conversation: Conversation, context: StepContext) -> None:
+        try:
+            set_result(content="edited before blocking")(conversation)
+            context.record("early", tool_call_id="call_1")
+            self.started.set()
+            self.release.wait()
+            set_result(content="edited after the limit")(conversation)
+            context.record("late", tool_call_id="call_1")
+        finally:
+            self.finished.set()
+
+
+def process_in_thread(pipe: middleware.Pipeline, history: list[dict[str, Any]]) -> Any:
+    """``pipe.process(history)`` on another thread, joined with a generous timeout: a
+    regression (process() waiting for a hook that never ends) fails instead of hanging."""
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(pipe.process(history)), daemon=True)
+    thread.start()
+    thread.join(PATIENCE)
+    assert not thread.is_alive(), "process() waited for a hook that never finishes"
+    (result,) = results
+    return result
+
+
+def test_a_step_implementation_over_the_time_limit_is_discarded_and_reported() -> None:
+    slow = Blocking()
+    history = HISTORIES["openai"]
+    expected = run(host_with(), history)
+    try:
+        with pipeline(host_with(("slow", slow)), **SHORT) as pipe:
+            result = process_in_thread(pipe, history)
+            assert slow.started.is_set()
+            assert result.messages == expected.messages  # the edit made in time is discarded
+            assert result.report.actions == expected.report.actions
+            (problem,) = result.report.problems
+            assert (problem.plugin, problem.hook) == ("slow", "enforce_budget")
+            assert "time limit of 0.05 s" in problem.message
+            assert "plugins.time_limit_seconds" in problem.message
+            assert "edits are discarded" in problem.message
+            # Still running: the next request skips it instead of waiting again.
+            again = process_in_thread(pipe, history)
+            assert again.messages == expected.messages
+            (skipped,) = again.report.problems
+            assert "skipped" in skipped.message and "still running" in skipped.message
+    finally:
+        slow.release.set()
+    assert slow.finished.wait(PATIENCE)
+    # What it did late touched nothing the request returned.
+    assert result.messages == expected.messages
+    assert [a.kind for a in result.report.actions] == [a.kind for a in expected.report.actions]
+    assert HISTORIES["openai"][2]["content"] == "a.py\n"
+
+
+def test_an_implementation_that_finished_late_runs_again() -> None:
+    slow = Blocking()
+    with pipeline(host_with(("slow", slow)), **SHORT) as pipe:
+        slow.release.clear()
+        process_in_thread(pipe, HISTORIES["openai"])
+        slow.release.set()
+        assert slow.finished.wait(PATIENCE)
+        slow.finished.clear()
+        # Finished now: asked again, and its (immediate) edit is adopted this time.
+        result = process_in_thread(pipe, HISTORIES["openai"])
+    assert result.messages[2]["content"] == "edited after the limit"
+    assert [a.kind for a in result.report.actions] == ["early", "late"]
+    assert result.report.problems == []
+
+
+def test_with_no_time_limit_the_request_waits_for_the_implementation() -> None:
+    slow = Blocking()
+    with pipeline(host_with(("slow", slow)), **{"plugins.time_limit_seconds": None}) as pipe:
+        results: list[Any] = []
+        thread = threading.Thread(target=lambda: results.append(pipe.process(HISTORIES["openai"])))
+        thread.start()
+        try:
+            assert slow.started.wait(PATIENCE)
+            assert thread.is_alive() and not results  # waiting: there is no limit
+        finally:
+            slow.release.set()
+            thread.join(PATIENCE)
+    (result,) = results
+    assert result.messages[2]["content"] == "edited after the limit"
+    assert result.report.problems == []
+
+
+class BlockingCap:
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    @hookimpl
+    def tool_result_cap(self, tool_name: str) -> middleware.ToolCap:
+        self.release.wait()
+        return middleware.ToolCap(max_chars=1_000)  # never seen: it comes too late
+
+
+def test_a_capability_over_the_time_limit_counts_as_no_answer() -> None:
+    slow = BlockingCap()
+    expected = run(host_with(), BIG)
+    try:
+        with pipeline(host_with(("slow-caps", slow)), **SHORT) as pipe:
+            result = process_in_thread(pipe, BIG)
+    finally:
+        slow.release.set()
+    assert result.messages == expected.messages  # the policy's caps, as with no plugin
+    assert {(p.plugin, p.hook) for p in result.report.problems} == {
+        ("slow-caps", "tool_result_cap")
+    }
+    assert any("counted as no answer" in p.message for p in result.report.problems)
+
+
+def test_a_spill_store_over_the_time_limit_is_a_spill_failure() -> None:
+    release = threading.Event()
+
+    def hang() -> str:
+        release.wait()
+        return "mem://too-late"
+
+    store = MemoryStore({"call_a": hang})
+    try:
+        with pipeline(host_with(("s3", StoreProvider(store))), **SHORT) as pipe:
+            result = process_in_thread(pipe, BIG)
+    finally:
+        release.set()
+    # Both kept whole (spill.on_error: keep): call_a's save did not answer in time, and
+    # call_b's was skipped while that one still runs, instead of waiting again.
+    assert result.messages[2:] == BIG[2:]
+    assert [a.kind for a in result.report.actions] == ["spill_failed", "spill_failed"]
+    late, skipped = result.report.problems
+    assert {(late.plugin, late.hook), (skipped.plugin, skipped.hook)} == {("s3", "spill_store")}
+    assert "did not answer within the time limit of 0.05 s" in late.message
+    assert "skipped" in skipped.message
+
+
+def test_keyboard_interrupt_raised_by_plugin_code_is_its_failure() -> None:
+    """Third-party code runs on a worker thread, where no real Ctrl-C ever lands."""
+    quitter = plugin_raising("enforce_budget", KeyboardInterrupt())
+    result = run(host_with(("quitter", quitter)), HISTORIES["openai"])
+    assert [(p.plugin, p.hook) for p in result.report.problems] == [("quitter", "enforce_budget")]
+
+
+def test_a_real_ctrl_c_while_a_plugin_runs_still_stops_the_program() -> None:
+    class CtrlC:
+        @hookimpl
+        def enforce_budget(self) -> None:
+            _thread.interrupt_main()  # as if the user pressed Ctrl-C now
+
+    with pytest.raises(KeyboardInterrupt), pipeline(host_with(("busy", CtrlC()))) as pipe:
+        pipe.process(HISTORIES["openai"])
+
+
+def test_no_thread_is_used_without_third_party_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_thread(*args: Any) -> None:
+        raise AssertionError("a built-in implementation was run on a worker thread")
+
+    monkeypatch.setattr("middleware.plugin.runner.TimeLimits.run", no_thread)
+    result = run(host_with(), BIG)
+    assert result.report.problems == []
+    assert {a.kind for a in result.report.actions} == {"spilled"}
+
+
+def test_the_time_limit_is_a_policy_key_with_an_environment_variable() -> None:
+    default = middleware.load_policy(env={}, dotenv_path=False)
+    assert default.get("plugins.time_limit_seconds") == 1.0
+    env = {"CHATCLI_PLUGINS__TIME_LIMIT_SECONDS": "2.5"}
+    assert (
+        middleware.load_policy(env=env, dotenv_path=False).get("plugins.time_limit_seconds") == 2.5
+    )
+    with pytest.raises(middleware.PolicyError):
+        middleware.load_policy(
+            env={}, dotenv_path=False, overrides={"plugins.time_limit_seconds": 0}
+        )
