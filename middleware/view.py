@@ -352,10 +352,12 @@ def _check_node(node: Node, where: str) -> None:
     if node.role not in _ROLES:
         raise TypeError(f"{where}.role is {node.role!r}, not one of {sorted(_ROLES)}")
     if not isinstance(node.blocks, tuple):
-        raise TypeError(f"{where}.blocks is a {type(node.blocks).__name__}, not a tuple")
+        raise TypeError(f"{where}.blocks has type {type(node.blocks).__name__}, expected a tuple")
     _expect(node.raw, (dict, type(None)), f"{where}.raw", "a dict or None")
     if isinstance(node.origin, bool) or not isinstance(node.origin, (int, type(None))):
-        raise TypeError(f"{where}.origin is a {type(node.origin).__name__}, not an int or None")
+        raise TypeError(
+            f"{where}.origin has type {type(node.origin).__name__}, expected an int or None"
+        )
     if not isinstance(node.meta, tuple) or not all(
         isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)
         for pair in node.meta
@@ -403,7 +405,7 @@ def _check_block(block: object, where: str, known: set[int]) -> None:
 
 def _expect(value: object, types: type | tuple[type, ...], where: str, expected: str) -> None:
     if not isinstance(value, types):
-        raise TypeError(f"{where} is a {type(value).__name__}, not {expected}")
+        raise TypeError(f"{where} has type {type(value).__name__}, expected {expected}")
 
 
 def _json(value: object, where: str, known: set[int]) -> None:
