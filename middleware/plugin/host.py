@@ -270,7 +270,7 @@ class PluginHost:
         """The first cap a plugin declares for ``tool_name``. Every capability method takes
         the ``policy`` of the call (for the time limit; ``None``: the schema's default)."""
         for plugin_name, value in self._first_results(
-            "tool_result_cap", {"tool_name": tool_name}, problems, policy
+            "tool_result_cap", {"tool_name": tool_name}, problems, self._limit(policy)
         ):
             if isinstance(value, ToolCap):
                 return DeclaredCap(value, plugin_name)
@@ -282,7 +282,10 @@ class PluginHost:
         policy: Policy | None = None,
     ) -> str | None:  # fmt: skip
         for plugin_name, value in self._first_results(
-            "detect_content_type", {"text": text, "tool_name": tool_name}, problems, policy
+            "detect_content_type",
+            {"text": text, "tool_name": tool_name},
+            problems,
+            self._limit(policy),
         ):
             if isinstance(value, str) and value:
                 return value
@@ -294,7 +297,8 @@ class PluginHost:
         problems: list[ProblemReport], *, policy: Policy | None = None,
     ) -> str | None:  # fmt: skip
         kwargs = {"text": text, "tool_name": tool_name, "content_type": content_type, "path": path}
-        for plugin_name, value in self._first_results("summarize_result", kwargs, problems, policy):
+        limit = self._limit(policy)
+        for plugin_name, value in self._first_results("summarize_result", kwargs, problems, limit):
             if isinstance(value, str) and value:
                 return value if path in value else f"{value}\nFull output: {path}"
             self._wrong_type(problems, plugin_name, "summarize_result", "a string", value)
@@ -306,7 +310,10 @@ class PluginHost:
         """The store the first plugin that provides one returned, guarded: its failures are
         reported as that plugin's, never the caller's (:mod:`middleware.plugin.spill_guard`)."""
         for plugin_name, value in self._first_results(
-            "spill_store", {"policy": policy, "session_id": session_id}, problems, policy
+            "spill_store",
+            {"policy": policy, "session_id": session_id},
+            problems,
+            self._limit(policy),
         ):
             if isinstance(value, SpillStore):
                 return GuardedSpillStore(
@@ -319,9 +326,10 @@ class PluginHost:
         self, fallback: Callable[[str], int], *, policy: Policy | None = None
     ) -> Callable[[str], int]:
         """A token counter from the first plugin implementing ``count_tokens``, or
-        ``fallback`` itself when none does. A plugin that fails, answers a wrong type or
-        passes the time limit is reported once (logged, and kept in the counter's
-        ``problems``) and ``fallback`` counts instead; it is still asked for the next text."""
+        ``fallback`` itself when none does. A plugin that fails or answers a wrong type (or
+        passes the time limit of ``policy``, if one is given: counting is offline work) is
+        reported once (logged, and kept in the counter's ``problems``) and ``fallback``
+        counts instead; it is still asked for the next text."""
         if not self._ordered_impls("count_tokens"):
             return fallback
         return TokenCounter(self, fallback, policy)
@@ -329,7 +337,8 @@ class PluginHost:
     def policy_reloaded(self, old: Policy, new: Policy, problems: list[ProblemReport]) -> None:
         """Notify every implementation (under ``new``'s time limit); failures go to
         ``problems``."""
-        for _ in self._first_results("policy_reloaded", {"old": old, "new": new}, problems, new):
+        kwargs = {"old": old, "new": new}
+        for _ in self._first_results("policy_reloaded", kwargs, problems, self._limit(new)):
             pass  # a notification: what an implementation returns means nothing
 
     # -- introspection -------------------------------------------------------------------
@@ -381,14 +390,13 @@ class PluginHost:
         hook_name: str,
         kwargs: dict[str, Any],
         problems: list[ProblemReport],
-        policy: Policy | None = None,
+        limit: float | None,
         *,
         log: bool = True,
     ) -> Iterator[tuple[str, Any]]:
         """Each implementation's answer that is not ``None``, in pluggy's order. One that
-        raises, or (third-party) does not answer within the time limit, is reported and
+        raises, or (third-party) does not answer within ``limit`` seconds, is reported and
         counts as no answer."""
-        limit = time_limit(policy) if policy is not None else self._default_limit
         for impl in self._ordered_impls(hook_name):
             plugin = impl.plugin_name
             if plugin in self._builtin:
@@ -412,6 +420,10 @@ class PluginHost:
                 value = outcome.value
             if value is not None:
                 yield plugin, value
+
+    def _limit(self, policy: Policy | None) -> float | None:
+        """The time limit of a call under ``policy`` (``None``: the schema's default)."""
+        return self._default_limit if policy is None else time_limit(policy)
 
     @staticmethod
     def _late(
@@ -491,7 +503,9 @@ class TokenCounter:
     ) -> None:
         self._host = host
         self._fallback = fallback
-        self._policy = policy
+        # Counting is offline work (simulate, benchmarks), not a request: no time limit
+        # unless a policy is given (a tokenizer's first call may load its tables for long).
+        self._time_limit = None if policy is None else time_limit(policy)
         self._lock = threading.Lock()
         #: The first problem of each plugin that failed.
         self.problems: list[ProblemReport] = []
@@ -500,7 +514,7 @@ class TokenCounter:
         problems: list[ProblemReport] = []
         answer: int | None = None
         for plugin, value in self._host._first_results(
-            "count_tokens", {"text": text}, problems, self._policy, log=False
+            "count_tokens", {"text": text}, problems, self._time_limit, log=False
         ):
             if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
                 answer = value

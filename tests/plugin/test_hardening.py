@@ -682,3 +682,49 @@ def test_the_time_limit_is_a_policy_key_with_an_environment_variable() -> None:
         middleware.load_policy(
             env={}, dotenv_path=False, overrides={"plugins.time_limit_seconds": 0}
         )
+
+
+class SlowTokenizer:
+    """Loads its tables on the first call (blocks until released), then counts words."""
+
+    def __init__(self) -> None:
+        self.loading = threading.Event()
+        self.loaded = threading.Event()
+
+    @hookimpl
+    def count_tokens(self, text: str) -> int:
+        self.loading.set()
+        self.loaded.wait()
+        return len(text.split())
+
+
+def test_token_counting_has_no_time_limit_unless_a_policy_gives_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Counting is offline work (simulate): a tokenizer that takes long to load is waited
+    for, unless the caller passes a policy."""
+    slow = SlowTokenizer()
+    count = host_with(("words", slow), builtins=False).token_counter(approximate_tokens)
+    answers: list[int] = []
+    thread = threading.Thread(target=lambda: answers.append(count("one two three")))
+    thread.start()
+    try:
+        assert slow.loading.wait(PATIENCE)
+        assert thread.is_alive() and not answers  # waiting for the tokenizer
+    finally:
+        slow.loaded.set()
+        thread.join(PATIENCE)
+    assert answers == [3]
+
+    slow = SlowTokenizer()
+    policy = middleware.load_policy(env={}, dotenv_path=False, overrides=SHORT)
+    host = host_with(("words", slow), builtins=False)
+    limited = host.token_counter(approximate_tokens, policy=policy)
+    try:
+        with caplog.at_level(logging.ERROR, logger="middleware"):
+            assert [limited("x" * 40) for _ in range(3)] == [10, 10, 10]  # characters / 4
+    finally:
+        slow.loaded.set()
+    (problem,) = limited.problems  # type: ignore[attr-defined]
+    assert "time limit of 0.05 s" in problem.message
+    assert sum("count_tokens" in r.getMessage() for r in caplog.records) == 1
