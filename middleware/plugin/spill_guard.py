@@ -19,6 +19,7 @@ from typing import Any
 from middleware.errors import PluginError
 from middleware.plugin.capabilities import SpillStore
 from middleware.plugin.runner import TimeLimits
+from middleware.plugin.settings import TIME_LIMIT_KEY
 from middleware.report import ProblemReport
 from middleware.spill import SpillError
 
@@ -68,12 +69,8 @@ class GuardedSpillStore:
     def save(self, key: str, content: str, *, suffix: str = ".txt") -> str:
         try:
             location = self._run("save", partial(self.store.save, key, content, suffix=suffix))
-        except _Late as late:
-            raise self._spill_error(f"save() {late}") from None
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:
-            raise self._spill_error(f"save() raised {_describe(exc)}") from exc
+        except _StoreFailed as failed:
+            raise self._spill_error(f"save() {failed}") from failed.__cause__
         if not isinstance(location, str) or not location:
             raise self._spill_error(
                 f"save() returned {location!r}, expected a non-empty string location "
@@ -84,13 +81,8 @@ class GuardedSpillStore:
     def load(self, location: str) -> str | None:
         try:
             content = self._run("load", partial(self.store.load, location))
-        except _Late as late:
-            self._failed(f"load() {late}; read as nothing saved there")
-            return None
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:
-            self._failed(f"load() raised {_describe(exc)}; read as nothing saved there")
+        except _StoreFailed as failed:
+            self._failed(f"load() {failed}; read as nothing saved there")
             return None
         if content is not None and not isinstance(content, str):
             self._failed(
@@ -103,25 +95,31 @@ class GuardedSpillStore:
     def close(self) -> None:
         try:
             self._run("close", self.store.close)
-        except _Late as late:
-            self._failed(f"close() {late}")
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:
-            self._failed(f"close() raised {_describe(exc)}")
+        except _StoreFailed as failed:
+            self._failed(f"close() {failed}")
 
     def _run(self, method: str, call: Callable[[], Any]) -> Any:
-        """``call()``'s value, or what it raised, or :class:`_Late`."""
-        if self._limits is None:
-            return call()
+        """``call()``'s value, or :class:`_StoreFailed` saying why there is none."""
+        if self._limits is None:  # inline: a KeyboardInterrupt may be a real Ctrl-C
+            try:
+                return call()
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
+                raise _StoreFailed(f"raised {_describe(exc)}") from exc
         outcome = self._limits.run((self.plugin, HOOK, method), call, self._time_limit)
         if outcome.skipped:
-            raise _Late("was skipped: an earlier call is still running past the time limit")
+            raise _StoreFailed(
+                "was skipped: an earlier call is still running past the time limit "
+                f"({TIME_LIMIT_KEY})"
+            )
         if not outcome.finished:
             seconds = "no limit" if self._time_limit is None else f"{self._time_limit:g} s"
-            raise _Late(f"did not answer within the time limit of {seconds}")
-        if outcome.error is not None:
-            raise outcome.error
+            raise _StoreFailed(
+                f"did not answer within the time limit of {seconds} ({TIME_LIMIT_KEY})"
+            )
+        if outcome.error is not None:  # on a worker thread: whatever it is, it is the store's
+            raise _StoreFailed(f"raised {_describe(outcome.error)}") from outcome.error
         return outcome.value
 
     def _spill_error(self, detail: str) -> SpillError:
@@ -129,19 +127,20 @@ class GuardedSpillStore:
         return SpillError(str(error))
 
     def _failed(self, detail: str) -> PluginError:
+        """Log and report one failure (once per report: a store that fails for every
+        result of a request is one problem of it)."""
         error = PluginError(self.plugin, HOOK, f"the store it provided: {detail}")
-        logger.error("%s", error)
         problem = ProblemReport(self.plugin, HOOK, error.detail)
-        if self._problems is not None and problem not in self._problems:
+        if self._problems is not None:
+            if problem in self._problems:
+                return error
             self._problems.append(problem)
+        logger.error("%s", error)
         return error
 
 
-class _Late(Exception):
-    """The store did not answer within the time limit (``plugins.time_limit_seconds``)."""
-
-    def __str__(self) -> str:
-        return f"{self.args[0]} (plugins.time_limit_seconds)"
+class _StoreFailed(Exception):
+    """Why the store gave no answer (its exception is the ``__cause__``)."""
 
 
 def _describe(exc: BaseException) -> str:

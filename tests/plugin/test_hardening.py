@@ -728,3 +728,16 @@ def test_token_counting_has_no_time_limit_unless_a_policy_gives_one(
     (problem,) = limited.problems  # type: ignore[attr-defined]
     assert "time limit of 0.05 s" in problem.message
     assert sum("count_tokens" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize("error", [SystemExit(2), KeyboardInterrupt(), Cancelled()], ids=repr)
+def test_a_store_raising_a_base_exception_is_a_spill_failure(error: BaseException) -> None:
+    def fail() -> str:
+        raise error
+
+    result = run(host_with(("s3", StoreProvider(MemoryStore({"call_a": fail})))), BIG)
+    assert result.messages[2] == BIG[2]
+    assert "mem://call_b.txt" in result.messages[3]["content"]
+    (problem,) = result.report.problems
+    assert (problem.plugin, problem.hook) == ("s3", "spill_store")
+    assert type(error).__name__ in problem.message
