@@ -144,7 +144,10 @@ class TimeLimits:
             if self._late.get(key):
                 return Outcome(finished=False, skipped=True)
         task = _Task(call, key, self)
-        _POOL.submit(task)
+        try:
+            _POOL.submit(task)
+        except RuntimeError as exc:  # no thread can start (resources, interpreter exit)
+            return Outcome(error=RuntimeError(f"no thread could run it: {exc}"))
         if not task.done.wait(limit):
             with self._lock:
                 if not task.done.is_set():
@@ -152,11 +155,6 @@ class TimeLimits:
                     self._late[key] = self._late.get(key, 0) + 1
                     return Outcome(finished=False)
         return Outcome(task.value, task.error)
-
-    def running_late(self, key: Hashable) -> int:
-        """How many calls of ``key`` are still running past their time limit."""
-        with self._lock:
-            return self._late.get(key, 0)
 
     def _finished(self, task: _Task) -> None:
         with self._lock:

@@ -741,3 +741,18 @@ def test_a_store_raising_a_base_exception_is_a_spill_failure(error: BaseExceptio
     (problem,) = result.report.problems
     assert (problem.plugin, problem.hook) == ("s3", "spill_store")
     assert type(error).__name__ in problem.message
+
+
+def test_when_no_thread_can_start_the_plugin_is_skipped_not_the_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(task: object) -> None:
+        raise RuntimeError("can't start new thread")
+
+    result = run(host_with(("upper", BadEdit(set_result(content="A.PY")))), HISTORIES["openai"])
+    assert result.messages[2]["content"] == "A.PY"
+    monkeypatch.setattr("middleware.plugin.runner._POOL.submit", refuse)
+    result = run(host_with(("upper", BadEdit(set_result(content="A.PY")))), HISTORIES["openai"])
+    assert result.messages == run(host_with(), HISTORIES["openai"]).messages
+    (problem,) = result.report.problems
+    assert "no thread could run it" in problem.message
