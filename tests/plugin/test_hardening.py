@@ -6,6 +6,7 @@ from __future__ import annotations
 import _thread
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -171,10 +172,10 @@ def fake_entry_points(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
 
 
 def pipeline(host: PluginHost, **overrides: Any) -> middleware.Pipeline:
-    """A pipeline under the default policy with ``overrides``; one session id for all, so
-    that outputs naming spill files compare equal."""
+    """A pipeline under the default policy with ``overrides``; one session id for all the
+    tests of a process, so that outputs naming spill files compare equal."""
     policy = middleware.load_policy(env={}, dotenv_path=False, overrides=overrides or None)
-    return middleware.Pipeline(policy, host=host, session_id="hardening")
+    return middleware.Pipeline(policy, host=host, session_id=f"hardening-{os.getpid()}")
 
 
 def run(host: PluginHost, history: list[dict[str, Any]], **overrides: Any) -> Any:
