@@ -6,7 +6,7 @@ import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -17,6 +17,7 @@ from middleware.formats.text_protocol import text_protocol_rule
 from middleware.plugin.capabilities import SpillStore
 from middleware.plugin.context import Dispatch, StepContext
 from middleware.plugin.host import STEP_HOOKS, PluginHost
+from middleware.plugin.spill_guard import GuardedSpillStore
 from middleware.policy import Policy, load_policy
 from middleware.policy.reload import PolicyStatus, PolicyWatcher
 from middleware.policy.settings import bind
@@ -68,11 +69,15 @@ class Pipeline:
         self.decisions = DecisionLedger(decisions)
         self._host = host if host is not None else PluginHost.create()
         self.session_id = session_id if session_id is not None else uuid.uuid4().hex[:12]
-        #: Problems of plugins met while setting up; repeated in every report.
-        self._setup_problems = list(self._host.load_problems)
+        setup = list(self._host.load_problems)
         self._spill: SpillStore = self._host.spill_store(
-            policy, self.session_id, self._setup_problems
+            policy, self.session_id, setup
         ) or SpillWorkspace.from_settings(self.session_id, bind(policy, SpillSettings))
+        #: Problems of plugins met while setting up (loading, providing the spill store),
+        #: repeated in every report: fixed here, so they never grow.
+        self._setup_problems = tuple(setup)
+        #: The ``policy_reloaded`` failures of the last swap (in :attr:`policy_status`).
+        self._reload_problems: tuple[ProblemReport, ...] = ()
         self._closed = False
         #: Calls of process() and admit_batch() running now; close() waits for them.
         self._active = 0
@@ -114,9 +119,11 @@ class Pipeline:
 
     @property
     def policy_status(self) -> PolicyStatus:
-        """Generation, digest and the last reload's outcome of the policy in effect."""
+        """Generation, digest and the last reload's outcome of the policy in effect: a
+        rejected edit (``last_error``), the ``policy_reloaded`` implementations that failed
+        after the last swap (``plugin_problems``)."""
         if self._watcher is not None:
-            return self._watcher.status
+            return replace(self._watcher.status, plugin_problems=self._reload_problems)
         return PolicyStatus(self._policy.source, 1, self._policy.digest)
 
     def reload_policy(self) -> bool:
@@ -128,8 +135,10 @@ class Pipeline:
     def _swap(self, new: Policy) -> None:
         old, self._policy = self._policy, new  # one reference: process() never mixes
         problems: list[ProblemReport] = []
-        self._host.policy_reloaded(old, new, problems)
-        self._setup_problems.extend(problems)
+        self._host.policy_reloaded(old, new, problems)  # each failure is logged
+        # The reload's outcome, not every later request's: in policy_status until the next
+        # swap, never in process() reports.
+        self._reload_problems = tuple(problems)
 
     @property
     def policy(self) -> Policy:
@@ -171,7 +180,8 @@ class Pipeline:
             context = self._context(step, policy, codec, shared)
             self._host.run_step(hook, conversation, context)
             report.actions.extend(context.actions)
-            report.problems.extend(context.problems)
+            # One line per problem: the same plugin failing alike in two steps is one problem.
+            report.problems.extend(p for p in context.problems if p not in report.problems)
 
         report.loop_alerts.extend(guard_loops(conversation, policy))
         out = codec.render(conversation) if conversation.changed else list(messages)
@@ -272,7 +282,10 @@ class Pipeline:
 
     @property
     def spill(self) -> SpillStore:
-        """Where results cut from the context are kept in full."""
+        """Where results cut from the context are kept in full: the store a plugin
+        provided, as it returned it (the steps use it guarded), or the session workspace."""
+        if isinstance(self._spill, GuardedSpillStore):
+            return self._spill.store
         return self._spill
 
     @contextmanager

@@ -10,9 +10,10 @@ and images, byte for byte, and the input is never mutated.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, get_args
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 
@@ -239,21 +240,37 @@ class Conversation:
     def restore(self, snapshot: tuple[Node, ...]) -> None:
         self.nodes[:] = snapshot
 
-    def check(self) -> None:
-        """Raise ``TypeError`` if a step left something that is not a node or block.
+    def check(self, since: Sequence[Node] = ()) -> None:
+        """Raise ``TypeError`` if a step left something a codec cannot write: an object that
+        is not a node or block, or a field of the wrong type (a result's content must be a
+        string or a tuple of JSON-object parts, ids and names strings, flags booleans).
 
-        Only created or changed nodes are inspected: parsed nodes are known good.
+        Only created or changed nodes are inspected (parsed nodes are known good); given
+        ``since`` (a :meth:`checkpoint` taken before the step ran, checked then), only the
+        nodes and blocks that are not in it.
         """
+        if not isinstance(self.nodes, list):
+            raise TypeError(f"conversation.nodes is a {type(self.nodes).__name__}, not a list")
+        known_nodes = {id(node) for node in since}
+        new: list[tuple[int, Node]] = []
         for i, node in enumerate(self.nodes):
             if not isinstance(node, Node):
                 raise TypeError(f"conversation.nodes[{i}] is a {type(node).__name__}, not a Node")
-            if node.changed or node.raw is None:
-                for j, block in enumerate(node.blocks):
-                    if not isinstance(block, (ToolCall, ToolResult, Opaque)):
-                        raise TypeError(
-                            f"conversation.nodes[{i}].blocks[{j}] is a "
-                            f"{type(block).__name__}, not a ToolCall, ToolResult or Opaque"
-                        )
+            if id(node) not in known_nodes if since else node.changed or node.raw is None:
+                new.append((i, node))
+        if not new:
+            return
+        known_blocks = {id(block) for node in since for block in node.blocks}
+        # Values a new block took over from a known one (an image part, a call's arguments)
+        # are as writable as they were: only new ones must be JSON.
+        known_values = {
+            id(value) for node in since for block in node.blocks for value in _values(block)
+        }
+        for i, node in new:
+            _check_node(node, f"conversation.nodes[{i}]")
+            for j, block in enumerate(node.blocks):
+                if id(block) not in known_blocks:
+                    _check_block(block, f"conversation.nodes[{i}].blocks[{j}]", known_values)
 
     # -- queries -----------------------------------------------------------------------
 
@@ -323,3 +340,75 @@ class Conversation:
                 else:
                     results.append(ResultSite(block, ni, bi, None, None, None, None))
         return ConversationIndex(tuple(calls), tuple(results), tuple(node_turns), turn_count)
+
+
+_ROLES = frozenset(get_args(Role))
+
+
+def _check_node(node: Node, where: str) -> None:
+    if node.role not in _ROLES:
+        raise TypeError(f"{where}.role is {node.role!r}, not one of {sorted(_ROLES)}")
+    if not isinstance(node.blocks, tuple):
+        raise TypeError(f"{where}.blocks has type {type(node.blocks).__name__}, expected a tuple")
+    _expect(node.raw, (dict, type(None)), f"{where}.raw", "a dict or None")
+    if isinstance(node.origin, bool) or not isinstance(node.origin, (int, type(None))):
+        raise TypeError(
+            f"{where}.origin has type {type(node.origin).__name__}, expected an int or None"
+        )
+    if not isinstance(node.meta, tuple) or not all(
+        isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)
+        for pair in node.meta
+    ):
+        raise TypeError(f"{where}.meta is not a tuple of (name, value) pairs")
+
+
+def _values(block: Block) -> tuple[Any, ...]:
+    """The values of a block that are written to the wire as they are."""
+    if isinstance(block, ToolResult):
+        return block.content if isinstance(block.content, tuple) else ()
+    if isinstance(block, ToolCall):
+        return (block.arguments,)
+    return (block.raw,)
+
+
+def _check_block(block: object, where: str, known: set[int]) -> None:
+    if isinstance(block, ToolResult):
+        _expect(block.call_id, str, f"{where}.call_id", "a string")
+        if isinstance(block.content, tuple):
+            for k, part in enumerate(block.content):
+                _expect(part, dict, f"{where}.content[{k}]", "a dict (a JSON object)")
+                _json(part, f"{where}.content[{k}]", known)
+        else:
+            _expect(block.content, str, f"{where}.content", "a string or a tuple of dicts")
+        _expect(block.is_error, bool, f"{where}.is_error", "a bool")
+        _expect(block.text_protocol, bool, f"{where}.text_protocol", "a bool")
+        _expect(block.tool_name, (str, type(None)), f"{where}.tool_name", "a string or None")
+        _expect(block.original, (str, type(None)), f"{where}.original", "a string or None")
+        _expect(block.raw, (dict, type(None)), f"{where}.raw", "a dict or None")
+    elif isinstance(block, ToolCall):
+        _expect(block.id, str, f"{where}.id", "a string")
+        if not isinstance(block.name, str) or not block.name:
+            raise TypeError(f"{where}.name is {block.name!r}, not a non-empty string")
+        _json(block.arguments, f"{where}.arguments", known)
+        _expect(block.raw, (dict, type(None)), f"{where}.raw", "a dict or None")
+    elif isinstance(block, Opaque):
+        _expect(block.raw, dict, f"{where}.raw", "a dict (a JSON object)")
+        _json(block.raw, f"{where}.raw", known)
+    else:
+        raise TypeError(
+            f"{where} is a {type(block).__name__}, not a ToolCall, ToolResult or Opaque"
+        )
+
+
+def _expect(value: object, types: type | tuple[type, ...], where: str, expected: str) -> None:
+    if not isinstance(value, types):
+        raise TypeError(f"{where} has type {type(value).__name__}, expected {expected}")
+
+
+def _json(value: object, where: str, known: set[int]) -> None:
+    if id(value) in known or isinstance(value, str):
+        return
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{where} cannot be written as JSON: {exc}") from None

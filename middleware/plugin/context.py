@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from middleware.plugin.settings import time_limit
+from middleware.plugin.spill_guard import GuardedSpillStore
 from middleware.report import Action, ProblemReport
 
 if TYPE_CHECKING:
@@ -16,22 +18,26 @@ if TYPE_CHECKING:
 
 class Capabilities(Protocol):
     """The capability hooks a step may ask for (the plugin host provides them); each
-    records the failures of the plugins it asked in ``problems``."""
+    records the failures of the plugins it asked in ``problems`` and applies the time
+    limit of ``policy``."""
 
-    def tool_result_cap(self, tool_name: str, problems: list[ProblemReport]) -> DeclaredCap | None:
+    def tool_result_cap(
+        self, tool_name: str, problems: list[ProblemReport], *, policy: Policy | None = None
+    ) -> DeclaredCap | None:
         """The cap a plugin declares for ``tool_name``."""
         ...
 
     def summarize_result(
         self, text: str, tool_name: str | None, content_type: str, path: str,
-        problems: list[ProblemReport],
+        problems: list[ProblemReport], *, policy: Policy | None = None,
     ) -> str | None:  # fmt: skip
         """A plugin's summary of an old result."""
         ...
 
     def detect_content_type(
-        self, text: str, tool_name: str | None, problems: list[ProblemReport]
-    ) -> str | None:
+        self, text: str, tool_name: str | None, problems: list[ProblemReport], *,
+        policy: Policy | None = None,
+    ) -> str | None:  # fmt: skip
         """The content type a plugin names for a result."""
         ...
 
@@ -69,6 +75,25 @@ class StepContext:
     actions: list[Action] = field(default_factory=list)
     problems: list[ProblemReport] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        # A plugin's store reports its failures into this call's report, and runs under
+        # this call's time limit.
+        if isinstance(self.spill, GuardedSpillStore):
+            self.spill = self.spill.reporting_to(self.problems, time_limit(self.policy))
+
+    def fork(self) -> StepContext:
+        """A copy for one third-party implementation to work on: its own actions, problems
+        and shared state (a shallow copy), so that what it does after its time limit
+        touches nothing the request uses. :meth:`adopt` takes its work over."""
+        return replace(self, actions=[], problems=[], shared=dict(self.shared))
+
+    def adopt(self, fork: StepContext) -> None:
+        """Take over the actions and shared state of a :meth:`fork` that finished in time
+        (its problems are the caller's to take, whether it succeeded or not)."""
+        self.actions.extend(fork.actions)
+        self.shared.clear()
+        self.shared.update(fork.shared)
+
     def record(
         self,
         kind: str,
@@ -96,12 +121,14 @@ class StepContext:
 
     def tool_cap(self, tool_name: str) -> DeclaredCap | None:
         """The cap a plugin declares for ``tool_name`` (plugin failures are reported)."""
-        return self.host.tool_result_cap(tool_name, self.problems)
+        return self.host.tool_result_cap(tool_name, self.problems, policy=self.policy)
 
     def summary(self, text: str, tool_name: str | None, content_type: str, path: str) -> str | None:
         """A plugin's summary of an old result (naming ``path``), if any plugin writes one."""
-        return self.host.summarize_result(text, tool_name, content_type, path, self.problems)
+        return self.host.summarize_result(
+            text, tool_name, content_type, path, self.problems, policy=self.policy
+        )
 
     def content_type(self, text: str, tool_name: str | None) -> str | None:
         """The content type a plugin names for a result, if any plugin does."""
-        return self.host.detect_content_type(text, tool_name, self.problems)
+        return self.host.detect_content_type(text, tool_name, self.problems, policy=self.policy)

@@ -16,9 +16,11 @@ register through the ``chatcli_middleware`` entry-point group::
             return ToolCap(max_chars=40_000)
         return None
 
-Every implementation runs isolated: if it raises or returns a wrong type, the host logs a
-:class:`~middleware.errors.PluginError` naming the plugin and the hook, reports it, and goes
-on with the default behaviour; the request is still processed.
+Every implementation runs isolated: if it raises (``sys.exit()`` included), returns a wrong
+type, leaves edits that cannot be written back, or takes longer than the policy's
+``plugins.time_limit_seconds``, the host logs a :class:`~middleware.errors.PluginError`
+naming the plugin and the hook, reports it, and goes on with the default behaviour; the
+request is still processed (docs/plugins.md, "How the host calls plugins").
 """
 
 from __future__ import annotations
@@ -132,7 +134,8 @@ def spill_store(policy: Policy, session_id: str) -> SpillStore | None:
 @hookspec(firstresult=True)
 def count_tokens(text: str) -> int | None:
     """Count the tokens of ``text`` with a real tokenizer, for ``chatcli-mw simulate`` and
-    the cost benchmarks. Return ``None`` to fall back to characters / 4.
+    the cost benchmarks. Return ``None`` to fall back to characters / 4. An implementation
+    that fails is reported once per plugin; characters / 4 count for the texts it fails on.
 
     :param text: a serialised request, or a prefix of one.
     """

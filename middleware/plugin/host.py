@@ -8,6 +8,13 @@ failing plugin is reported and skipped, never fatal. Hook wrappers (``wrapper=Tr
 ``hookwrapper=True``) need pluggy's own call loop, which would give that isolation up: a
 plugin that declares one is refused at registration, with the plugin and hook named.
 ``CHATCLI_TRACE_HOOKS=1`` logs every implementation call (plugin, hook, duration).
+
+The built-in implementations are ours: they run inline, and only an ``Exception`` of
+theirs is a failure. A third-party implementation runs on a worker thread under the
+policy's ``plugins.time_limit_seconds`` (:mod:`middleware.plugin.runner`), a step
+implementation on copies of the conversation and the context that are adopted only if it
+finished in time; whatever it raises (``SystemExit`` and ``KeyboardInterrupt`` included:
+no real signal lands on a worker thread) is its failure.
 """
 
 from __future__ import annotations
@@ -16,9 +23,11 @@ import difflib
 import importlib
 import logging
 import os
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from functools import partial
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
@@ -27,12 +36,16 @@ import pluggy
 from middleware.errors import PluginError
 from middleware.plugin import hookspecs
 from middleware.plugin.capabilities import DeclaredCap, SpillStore, ToolCap
+from middleware.plugin.runner import TimeLimits
+from middleware.plugin.settings import TIME_LIMIT_KEY, time_limit
+from middleware.plugin.spill_guard import GuardedSpillStore
 from middleware.report import ProblemReport
 
 if TYPE_CHECKING:
+    from middleware.formats.base import Codec
     from middleware.plugin.context import StepContext
     from middleware.policy import Policy
-    from middleware.view import Conversation
+    from middleware.view import Conversation, Node
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +100,9 @@ class PluginHost:
         #: plugin name -> (distribution name, version), for entry-point plugins.
         self._distributions: dict[str, tuple[str, str]] = {}
         self.load_problems: list[ProblemReport] = []
+        #: Third-party calls run under a time limit; the built-in ones run inline.
+        self._limits = TimeLimits()
+        self._default_limit = time_limit(None)
 
     @classmethod
     def create(
@@ -171,7 +187,9 @@ class PluginHost:
             try:
                 plugin = ep.load()
                 self.register(plugin, name=ep.name)
-            except Exception as exc:  # a broken plugin must not take the host down
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # sys.exit() at import included: not the host's end
                 detail = (
                     exc.detail if isinstance(exc, PluginError) else f"{type(exc).__name__}: {exc}"
                 )
@@ -186,25 +204,73 @@ class PluginHost:
     # -- steps ---------------------------------------------------------------------------
 
     def run_step(self, hook_name: str, conversation: Conversation, context: StepContext) -> None:
-        """Run every implementation of one step hook, isolated: one that raises is rolled
-        back (the conversation is restored to what it was before it ran) and reported."""
+        """Run every implementation of one step hook, isolated: one that raises, leaves
+        something that cannot be written back, or (third-party) does not finish within the
+        time limit changes nothing and is reported."""
         for impl in self._ordered_impls(hook_name):
-            snapshot = conversation.checkpoint()
-            recorded = len(context.actions)
-            kwargs = {"conversation": conversation, "context": context}
+            if impl.plugin_name in self._builtin:
+                self._step_inline(impl, hook_name, conversation, context)
+            else:
+                self._step_limited(impl, hook_name, conversation, context)
+
+    def _step_inline(
+        self, impl: pluggy.HookImpl, hook_name: str, conversation: Conversation,
+        context: StepContext,
+    ) -> None:  # fmt: skip
+        """A built-in implementation edits the conversation in place (no copy, no thread:
+        the usual case costs nothing); its edits are rolled back if it fails."""
+        snapshot = conversation.checkpoint()
+        recorded = len(context.actions)
+        try:
+            self._call(impl, hook_name, {"conversation": conversation, "context": context})
+            check_edits(conversation, snapshot, context.codec)
+        except Exception as exc:
+            conversation.restore(snapshot)
+            del context.actions[recorded:]
+            self._report(context.problems, impl.plugin_name, hook_name, exc)
+
+    def _step_limited(
+        self, impl: pluggy.HookImpl, hook_name: str, conversation: Conversation,
+        context: StepContext,
+    ) -> None:  # fmt: skip
+        """A third-party implementation works on its own copy of the conversation and of
+        the context, on a worker thread; its result is adopted only if it finished within
+        the time limit, without raising, and left something writable. A late one cannot
+        be stopped: it finishes on its copies, which nobody reads."""
+        snapshot = conversation.checkpoint()
+        work = replace(conversation, nodes=list(snapshot))
+        fork = context.fork()
+        limit = time_limit(context.policy)
+        call = partial(self._call, impl, hook_name, {"conversation": work, "context": fork})
+        outcome = self._limits.run((impl.plugin_name, hook_name), call, limit)
+        if not outcome.finished:
+            self._late(
+                context.problems, impl.plugin_name, hook_name,
+                limit=limit, skipped=outcome.skipped, consequence="its edits are discarded",
+            )  # fmt: skip
+            return
+        context.problems.extend(p for p in fork.problems if p not in context.problems)
+        error = outcome.error
+        if error is None:
             try:
-                self._call(impl, hook_name, kwargs)
-                conversation.check()
-            except Exception as exc:
-                conversation.restore(snapshot)
-                del context.actions[recorded:]
-                self._report(context.problems, impl.plugin_name, hook_name, exc)
+                check_edits(work, snapshot, context.codec)
+            except TypeError as exc:
+                error = exc
+            else:
+                conversation.nodes[:] = work.nodes
+                context.adopt(fork)
+                return
+        self._report(context.problems, impl.plugin_name, hook_name, error)
 
     # -- capabilities --------------------------------------------------------------------
 
-    def tool_result_cap(self, tool_name: str, problems: list[ProblemReport]) -> DeclaredCap | None:
+    def tool_result_cap(
+        self, tool_name: str, problems: list[ProblemReport], *, policy: Policy | None = None
+    ) -> DeclaredCap | None:
+        """The first cap a plugin declares for ``tool_name``. Every capability method takes
+        the ``policy`` of the call (for the time limit; ``None``: the schema's default)."""
         for plugin_name, value in self._first_results(
-            "tool_result_cap", {"tool_name": tool_name}, problems
+            "tool_result_cap", {"tool_name": tool_name}, problems, self._limit(policy)
         ):
             if isinstance(value, ToolCap):
                 return DeclaredCap(value, plugin_name)
@@ -212,10 +278,14 @@ class PluginHost:
         return None
 
     def detect_content_type(
-        self, text: str, tool_name: str | None, problems: list[ProblemReport]
-    ) -> str | None:
+        self, text: str, tool_name: str | None, problems: list[ProblemReport], *,
+        policy: Policy | None = None,
+    ) -> str | None:  # fmt: skip
         for plugin_name, value in self._first_results(
-            "detect_content_type", {"text": text, "tool_name": tool_name}, problems
+            "detect_content_type",
+            {"text": text, "tool_name": tool_name},
+            problems,
+            self._limit(policy),
         ):
             if isinstance(value, str) and value:
                 return value
@@ -224,10 +294,11 @@ class PluginHost:
 
     def summarize_result(
         self, text: str, tool_name: str | None, content_type: str, path: str,
-        problems: list[ProblemReport],
+        problems: list[ProblemReport], *, policy: Policy | None = None,
     ) -> str | None:  # fmt: skip
         kwargs = {"text": text, "tool_name": tool_name, "content_type": content_type, "path": path}
-        for plugin_name, value in self._first_results("summarize_result", kwargs, problems):
+        limit = self._limit(policy)
+        for plugin_name, value in self._first_results("summarize_result", kwargs, problems, limit):
             if isinstance(value, str) and value:
                 return value if path in value else f"{value}\nFull output: {path}"
             self._wrong_type(problems, plugin_name, "summarize_result", "a string", value)
@@ -235,38 +306,40 @@ class PluginHost:
 
     def spill_store(
         self, policy: Policy, session_id: str, problems: list[ProblemReport]
-    ) -> SpillStore | None:
+    ) -> GuardedSpillStore | None:
+        """The store the first plugin that provides one returned, guarded: its failures are
+        reported as that plugin's, never the caller's (:mod:`middleware.plugin.spill_guard`)."""
         for plugin_name, value in self._first_results(
-            "spill_store", {"policy": policy, "session_id": session_id}, problems
+            "spill_store",
+            {"policy": policy, "session_id": session_id},
+            problems,
+            self._limit(policy),
         ):
             if isinstance(value, SpillStore):
-                return value
+                return GuardedSpillStore(
+                    value, plugin_name, limits=self._limits, time_limit=time_limit(policy)
+                )
             self._wrong_type(problems, plugin_name, "spill_store", "a SpillStore", value)
         return None
 
-    def token_counter(self, fallback: Callable[[str], int]) -> Callable[[str], int]:
+    def token_counter(
+        self, fallback: Callable[[str], int], *, policy: Policy | None = None
+    ) -> Callable[[str], int]:
         """A token counter from the first plugin implementing ``count_tokens``, or
-        ``fallback`` itself when none does. A plugin that fails or answers a wrong type is
-        reported once and ``fallback`` counts instead."""
+        ``fallback`` itself when none does. A plugin that fails or answers a wrong type (or
+        passes the time limit of ``policy``, if one is given: counting is offline work) is
+        reported once (logged, and kept in the counter's ``problems``) and ``fallback``
+        counts instead; it is still asked for the next text."""
         if not self._ordered_impls("count_tokens"):
             return fallback
-        problems: list[ProblemReport] = []
-
-        def count(text: str) -> int:
-            for plugin_name, value in self._first_results("count_tokens", {"text": text}, problems):
-                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                    return value
-                self._wrong_type(problems, plugin_name, "count_tokens", "an int >= 0", value)
-            return fallback(text)
-
-        return count
+        return TokenCounter(self, fallback, policy)
 
     def policy_reloaded(self, old: Policy, new: Policy, problems: list[ProblemReport]) -> None:
-        for impl in self._ordered_impls("policy_reloaded"):
-            try:
-                self._call(impl, "policy_reloaded", {"old": old, "new": new})
-            except Exception as exc:
-                self._report(problems, impl.plugin_name, "policy_reloaded", exc)
+        """Notify every implementation (under ``new``'s time limit); failures go to
+        ``problems``."""
+        kwargs = {"old": old, "new": new}
+        for _ in self._first_results("policy_reloaded", kwargs, problems, self._limit(new)):
+            pass  # a notification: what an implementation returns means nothing
 
     # -- introspection -------------------------------------------------------------------
 
@@ -313,30 +386,175 @@ class PluginHost:
             trace_logger.info("%s: %s %s in %.3f ms", impl.plugin_name, hook_name, outcome, elapsed)
 
     def _first_results(
-        self, hook_name: str, kwargs: dict[str, Any], problems: list[ProblemReport]
-    ) -> Iterable[tuple[str, Any]]:
+        self,
+        hook_name: str,
+        kwargs: dict[str, Any],
+        problems: list[ProblemReport],
+        limit: float | None,
+        *,
+        log: bool = True,
+    ) -> Iterator[tuple[str, Any]]:
+        """Each implementation's answer that is not ``None``, in pluggy's order. One that
+        raises, or (third-party) does not answer within ``limit`` seconds, is reported and
+        counts as no answer."""
         for impl in self._ordered_impls(hook_name):
-            try:
-                value = self._call(impl, hook_name, kwargs)
-            except Exception as exc:
-                self._report(problems, impl.plugin_name, hook_name, exc)
-                continue
+            plugin = impl.plugin_name
+            if plugin in self._builtin:
+                try:
+                    value = self._call(impl, hook_name, kwargs)
+                except Exception as exc:
+                    self._report(problems, plugin, hook_name, exc, log=log)
+                    continue
+            else:
+                call = partial(self._call, impl, hook_name, kwargs)
+                outcome = self._limits.run((plugin, hook_name), call, limit)
+                if not outcome.finished:
+                    self._late(
+                        problems, plugin, hook_name, limit=limit, skipped=outcome.skipped,
+                        consequence="counted as no answer", log=log,
+                    )  # fmt: skip
+                    continue
+                if outcome.error is not None:
+                    self._report(problems, plugin, hook_name, outcome.error, log=log)
+                    continue
+                value = outcome.value
             if value is not None:
-                yield impl.plugin_name, value
+                yield plugin, value
+
+    def _limit(self, policy: Policy | None) -> float | None:
+        """The time limit of a call under ``policy`` (``None``: the schema's default)."""
+        return self._default_limit if policy is None else time_limit(policy)
 
     @staticmethod
-    def _report(problems: list[ProblemReport], plugin: str, hook: str, exc: BaseException) -> None:
-        error = PluginError(plugin, hook, f"{type(exc).__name__}: {exc}")
-        logger.error("%s (default behaviour used)", error, exc_info=exc)
-        problems.append(ProblemReport(plugin, hook, error.detail))
+    def _late(
+        problems: list[ProblemReport],
+        plugin: str,
+        hook: str,
+        *,
+        limit: float | None,
+        skipped: bool,
+        consequence: str,
+        log: bool = True,
+    ) -> None:
+        if skipped:
+            what = "skipped: an earlier call is still running past the time limit"
+        else:
+            what = f"did not finish within the time limit of {_seconds(limit)}"
+        detail = (
+            f"{what} ({TIME_LIMIT_KEY}); {consequence}. Make the implementation faster, or "
+            "raise the limit"
+        )
+        PluginHost._problem(problems, plugin, hook, detail, log=log)
+
+    @staticmethod
+    def _report(
+        problems: list[ProblemReport],
+        plugin: str,
+        hook: str,
+        exc: BaseException,
+        *,
+        log: bool = True,
+    ) -> None:
+        PluginHost._problem(problems, plugin, hook, f"{type(exc).__name__}: {exc}", exc, log=log)
 
     @staticmethod
     def _wrong_type(
-        problems: list[ProblemReport], plugin: str, hook: str, expected: str, value: object
+        problems: list[ProblemReport],
+        plugin: str,
+        hook: str,
+        expected: str,
+        value: object,
+        *,
+        log: bool = True,
     ) -> None:
-        error = PluginError(plugin, hook, f"returned {type(value).__name__}, expected {expected}")
-        logger.error("%s (default behaviour used)", error)
-        problems.append(ProblemReport(plugin, hook, error.detail))
+        detail = f"returned {type(value).__name__}, expected {expected}"
+        PluginHost._problem(problems, plugin, hook, detail, log=log)
+
+    @staticmethod
+    def _problem(
+        problems: list[ProblemReport],
+        plugin: str,
+        hook: str,
+        detail: str,
+        exc: BaseException | None = None,
+        *,
+        log: bool = True,
+    ) -> None:
+        """Report one failure: logged and added to ``problems``, once per list (a plugin
+        failing on each of a hundred results is one problem of the request)."""
+        error = PluginError(plugin, hook, detail)
+        problem = ProblemReport(plugin, hook, error.detail)
+        if problem in problems:
+            return
+        problems.append(problem)
+        if log:
+            logger.error("%s (default behaviour used)", error, exc_info=exc)
+
+
+class TokenCounter:
+    """Counts tokens with the ``count_tokens`` plugins, ``fallback`` when none answers.
+
+    A simulation counts thousands of texts: a broken tokenizer plugin is reported (logged
+    and kept in :attr:`problems`) the first time it fails, not on every call.
+    """
+
+    def __init__(
+        self, host: PluginHost, fallback: Callable[[str], int], policy: Policy | None = None
+    ) -> None:
+        self._host = host
+        self._fallback = fallback
+        # Counting is offline work (simulate, benchmarks), not a request: no time limit
+        # unless a policy is given (a tokenizer's first call may load its tables for long).
+        self._time_limit = None if policy is None else time_limit(policy)
+        self._lock = threading.Lock()
+        #: The first problem of each plugin that failed.
+        self.problems: list[ProblemReport] = []
+
+    def __call__(self, text: str) -> int:
+        problems: list[ProblemReport] = []
+        answer: int | None = None
+        for plugin, value in self._host._first_results(
+            "count_tokens", {"text": text}, problems, self._time_limit, log=False
+        ):
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                answer = value
+                break
+            self._host._wrong_type(
+                problems, plugin, "count_tokens", "an int >= 0", value, log=False
+            )
+        for problem in problems:
+            self._report_once(problem)
+        return self._fallback(text) if answer is None else answer
+
+    def _report_once(self, problem: ProblemReport) -> None:
+        with self._lock:
+            if any(p.plugin == problem.plugin for p in self.problems):
+                return
+            self.problems.append(problem)
+        error = PluginError(problem.plugin, problem.hook, problem.message)
+        logger.error("%s (reported once; the fallback counts when it fails)", error)
+
+
+def check_edits(conversation: Conversation, before: tuple[Node, ...], codec: Codec) -> None:
+    """Raise ``TypeError`` if what a step left since ``before`` cannot be written back: a
+    field of the wrong type (:meth:`Conversation.check`), or a node the wire format's codec
+    fails on (an OpenAI tool message without a result, two calls in one Responses item)."""
+    conversation.check(since=before)
+    known = {id(node) for node in before}
+    for i, node in enumerate(conversation.nodes):
+        if id(node) in known or not (node.changed or node.raw is None):
+            continue  # known, or written back as the wire object it came from
+        try:
+            codec.render_node(node)
+        except Exception as exc:
+            raise TypeError(
+                f"conversation.nodes[{i}] cannot be written as {codec.name}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+
+
+def _seconds(limit: float | None) -> str:
+    return "no limit" if limit is None else f"{limit:g} s"
 
 
 def _is_spec(value: object) -> bool:

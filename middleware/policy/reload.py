@@ -20,6 +20,7 @@ from watchfiles import watch
 
 from middleware.errors import PolicyError
 from middleware.policy import Policy, load_policy
+from middleware.report import ProblemReport
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +37,9 @@ class PolicyStatus:
     #: The last rejected edit's error (``file:line:col: $.path: message``), if any.
     last_error: str | None = None
     last_success_at: float = 0.0
+    #: The ``policy_reloaded`` hook implementations that failed after the last swap
+    #: (each logged and skipped; the swap itself stands).
+    plugin_problems: tuple[ProblemReport, ...] = ()
 
 
 class PolicyWatcher:
