@@ -121,7 +121,7 @@ def coerce(raw: str, schema: Mapping[str, Any], variable: str) -> Any:
     elif "integer" in types:
         if not _INTEGER.match(text):
             raise _invalid(variable, raw, _expected(schema))
-        if len(text.lstrip("+-")) > len(str(MAX_NUMBER)):  # before int(): no 5,000 digits
+        if len(text.lstrip("+-").lstrip("0")) > len(str(MAX_NUMBER)):  # no int() of 5,000 digits
             raise _invalid(variable, raw, f"{_expected(schema)} ({NUMBER_RANGE})")
         value = int(text)
     elif "number" in types:
@@ -154,7 +154,7 @@ class _OutOfRange(ValueError):
 
 
 def _bounded_int(digits: str) -> int:
-    if len(digits.lstrip("-")) > len(str(MAX_NUMBER)):
+    if len(digits.lstrip("-").lstrip("0")) > len(str(MAX_NUMBER)):
         raise _OutOfRange(digits)
     return int(digits)
 

@@ -117,6 +117,11 @@ def test_bad_environment_values_name_the_variable(variable: str, value: str, fra
     assert fragment in message
 
 
+def test_the_digit_bound_counts_only_significant_digits() -> None:
+    env = {"CHATCLI_BUDGET__MAX_RESULT_CHARS": "0" * 30 + "30000"}
+    assert load(env=env).get("budget.max_result_chars") == 30_000
+
+
 def test_a_non_finite_environment_value_never_reaches_a_request(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
