@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import json
 import logging
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -14,6 +15,15 @@ from typing import Any
 import jsonschema
 
 from middleware.errors import PolicyError
+from middleware.policy.files import schema_message
+from middleware.policy.limits import (
+    MAX_DEPTH,
+    MAX_NUMBER,
+    NUMBER_RANGE,
+    ValueProblem,
+    plain,
+    quote,
+)
 from middleware.policy.schema import key_schema, policy_schema
 
 logger = logging.getLogger(__name__)
@@ -38,6 +48,9 @@ RESERVED = frozenset(
 )
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
+#: A decimal number as JSON writes it, leading ``+`` and ``.5`` allowed: not ``nan``,
+#: ``inf`` or ``1_000``, which Python's ``float()`` would accept.
+_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})
 
@@ -94,7 +107,11 @@ def _subschema(key: str, variable: str) -> Mapping[str, Any]:
 
 
 def coerce(raw: str, schema: Mapping[str, Any], variable: str) -> Any:
-    """Parse ``raw`` as the schema's type says, then check it against the schema."""
+    """Parse ``raw`` as the schema's type says, then check it against the bounds and the
+    schema; every failure is a :class:`PolicyError` naming the variable."""
+    if not isinstance(raw, str):
+        raise PolicyError(f"{variable}: an environment value must be text, not "
+                          f"{type(raw).__name__}")  # fmt: skip
     types = schema.get("type", [])
     types = [types] if isinstance(types, str) else list(types)
     text = raw.strip()
@@ -104,27 +121,57 @@ def coerce(raw: str, schema: Mapping[str, Any], variable: str) -> Any:
     elif "integer" in types:
         if not _INTEGER.match(text):
             raise _invalid(variable, raw, _expected(schema))
+        if len(text.lstrip("+-").lstrip("0")) > len(str(MAX_NUMBER)):  # no int() of 5,000 digits
+            raise _invalid(variable, raw, f"{_expected(schema)} ({NUMBER_RANGE})")
         value = int(text)
     elif "number" in types:
-        try:
-            value = float(text)
-        except ValueError:
-            raise _invalid(variable, raw, _expected(schema)) from None
+        if not _NUMBER.match(text):
+            raise _invalid(variable, raw, _expected(schema))
+        value = float(text)
+        if not math.isfinite(value):  # 1e309
+            raise _invalid(variable, raw, f"{_expected(schema)} ({NUMBER_RANGE})")
     elif "boolean" in types:
         if text.lower() not in _TRUE | _FALSE:
             raise _invalid(variable, raw, "true or false")
         value = text.lower() in _TRUE
     elif "array" in types or "object" in types:
-        try:
-            value = json.loads(text)
-        except ValueError:
-            raise _invalid(variable, raw, f"a JSON {types[0]}") from None
+        value = _json(text, raw, variable, f"a JSON {types[0]}")
     else:
         value = raw
+    try:
+        value = plain(value)
+    except ValueProblem as problem:
+        where = "" if problem.path == "$" else f"{problem.path}: "
+        raise _invalid(variable, raw, f"{_expected(schema)} ({where}{problem.message})") from None
     error = jsonschema.exceptions.best_match(jsonschema.Draft7Validator(schema).iter_errors(value))
     if error is not None:
-        raise _invalid(variable, raw, _expected(schema) + f" ({error.message})")
+        raise _invalid(variable, raw, _expected(schema) + f" ({schema_message(error)})")
     return value
+
+
+class _OutOfRange(ValueError):
+    """An integer in a JSON value with more digits than any number in range."""
+
+
+def _bounded_int(digits: str) -> int:
+    if len(digits.lstrip("-").lstrip("0")) > len(str(MAX_NUMBER)):
+        raise _OutOfRange(digits)
+    return int(digits)
+
+
+def _json(text: str, raw: str, variable: str, expected: str) -> Any:
+    """A JSON value; NaN and infinity parse (and are refused by the bounds with their
+    path), integers too long to be in range and nesting too deep to parse are refused."""
+    try:
+        return json.loads(text, parse_int=_bounded_int)
+    except _OutOfRange:
+        raise _invalid(variable, raw, f"{expected} ({NUMBER_RANGE})") from None
+    except RecursionError:
+        raise _invalid(
+            variable, raw, f"{expected} (this one is nested more than {MAX_DEPTH} levels deep)"
+        ) from None
+    except ValueError:
+        raise _invalid(variable, raw, expected) from None
 
 
 def _expected(schema: Mapping[str, Any]) -> str:
@@ -139,8 +186,15 @@ def _expected(schema: Mapping[str, Any]) -> str:
         if minimum == 0:
             return "an integer of 0 or more"
         return "an integer" if minimum is None else f"an integer of at least {minimum}"
-    return f"a {kind}"
+    if kind.startswith("number"):
+        bounds = [
+            f"greater than {schema['exclusiveMinimum']}" if "exclusiveMinimum" in schema else "",
+            f"of at least {schema['minimum']}" if "minimum" in schema else "",
+            f"at most {schema['maximum']}" if "maximum" in schema else "",
+        ]
+        return " ".join(["a finite number", *filter(None, bounds)])
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
 def _invalid(variable: str, raw: str, expected: str) -> PolicyError:
-    return PolicyError(f"{variable}={raw!r}: expected {expected}")
+    return PolicyError(f"{variable}={quote(raw)}: expected {expected}")

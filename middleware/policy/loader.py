@@ -8,19 +8,29 @@ default policy) and frozen; every leaf remembers where its value came from.
 
 from __future__ import annotations
 
+import io
 import os
 import re
+from collections import ChainMap
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
 from dotenv import dotenv_values
+from dotenv.variables import parse_variables
 
 from middleware.errors import PolicyError
 from middleware.policy.document import Policy, freeze
 from middleware.policy.env import PREFIX, env_overrides
-from middleware.policy.files import Lines, read_policy_file, schema_errors
+from middleware.policy.files import (
+    Lines,
+    decode_utf8,
+    read_bounded,
+    read_policy_file,
+    schema_errors,
+)
+from middleware.policy.limits import FILE_SIZE, MAX_EXTENDS, MAX_FILE_BYTES, ValueProblem, plain
 from middleware.policy.resources import PRESET_PREFIX, default_policy_path, resolve_policy_path
 from middleware.policy.schema import defaults
 from middleware.policy.templates import template_problems
@@ -73,10 +83,21 @@ def load_policy(
         _set(document, key, value)
         origins[key] = origin
     for key, value in (overrides or {}).items():
+        if not isinstance(key, str):
+            raise PolicyError(
+                "explicit overrides are keyed by dotted key names (text), such as "
+                f"'budget.max_result_chars', not {type(key).__name__}"
+            )
         _set(document, key, value)
         origins[key] = "override"
 
     document.pop("extends", None)
+    try:
+        document = plain(document)
+    except ValueProblem as bad:
+        set_by = _origin(bad.path, origins)
+        hint = f" (set by {set_by})" if set_by else ""
+        raise PolicyError(f"{bad.message}{hint}", source=source, path=bad.path) from None
     errors = schema_errors(document, source=source)
     if errors:
         first = errors[0]
@@ -90,10 +111,11 @@ def load_policy(
     if pattern is not None:
         try:
             re.compile(pattern)
-        except re.error as exc:
+        except (re.error, RecursionError, OverflowError, ValueError) as exc:
             where = origins.get("text_protocol.pattern", source)
-            raise PolicyError(f"invalid regular expression ({exc}; set by {where})",
-                              source=source, path="$.text_protocol.pattern") from exc  # fmt: skip
+            reason = exc if isinstance(exc, re.error) else "nested or repeated too deeply"
+            raise PolicyError(f"invalid regular expression ({reason}; set by {where})",
+                              source=source, path="$.text_protocol.pattern") from None  # fmt: skip
     return Policy(freeze(document), source, MappingProxyType(origins))
 
 
@@ -118,9 +140,17 @@ def validate_policy_file(path: str | Path) -> list[PolicyError]:
 
 def _read_with_extends(path: Path, seen: set[Path]) -> list[tuple[dict[str, Any], Lines, str]]:
     """The file and the files it extends, base first."""
-    resolved = path.resolve()
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL in the name
+        raise PolicyError(f"cannot read policy: {exc}", source=str(path)) from None
     if resolved in seen:
         raise PolicyError("`extends` makes a cycle back to this file", source=str(path))
+    if len(seen) >= MAX_EXTENDS:
+        raise PolicyError(
+            f"`extends` chains more than {MAX_EXTENDS} files, the limit; flatten the chain",
+            source=str(path),
+        )
     seen.add(resolved)
     document, lines = read_policy_file(path)
     layers: list[tuple[dict[str, Any], Lines, str]] = []
@@ -147,14 +177,51 @@ def _dotenv_layer(dotenv_path: str | Path | Literal[False] | None) -> dict[str, 
     if dotenv_path is False:
         return {}
     file = Path(".env") if dotenv_path is None else Path(dotenv_path)
-    if not file.is_file():
-        if dotenv_path is not None:
-            raise PolicyError("the .env file does not exist", source=str(file))
+    if dotenv_path is None and not file.is_file():
         return {}
+    text = decode_utf8(read_bounded(file, ".env"), str(file))
+    raw = dotenv_values(stream=io.StringIO(text), interpolate=False)
     values = {
-        k: v for k, v in dotenv_values(file).items() if k.startswith(PREFIX) and v is not None
+        k: v for k, v in _interpolate(raw, file).items() if k.startswith(PREFIX) and v is not None
     }
     return env_overrides(values, f".env ({file})")
+
+
+def _interpolate(values: Mapping[str, str | None], file: Path) -> dict[str, str | None]:
+    """python-dotenv's ``${NAME}`` and ``${NAME:-default}`` expansion (names set earlier in
+    the file win over ``os.environ``), with everything it produces bounded by
+    :data:`MAX_FILE_BYTES`: doubling a variable line after line would otherwise grow
+    exponentially."""
+    resolved: dict[str, str | None] = {}
+    lookup = ChainMap[str, str | None](resolved, dict(os.environ))
+    total = 0
+    for name, value in values.items():
+        if value is None:
+            resolved[name] = None
+            continue
+        parts: list[str] = []
+        for atom in parse_variables(value):
+            part = atom.resolve(lookup)
+            total += len(part)
+            if total > MAX_FILE_BYTES:
+                raise PolicyError(
+                    f"its ${{VARIABLE}} expansions produce more than {FILE_SIZE}, the limit "
+                    f"(at {name})",
+                    source=str(file),
+                )
+            parts.append(part)
+        resolved[name] = "".join(parts)
+    return resolved
+
+
+def _origin(path: str, origins: Mapping[str, str]) -> str | None:
+    """Where the value at a JSON path (or the nearest key above it) came from."""
+    dotted = re.sub(r"\[\d+\]", "", path).removeprefix("$").removeprefix(".")
+    while dotted:
+        if dotted in origins:
+            return origins[dotted]
+        dotted = dotted.rpartition(".")[0]
+    return None
 
 
 def _record(

@@ -9,6 +9,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from middleware.policy.env import ALIASES, PREFIX, env_name
+from middleware.policy.limits import FILE_SIZE, MAX_DEPTH, MAX_EXTENDS, MAX_NODES
 from middleware.policy.schema import DOCUMENT_KEYS, Key, keys, policy_schema, resolve
 from middleware.policy.templates import TEMPLATE_RULES
 
@@ -36,10 +37,39 @@ type (`20k` or `-5` is an error naming the variable); a list or mapping is writt
 """
 
 
+#: The bounds, written from the constants of ``limits.py`` (the one place they live).
+LIMITS = f"""\
+## Limits
+
+Every policy input (a policy file, what it `extends`, `.env`, the environment, explicit
+overrides) is held to these bounds; breaking one is a `PolicyError` that names it, never a
+hang or an exhausted memory. No real policy comes near them.
+
+* A policy file or `.env` file is a regular file of at most {FILE_SIZE}: devices such
+  as `/dev/zero`, FIFOs and folders are refused before they are read, and no more than
+  the limit is ever read. The `${{VAR}}` expansions of a `.env` file produce at most
+  {FILE_SIZE} in all.
+* At most {MAX_NODES:,} keys and values in one file once YAML aliases are expanded
+  (counted while the file is parsed, so an alias bomb stops at its first oversized level),
+  and in the merged policy.
+* Mappings and lists nested at most {MAX_DEPTH} levels deep.
+* An `extends` chain of at most {MAX_EXTENDS} files.
+* Every number finite and at most 2**53 in magnitude: `.nan` and `.inf` in YAML, `nan`,
+  `inf` or `1e309` in a variable, NaN in an override are errors naming the key or variable.
+* Plain values only: text, numbers, true/false, null, lists, and mappings whose keys are
+  text. YAML tags (`!!python/...`, `!!binary`, `!!set`) are refused, and so are dates
+  (quote them).
+
+A file is read as a policy only once it is a YAML mapping with a `version` key. Until then,
+and for every YAML syntax error, a message gives the location and the problem but never
+quotes the file: an `extends` that names a file which is not a policy does not print it.
+"""
+
+
 def render_markdown() -> str:
     """The whole reference, as Markdown."""
     schema = policy_schema()
-    out = [HEADER]
+    out = [HEADER, LIMITS]
     out.append("## The policy itself\n")
     for key in keys():
         if key.dotted in DOCUMENT_KEYS:

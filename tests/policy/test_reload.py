@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -130,14 +131,16 @@ def test_threads_never_see_a_mixed_policy_during_a_storm_of_reloads(policy: Path
         threads = [threading.Thread(target=worker) for _ in range(4)]
         for t in threads:
             t.start()
-        for i in range(30):
+        # Each edit is swapped in while the workers run (a file that keeps changing is not
+        # swapped in until it settles, so each edit waits for its swap).
+        for i in range(10):
             name = "small" if i % 2 else "large"
             policy.write_text(PLAIN.format(name=name, cap=caps[name]), encoding="utf-8")
-            time.sleep(0.03)
+            assert wait_for(lambda name=name: pipe.policy.name == name)  # type: ignore[misc]
         stop.set()
         for t in threads:
             t.join()
-        assert pipe.policy_status.generation > 2
+        assert pipe.policy_status.generation == 11
     assert errors == []
 
 
@@ -170,3 +173,137 @@ def test_reload_works_in_an_asyncio_host(policy: Path) -> None:
         return names
 
     assert asyncio.run(host()) == ["one", "async"]
+
+
+# -- the watcher never dies, never goes deaf, never swaps in half a file (#13, item 17) --
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "version: 1\nname: !!python/object/apply:os.system ['true']\n",
+        b"version: 1\nname: caf\xe9\n",
+        "version: 1\n? [a, b]\n: two\n",
+        "version: 1\nbudget:\n  max_result_chars: " + "9" * 5000 + "\n",
+        "version: 1\nname: " + "[" * 5000 + "]" * 5000 + "\n",
+        "version: 1\nbudget:\n  context_aware:\n    chars_per_token: .nan\n",
+    ],
+    ids=["python-tag", "latin-1", "list-key", "huge-int", "deep", "nan"],
+)
+def test_the_watcher_survives_every_kind_of_bad_edit(policy: Path, bad: str | bytes) -> None:
+    with middleware.Pipeline.from_policy(policy, watch=True) as pipe:
+        if isinstance(bad, bytes):
+            policy.write_bytes(bad)
+        else:
+            policy.write_text(bad, encoding="utf-8")
+        assert wait_for(lambda: not pipe.policy_status.last_reload_ok)
+        error = pipe.policy_status.last_error
+        assert error is not None and error.startswith(f"{policy}:")
+        assert pipe.policy.name == "one"
+        policy.write_text(PLAIN.format(name="fixed", cap=25000), encoding="utf-8")
+        assert wait_for(lambda: pipe.policy.name == "fixed")
+        assert pipe.policy_status.last_reload_ok
+        assert pipe.policy_status.generation == 2
+
+
+def test_the_watcher_survives_an_unexpected_error(policy: Path) -> None:
+    """A bug while loading (anything but a PolicyError) is reported, not fatal."""
+    with middleware.Pipeline.from_policy(policy, watch=True) as pipe:
+        watcher = pipe._watcher
+        assert watcher is not None
+        real_load = watcher.load
+        broken = threading.Event()
+        broken.set()
+
+        def load() -> middleware.Policy:
+            if broken.is_set():
+                raise RuntimeError("a bug in a layer")
+            return real_load()
+
+        watcher.load = load  # type: ignore[method-assign]
+        policy.write_text(PLAIN.format(name="two", cap=30000), encoding="utf-8")
+        assert wait_for(lambda: not pipe.policy_status.last_reload_ok)
+        assert "RuntimeError" in (pipe.policy_status.last_error or "")
+        assert pipe.policy.name == "one"
+        broken.clear()
+        policy.write_text(PLAIN.format(name="three", cap=30000), encoding="utf-8")
+        assert wait_for(lambda: pipe.policy.name == "three")
+        assert pipe.policy_status.last_reload_ok
+        assert watcher._thread.is_alive()
+
+
+def test_a_failing_swap_listener_does_not_stop_the_watcher(policy: Path) -> None:
+    with middleware.Pipeline.from_policy(policy, watch=True) as pipe:
+        watcher = pipe._watcher
+        assert watcher is not None
+        swap = watcher.on_swap
+        seen: list[str] = []
+
+        def on_swap(new: middleware.Policy) -> None:
+            seen.append(new.name)
+            swap(new)
+            if new.name == "two":
+                raise RuntimeError("a listener bug")
+
+        watcher.on_swap = on_swap
+        policy.write_text(PLAIN.format(name="two", cap=30000), encoding="utf-8")
+        assert wait_for(lambda: seen == ["two"])
+        policy.write_text(PLAIN.format(name="three", cap=30000), encoding="utf-8")
+        assert wait_for(lambda: pipe.policy.name == "three")
+        assert watcher._thread.is_alive()
+
+
+def test_a_deleted_and_recreated_folder_is_watched_again(tmp_path: Path) -> None:
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    path = folder / "policy.yaml"
+    path.write_text(PLAIN.format(name="one", cap=20000), encoding="utf-8")
+    with middleware.Pipeline.from_policy(path, watch=True) as pipe:
+        shutil.rmtree(folder)
+        assert wait_for(lambda: not pipe.policy_status.last_reload_ok)
+        assert pipe.policy.name == "one"
+        folder.mkdir()
+        path.write_text(PLAIN.format(name="two", cap=20000), encoding="utf-8")
+        assert wait_for(lambda: pipe.policy.name == "two")
+        path.write_text(PLAIN.format(name="three", cap=20000), encoding="utf-8")
+        assert wait_for(lambda: pipe.policy.name == "three")
+        # Replaced by another folder of the same name (a rename, not a delete).
+        folder.rename(tmp_path / "old")
+        folder.mkdir()
+        path.write_text(PLAIN.format(name="four", cap=20000), encoding="utf-8")
+        assert wait_for(lambda: pipe.policy.name == "four")
+        assert pipe.policy_status.last_reload_ok
+
+
+def test_a_file_written_in_pieces_is_swapped_in_whole(policy: Path) -> None:
+    """A writer that does not save atomically: the watcher reads the file half-written (it
+    happens to parse), then the writer finishes. Only the whole file may be swapped in."""
+    swapped: list[str] = []
+    with middleware.Pipeline.from_policy(policy, watch=True) as pipe:
+        watcher = pipe._watcher
+        assert watcher is not None
+        swap = watcher.on_swap
+
+        def record(new: middleware.Policy) -> None:
+            swapped.append(new.name)
+            swap(new)
+
+        watcher.on_swap = record
+        with policy.open("w", encoding="utf-8") as writer:
+            writer.write("version: 1\nname: partial")
+            writer.flush()
+            real_load = watcher.load
+
+            def load() -> middleware.Policy:
+                """Read as the watcher does, then let the writer finish (once)."""
+                loaded = real_load()
+                if not writer.closed:
+                    writer.write("ly-written\nbudget:\n  max_result_chars: 30000\n")
+                    writer.close()
+                return loaded
+
+            watcher.load = load  # type: ignore[method-assign]
+            assert wait_for(lambda: writer.closed)
+        assert wait_for(lambda: pipe.policy.name == "partially-written")
+        assert pipe.policy.get("budget.max_result_chars") == 30000
+    assert swapped == ["partially-written"]
