@@ -69,12 +69,18 @@ def load_policy(
     _record(identity, "", lines, origins, where=f"default ({default_file}", suffix=")")
     source = "embedded default"
     if path is not None:
+        given = str(path)
         path = resolve_policy_path(path)
         layered = _read_with_extends(path, set())
         for layer, layer_lines, layer_file in layered:
             _merge(document, layer)
             _record(layer, "", layer_lines, origins, where=layer_file)
         source = str(path)
+        if "name" not in layered[-1][0]:
+            # A policy that does not name itself is called after its own file, never after
+            # the policy it extends ("default" would hide which file is in effect).
+            document["name"] = given
+            origins["name"] = f"{given} (its path: the file sets no name)"
 
     for key, (value, origin) in _dotenv_layer(dotenv_path).items():
         _set(document, key, value)

@@ -56,7 +56,8 @@ def test_origins_say_where_each_value_came_from(tmp_path: Path) -> None:
     assert policy.origins["spill.keep"] == f".env ({dotenv}) CHATCLI_SPILL__KEEP"
     assert policy.origins["budget.turn_budget_chars"] == "env CHATCLI_TOOL_RESULT_BUDGET_CHARS"
     assert policy.origins["pairing.enabled"] == "default"
-    assert policy.origins["name"].startswith(f"default ({default_policy_path()}:")
+    assert policy.origins["name"] == f"{policy_path} (its path: the file sets no name)"
+    assert load().origins["name"].startswith(f"default ({default_policy_path()}:")
 
 
 def test_dotenv_never_touches_os_environ(tmp_path: Path) -> None:
@@ -236,3 +237,15 @@ def test_tool_entries_by_exact_name_then_longest_pattern() -> None:
     assert policy.tool_entry("mcp_gitlab") == ("mcp_git*", {"max_chars": 2000})
     assert policy.tool_entry("mcp_slack") == ("mcp_*", {"max_chars": 1000})
     assert policy.tool_entry("bash") is None
+
+
+def test_a_policy_is_named_after_its_own_file_unless_it_names_itself(tmp_path: Path) -> None:
+    """Issue 13, item 20: a deployment policy that extends default was called 'default'."""
+    plain = write(tmp_path, "prod.yaml", "version: 1\nextends: default\n")
+    assert load(plain).name == str(plain)
+    on_preset = write(tmp_path, "fast.yaml", "version: 1\nextends: preset:pi\n")
+    assert load(on_preset).name == str(on_preset)
+    named = write(tmp_path, "n.yaml", "version: 1\nname: team-prod\nextends: prod.yaml\n")
+    assert load(named).name == "team-prod"
+    assert load().name == "default"
+    assert load("preset:pi").name == "pi"
