@@ -14,6 +14,7 @@ from middleware.formats.base import (
     optional_id,
     required_name,
     result_content,
+    string_field,
     wire_content,
 )
 from middleware.view import Block, Node, Opaque, Role, ToolCall, ToolResult
@@ -170,7 +171,7 @@ class AnthropicCodec(Codec):
 
 
 def _role(message: dict[str, Any], index: int) -> Role:
-    role = message.get("role")
+    role = string_field(message, "role", index, "'role'")
     if role is None:
         raise HistoryError("message has no 'role'", index=index)
     if role not in _ROLES:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from middleware.errors import HistoryError
+from middleware.formats.structure import check_message
 from middleware.formats.text_protocol import TextProtocolRule
 from middleware.view import Conversation, Node, ToolResult
 
@@ -30,7 +31,8 @@ class Codec(ABC):
     has_error_flag: ClassVar[bool] = False
 
     def parse(self, messages: Sequence[Any], rule: TextProtocolRule | None = None) -> Conversation:
-        """Build the view, raising :class:`HistoryError` for malformed messages."""
+        """Build the view, raising :class:`HistoryError` for malformed messages (each is
+        first checked to be plain JSON of bounded depth, :mod:`.structure`)."""
         if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
             raise HistoryError(f"expected a list of messages, got {type(messages).__name__}")
         nodes: list[Node] = []
@@ -38,6 +40,7 @@ class Codec(ABC):
         for i, message in enumerate(messages):
             if not isinstance(message, dict):
                 raise HistoryError(f"expected a JSON object, got {type(message).__name__}", index=i)
+            check_message(message, i)
             node = self.parse_message(message, i)
             if rule is not None and node.role == "user" and not node.results:
                 node = self._mark_text_protocol(node, message, rule, previous_role)
@@ -107,6 +110,15 @@ def check_content(value: Any, index: int, what: str = "content") -> str | list[A
         f"{what} must be a string or a list of content parts, got {type(value).__name__}",
         index=index,
     )
+
+
+def string_field(message: dict[str, Any], key: str, index: int, what: str) -> str | None:
+    """``message[key]`` when it is a string, ``None`` when it is missing or null; another
+    type is malformed (checked before the value is used as a dict key)."""
+    value = message.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise HistoryError(f"{what} must be a string, got {type(value).__name__}", index=index)
 
 
 def optional_id(value: Any, index: int, what: str) -> str:

@@ -13,6 +13,7 @@ from middleware.formats.base import (
     optional_id,
     required_name,
     result_content,
+    string_field,
     wire_content,
 )
 from middleware.view import Block, Node, Role, ToolCall, ToolResult
@@ -32,7 +33,7 @@ class OpenAIChatCodec(Codec):
     name: ClassVar[str] = "openai"
 
     def parse_message(self, message: dict[str, Any], index: int) -> Node:
-        role = message.get("role")
+        role = string_field(message, "role", index, "'role'")
         if role is None:
             raise HistoryError("message has no 'role'", index=index)
         if role not in _ROLES:
@@ -108,7 +109,7 @@ def _parse_calls(message: dict[str, Any], index: int) -> tuple[Block, ...]:
     for j, call in enumerate(tool_calls):
         if not isinstance(call, dict):
             raise HistoryError(f"tool_calls[{j}] must be a JSON object", index=index)
-        kind = call.get("type", "function")
+        kind = string_field(call, "type", index, f"tool_calls[{j}].type") or "function"
         body = call.get(kind) if kind in ("function", "custom") else None
         if not isinstance(body, dict):
             raise HistoryError(

@@ -14,6 +14,7 @@ from middleware.formats.base import (
     optional_id,
     required_name,
     result_content,
+    string_field,
     wire_content,
 )
 from middleware.view import Node, Role, ToolCall, ToolResult
@@ -37,13 +38,13 @@ class ResponsesCodec(Codec):
     name: ClassVar[str] = "responses"
 
     def parse_message(self, message: dict[str, Any], index: int) -> Node:
-        kind = message.get("type")
+        kind = string_field(message, "type", index, "item 'type'")
         if kind is None and "role" in message:
             kind = "message"
-        if not isinstance(kind, str):
+        if kind is None:
             raise HistoryError("item has neither a 'type' nor a 'role'", index=index)
         if kind == "message":
-            role = message.get("role")
+            role = string_field(message, "role", index, "message item 'role'")
             if role not in _MESSAGE_ROLES:
                 raise HistoryError(
                     f"unknown role {role!r} for a Responses message item "

@@ -94,7 +94,7 @@ def test_responses_item_without_type_or_role() -> None:
 
 
 def test_responses_item_with_non_string_type() -> None:
-    _expect("responses", [{"type": 5, "content": "hi"}], 0, "neither a 'type' nor a 'role'")
+    _expect("responses", [{"type": 5, "content": "hi"}], 0, "item 'type' must be a string")
 
 
 @pytest.mark.parametrize(
@@ -105,13 +105,18 @@ def test_responses_item_with_non_string_type() -> None:
         ("anthropic", "model"),
         ("openai", "model"),
         ("openai", "bot"),
-        ("openai", 3),
         ("responses", "tool"),
         ("responses", "model"),
     ],
 )
 def test_unknown_role(fmt: str, role: Any) -> None:
     _expect(fmt, [USER, {"role": role, "content": "x"}], 1, "unknown role")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("role", [3, ["user"], {"role": "user"}])
+def test_role_of_wrong_type(fmt: str, role: Any) -> None:
+    _expect(fmt, [USER, {"role": role, "content": "x"}], 1, "'role' must be a string")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
