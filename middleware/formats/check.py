@@ -1,8 +1,10 @@
 """Check a history against the providers' tool-pairing rules, without changing it.
 
-:func:`check_history` reads the wire messages directly (it shares no code with the pairing
-repair, so it can serve as the repair's oracle) and returns one :class:`Violation` per
-broken rule, with a reason modelled on the provider's own 400 error text:
+:func:`check_history` first parses the history with the format's codec, as ``process()``
+does (one structural validation: the same input raises the same error in both). The rules
+then read the wire messages directly (they share no code with the pairing repair, so they
+can serve as the repair's oracle) and return one :class:`Violation` per broken rule, with
+a reason modelled on the provider's own 400 error text:
 
 * Anthropic Messages: every ``tool_use`` is answered by a ``tool_result`` in the very next
   message, which is a user message whose ``tool_result`` blocks come first; every
@@ -22,9 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from middleware.errors import FormatError, HistoryError
+from middleware.formats import get_codec, resolve_format
 from middleware.formats.anthropic import ID_PATTERN, MAX_ID_LENGTH, valid_id
-from middleware.formats.detect import detect_format
 
 __all__ = ["Violation", "check_history"]
 
@@ -44,23 +45,20 @@ class Violation:
 def check_history(messages: Sequence[Any], format: str = "auto") -> list[Violation]:
     """The pairing-rule violations of ``messages`` (empty when the history is valid).
 
+    The history is first read by the format's codec, exactly as ``Pipeline.process`` reads
+    it, so what is not a conversation in that format raises the same error there and here.
+
     :param format: ``"auto"`` (detect), ``"anthropic"``, ``"openai"`` or ``"responses"``.
-    :raises HistoryError: ``messages`` is not a list of JSON objects.
+    :raises HistoryError: a malformed history (the message says which message and what).
     :raises FormatError: unknown format, or messages of several formats mixed.
     """
-    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
-        raise HistoryError(f"expected a list of messages, got {type(messages).__name__}")
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise HistoryError(f"expected a JSON object, got {type(message).__name__}", index=i)
-    fmt = detect_format(messages).format if format == "auto" else format
+    fmt = resolve_format(messages, format)
+    get_codec(fmt).parse(messages)  # the structural validation, shared with process()
     if fmt == "anthropic":
         return _anthropic(messages)
     if fmt == "openai":
         return _openai(messages)
-    if fmt == "responses":
-        return _responses(messages)
-    raise FormatError(f"unknown format {format!r}; expected auto, anthropic, openai or responses")
+    return _responses(messages)
 
 
 # -- Anthropic Messages --------------------------------------------------------------------

@@ -59,13 +59,17 @@ def snapshot(value: Any) -> list[Any]:
 
 
 def raises(fmt: str, messages: Any, index: int, *fragments: str) -> middleware.HistoryError:
-    """process() raises a HistoryError naming ``index``; the input is untouched."""
+    """process() and check_history() raise the same HistoryError naming ``index``; the
+    input is untouched."""
     before = snapshot(messages)
     with middleware.Pipeline.from_policy(None) as pipe, pytest.raises(middleware.HistoryError) as e:
         pipe.process(messages, format=fmt)
     assert e.value.index == index, str(e.value)
     for fragment in fragments:
         assert fragment in str(e.value), str(e.value)
+    with pytest.raises(middleware.HistoryError) as checked:
+        middleware.check_history(messages, fmt)
+    assert str(checked.value) == str(e.value)
     assert snapshot(messages) == before
     return e.value
 
