@@ -74,9 +74,11 @@ def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
 def _anthropic(messages: Sequence[dict[str, Any]]) -> list[Violation]:
     out: list[Violation] = []
     seen_ids: set[str] = set()
+    assistants: list[int] = []  # indices of the assistant messages so far
     for i, message in enumerate(messages):
         blocks = _blocks(message)
         if message.get("role") == "assistant":
+            assistants.append(i)
             for k, block in enumerate(blocks):
                 if block.get("type") != "tool_use":
                     continue
@@ -107,7 +109,9 @@ def _anthropic(messages: Sequence[dict[str, Any]]) -> list[Violation]:
                 seen_ids.add(uid)
             out.extend(_anthropic_answered(messages, i, blocks))
         else:
-            out.extend(_anthropic_results(messages, i, blocks))
+            # The latest assistant message before the one right before this message.
+            older = [a for a in assistants[-2:] if a <= i - 2]
+            out.extend(_anthropic_results(messages, i, blocks, older[-1] if older else None))
     return sorted(out, key=lambda v: v.index)
 
 
@@ -137,14 +141,16 @@ def _anthropic_answered(
 
 
 def _anthropic_results(
-    messages: Sequence[dict[str, Any]], j: int, blocks: list[dict[str, Any]]
+    messages: Sequence[dict[str, Any]], j: int, blocks: list[dict[str, Any]], older: int | None
 ) -> list[Violation]:
+    """The results of message ``j``; ``older`` is the latest assistant message before
+    message ``j - 1`` (a result answering it is displaced rather than orphaned)."""
     out: list[Violation] = []
     previous = messages[j - 1] if j > 0 else None
     calls: set[str] = set()
     if previous is not None and previous.get("role") == "assistant":
-        calls = {b.get("id") or "" for b in _blocks(previous) if b.get("type") == "tool_use"}
-    earlier = _earlier_anthropic_calls(messages, j)
+        calls = _tool_use_ids(previous)
+    earlier = _tool_use_ids(messages[older]) if older is not None else set()
     seen: set[str] = set()
     other_before = False
     for k, block in enumerate(blocks):
@@ -185,12 +191,8 @@ def _anthropic_results(
     return out
 
 
-def _earlier_anthropic_calls(messages: Sequence[dict[str, Any]], j: int) -> set[str]:
-    """Ids of the latest assistant message with tool calls before message ``j - 1``."""
-    for i in range(j - 2, -1, -1):
-        if messages[i].get("role") == "assistant":
-            return {b.get("id") or "" for b in _blocks(messages[i]) if b.get("type") == "tool_use"}
-    return set()
+def _tool_use_ids(message: dict[str, Any]) -> set[str]:
+    return {b.get("id") or "" for b in _blocks(message) if b.get("type") == "tool_use"}
 
 
 # -- OpenAI Chat Completions ---------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
@@ -116,6 +117,7 @@ def make_plan(
     regions = split_regions(nodes)
     used = {b.id for n in nodes for b in n.calls} | {b.call_id for n in nodes for b in n.results}
     used.discard("")
+    pool = IdPool(used)
     plan = Plan(regions, {}, {}, {})
     seen: set[str] = set()  # final ids of every kept call so far
     for region in regions:
@@ -133,7 +135,7 @@ def make_plan(
                     sanitize_ids=sanitize_ids,
                     unit_seen=unit_seen,
                     seen=seen,
-                    used=used,
+                    pool=pool,
                     record=record,
                 )
         _claim(plan, nodes, region, record)
@@ -150,7 +152,7 @@ def _fix_calls(
     sanitize_ids: bool,
     unit_seen: set[str],
     seen: set[str],
-    used: set[str],
+    pool: IdPool,
     record: Recorder,
 ) -> None:
     blocks: list[Any] = []
@@ -171,7 +173,7 @@ def _fix_calls(
             continue
         final = block.id
         if not block.id:
-            final = _unused(generated_id(fmt, node.origin, bi, block), used)
+            final = pool.take(generated_id(fmt, node.origin, bi, block))
             record(
                 "id_generated",
                 tool_call_id=final,
@@ -182,12 +184,12 @@ def _fix_calls(
         else:
             reason = None
             if sanitize_ids and not valid_id(block.id):
-                final = _unused(sanitized_id(block.id), used)
+                final = pool.take(sanitized_id(block.id))
                 reason = (
                     "Anthropic tool_use ids must match ^[a-zA-Z0-9_-]+$ (64 characters at most)"
                 )
             elif unique_ids and block.id in seen:
-                final = _unused(block.id, used)
+                final = pool.take(block.id)
                 reason = "tool call ids must be unique across the conversation"
             if reason is not None:
                 record(
@@ -199,7 +201,7 @@ def _fix_calls(
                     reason=reason,
                 )
         unit_seen.add(block.id)
-        used.add(final)
+        pool.used.add(final)
         seen.add(final)
         call = block if final == block.id else replace(block, id=final)
         entries.append(CallEntry(ni, call, block.id))
@@ -212,7 +214,14 @@ def _fix_calls(
 
 
 def _claim(plan: Plan, nodes: Sequence[Node], region: Region, record: Recorder) -> None:
-    calls = [e for ni in region.assistants for e in plan.calls.get(ni, ())]
+    # The calls of the turn not answered yet, by id, in call order: the first result for
+    # an id claims the first such call (one lookup per result, whatever the turn size).
+    waiting: dict[str, deque[CallEntry]] = {}
+    first: dict[str, CallEntry] = {}
+    for ni in region.assistants:
+        for call in plan.calls.get(ni, ()):
+            waiting.setdefault(call.original_id, deque()).append(call)
+            first.setdefault(call.original_id, call)
     for ti in region.tail:
         node = nodes[ti]
         for bi, block in enumerate(node.blocks):
@@ -224,16 +233,16 @@ def _claim(plan: Plan, nodes: Sequence[Node], region: Region, record: Recorder) 
             if not block.call_id:
                 reason = "the result has no tool call id"
             else:
-                same = [e for e in calls if e.original_id == block.call_id]
-                match = next((e for e in same if e.result is None), None)
-                if match is not None:
+                queue = waiting.get(block.call_id)
+                if queue:
+                    match = queue.popleft()
                     entry.fate, entry.call, match.result = "claimed", match, entry
                     if match.call.id != block.call_id:
                         entry.result = replace(block, call_id=match.call.id)
                     continue
-                if same:
+                if block.call_id in first:
                     entry.fate = "duplicate"
-                    tool_name = same[0].call.name
+                    tool_name = first[block.call_id].call.name
                     reason = "another result already answers this call"
                 elif region.assistants:
                     reason = "no call with this id in the assistant turn before it"
@@ -271,22 +280,31 @@ def sanitized_id(original: str) -> str:
     return f"{stem}_{digest}"
 
 
-def _unused(base: str, used: set[str]) -> str:
-    """``base`` if no call or result uses it, else ``base__N`` for the smallest free N >= 2,
-    cut to keep within 64 characters when ``base`` was (suffixes use only ``_`` and digits,
-    so an id matching ``^[a-zA-Z0-9_-]+$`` still does)."""
-    if base not in used:
-        return base
-    n = 2
-    while True:
-        suffix = f"__{n}"
-        stem = base
-        if len(base) <= MAX_ID_LENGTH < len(base) + len(suffix):
-            stem = base[: MAX_ID_LENGTH - len(suffix)]
-        candidate = stem + suffix
-        if candidate not in used:
-            return candidate
-        n += 1
+class IdPool:
+    """The ids a history uses, handing out unused ones: ``base`` itself if free, else
+    ``base__N`` for the smallest free N >= 2, cut to keep within 64 characters when ``base``
+    was (suffixes use only ``_`` and digits, so an id matching ``^[a-zA-Z0-9_-]+$`` still
+    does). Ids are only ever added, so the search for a base resumes where it last stopped:
+    one id repeated in every turn costs linear time, not quadratic."""
+
+    def __init__(self, used: set[str]) -> None:
+        self.used = used
+        self._next: dict[str, int] = {}
+
+    def take(self, base: str) -> str:
+        if base not in self.used:
+            return base
+        n = self._next.get(base, 2)
+        while True:
+            suffix = f"__{n}"
+            stem = base
+            if len(base) <= MAX_ID_LENGTH < len(base) + len(suffix):
+                stem = base[: MAX_ID_LENGTH - len(suffix)]
+            candidate = stem + suffix
+            if candidate not in self.used:
+                self._next[base] = n + 1
+                return candidate
+            n += 1
 
 
 def _jsonable(value: Any) -> Any:
