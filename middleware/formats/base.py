@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from middleware.errors import HistoryError
 from middleware.formats.structure import check_message
 from middleware.formats.text_protocol import TextProtocolRule
-from middleware.view import Conversation, Node, ToolResult
+from middleware.view import Conversation, Node, ToolCall, ToolResult
 
 
 class Codec(ABC):
@@ -92,6 +92,15 @@ class Codec(ABC):
     @abstractmethod
     def result_node(self, results: Sequence[ToolResult]) -> Node:
         """A new node carrying ``results`` (one result unless ``results_share_message``)."""
+
+    def answers(self, result: ToolResult, call: ToolCall) -> bool:
+        """Whether ``result`` is of a kind that can answer ``call`` (Responses: the output
+        item type must match the call item type); ids are compared by the caller."""
+        return True
+
+    def synthetic_result(self, call: ToolCall, text: str) -> ToolResult:
+        """The error result that stands in for a missing answer to ``call``."""
+        return ToolResult(call_id=call.id, content=text, is_error=True)
 
 
 def check_content(value: Any, index: int, what: str = "content") -> str | list[Any]:

@@ -13,9 +13,11 @@ a reason modelled on the provider's own 400 error text:
 * OpenAI Chat Completions: an assistant message with ``tool_calls`` is followed by ``tool``
   messages answering every call id (ids non-empty and unique in the message), each once;
   a ``tool`` message must belong to such a run.
-* OpenAI Responses: every ``function_call`` has a ``function_call_output`` with its
-  ``call_id`` after it and before the next model turn, and every output answers a call
-  of the model turn before it, once; ``call_id`` values are non-empty and unique in a turn.
+* OpenAI Responses: every call item the client executes (``function_call``,
+  ``local_shell_call``, ...) has an output of a type that answers it
+  (:data:`.responses_items.PAIRS`) with its ``call_id`` after it and before the next model
+  turn, and every output answers a call of the model turn before it, once; ``call_id``
+  values are non-empty and unique in a turn.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import middleware.formats.responses_items as ri
 from middleware.formats import get_codec, resolve_format
 from middleware.formats.anthropic import ID_PATTERN, MAX_ID_LENGTH, valid_id
 
@@ -273,50 +276,27 @@ def _openai(messages: Sequence[dict[str, Any]]) -> list[Violation]:
 
 # -- OpenAI Responses ------------------------------------------------------------------------
 
-_CALL_ITEMS = {
-    "function_call": "function_call_output",
-    "custom_tool_call": "custom_tool_call_output",
-}
-_OUTPUT_ITEMS = {v: k for k, v in _CALL_ITEMS.items()}
-
-
-def _item_type(item: dict[str, Any]) -> str:
-    kind = item.get("type")
-    if isinstance(kind, str):
-        return kind
-    return "message" if "role" in item else ""
-
-
-def _is_model_item(item: dict[str, Any]) -> bool:
-    """Items the model produced: they form one turn while consecutive."""
-    kind = _item_type(item)
-    if kind == "message":
-        return item.get("role") == "assistant"
-    return kind in ("reasoning", "compaction") or kind.endswith("_call")
-
 
 def _responses(items: Sequence[dict[str, Any]]) -> list[Violation]:
     out: list[Violation] = []
-    # Pending calls of the current turn: call_id -> (index, expected output type).
+    # Pending calls of the current turn: call_id -> (index, call item type).
     pending: dict[str, tuple[int, str]] = {}
-    answered: set[str] = set()
+    answered: dict[str, str] = {}  # call_id -> call item type, answered in this turn
     older: set[str] = set()  # call ids of earlier turns, for "displaced"
     in_turn = False
 
     def close_turn() -> None:
-        for uid, (index, _) in pending.items():
+        for uid, (index, kind) in pending.items():
             out.append(
                 Violation(
-                    index,
-                    "missing_result",
-                    f"No tool output found for function call {uid}.",
+                    index, "missing_result", f"No tool output found for {ri.words(kind)} {uid}."
                 )
             )
         older.update(pending, answered)
 
     for i, item in enumerate(items):
-        kind = _item_type(item)
-        if kind == "reasoning" and not (i + 1 < len(items) and _is_model_item(items[i + 1])):
+        kind = ri.item_type(item)
+        if kind == "reasoning" and not (i + 1 < len(items) and ri.is_model_item(items[i + 1])):
             out.append(
                 Violation(
                     i,
@@ -325,11 +305,11 @@ def _responses(items: Sequence[dict[str, Any]]) -> list[Violation]:
                     "required following item.",
                 )
             )
-        if _is_model_item(item):
+        if ri.is_model_item(item):
             if not in_turn:
                 close_turn()
-                pending, answered, in_turn = {}, set(), True
-            if kind in _CALL_ITEMS:
+                pending, answered, in_turn = {}, {}, True
+            if ri.call_item(item) is not None:
                 uid = item.get("call_id") or ""
                 if not uid:
                     out.append(Violation(i, "empty_id", f"{kind} item has an empty call_id."))
@@ -338,23 +318,21 @@ def _responses(items: Sequence[dict[str, Any]]) -> list[Violation]:
                         Violation(i, "duplicate_id", f"Duplicate call_id {uid} in one model turn.")
                     )
                 else:
-                    pending[uid] = (i, _CALL_ITEMS[kind])
+                    pending[uid] = (i, kind)
             continue
         in_turn = False
-        if kind not in _OUTPUT_ITEMS:
+        spec = ri.output_item(item)
+        if spec is None:
             continue
-        uid = item.get("call_id") or ""
-        if uid in pending:
-            pending.pop(uid)
-            answered.add(uid)
-        elif uid and uid in answered:
+        uid = ri.output_call_id(item, spec) or ""
+        if uid in pending and ri.answers(kind, pending[uid][1]):
+            answered[uid] = pending.pop(uid)[1]
+        elif uid and uid in answered and ri.answers(kind, answered[uid]):
             out.append(Violation(i, "duplicate_result", f"More than one output for call_id {uid}."))
         else:
             code = "displaced_result" if uid and uid in older else "orphan_result"
             out.append(
-                Violation(
-                    i, code, f"No tool call found for function call output with call_id {uid}."
-                )
+                Violation(i, code, f"No tool call found for {ri.words(kind)} with call_id {uid}.")
             )
     close_turn()
     return sorted(out, key=lambda v: v.index)

@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
@@ -104,6 +104,10 @@ def split_regions(nodes: Sequence[Node]) -> list[Region]:
     return regions
 
 
+#: Whether a result is of a kind that can answer a call (the codec's ``answers``).
+Answers = Callable[[ToolResult, ToolCall], bool]
+
+
 def make_plan(
     nodes: Sequence[Node],
     *,
@@ -111,9 +115,11 @@ def make_plan(
     unique_ids: bool,
     record: Recorder,
     sanitize_ids: bool = False,
+    answers: Answers | None = None,
 ) -> Plan:
     """Analyse ``nodes``. ``unique_ids``: rename ids repeated across turns (Anthropic);
-    ``sanitize_ids``: rename ids the Anthropic API rejects."""
+    ``sanitize_ids``: rename ids the Anthropic API rejects; ``answers``: which results can
+    answer which calls (Responses item types; default: any)."""
     regions = split_regions(nodes)
     used = {b.id for n in nodes for b in n.calls} | {b.call_id for n in nodes for b in n.results}
     used.discard("")
@@ -138,8 +144,12 @@ def make_plan(
                     pool=pool,
                     record=record,
                 )
-        _claim(plan, nodes, region, record)
+        _claim(plan, nodes, region, record, answers or _any)
     return plan
+
+
+def _any(result: ToolResult, call: ToolCall) -> bool:
+    return True
 
 
 def _fix_calls(
@@ -213,7 +223,9 @@ def _fix_calls(
         plan.assistant_nodes[ni] = node.with_blocks(blocks) if blocks else None
 
 
-def _claim(plan: Plan, nodes: Sequence[Node], region: Region, record: Recorder) -> None:
+def _claim(
+    plan: Plan, nodes: Sequence[Node], region: Region, record: Recorder, answers: Answers
+) -> None:
     # The calls of the turn not answered yet, by id, in call order: the first result for
     # an id claims the first such call (one lookup per result, whatever the turn size).
     waiting: dict[str, deque[CallEntry]] = {}
@@ -233,17 +245,22 @@ def _claim(plan: Plan, nodes: Sequence[Node], region: Region, record: Recorder) 
             if not block.call_id:
                 reason = "the result has no tool call id"
             else:
-                queue = waiting.get(block.call_id)
-                if queue:
-                    match = queue.popleft()
+                match = _take(waiting.get(block.call_id), block, answers)
+                if match is not None:
                     entry.fate, entry.call, match.result = "claimed", match, entry
                     if match.call.id != block.call_id:
                         entry.result = replace(block, call_id=match.call.id)
                     continue
-                if block.call_id in first:
+                same = first.get(block.call_id)
+                if same is not None and answers(block, same.call):
                     entry.fate = "duplicate"
-                    tool_name = first[block.call_id].call.name
+                    tool_name = same.call.name
                     reason = "another result already answers this call"
+                elif same is not None:
+                    reason = (
+                        f"a {_kind(block.raw)} does not answer the {_kind(same.call.raw)} "
+                        "with this id"
+                    )
                 elif region.assistants:
                     reason = "no call with this id in the assistant turn before it"
                 else:
@@ -278,6 +295,22 @@ def sanitized_id(original: str) -> str:
     digest = hashlib.sha256(original.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     stem = re.sub(r"[^a-zA-Z0-9_-]", "_", original)[: MAX_ID_LENGTH - len(digest) - 1]
     return f"{stem}_{digest}"
+
+
+def _take(queue: deque[CallEntry] | None, result: ToolResult, answers: Answers) -> CallEntry | None:
+    """Remove and return the first waiting call ``result`` can answer."""
+    for i, call in enumerate(queue or ()):
+        if answers(result, call.call):
+            assert queue is not None
+            del queue[i]
+            return call
+    return None
+
+
+def _kind(raw: Any) -> str:
+    """The wire type of a block, for reasons (``tool_use``, ``function_call_output``...)."""
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    return kind if isinstance(kind, str) else "result"
 
 
 class IdPool:

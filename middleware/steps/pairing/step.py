@@ -63,10 +63,11 @@ def repair(
         unique_ids=codec.unique_call_ids and settings.rename_duplicate_ids,
         record=record,
         sanitize_ids=codec.name == "anthropic" and settings.sanitize_ids,
+        answers=codec.answers,
     )
 
     def synthesize(entry: CallEntry) -> ToolResult:
-        return synthetic_result(codec, entry, settings.missing_result_text)
+        return codec.synthetic_result(entry.call, settings.missing_result_text)
 
     laid_out = Layout(nodes, plan, codec, synthesize, record).run()
     if codec.name == "responses":
@@ -97,21 +98,6 @@ def drop_stranded_reasoning(nodes: list[Node], record: Recorder) -> list[Node]:
                 continue
         kept.append(node)
     return kept
-
-
-def synthetic_result(codec: Codec, entry: CallEntry, text: str) -> ToolResult:
-    """The error result that stands in for a missing one."""
-    raw = None
-    call_raw = entry.call.raw
-    if (
-        codec.name == "responses"
-        and isinstance(call_raw, dict)
-        and call_raw.get("type") == "custom_tool_call"
-    ):
-        # A created result is written as a function_call_output; a custom tool call is
-        # answered by a custom_tool_call_output, so give the codec that item to write.
-        raw = {"type": "custom_tool_call_output", "call_id": entry.call.id, "output": text}
-    return ToolResult(call_id=entry.call.id, content=text, is_error=True, raw=raw)
 
 
 @hookimpl(tryfirst=True)
