@@ -12,9 +12,9 @@ from middleware.formats.base import (
     Codec,
     check_content,
     optional_id,
-    required_name,
     result_content,
     string_field,
+    tool_name,
     wire_content,
 )
 from middleware.view import Block, Node, Opaque, Role, ToolCall, ToolResult
@@ -65,7 +65,7 @@ class AnthropicCodec(Codec):
                         id=optional_id(
                             block.get("id"), index, f"content block {j} (tool_use) 'id'"
                         ),
-                        name=required_name(
+                        name=tool_name(
                             block.get("name"), index, f"content block {j} (tool_use) 'name'"
                         ),
                         arguments=block.get("input", {}),

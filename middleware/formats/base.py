@@ -98,6 +98,11 @@ class Codec(ABC):
         item type must match the call item type); ids are compared by the caller."""
         return True
 
+    def is_empty(self, node: Node) -> bool:
+        """Whether an assistant node left without tool calls carries nothing else a
+        provider would accept as a message (it is then removed rather than sent empty)."""
+        return not node.blocks
+
     def synthetic_result(self, call: ToolCall, text: str) -> ToolResult:
         """The error result that stands in for a missing answer to ``call``."""
         return ToolResult(call_id=call.id, content=text, is_error=True)
@@ -139,10 +144,19 @@ def optional_id(value: Any, index: int, what: str) -> str:
     return value
 
 
-def required_name(value: Any, index: int, what: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise HistoryError(f"{what} must be a non-empty string", index=index)
+def tool_name(value: Any, index: int, what: str) -> str:
+    """A call's tool name may be missing, empty or blank (pairing repair drops such a call
+    and what answers it); another type is malformed."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise HistoryError(f"{what} must be a string, got {type(value).__name__}", index=index)
     return value
+
+
+def unnamed(call: ToolCall) -> bool:
+    """Whether a call has no usable tool name (empty or blank): providers reject it."""
+    return not call.name.strip()
 
 
 def result_content(value: Any, index: int, what: str) -> str | tuple[Any, ...]:

@@ -40,7 +40,8 @@ class Violation:
     #: Index of the message (or Responses item) in the history.
     index: int
     #: ``missing_result``, ``orphan_result``, ``duplicate_id``, ``duplicate_result``,
-    #: ``result_not_first``, ``displaced_result`` or ``empty_id``.
+    #: ``result_not_first``, ``displaced_result``, ``empty_id``, ``empty_name``,
+    #: ``invalid_id`` or ``reasoning_without_item``.
     code: str
     reason: str
 
@@ -64,6 +65,18 @@ def check_history(messages: Sequence[Any], format: str = "auto") -> list[Violati
     return _responses(messages)
 
 
+def _blank(name: Any) -> bool:
+    """A missing, empty or blank tool name (the codecs refuse other types)."""
+    return name is None or not name.strip()
+
+
+def _empty_name(where: str) -> str:
+    return (
+        f"Invalid '{where}.name': empty string. Expected a string with minimum length 1, "
+        "but got an empty string instead."
+    )
+
+
 # -- Anthropic Messages --------------------------------------------------------------------
 
 
@@ -85,6 +98,15 @@ def _anthropic(messages: Sequence[dict[str, Any]]) -> list[Violation]:
             for k, block in enumerate(blocks):
                 if block.get("type") != "tool_use":
                     continue
+                if _blank(block.get("name")):
+                    out.append(
+                        Violation(
+                            i,
+                            "empty_name",
+                            f"messages.{i}.content.{k}.tool_use.name: String should have at "
+                            "least 1 non-blank character",
+                        )
+                    )
                 uid = block.get("id") or ""
                 if not uid:
                     out.append(
@@ -227,6 +249,12 @@ def _openai(messages: Sequence[dict[str, Any]]) -> list[Violation]:
         if not isinstance(calls, list) or not calls:
             i += 1
             continue
+        for k, call in enumerate(calls):
+            body = call.get(call.get("type") or "function") if isinstance(call, dict) else None
+            if isinstance(body, dict) and _blank(body.get("name")):
+                out.append(
+                    Violation(i, "empty_name", _empty_name(f"messages[{i}].tool_calls[{k}]"))
+                )
         ids = [c.get("id") or "" if isinstance(c, dict) else "" for c in calls]
         last_calls = set(ids)
         seen: set[str] = set()
@@ -309,7 +337,10 @@ def _responses(items: Sequence[dict[str, Any]]) -> list[Violation]:
             if not in_turn:
                 close_turn()
                 pending, answered, in_turn = {}, {}, True
-            if ri.call_item(item) is not None:
+            spec = ri.call_item(item)
+            if spec is not None:
+                if spec.name_key is not None and _blank(item.get(spec.name_key)):
+                    out.append(Violation(i, "empty_name", _empty_name(f"input[{i}]")))
                 uid = item.get("call_id") or ""
                 if not uid:
                     out.append(Violation(i, "empty_id", f"{kind} item has an empty call_id."))
@@ -321,10 +352,10 @@ def _responses(items: Sequence[dict[str, Any]]) -> list[Violation]:
                     pending[uid] = (i, kind)
             continue
         in_turn = False
-        spec = ri.output_item(item)
-        if spec is None:
+        output = ri.output_item(item)
+        if output is None:
             continue
-        uid = ri.output_call_id(item, spec) or ""
+        uid = ri.output_call_id(item, output) or ""
         if uid in pending and ri.answers(kind, pending[uid][1]):
             answered[uid] = pending.pop(uid)[1]
         elif uid and uid in answered and ri.answers(kind, answered[uid]):

@@ -11,9 +11,9 @@ from middleware.formats.base import (
     arguments_json,
     check_content,
     optional_id,
-    required_name,
     result_content,
     string_field,
+    tool_name,
     wire_content,
 )
 from middleware.view import Block, Node, Role, ToolCall, ToolResult
@@ -92,6 +92,11 @@ class OpenAIChatCodec(Codec):
             out["content"] = wire_content(result.content)
         return out
 
+    def is_empty(self, node: Node) -> bool:
+        # Text, a refusal or audio live outside the blocks, in the raw message.
+        raw = node.raw or {}
+        return not node.blocks and not any(raw.get(k) for k in ("content", "refusal", "audio"))
+
     def result_node(self, results: Sequence[ToolResult]) -> Node:
         (result,) = results
         return Node("tool", (result,))
@@ -119,7 +124,7 @@ def _parse_calls(message: dict[str, Any], index: int) -> tuple[Block, ...]:
         calls.append(
             ToolCall(
                 id=optional_id(call.get("id"), index, f"tool_calls[{j}].id"),
-                name=required_name(body.get("name"), index, f"tool_calls[{j}].{kind}.name"),
+                name=tool_name(body.get("name"), index, f"tool_calls[{j}].{kind}.name"),
                 arguments=arguments,
                 raw=call,
             )

@@ -14,9 +14,9 @@ from middleware.formats.base import (
     arguments_json,
     check_content,
     optional_id,
-    required_name,
     result_content,
     string_field,
+    tool_name,
     wire_content,
 )
 from middleware.view import Node, Role, ToolCall, ToolResult
@@ -58,7 +58,7 @@ class ResponsesCodec(Codec):
         call_spec = items.call_item(message)
         if call_spec is not None:
             name = (
-                required_name(message.get(call_spec.name_key), index, f"{kind} 'name'")
+                tool_name(message.get(call_spec.name_key), index, f"{kind} 'name'")
                 if call_spec.name_key is not None
                 else call_spec.tool
             )

@@ -13,11 +13,12 @@ import hashlib
 import json
 import re
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from middleware.formats.anthropic import MAX_ID_LENGTH, valid_id
+from middleware.formats.base import Codec, unnamed
 from middleware.view import Node, ToolCall, ToolResult
 
 Fate = Literal["claimed", "orphan", "duplicate"]
@@ -41,13 +42,15 @@ class Recorder(Protocol):
 
 @dataclass
 class CallEntry:
-    """A kept tool call: where it is and the result that answers it (if any)."""
+    """A tool call: where it is and the result that answers it (if any)."""
 
     node: int
     call: ToolCall
     #: The id as it came in (results carry this one); ``call.id`` is the final id.
     original_id: str
     result: ResultEntry | None = None
+    #: Dropped (no tool name): what answers it is dropped with it.
+    dropped: bool = False
 
 
 @dataclass
@@ -60,6 +63,8 @@ class ResultEntry:
     result: ToolResult
     fate: Fate
     call: CallEntry | None = None
+    #: Why an orphan or a duplicate is dropped.
+    reason: str = ""
 
 
 @dataclass
@@ -78,11 +83,14 @@ class Plan:
     regions: list[Region]
     #: Kept calls of each assistant node, in block order.
     calls: dict[int, list[CallEntry]]
-    #: Assistant nodes whose calls changed (``None``: the node goes, a Responses item
-    #: that only held a dropped duplicate call).
+    #: Assistant nodes whose calls changed (``None``: the node goes, left with nothing a
+    #: provider accepts: a Responses item whose call was dropped, a message of only
+    #: dropped calls).
     assistant_nodes: dict[int, Node | None]
     #: Every structured result in a tail, by (node, block).
     results: dict[tuple[int, int], ResultEntry]
+    #: Calls dropped for having no tool name, by assistant node.
+    dropped: dict[int, list[CallEntry]] = field(default_factory=dict)
 
 
 def is_paired_result(block: object) -> bool:
@@ -104,22 +112,20 @@ def split_regions(nodes: Sequence[Node]) -> list[Region]:
     return regions
 
 
-#: Whether a result is of a kind that can answer a call (the codec's ``answers``).
-Answers = Callable[[ToolResult, ToolCall], bool]
+@dataclass(frozen=True)
+class Rules:
+    """What the analysis needs to know besides the nodes."""
+
+    codec: Codec
+    #: Rename ids repeated across turns (Anthropic).
+    unique_ids: bool = False
+    #: Rename ids the Anthropic API rejects.
+    sanitize_ids: bool = False
 
 
-def make_plan(
-    nodes: Sequence[Node],
-    *,
-    fmt: str,
-    unique_ids: bool,
-    record: Recorder,
-    sanitize_ids: bool = False,
-    answers: Answers | None = None,
-) -> Plan:
-    """Analyse ``nodes``. ``unique_ids``: rename ids repeated across turns (Anthropic);
-    ``sanitize_ids``: rename ids the Anthropic API rejects; ``answers``: which results can
-    answer which calls (Responses item types; default: any)."""
+def make_plan(nodes: Sequence[Node], rules: Rules, record: Recorder) -> Plan:
+    """Analyse ``nodes``: fix call ids, drop unusable calls, let each turn claim its
+    results."""
     regions = split_regions(nodes)
     used = {b.id for n in nodes for b in n.calls} | {b.call_id for n in nodes for b in n.results}
     used.discard("")
@@ -131,45 +137,43 @@ def make_plan(
         for ni in region.assistants:
             node = nodes[ni]
             if node.calls:
-                unit_seen = turn_seen if fmt == "responses" else set()
+                unit_seen = turn_seen if rules.codec.name == "responses" else set()
                 _fix_calls(
-                    plan,
-                    node,
-                    ni,
-                    fmt=fmt,
-                    unique_ids=unique_ids,
-                    sanitize_ids=sanitize_ids,
-                    unit_seen=unit_seen,
-                    seen=seen,
-                    pool=pool,
-                    record=record,
+                    plan, node, ni, rules, unit_seen=unit_seen, seen=seen, pool=pool, record=record
                 )
-        _claim(plan, nodes, region, record, answers or _any)
+        _claim(plan, nodes, region, rules.codec)
+        _record_drops(plan, nodes, region, record)
     return plan
-
-
-def _any(result: ToolResult, call: ToolCall) -> bool:
-    return True
 
 
 def _fix_calls(
     plan: Plan,
     node: Node,
     ni: int,
+    rules: Rules,
     *,
-    fmt: str,
-    unique_ids: bool,
-    sanitize_ids: bool,
     unit_seen: set[str],
     seen: set[str],
     pool: IdPool,
     record: Recorder,
 ) -> None:
+    fmt = rules.codec.name
     blocks: list[Any] = []
     entries: list[CallEntry] = []
     for bi, block in enumerate(node.blocks):
         if not isinstance(block, ToolCall):
             blocks.append(block)
+            continue
+        if unnamed(block):
+            record(
+                "unnamed_call_dropped",
+                tool_call_id=block.id,
+                tool_name=block.name,
+                message_index=node.origin,
+                arguments=_jsonable(block.arguments),
+                reason="the call has no tool name (empty or blank), which providers reject",
+            )
+            plan.dropped.setdefault(ni, []).append(CallEntry(ni, block, block.id, dropped=True))
             continue
         if block.id and block.id in unit_seen:
             record(
@@ -193,12 +197,12 @@ def _fix_calls(
             )
         else:
             reason = None
-            if sanitize_ids and not valid_id(block.id):
+            if rules.sanitize_ids and not valid_id(block.id):
                 final = pool.take(sanitized_id(block.id))
                 reason = (
                     "Anthropic tool_use ids must match ^[a-zA-Z0-9_-]+$ (64 characters at most)"
                 )
-            elif unique_ids and block.id in seen:
+            elif rules.unique_ids and block.id in seen:
                 final = pool.take(block.id)
                 reason = "tool call ids must be unique across the conversation"
             if reason is not None:
@@ -217,64 +221,98 @@ def _fix_calls(
         entries.append(CallEntry(ni, call, block.id))
         blocks.append(call)
     plan.calls[ni] = entries
-    if len(blocks) != len(node.blocks) or any(
-        a is not b for a, b in zip(blocks, node.blocks, strict=True)
+    if len(blocks) == len(node.blocks) and all(
+        a is b for a, b in zip(blocks, node.blocks, strict=True)
     ):
-        plan.assistant_nodes[ni] = node.with_blocks(blocks) if blocks else None
+        return
+    changed = node.with_blocks(blocks)
+    if not rules.codec.is_empty(changed):
+        plan.assistant_nodes[ni] = changed
+        return
+    plan.assistant_nodes[ni] = None
+    if fmt != "responses":  # a Responses call item is the call itself, reported as dropped
+        record(
+            "empty_message_removed",
+            tool_call_id="",
+            message_index=node.origin,
+            reason="every tool call of this assistant message was dropped and nothing else "
+            "was left in it",
+        )
 
 
-def _claim(
-    plan: Plan, nodes: Sequence[Node], region: Region, record: Recorder, answers: Answers
-) -> None:
-    # The calls of the turn not answered yet, by id, in call order: the first result for
-    # an id claims the first such call (one lookup per result, whatever the turn size).
-    waiting: dict[str, deque[CallEntry]] = {}
-    first: dict[str, CallEntry] = {}
-    for ni in region.assistants:
-        for call in plan.calls.get(ni, ()):
-            waiting.setdefault(call.original_id, deque()).append(call)
-            first.setdefault(call.original_id, call)
+def _claim(plan: Plan, nodes: Sequence[Node], region: Region, codec: Codec) -> None:
+    """Let the turn's calls claim the results of its tail (one dictionary lookup per
+    result, whatever the turn size): each call keeps one result with its id, of a kind
+    that answers it; the others are orphans or duplicates."""
+    waiting: dict[str, list[CallEntry]] = {}  # kept calls first, then dropped ones
+    for group in (plan.calls, plan.dropped):
+        for ni in region.assistants:
+            for call in group.get(ni, ()):
+                waiting.setdefault(call.original_id, []).append(call)
+    by_id: dict[str, list[ResultEntry]] = {}
     for ti in region.tail:
-        node = nodes[ti]
-        for bi, block in enumerate(node.blocks):
-            if not isinstance(block, ToolResult) or block.text_protocol:
+        for bi, block in enumerate(nodes[ti].blocks):
+            if not is_paired_result(block):
                 continue
+            assert isinstance(block, ToolResult)
             entry = ResultEntry(ti, bi, block, "orphan")
             plan.results[(ti, bi)] = entry
-            tool_name: str | None = None
             if not block.call_id:
-                reason = "the result has no tool call id"
+                entry.reason = "the result has no tool call id"
+            elif block.call_id not in waiting:
+                entry.reason = (
+                    "no call with this id in the assistant turn before it"
+                    if region.assistants
+                    else "no assistant turn before it"
+                )
             else:
-                match = _take(waiting.get(block.call_id), block, answers)
-                if match is not None:
-                    entry.fate, entry.call, match.result = "claimed", match, entry
-                    if match.call.id != block.call_id:
-                        entry.result = replace(block, call_id=match.call.id)
-                    continue
-                same = first.get(block.call_id)
-                if same is not None and answers(block, same.call):
-                    entry.fate = "duplicate"
-                    tool_name = same.call.name
-                    reason = "another result already answers this call"
-                elif same is not None:
-                    reason = (
-                        f"a {_kind(block.raw)} does not answer the {_kind(same.call.raw)} "
-                        "with this id"
-                    )
-                elif region.assistants:
-                    reason = "no call with this id in the assistant turn before it"
-                else:
-                    reason = "no assistant turn before it"
+                by_id.setdefault(block.call_id, []).append(entry)
+    for call_id, results in by_id.items():
+        _assign(waiting[call_id], results, codec)
+
+
+def _assign(calls: list[CallEntry], results: list[ResultEntry], codec: Codec) -> None:
+    """Pair the calls sharing one id with the results carrying it (all in order)."""
+    fitting = [r for r in results if any(codec.answers(r.result, c.call) for c in calls)]
+    for entry in results:
+        if entry not in fitting:
+            kinds = ", ".join(sorted({_kind(c.call.raw) for c in calls}))
+            entry.reason = f"a {_kind(entry.result.raw)} does not answer the {kinds} with this id"
+    queue = deque(calls)
+    for entry in fitting:
+        match = _take(queue, entry.result, codec)
+        if match is None:
+            entry.fate, entry.call = "duplicate", calls[0]
+            entry.reason = "another result already answers this call"
+            continue
+        match.result = entry
+        if match.dropped:
+            entry.reason = "it answers a call dropped for having no tool name"
+            continue
+        entry.fate, entry.call = "claimed", match
+        if match.call.id != entry.result.call_id:
+            entry.result = replace(entry.result, call_id=match.call.id)
+
+
+def _record_drops(plan: Plan, nodes: Sequence[Node], region: Region, record: Recorder) -> None:
+    """Report every result of the tail that is dropped, in tail order, with its content."""
+    for ti in region.tail:
+        for bi in range(len(nodes[ti].blocks)):
+            entry = plan.results.get((ti, bi))
+            if entry is None or entry.fate == "claimed":
+                continue
+            block = entry.result
+            duplicate = entry.fate == "duplicate"
             record(
-                "duplicate_result_dropped" if entry.fate == "duplicate" else "orphan_dropped",
+                "duplicate_result_dropped" if duplicate else "orphan_dropped",
                 tool_call_id=block.call_id,
-                tool_name=tool_name,
-                message_index=node.origin,
+                tool_name=entry.call.call.name if duplicate and entry.call else None,
+                message_index=nodes[ti].origin,
                 chars_before=len(block.text),
                 chars_after=0,
                 content=_jsonable(block.content),
                 is_error=block.is_error,
-                reason=reason,
+                reason=entry.reason,
             )
 
 
@@ -297,11 +335,10 @@ def sanitized_id(original: str) -> str:
     return f"{stem}_{digest}"
 
 
-def _take(queue: deque[CallEntry] | None, result: ToolResult, answers: Answers) -> CallEntry | None:
+def _take(queue: deque[CallEntry], result: ToolResult, codec: Codec) -> CallEntry | None:
     """Remove and return the first waiting call ``result`` can answer."""
-    for i, call in enumerate(queue or ()):
-        if answers(result, call.call):
-            assert queue is not None
+    for i, call in enumerate(queue):
+        if codec.answers(result, call.call):
             del queue[i]
             return call
     return None

@@ -28,7 +28,7 @@ from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind, section
 from middleware.steps.pairing.placement import Layout
-from middleware.steps.pairing.plan import CallEntry, Recorder, make_plan
+from middleware.steps.pairing.plan import CallEntry, Recorder, Rules, make_plan
 from middleware.view import Conversation, Node, ToolResult
 
 logger = logging.getLogger(__name__)
@@ -57,14 +57,12 @@ def repair(
         if codec.name == "responses":
             conversation.nodes[:] = drop_stranded_reasoning(nodes, record)
         return
-    plan = make_plan(
-        nodes,
-        fmt=codec.name,
+    rules = Rules(
+        codec,
         unique_ids=codec.unique_call_ids and settings.rename_duplicate_ids,
-        record=record,
         sanitize_ids=codec.name == "anthropic" and settings.sanitize_ids,
-        answers=codec.answers,
     )
+    plan = make_plan(nodes, rules, record)
 
     def synthesize(entry: CallEntry) -> ToolResult:
         return codec.synthetic_result(entry.call, settings.missing_result_text)

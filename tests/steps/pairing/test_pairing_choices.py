@@ -1,0 +1,122 @@
+"""Pairing choices that used to lose or change meaning (issue #13, items 7-10), in every
+wire format: calls without a tool name, which duplicate result is kept, calls and results
+that both lost their id, and the role of the last message."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import middleware
+from middleware.report import Action
+from tests.pairing_builders import FORMATS, A, Call, Msg, R, Res, U, build, calls, flatten
+
+MISSING = (
+    "[Tool result missing — the tool execution was interrupted or failed silently. "
+    "Do NOT retry this tool call. Analyze what went wrong and try a different approach.]"
+)
+
+
+@pytest.fixture(scope="module")
+def pipe() -> Iterator[middleware.Pipeline]:
+    with middleware.Pipeline.from_policy(None) as pipeline:
+        yield pipeline
+
+
+def run(
+    pipe: middleware.Pipeline, messages: list[dict[str, Any]], fmt: str
+) -> tuple[list[dict[str, Any]], list[Action]]:
+    """Repair; check the output is valid, idempotent and the input untouched."""
+    before = copy.deepcopy(messages)
+    result = pipe.process(messages, format=fmt)
+    assert messages == before, "the input was mutated"
+    assert middleware.check_history(result.messages, fmt) == [], result.messages
+    again = pipe.process(result.messages, format=fmt)
+    assert not again.changed and again.messages == result.messages, "not idempotent"
+    return result.messages, result.report.by_step("pairing")
+
+
+def kinds(actions: list[Action]) -> list[str]:
+    return sorted(a.kind for a in actions)
+
+
+# -- item 7: calls with an empty or blank tool name ------------------------------------------
+
+
+def _set_name(messages: list[dict[str, Any]], fmt: str, call_id: str, name: Any) -> None:
+    """Give the call ``call_id`` the tool name ``name`` (``None``: no name at all)."""
+    for message in messages:
+        if fmt == "anthropic" and message["role"] == "assistant":
+            targets = [b for b in message["content"] if b.get("id") == call_id]
+        elif fmt == "openai" and message.get("tool_calls"):
+            targets = [c["function"] for c in message["tool_calls"] if c["id"] == call_id]
+        elif fmt == "responses" and message.get("call_id") == call_id:
+            targets = [message] if message["type"] == "function_call" else []
+        else:
+            continue
+        for target in targets:
+            if name is None:
+                del target["name"]
+            else:
+                target["name"] = name
+
+
+@pytest.mark.parametrize("name", ["", "   ", "\t\n", None])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_call_without_a_tool_name_is_dropped_with_what_answers_it(
+    pipe: middleware.Pipeline, fmt: str, name: Any
+) -> None:
+    history: list[Msg] = [
+        U("go"), A("working", (Call("c1", "read"), Call("c2", "x", {"k": 1}))),
+        R((Res("c1", "file body"), Res("c2", "the nameless call's output"))), A("done"),
+    ]  # fmt: skip
+    messages = build(history, fmt)
+    _set_name(messages, fmt, "c2", name)
+    assert "empty_name" in {v.code for v in middleware.check_history(messages, fmt)}
+    out, actions = run(pipe, messages, fmt)
+    assert flatten(out, fmt) == [
+        ("user", "go"), ("assistant", "working", ("c1",)), ("result", "c1", "file body"),
+        ("assistant", "done", ()),
+    ]  # fmt: skip
+    assert kinds(actions) == ["orphan_dropped", "unnamed_call_dropped"]
+    dropped = next(a for a in actions if a.kind == "unnamed_call_dropped")
+    assert dropped.tool_call_id == "c2" and dropped.message_index == (
+        3 if fmt == "responses" else 1
+    )
+    arguments = dropped.detail["arguments"]
+    assert arguments == ({"k": 1} if fmt == "anthropic" else '{"k": 1}')
+    orphan = next(a for a in actions if a.kind == "orphan_dropped")
+    assert orphan.detail["content"] == "the nameless call's output"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_an_assistant_message_left_without_calls_or_text_is_removed(
+    pipe: middleware.Pipeline, fmt: str
+) -> None:
+    history: list[Msg] = [U("go"), A(None, (Call("c1", ""),)), U("again"), A("done")]
+    out, actions = run(pipe, build(history, fmt), fmt)
+    assert flatten(out, fmt) == [("user", "go"), ("user", "again"), ("assistant", "done", ())]
+    expected = ["unnamed_call_dropped"]
+    if fmt != "responses":  # a Responses call item is the call itself
+        expected.append("empty_message_removed")
+    assert kinds(actions) == sorted(expected)
+
+
+def test_an_openai_assistant_message_keeps_its_text_when_its_calls_go(
+    pipe: middleware.Pipeline,
+) -> None:
+    history: list[Msg] = [U("go"), A("let me look", (Call("c1", ""),)), U("again")]
+    out, actions = run(pipe, build(history, "openai"), "openai")
+    assert out[1] == {"role": "assistant", "content": "let me look"}
+    assert kinds(actions) == ["unnamed_call_dropped"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_tool_name_of_the_wrong_type_is_still_malformed(fmt: str) -> None:
+    messages = build([U("go"), A(None, calls("c1"))], fmt)
+    _set_name(messages, fmt, "c1", 5)
+    with pytest.raises(middleware.HistoryError, match="must be a string"):
+        middleware.check_history(messages, fmt)
