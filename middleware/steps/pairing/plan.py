@@ -112,6 +112,18 @@ def split_regions(nodes: Sequence[Node]) -> list[Region]:
     return regions
 
 
+#: Texts other agents write for a tool result they never got (compared whole, stripped).
+PLACEHOLDER_TEXTS = frozenset(
+    {
+        "aborted",  # Codex CLI's ensure_call_outputs_present
+        "No result provided",  # pi's transformMessages
+        "[openclaw] missing tool result in session history; inserted synthetic error result "
+        "for transcript repair.",  # OpenClaw's session-transcript-repair
+        "A restart occurred while this tool was in progress",  # a restarted agent's notice
+    }
+)
+
+
 @dataclass(frozen=True)
 class Rules:
     """What the analysis needs to know besides the nodes."""
@@ -121,6 +133,16 @@ class Rules:
     unique_ids: bool = False
     #: Rename ids the Anthropic API rejects.
     sanitize_ids: bool = False
+    #: The policy's synthetic result text (a result reading so is a stand-in).
+    missing_text: str = ""
+
+    def placeholder(self, result: ToolResult) -> bool:
+        """Whether ``result`` stands in for an output rather than being one: an error
+        result, or the synthetic text of this repair or of a peer's."""
+        if result.is_error:
+            return True
+        text = result.text.strip()
+        return text == self.missing_text.strip() or text in PLACEHOLDER_TEXTS
 
 
 def make_plan(nodes: Sequence[Node], rules: Rules, record: Recorder) -> Plan:
@@ -141,7 +163,7 @@ def make_plan(nodes: Sequence[Node], rules: Rules, record: Recorder) -> Plan:
                 _fix_calls(
                     plan, node, ni, rules, unit_seen=unit_seen, seen=seen, pool=pool, record=record
                 )
-        _claim(plan, nodes, region, rules.codec)
+        _claim(plan, nodes, region, rules)
         _record_drops(plan, nodes, region, record)
     return plan
 
@@ -240,7 +262,7 @@ def _fix_calls(
         )
 
 
-def _claim(plan: Plan, nodes: Sequence[Node], region: Region, codec: Codec) -> None:
+def _claim(plan: Plan, nodes: Sequence[Node], region: Region, rules: Rules) -> None:
     """Let the turn's calls claim the results of its tail (one dictionary lookup per
     result, whatever the turn size): each call keeps one result with its id, of a kind
     that answers it; the others are orphans or duplicates."""
@@ -268,27 +290,38 @@ def _claim(plan: Plan, nodes: Sequence[Node], region: Region, codec: Codec) -> N
             else:
                 by_id.setdefault(block.call_id, []).append(entry)
     for call_id, results in by_id.items():
-        _assign(waiting[call_id], results, codec)
+        _assign(waiting[call_id], results, rules)
 
 
-def _assign(calls: list[CallEntry], results: list[ResultEntry], codec: Codec) -> None:
-    """Pair the calls sharing one id with the results carrying it (all in order)."""
-    fitting = [r for r in results if any(codec.answers(r.result, c.call) for c in calls)]
+def _assign(calls: list[CallEntry], results: list[ResultEntry], rules: Rules) -> None:
+    """Pair the calls sharing one id with the results carrying it (all in order). When
+    there are more results than calls, real outputs are kept before error and synthetic
+    ones, the first among equals."""
+    codec = rules.codec
+    fitting: list[ResultEntry] = []
     for entry in results:
-        if entry not in fitting:
+        if any(codec.answers(entry.result, c.call) for c in calls):
+            fitting.append(entry)
+        else:
             kinds = ", ".join(sorted({_kind(c.call.raw) for c in calls}))
             entry.reason = f"a {_kind(entry.result.raw)} does not answer the {kinds} with this id"
+    order: list[int] = list(range(len(fitting)))
+    if len(fitting) > len(calls):
+        order = sorted(order, key=lambda i: (rules.placeholder(fitting[i].result), i))
+    keep = set(order[: len(calls)])
     queue = deque(calls)
-    for entry in fitting:
-        match = _take(queue, entry.result, codec)
-        if match is None:
+    for i, entry in enumerate(fitting):
+        match = _take(queue, entry.result, codec) if i in keep else None
+        if match is None and not calls[0].dropped:
             entry.fate, entry.call = "duplicate", calls[0]
             entry.reason = "another result already answers this call"
             continue
-        match.result = entry
-        if match.dropped:
+        if match is None or match.dropped:
             entry.reason = "it answers a call dropped for having no tool name"
+            if match is not None:
+                match.result = entry
             continue
+        match.result = entry
         entry.fate, entry.call = "claimed", match
         if match.call.id != entry.result.call_id:
             entry.result = replace(entry.result, call_id=match.call.id)

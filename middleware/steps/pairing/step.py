@@ -61,6 +61,7 @@ def repair(
         codec,
         unique_ids=codec.unique_call_ids and settings.rename_duplicate_ids,
         sanitize_ids=codec.name == "anthropic" and settings.sanitize_ids,
+        missing_text=settings.missing_result_text,
     )
     plan = make_plan(nodes, rules, record)
 

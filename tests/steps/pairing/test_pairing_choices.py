@@ -120,3 +120,57 @@ def test_a_tool_name_of_the_wrong_type_is_still_malformed(fmt: str) -> None:
     _set_name(messages, fmt, "c1", 5)
     with pytest.raises(middleware.HistoryError, match="must be a string"):
         middleware.check_history(messages, fmt)
+
+
+# -- item 8: which duplicate result is kept --------------------------------------------------
+
+RESTART = "A restart occurred while this tool was in progress"
+
+
+def _two_results(fmt: str, first: Res, second: Res) -> list[dict[str, Any]]:
+    return build([U("go"), A(None, calls("c1")), R((first, second)), A("done")], fmt)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(
+    "placeholder",
+    [
+        Res("c1", MISSING),  # our own synthetic, from an earlier repair
+        Res("c1", "aborted"),  # Codex CLI's synthetic output
+        Res("c1", "No result provided"),  # pi's
+        Res("c1", RESTART, is_error=True),  # an error result (Anthropic's is_error)
+    ],
+    ids=["ours", "codex", "pi", "error"],
+)
+def test_a_real_output_wins_over_an_earlier_error_or_synthetic_one(
+    pipe: middleware.Pipeline, fmt: str, placeholder: Res
+) -> None:
+    messages = _two_results(fmt, placeholder, Res("c1", "the real output"))
+    out, actions = run(pipe, messages, fmt)
+    assert [e for e in flatten(out, fmt) if e[0] == "result"] == [
+        ("result", "c1", "the real output")
+    ]
+    (dropped,) = actions
+    assert dropped.kind == "duplicate_result_dropped"
+    assert dropped.detail["content"] == placeholder.content
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_first_is_kept_among_equals(pipe: middleware.Pipeline, fmt: str) -> None:
+    real = _two_results(fmt, Res("c1", "first"), Res("c1", "second"))
+    out, _ = run(pipe, real, fmt)
+    assert ("result", "c1", "first") in flatten(out, fmt)
+    errors = _two_results(fmt, Res("c1", "aborted"), Res("c1", MISSING))
+    out, _ = run(pipe, errors, fmt)
+    assert ("result", "c1", "aborted") in flatten(out, fmt)
+
+
+def test_an_error_flag_alone_marks_a_placeholder_in_anthropic(pipe: middleware.Pipeline) -> None:
+    messages = _two_results(
+        "anthropic", Res("c1", "tool failed: exit 1", is_error=True), Res("c1", "retried: ok")
+    )
+    out, actions = run(pipe, messages, "anthropic")
+    assert out[2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "c1", "content": "retried: ok"}
+    ]
+    assert actions[0].detail["is_error"] is True
