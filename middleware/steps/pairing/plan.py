@@ -163,7 +163,7 @@ def make_plan(nodes: Sequence[Node], rules: Rules, record: Recorder) -> Plan:
                 _fix_calls(
                     plan, node, ni, rules, unit_seen=unit_seen, seen=seen, pool=pool, record=record
                 )
-        _claim(plan, nodes, region, rules)
+        _claim(plan, nodes, region, rules, record)
         _record_drops(plan, nodes, region, record)
     return plan
 
@@ -262,15 +262,20 @@ def _fix_calls(
         )
 
 
-def _claim(plan: Plan, nodes: Sequence[Node], region: Region, rules: Rules) -> None:
+def _claim(
+    plan: Plan, nodes: Sequence[Node], region: Region, rules: Rules, record: Recorder
+) -> None:
     """Let the turn's calls claim the results of its tail (one dictionary lookup per
     result, whatever the turn size): each call keeps one result with its id, of a kind
-    that answers it; the others are orphans or duplicates."""
+    that answers it; the others are orphans or duplicates. A call and a result that both
+    lost their id pair by position when that is unambiguous (:func:`_pair_idless`)."""
     waiting: dict[str, list[CallEntry]] = {}  # kept calls first, then dropped ones
     for group in (plan.calls, plan.dropped):
         for ni in region.assistants:
             for call in group.get(ni, ()):
                 waiting.setdefault(call.original_id, []).append(call)
+    idless = waiting.pop("", [])
+    idless_results: list[ResultEntry] = []
     by_id: dict[str, list[ResultEntry]] = {}
     for ti in region.tail:
         for bi, block in enumerate(nodes[ti].blocks):
@@ -281,6 +286,7 @@ def _claim(plan: Plan, nodes: Sequence[Node], region: Region, rules: Rules) -> N
             plan.results[(ti, bi)] = entry
             if not block.call_id:
                 entry.reason = "the result has no tool call id"
+                idless_results.append(entry)
             elif block.call_id not in waiting:
                 entry.reason = (
                     "no call with this id in the assistant turn before it"
@@ -291,6 +297,57 @@ def _claim(plan: Plan, nodes: Sequence[Node], region: Region, rules: Rules) -> N
                 by_id.setdefault(block.call_id, []).append(entry)
     for call_id, results in by_id.items():
         _assign(waiting[call_id], results, rules)
+    _pair_idless(nodes, region, rules.codec, calls=idless, results=idless_results, record=record)
+
+
+def _pair_idless(
+    nodes: Sequence[Node],
+    region: Region,
+    codec: Codec,
+    *,
+    calls: list[CallEntry],
+    results: list[ResultEntry],
+    record: Recorder,
+) -> None:
+    """The one call without an id of a turn is answered by the one result without an id
+    of its region, when that result comes right after the turn (in the message after it;
+    OpenAI and Responses: among the results directly after it) and is of a kind that
+    answers it. With two of either, which answers which would be a guess: they stay a
+    synthetic result and an orphan."""
+    if len(calls) != 1 or len(results) != 1:
+        return
+    (call,), (entry,) = calls, results
+    if entry.node not in _adjacent(nodes, region, codec) or not codec.answers(
+        entry.result, call.call
+    ):
+        return
+    call.result = entry
+    if call.dropped:
+        entry.reason = "it answers a call dropped for having no tool name"
+        return
+    entry.fate, entry.call = "claimed", call
+    entry.result = replace(entry.result, call_id=call.call.id)
+    record(
+        "result_paired_by_position",
+        tool_call_id=call.call.id,
+        tool_name=call.call.name,
+        message_index=nodes[entry.node].origin,
+        call_message_index=nodes[call.node].origin,
+        reason="the call and its result both had no id; the result right after the call answers it",
+    )
+
+
+def _adjacent(nodes: Sequence[Node], region: Region, codec: Codec) -> set[int]:
+    """The tail nodes right after the turn that hold its results: the first one if it
+    holds any (results share a message), else the leading run of result nodes."""
+    out: set[int] = set()
+    for ti in region.tail:
+        if not any(is_paired_result(b) for b in nodes[ti].blocks):
+            break
+        out.add(ti)
+        if codec.results_share_message:
+            break
+    return out
 
 
 def _assign(calls: list[CallEntry], results: list[ResultEntry], rules: Rules) -> None:

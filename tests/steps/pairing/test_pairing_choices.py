@@ -174,3 +174,62 @@ def test_an_error_flag_alone_marks_a_placeholder_in_anthropic(pipe: middleware.P
         {"type": "tool_result", "tool_use_id": "c1", "content": "retried: ok"}
     ]
     assert actions[0].detail["is_error"] is True
+
+
+# -- item 9: a call and its result that both lost their id -----------------------------------
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_an_idless_result_right_after_an_idless_call_answers_it(
+    pipe: middleware.Pipeline, fmt: str
+) -> None:
+    history: list[Msg] = [U("go"), A(None, calls("")), R((Res("", "the real output"),)), A("ok")]
+    out, actions = run(pipe, build(history, fmt), fmt)
+    flat = flatten(out, fmt)
+    generated = flat[1][2][0]
+    assert generated.startswith("toolu_mw_" if fmt == "anthropic" else "call_mw_")
+    assert flat == [
+        ("user", "go"), ("assistant", None, (generated,)), ("result", generated, "the real output"),
+        ("assistant", "ok", ()),
+    ]  # fmt: skip
+    assert kinds(actions) == ["id_generated", "result_paired_by_position"]
+    paired = next(a for a in actions if a.kind == "result_paired_by_position")
+    assert paired.tool_call_id == generated and paired.message_index == 2
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_positional_pairing_sits_beside_calls_with_ids(pipe: middleware.Pipeline, fmt: str) -> None:
+    history: list[Msg] = [U("go"), A(None, calls("c1", "")), R((Res("c1", "a"), Res("", "b")))]
+    out, actions = run(pipe, build(history, fmt), fmt)
+    results = [e for e in flatten(out, fmt) if e[0] == "result"]
+    assert [(e[1] == "c1", e[2]) for e in results] == [(True, "a"), (False, "b")]
+    assert "synthetic_result" not in kinds(actions) and "orphan_dropped" not in kinds(actions)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_ambiguous_idless_pairs_are_not_guessed(pipe: middleware.Pipeline, fmt: str) -> None:
+    history: list[Msg] = [U("go"), A(None, calls("", "")), R((Res("", "a"), Res("", "b")))]
+    _, actions = run(pipe, build(history, fmt), fmt)
+    assert kinds(actions).count("synthetic_result") == 2
+    assert kinds(actions).count("orphan_dropped") == 2
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_an_idless_result_that_is_not_right_after_the_call_is_not_guessed(
+    pipe: middleware.Pipeline, fmt: str
+) -> None:
+    history: list[Msg] = [U("go"), A(None, calls("")), U("wait"), R((Res("", "late"),))]
+    _, actions = run(pipe, build(history, fmt), fmt)
+    assert {"id_generated", "orphan_dropped", "synthetic_result"} <= set(kinds(actions))
+    assert "result_paired_by_position" not in kinds(actions)
+
+
+def test_positional_pairing_respects_responses_item_types(pipe: middleware.Pipeline) -> None:
+    items = [
+        {"type": "message", "role": "user", "content": "go"},
+        {"type": "custom_tool_call", "call_id": "", "name": "apply", "input": "x"},
+        {"type": "function_call_output", "call_id": "", "output": "text"},
+    ]
+    out, actions = run(pipe, items, "responses")
+    assert "result_paired_by_position" not in kinds(actions)
+    assert out[2]["type"] == "custom_tool_call_output"
