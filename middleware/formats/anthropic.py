@@ -166,6 +166,9 @@ class AnthropicCodec(Codec):
                 out.pop("is_error", None)
         return out
 
+    def user_message(self, text: str) -> dict[str, Any]:
+        return {"role": "user", "content": text}
+
     def result_node(self, results: Sequence[ToolResult]) -> Node:
         return Node("user", tuple(results))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from middleware.errors import HistoryError
@@ -92,6 +93,14 @@ class Codec(ABC):
     @abstractmethod
     def result_node(self, results: Sequence[ToolResult]) -> Node:
         """A new node carrying ``results`` (one result unless ``results_share_message``)."""
+
+    @abstractmethod
+    def user_message(self, text: str) -> dict[str, Any]:
+        """A plain user message (Responses: item) saying ``text``."""
+
+    def user_node(self, text: str) -> Node:
+        """A created node for :meth:`user_message` (written as it is)."""
+        return replace(self.parse_message(self.user_message(text), 0), origin=None)
 
     def answers(self, result: ToolResult, call: ToolCall) -> bool:
         """Whether ``result`` is of a kind that can answer ``call`` (Responses: the output

@@ -97,6 +97,9 @@ class OpenAIChatCodec(Codec):
         raw = node.raw or {}
         return not node.blocks and not any(raw.get(k) for k in ("content", "refusal", "audio"))
 
+    def user_message(self, text: str) -> dict[str, Any]:
+        return {"role": "user", "content": text}
+
     def result_node(self, results: Sequence[ToolResult]) -> Node:
         (result,) = results
         return Node("tool", (result,))

@@ -122,6 +122,9 @@ class ResponsesCodec(Codec):
                 out[spec.text_key] = wire_content(result.content)
         return out
 
+    def user_message(self, text: str) -> dict[str, Any]:
+        return {"type": "message", "role": "user", "content": text}
+
     def result_node(self, results: Sequence[ToolResult]) -> Node:
         (result,) = results
         return Node("tool", (result,))

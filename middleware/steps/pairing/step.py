@@ -33,6 +33,10 @@ from middleware.view import Conversation, Node, ToolResult
 
 logger = logging.getLogger(__name__)
 
+#: The user turn left where every block of a history's last user turn was moved away
+#: (next to the call it answers) or removed (an orphan).
+KEPT_TURN_TEXT = "[History repair moved or removed the tool results that were here.]"
+
 
 @section("pairing")
 @dataclass(frozen=True)
@@ -71,9 +75,30 @@ def repair(
     laid_out = Layout(nodes, plan, codec, synthesize, record).run()
     if codec.name == "responses":
         laid_out = drop_stranded_reasoning(laid_out, record)
+    keep_user_turn(nodes, laid_out, codec, record)
     if len(laid_out) == len(nodes) and all(a is b for a, b in zip(laid_out, nodes, strict=True)):
         return
     conversation.nodes[:] = laid_out
+
+
+def keep_user_turn(nodes: list[Node], laid_out: list[Node], codec: Codec, record: Recorder) -> None:
+    """A history that ended on a user turn still does: when the repair moved or removed
+    everything after the last assistant message (results moved next to their call, or
+    orphans), a user message saying so is added, since Anthropic continues a last
+    assistant message as a prefill (and an empty history is refused outright)."""
+    if not nodes or nodes[-1].role == "assistant":
+        return
+    if laid_out and laid_out[-1].role != "assistant":
+        return
+    laid_out.append(codec.user_node(KEPT_TURN_TEXT))
+    record(
+        "user_turn_added",
+        tool_call_id="",
+        message_index=None,
+        text=KEPT_TURN_TEXT,
+        reason="the history ended on a user turn whose content was all moved or removed; "
+        "ending on the assistant message instead would have it continued as a prefill",
+    )
 
 
 def drop_stranded_reasoning(nodes: list[Node], record: Recorder) -> list[Node]:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import middleware
+from middleware.formats.responses_items import is_model_item
 from middleware.report import Action
 from tests.pairing_builders import FORMATS, A, Call, Msg, R, Res, U, build, calls, flatten
 
@@ -233,3 +234,53 @@ def test_positional_pairing_respects_responses_item_types(pipe: middleware.Pipel
     out, actions = run(pipe, items, "responses")
     assert "result_paired_by_position" not in kinds(actions)
     assert out[2]["type"] == "custom_tool_call_output"
+
+
+# -- item 10: the last role never changes -----------------------------------------------------
+
+
+def _ends_on_user(messages: list[dict[str, Any]], fmt: str) -> bool:
+    """Whether the last message is not the model's (Responses: not a model item)."""
+    if fmt == "responses":
+        return not is_model_item(messages[-1])
+    return messages[-1]["role"] != "assistant"
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        [R((Res("ghost", "stale output"),))],  # an orphan-only last message
+        [A(None, (Call("c9", ""),)), R((Res("c9", "nameless output"),))],  # a dropped call
+    ],
+    ids=["orphan", "unnamed_call"],
+)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_history_ending_on_a_user_turn_still_does(
+    pipe: middleware.Pipeline, fmt: str, tail: list[Msg]
+) -> None:
+    # Ending on the assistant message would make Anthropic continue it as a prefill.
+    messages = build([U("go"), A("hi"), *tail], fmt)
+    assert _ends_on_user(messages, fmt)
+    out, actions = run(pipe, messages, fmt)
+    assert _ends_on_user(out, fmt), out
+    assert flatten(out, fmt)[:2] == [("user", "go"), ("assistant", "hi", ())]
+    added = next(a for a in actions if a.kind == "user_turn_added")
+    assert flatten(out[-1:], fmt) == [("user", added.detail["text"])]
+    assert "orphan_dropped" in kinds(actions)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_history_that_would_be_left_empty_keeps_a_user_turn(
+    pipe: middleware.Pipeline, fmt: str
+) -> None:
+    out, actions = run(pipe, build([R((Res("ghost", "stale"),))], fmt), fmt)
+    assert len(out) == 1 and _ends_on_user(out, fmt)
+    assert "user_turn_added" in kinds(actions)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_history_ending_on_the_assistant_is_left_so(pipe: middleware.Pipeline, fmt: str) -> None:
+    messages = build([U("go"), R((Res("ghost", "stale"),)), A("prefill: ")], fmt)
+    out, actions = run(pipe, messages, fmt)
+    assert flatten(out, fmt)[-1] == ("assistant", "prefill: ", ())
+    assert "user_turn_added" not in kinds(actions)
