@@ -32,8 +32,8 @@ _MESSAGE_ROLES: dict[str, Role] = {
 class ResponsesCodec(Codec):
     """Call and output items are read and written from the pair table of
     :mod:`.responses_items`. Structured outputs (shell chunks, a screenshot, found tools)
-    carry their whole item as one opaque content part: no step reads text into them or
-    writes text out of them, and a dropped one is reported whole."""
+    carry their whole item (but the call id) as one opaque content part: no step reads
+    text into them or writes text out of them, and a dropped one is reported whole."""
 
     name: ClassVar[str] = "responses"
 
@@ -164,6 +164,6 @@ def _result(
 def _text_content(
     item: dict[str, Any], kind: str, spec: items.OutputItem, index: int
 ) -> str | tuple[Any, ...]:
-    if spec.text_key is None:
-        return (item,)
+    if spec.text_key is None:  # the whole item but its call id (the result's call_id)
+        return ({k: v for k, v in item.items() if k not in spec.id_keys},)
     return result_content(item.get(spec.text_key), index, f"{kind} '{spec.text_key}'")

@@ -105,22 +105,29 @@ def drop_stranded_reasoning(nodes: list[Node], record: Recorder) -> list[Node]:
     """Responses: a reasoning item must be followed by the model item it belongs to
     ("Item 'rs_…' of type 'reasoning' was provided without its required following item").
     One left without (an interrupted turn, or its call dropped as a duplicate) is removed
-    and reported with its content."""
+    and reported with its content. The walk goes backwards, so a reasoning item whose only
+    follower was such a removed one goes too."""
+    stranded: set[int] = set()
+    follower_is_model = False  # whether the next kept node is a model item
+    for i in range(len(nodes) - 1, -1, -1):
+        raw = nodes[i].raw
+        if isinstance(raw, dict) and raw.get("type") == "reasoning" and not follower_is_model:
+            stranded.add(i)
+            continue
+        follower_is_model = nodes[i].role == "assistant"
     kept: list[Node] = []
     for i, node in enumerate(nodes):
+        if i not in stranded:
+            kept.append(node)
+            continue
         raw = node.raw
-        if isinstance(raw, dict) and raw.get("type") == "reasoning":
-            following = nodes[i + 1] if i + 1 < len(nodes) else None
-            if following is None or following.role != "assistant":
-                record(
-                    "reasoning_dropped",
-                    tool_call_id=str(raw.get("id", "")),
-                    message_index=node.origin,
-                    item=raw,
-                    reason="a reasoning item must be followed by the item it belongs to",
-                )
-                continue
-        kept.append(node)
+        record(
+            "reasoning_dropped",
+            tool_call_id=str(raw.get("id", "")),
+            message_index=node.origin,
+            item=raw,
+            reason="a reasoning item must be followed by the item it belongs to",
+        )
     return kept
 
 

@@ -550,3 +550,15 @@ def test_an_interrupted_response_ending_in_reasoning_loses_only_that_item() -> N
         result = pipeline.process(history, format="responses")
     assert result.messages == history[:1] and result.messages[0] is history[0]
     assert result.report.actions[0].detail["item"] == REASONING
+
+
+def test_a_reasoning_item_followed_only_by_a_stranded_one_goes_too() -> None:
+    # Found by the fuzz tests: dropping the last reasoning item stranded the one before it.
+    history = [{"role": "user", "content": "go"}, REASONING, {**REASONING, "id": "rs_3"}]
+    with middleware.Pipeline.from_policy(None) as pipeline:
+        result = pipeline.process(history, format="responses")
+    assert middleware.check_history(result.messages, "responses") == []
+    assert [a.tool_call_id for a in result.report.actions if a.kind == "reasoning_dropped"] == [
+        "rs_2",
+        "rs_3",
+    ]

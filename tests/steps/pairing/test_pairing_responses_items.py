@@ -150,8 +150,8 @@ def test_an_output_without_call_is_dropped_with_its_content(
     text_key = "output" if kind not in ("shell_call", "computer_call", "tool_search_call") else None
     if text_key is not None and isinstance(output.get(text_key), str):
         assert action.detail["content"] == output[text_key]
-    else:  # structured outputs are reported whole
-        assert action.detail["content"] == [output]
+    else:  # structured outputs are reported whole (their call id is tool_call_id)
+        assert action.detail["content"] == [{k: v for k, v in output.items() if k != "call_id"}]
 
 
 def test_codex_answers_a_local_shell_call_with_a_function_call_output(
@@ -227,3 +227,22 @@ def test_structured_outputs_are_never_rewritten_by_the_budget(tmp_path: Any) -> 
     with middleware.Pipeline.from_policy(None) as pipeline:
         result = pipeline.process(items, format="responses")
     assert result.messages[2] is empty
+
+
+def test_a_structured_output_paired_by_position_takes_the_generated_id(
+    pipe: middleware.Pipeline,
+) -> None:
+    # Found by the fuzz tests: the view's content of a structured output held its call id,
+    # so the same output read differently once its id was generated.
+    from middleware.formats import get_codec
+
+    call, output = CALLS["shell_call"]
+    items = [USER, {**call, "call_id": ""}, {**output, "call_id": ""}]
+    result = process(pipe, items)
+    generated = result.messages[1]["call_id"]
+    assert result.messages[2] == {**output, "call_id": generated}
+    codec = get_codec("responses")
+    before, after = (codec.parse(m).nodes[2].results[0] for m in (items, result.messages))
+    assert before.content == after.content
+    kinds = sorted(a.kind for a in result.report.by_step("pairing"))
+    assert kinds == ["id_generated", "result_paired_by_position"]
