@@ -1,10 +1,12 @@
 """Pairing repair, part 1: the analysis.
 
 Splits the conversation into *regions* (one assistant turn and the nodes after it, up to the
-next turn), fixes call ids (duplicates inside one message dropped, empty ids generated,
-ids repeated in a later turn renamed where the format wants them unique) and lets each turn
-claim its results (block-scoped, first result per id wins). Nothing here edits the
-conversation; :mod:`.pairing_placement` lays the nodes out from the plan.
+next turn), fixes calls (unnamed ones and duplicates inside one message dropped, empty ids
+generated, ids repeated in a later turn renamed where the format wants them unique) and
+lets each turn claim its results (block-scoped; a real output before a stand-in; id-less
+pairs by position when unambiguous). Every step is a dictionary lookup per call or result,
+so the analysis is linear in the history. Nothing here edits the conversation;
+:mod:`.placement` lays the nodes out from the plan.
 """
 
 from __future__ import annotations

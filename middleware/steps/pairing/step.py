@@ -4,17 +4,22 @@ A built-in plugin (``repair_pairing``). The rules, per wire format, and the deli
 differences from ChatCLI are in ``docs/pairing.md``. In short:
 
 * pairing is block-scoped: an assistant turn (consecutive assistant messages) claims the
-  results up to the next assistant turn, first result per id wins;
+  results up to the next assistant turn; of several results for one call, a real output
+  wins over an error or stand-in one, else the first;
 * a call nothing answers gets a synthetic error result (``pairing.missing_result_text``,
-  ChatCLI's text by default);
+  ChatCLI's text by default), of the output type its call wants (Responses);
+* a call without a tool name is dropped with whatever answers it;
 * orphan and duplicate results are removed and reported with their full content;
 * displaced results are moved next to their call;
 * a repeated call id inside one message is dropped (reported); with Anthropic, an id
   repeated in a later turn is renamed in the call and in its result;
-* a call with no id gets a deterministic one; with Anthropic, an id the API rejects
+* a call with no id gets a deterministic one (and the id-less result right after it, when
+  that pairing is unambiguous); with Anthropic, an id the API rejects
   (``call_1|fc_2``, more than 64 characters) is renamed in the call and its results;
 * with Responses, a reasoning item left without the item it belongs to is removed
   (reported with its content);
+* a history that ended on a user turn still does (a user message is added when that
+  turn's results were all moved or dropped);
 * a valid history is left exactly as it is (no node is replaced or moved).
 """
 
