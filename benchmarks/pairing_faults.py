@@ -6,9 +6,12 @@ each fault kind with a seeded random generator, repairs with the pipeline (pairi
 only, so the time is parse + repair + render), checks ``check_history()`` finds nothing, and
 prints the validity rate and the time per repair for each source and fault kind::
 
-    python benchmarks/pairing_faults.py [--data DIR] [--trials N] [--seed S]
+    python benchmarks/pairing_faults.py [--data DIR] [--trials N] [--seed S] [--scale-only]
 
-Sessions are read with ``middleware.transcripts``.
+Sessions are read with ``middleware.transcripts``. It then times the adversarial histories
+of ``tests/steps/pairing/test_pairing_scale.py`` at growing sizes (one id reused across the
+whole history, thousands of calls in one message, long runs of user messages), to show that
+repair and checking grow linearly.
 """
 
 from __future__ import annotations
@@ -189,6 +192,99 @@ FAULTS: dict[str, Callable[[Messages, str, random.Random], Messages]] = {
     "empty_call_id": empty_call_id,
 }
 
+# -- adversarial histories (shared with tests/steps/pairing/test_pairing_scale.py) ----------
+
+
+def _call(fmt: str, call_id: str, n: int) -> dict[str, Any]:
+    if fmt == "anthropic":
+        return {"type": "tool_use", "id": call_id, "name": "bash", "input": {"n": n}}
+    if fmt == "openai":
+        function = {"name": "bash", "arguments": f'{{"n": {n}}}'}
+        return {"id": call_id, "type": "function", "function": function}
+    return {"type": "function_call", "call_id": call_id, "name": "bash", "arguments": "{}"}
+
+
+def _assistant(fmt: str, calls: list[dict[str, Any]]) -> Messages:
+    if fmt == "anthropic":
+        return [{"role": "assistant", "content": calls}]
+    if fmt == "openai":
+        return [{"role": "assistant", "content": None, "tool_calls": calls}]
+    return calls
+
+
+def _results(fmt: str, ids: list[str]) -> Messages:
+    if fmt == "anthropic":
+        blocks = [{"type": "tool_result", "tool_use_id": i, "content": "ok"} for i in ids]
+        return [{"role": "user", "content": blocks}]
+    if fmt == "openai":
+        return [{"role": "tool", "tool_call_id": i, "content": "ok"} for i in ids]
+    return [{"type": "function_call_output", "call_id": i, "output": "ok"} for i in ids]
+
+
+def _user(fmt: str, text: str) -> dict[str, Any]:
+    if fmt == "responses":
+        return {"type": "message", "role": "user", "content": text}
+    return {"role": "user", "content": text}
+
+
+def reused_id(messages: int, fmt: str) -> Messages:
+    """``messages`` messages: turns that all call and answer the same id ``x``."""
+    out: Messages = [_user(fmt, "go")]
+    while len(out) < messages:
+        out += _assistant(fmt, [_call(fmt, "x", len(out))]) + _results(fmt, ["x"])
+    return out[:messages]
+
+
+def idless_calls(calls: int, fmt: str) -> Messages:
+    """One assistant turn of ``calls`` calls without ids, nothing answering them."""
+    return [_user(fmt, "go"), *_assistant(fmt, [_call(fmt, "", n) for n in range(calls)])]
+
+
+def parallel_calls(calls: int, fmt: str) -> Messages:
+    """One assistant turn of ``calls`` calls, answered in reverse order."""
+    ids = [f"c{n}" for n in range(calls)]
+    head = _assistant(fmt, [_call(fmt, i, n) for n, i in enumerate(ids)])
+    return [_user(fmt, "go"), *head, *_results(fmt, ids[::-1])]
+
+
+def user_run(messages: int) -> Messages:
+    """Anthropic: an unanswered call, then ``messages`` user messages in a row."""
+    return [*_assistant("anthropic", [_call("anthropic", "t1", 0)])] + [
+        _user("anthropic", f"note {n}") for n in range(messages)
+    ]
+
+
+SCALE_CASES: dict[str, Callable[[int, str], Messages]] = {
+    "reused_id": reused_id,
+    "idless_calls": idless_calls,
+    "parallel_calls": parallel_calls,
+}
+
+
+def scale(sizes: tuple[int, ...] = (2_500, 5_000, 10_000, 20_000)) -> None:
+    """Time pairing repair (pairing step only) and check_history() on the adversarial
+    histories; near-linear code roughly doubles its time with each doubling of size."""
+    host = PluginHost.create(load_entrypoints=False, builtins=("middleware.steps.pairing",))
+    print(f"\n{'case':<16} {'format':<10} " + " ".join(f"{n:>9,}" for n in sizes))
+    with middleware.Pipeline.from_policy(None, host=host) as pipe:
+        for name, build in SCALE_CASES.items():
+            for fmt in ("anthropic", "openai", "responses"):
+                cells = []
+                for n in sizes:
+                    messages = build(n, fmt)
+                    start = time.perf_counter()
+                    pipe.process(messages, format=fmt)
+                    cells.append(f"{time.perf_counter() - start:>8.2f}s")
+                print(f"{name:<16} {fmt:<10} " + " ".join(cells))
+    cells = []
+    for n in sizes:
+        messages = user_run(n)
+        start = time.perf_counter()
+        middleware.check_history(messages, "anthropic")
+        cells.append(f"{time.perf_counter() - start:>8.2f}s")
+    print(f"{'check user_run':<16} {'anthropic':<10} " + " ".join(cells))
+
+
 # -- run --------------------------------------------------------------------------------------
 
 
@@ -202,7 +298,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--trials", type=int, default=200, help="injections per source and fault")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--scale-only", action="store_true", help="only time the adversarial histories"
+    )
     args = parser.parse_args(argv)
+    if args.scale_only:
+        scale()
+        return 0
     if not args.data.is_dir():
         print(f"no trajectories at {args.data}; nothing to benchmark")
         return 0
@@ -249,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     total = sum(r[2] for r in rows)
     print(f"\nvalidity after repair: {100 * (total - failures) / max(total, 1):.1f}% of {total}")
+    scale()
     return 1 if failures else 0
 
 

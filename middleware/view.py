@@ -11,6 +11,7 @@ and images, byte for byte, and the input is never mutated.
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias, get_args
@@ -287,16 +288,17 @@ class Conversation:
         turn_count = turn + 1
 
         calls: list[CallSite] = []
-        calls_by_turn: dict[int, list[CallSite]] = {}
+        # The calls of each turn not answered yet, by id, in call order (first result for
+        # an id claims the first such call): one lookup per result, whatever the turn size.
+        waiting: dict[tuple[int, str], deque[CallSite]] = {}
         for ni, node in enumerate(self.nodes):
             for bi, block in enumerate(node.blocks):
                 if isinstance(block, ToolCall):
                     site = CallSite(block, ni, bi, node_turns[ni])
                     calls.append(site)
-                    calls_by_turn.setdefault(site.turn, []).append(site)
+                    waiting.setdefault((site.turn, block.id), deque()).append(site)
 
         results: list[ResultSite] = []
-        claimed: set[int] = set()  # id() of CallSites already answered
         for ni, node in enumerate(self.nodes):
             if node.role == "assistant":
                 continue
@@ -320,12 +322,9 @@ class Conversation:
                     continue
                 match = None
                 if block.call_id:
-                    for site in calls_by_turn.get(node_turn, ()):
-                        if site.call.id == block.call_id and id(site) not in claimed:
-                            match = site
-                            break
+                    queue = waiting.get((node_turn, block.call_id))
+                    match = queue.popleft() if queue else None
                 if match is not None:
-                    claimed.add(id(match))
                     results.append(
                         ResultSite(
                             block,

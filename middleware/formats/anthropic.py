@@ -12,8 +12,9 @@ from middleware.formats.base import (
     Codec,
     check_content,
     optional_id,
-    required_name,
     result_content,
+    string_field,
+    tool_name,
     wire_content,
 )
 from middleware.view import Block, Node, Opaque, Role, ToolCall, ToolResult
@@ -64,7 +65,7 @@ class AnthropicCodec(Codec):
                         id=optional_id(
                             block.get("id"), index, f"content block {j} (tool_use) 'id'"
                         ),
-                        name=required_name(
+                        name=tool_name(
                             block.get("name"), index, f"content block {j} (tool_use) 'name'"
                         ),
                         arguments=block.get("input", {}),
@@ -165,12 +166,15 @@ class AnthropicCodec(Codec):
                 out.pop("is_error", None)
         return out
 
+    def user_message(self, text: str) -> dict[str, Any]:
+        return {"role": "user", "content": text}
+
     def result_node(self, results: Sequence[ToolResult]) -> Node:
         return Node("user", tuple(results))
 
 
 def _role(message: dict[str, Any], index: int) -> Role:
-    role = message.get("role")
+    role = string_field(message, "role", index, "'role'")
     if role is None:
         raise HistoryError("message has no 'role'", index=index)
     if role not in _ROLES:

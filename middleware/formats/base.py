@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from middleware.errors import HistoryError
+from middleware.formats.structure import check_message
 from middleware.formats.text_protocol import TextProtocolRule
-from middleware.view import Conversation, Node, ToolResult
+from middleware.view import Conversation, Node, ToolCall, ToolResult
 
 
 class Codec(ABC):
@@ -30,7 +32,8 @@ class Codec(ABC):
     has_error_flag: ClassVar[bool] = False
 
     def parse(self, messages: Sequence[Any], rule: TextProtocolRule | None = None) -> Conversation:
-        """Build the view, raising :class:`HistoryError` for malformed messages."""
+        """Build the view, raising :class:`HistoryError` for malformed messages (each is
+        first checked to be plain JSON of bounded depth, :mod:`.structure`)."""
         if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
             raise HistoryError(f"expected a list of messages, got {type(messages).__name__}")
         nodes: list[Node] = []
@@ -38,6 +41,7 @@ class Codec(ABC):
         for i, message in enumerate(messages):
             if not isinstance(message, dict):
                 raise HistoryError(f"expected a JSON object, got {type(message).__name__}", index=i)
+            check_message(message, i)
             node = self.parse_message(message, i)
             if rule is not None and node.role == "user" and not node.results:
                 node = self._mark_text_protocol(node, message, rule, previous_role)
@@ -90,6 +94,28 @@ class Codec(ABC):
     def result_node(self, results: Sequence[ToolResult]) -> Node:
         """A new node carrying ``results`` (one result unless ``results_share_message``)."""
 
+    @abstractmethod
+    def user_message(self, text: str) -> dict[str, Any]:
+        """A plain user message (Responses: item) saying ``text``."""
+
+    def user_node(self, text: str) -> Node:
+        """A created node for :meth:`user_message` (written as it is)."""
+        return replace(self.parse_message(self.user_message(text), 0), origin=None)
+
+    def answers(self, result: ToolResult, call: ToolCall) -> bool:
+        """Whether ``result`` is of a kind that can answer ``call`` (Responses: the output
+        item type must match the call item type); ids are compared by the caller."""
+        return True
+
+    def is_empty(self, node: Node) -> bool:
+        """Whether an assistant node left without tool calls carries nothing else a
+        provider would accept as a message (it is then removed rather than sent empty)."""
+        return not node.blocks
+
+    def synthetic_result(self, call: ToolCall, text: str) -> ToolResult:
+        """The error result that stands in for a missing answer to ``call``."""
+        return ToolResult(call_id=call.id, content=text, is_error=True)
+
 
 def check_content(value: Any, index: int, what: str = "content") -> str | list[Any]:
     """Accept a string or a list of content parts, else raise :class:`HistoryError`."""
@@ -109,6 +135,15 @@ def check_content(value: Any, index: int, what: str = "content") -> str | list[A
     )
 
 
+def string_field(message: dict[str, Any], key: str, index: int, what: str) -> str | None:
+    """``message[key]`` when it is a string, ``None`` when it is missing or null; another
+    type is malformed (checked before the value is used as a dict key)."""
+    value = message.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise HistoryError(f"{what} must be a string, got {type(value).__name__}", index=index)
+
+
 def optional_id(value: Any, index: int, what: str) -> str:
     """Tool ids may be missing or empty (pairing repairs that); other types are malformed."""
     if value is None:
@@ -118,10 +153,19 @@ def optional_id(value: Any, index: int, what: str) -> str:
     return value
 
 
-def required_name(value: Any, index: int, what: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise HistoryError(f"{what} must be a non-empty string", index=index)
+def tool_name(value: Any, index: int, what: str) -> str:
+    """A call's tool name may be missing, empty or blank (pairing repair drops such a call
+    and what answers it); another type is malformed."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise HistoryError(f"{what} must be a string, got {type(value).__name__}", index=index)
     return value
+
+
+def unnamed(call: ToolCall) -> bool:
+    """Whether a call has no usable tool name (empty or blank): providers reject it."""
+    return not call.name.strip()
 
 
 def result_content(value: Any, index: int, what: str) -> str | tuple[Any, ...]:

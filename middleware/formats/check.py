@@ -1,8 +1,10 @@
 """Check a history against the providers' tool-pairing rules, without changing it.
 
-:func:`check_history` reads the wire messages directly (it shares no code with the pairing
-repair, so it can serve as the repair's oracle) and returns one :class:`Violation` per
-broken rule, with a reason modelled on the provider's own 400 error text:
+:func:`check_history` first parses the history with the format's codec, as ``process()``
+does (one structural validation: the same input raises the same error in both). The rules
+then read the wire messages directly (they share no code with the pairing repair, so they
+can serve as the repair's oracle) and return one :class:`Violation` per broken rule, with
+a reason modelled on the provider's own 400 error text:
 
 * Anthropic Messages: every ``tool_use`` is answered by a ``tool_result`` in the very next
   message, which is a user message whose ``tool_result`` blocks come first; every
@@ -11,9 +13,11 @@ broken rule, with a reason modelled on the provider's own 400 error text:
 * OpenAI Chat Completions: an assistant message with ``tool_calls`` is followed by ``tool``
   messages answering every call id (ids non-empty and unique in the message), each once;
   a ``tool`` message must belong to such a run.
-* OpenAI Responses: every ``function_call`` has a ``function_call_output`` with its
-  ``call_id`` after it and before the next model turn, and every output answers a call
-  of the model turn before it, once; ``call_id`` values are non-empty and unique in a turn.
+* OpenAI Responses: every call item the client executes (``function_call``,
+  ``local_shell_call``, ...) has an output of a type that answers it
+  (:data:`.responses_items.PAIRS`) with its ``call_id`` after it and before the next model
+  turn, and every output answers a call of the model turn before it, once; ``call_id``
+  values are non-empty and unique in a turn.
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from middleware.errors import FormatError, HistoryError
+import middleware.formats.responses_items as ri
+from middleware.formats import get_codec, resolve_format
 from middleware.formats.anthropic import ID_PATTERN, MAX_ID_LENGTH, valid_id
-from middleware.formats.detect import detect_format
 
 __all__ = ["Violation", "check_history"]
 
@@ -36,7 +40,8 @@ class Violation:
     #: Index of the message (or Responses item) in the history.
     index: int
     #: ``missing_result``, ``orphan_result``, ``duplicate_id``, ``duplicate_result``,
-    #: ``result_not_first``, ``displaced_result`` or ``empty_id``.
+    #: ``result_not_first``, ``displaced_result``, ``empty_id``, ``empty_name``,
+    #: ``invalid_id`` or ``reasoning_without_item``.
     code: str
     reason: str
 
@@ -44,23 +49,32 @@ class Violation:
 def check_history(messages: Sequence[Any], format: str = "auto") -> list[Violation]:
     """The pairing-rule violations of ``messages`` (empty when the history is valid).
 
+    The history is first read by the format's codec, exactly as ``Pipeline.process`` reads
+    it, so what is not a conversation in that format raises the same error there and here.
+
     :param format: ``"auto"`` (detect), ``"anthropic"``, ``"openai"`` or ``"responses"``.
-    :raises HistoryError: ``messages`` is not a list of JSON objects.
+    :raises HistoryError: a malformed history (the message says which message and what).
     :raises FormatError: unknown format, or messages of several formats mixed.
     """
-    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
-        raise HistoryError(f"expected a list of messages, got {type(messages).__name__}")
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise HistoryError(f"expected a JSON object, got {type(message).__name__}", index=i)
-    fmt = detect_format(messages).format if format == "auto" else format
+    fmt = resolve_format(messages, format)
+    get_codec(fmt).parse(messages)  # the structural validation, shared with process()
     if fmt == "anthropic":
         return _anthropic(messages)
     if fmt == "openai":
         return _openai(messages)
-    if fmt == "responses":
-        return _responses(messages)
-    raise FormatError(f"unknown format {format!r}; expected auto, anthropic, openai or responses")
+    return _responses(messages)
+
+
+def _blank(name: Any) -> bool:
+    """A missing, empty or blank tool name (the codecs refuse other types)."""
+    return name is None or not name.strip()
+
+
+def _empty_name(where: str) -> str:
+    return (
+        f"Invalid '{where}.name': empty string. Expected a string with minimum length 1, "
+        "but got an empty string instead."
+    )
 
 
 # -- Anthropic Messages --------------------------------------------------------------------
@@ -76,12 +90,23 @@ def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
 def _anthropic(messages: Sequence[dict[str, Any]]) -> list[Violation]:
     out: list[Violation] = []
     seen_ids: set[str] = set()
+    assistants: list[int] = []  # indices of the assistant messages so far
     for i, message in enumerate(messages):
         blocks = _blocks(message)
         if message.get("role") == "assistant":
+            assistants.append(i)
             for k, block in enumerate(blocks):
                 if block.get("type") != "tool_use":
                     continue
+                if _blank(block.get("name")):
+                    out.append(
+                        Violation(
+                            i,
+                            "empty_name",
+                            f"messages.{i}.content.{k}.tool_use.name: String should have at "
+                            "least 1 non-blank character",
+                        )
+                    )
                 uid = block.get("id") or ""
                 if not uid:
                     out.append(
@@ -109,7 +134,9 @@ def _anthropic(messages: Sequence[dict[str, Any]]) -> list[Violation]:
                 seen_ids.add(uid)
             out.extend(_anthropic_answered(messages, i, blocks))
         else:
-            out.extend(_anthropic_results(messages, i, blocks))
+            # The latest assistant message before the one right before this message.
+            older = [a for a in assistants[-2:] if a <= i - 2]
+            out.extend(_anthropic_results(messages, i, blocks, older[-1] if older else None))
     return sorted(out, key=lambda v: v.index)
 
 
@@ -139,14 +166,16 @@ def _anthropic_answered(
 
 
 def _anthropic_results(
-    messages: Sequence[dict[str, Any]], j: int, blocks: list[dict[str, Any]]
+    messages: Sequence[dict[str, Any]], j: int, blocks: list[dict[str, Any]], older: int | None
 ) -> list[Violation]:
+    """The results of message ``j``; ``older`` is the latest assistant message before
+    message ``j - 1`` (a result answering it is displaced rather than orphaned)."""
     out: list[Violation] = []
     previous = messages[j - 1] if j > 0 else None
     calls: set[str] = set()
     if previous is not None and previous.get("role") == "assistant":
-        calls = {b.get("id") or "" for b in _blocks(previous) if b.get("type") == "tool_use"}
-    earlier = _earlier_anthropic_calls(messages, j)
+        calls = _tool_use_ids(previous)
+    earlier = _tool_use_ids(messages[older]) if older is not None else set()
     seen: set[str] = set()
     other_before = False
     for k, block in enumerate(blocks):
@@ -187,12 +216,8 @@ def _anthropic_results(
     return out
 
 
-def _earlier_anthropic_calls(messages: Sequence[dict[str, Any]], j: int) -> set[str]:
-    """Ids of the latest assistant message with tool calls before message ``j - 1``."""
-    for i in range(j - 2, -1, -1):
-        if messages[i].get("role") == "assistant":
-            return {b.get("id") or "" for b in _blocks(messages[i]) if b.get("type") == "tool_use"}
-    return set()
+def _tool_use_ids(message: dict[str, Any]) -> set[str]:
+    return {b.get("id") or "" for b in _blocks(message) if b.get("type") == "tool_use"}
 
 
 # -- OpenAI Chat Completions ---------------------------------------------------------------
@@ -224,6 +249,12 @@ def _openai(messages: Sequence[dict[str, Any]]) -> list[Violation]:
         if not isinstance(calls, list) or not calls:
             i += 1
             continue
+        for k, call in enumerate(calls):
+            body = call.get(call.get("type") or "function") if isinstance(call, dict) else None
+            if isinstance(body, dict) and _blank(body.get("name")):
+                out.append(
+                    Violation(i, "empty_name", _empty_name(f"messages[{i}].tool_calls[{k}]"))
+                )
         ids = [c.get("id") or "" if isinstance(c, dict) else "" for c in calls]
         last_calls = set(ids)
         seen: set[str] = set()
@@ -273,50 +304,27 @@ def _openai(messages: Sequence[dict[str, Any]]) -> list[Violation]:
 
 # -- OpenAI Responses ------------------------------------------------------------------------
 
-_CALL_ITEMS = {
-    "function_call": "function_call_output",
-    "custom_tool_call": "custom_tool_call_output",
-}
-_OUTPUT_ITEMS = {v: k for k, v in _CALL_ITEMS.items()}
-
-
-def _item_type(item: dict[str, Any]) -> str:
-    kind = item.get("type")
-    if isinstance(kind, str):
-        return kind
-    return "message" if "role" in item else ""
-
-
-def _is_model_item(item: dict[str, Any]) -> bool:
-    """Items the model produced: they form one turn while consecutive."""
-    kind = _item_type(item)
-    if kind == "message":
-        return item.get("role") == "assistant"
-    return kind in ("reasoning", "compaction") or kind.endswith("_call")
-
 
 def _responses(items: Sequence[dict[str, Any]]) -> list[Violation]:
     out: list[Violation] = []
-    # Pending calls of the current turn: call_id -> (index, expected output type).
+    # Pending calls of the current turn: call_id -> (index, call item type).
     pending: dict[str, tuple[int, str]] = {}
-    answered: set[str] = set()
+    answered: dict[str, str] = {}  # call_id -> call item type, answered in this turn
     older: set[str] = set()  # call ids of earlier turns, for "displaced"
     in_turn = False
 
     def close_turn() -> None:
-        for uid, (index, _) in pending.items():
+        for uid, (index, kind) in pending.items():
             out.append(
                 Violation(
-                    index,
-                    "missing_result",
-                    f"No tool output found for function call {uid}.",
+                    index, "missing_result", f"No tool output found for {ri.words(kind)} {uid}."
                 )
             )
         older.update(pending, answered)
 
     for i, item in enumerate(items):
-        kind = _item_type(item)
-        if kind == "reasoning" and not (i + 1 < len(items) and _is_model_item(items[i + 1])):
+        kind = ri.item_type(item)
+        if kind == "reasoning" and not (i + 1 < len(items) and ri.is_model_item(items[i + 1])):
             out.append(
                 Violation(
                     i,
@@ -325,11 +333,14 @@ def _responses(items: Sequence[dict[str, Any]]) -> list[Violation]:
                     "required following item.",
                 )
             )
-        if _is_model_item(item):
+        if ri.is_model_item(item):
             if not in_turn:
                 close_turn()
-                pending, answered, in_turn = {}, set(), True
-            if kind in _CALL_ITEMS:
+                pending, answered, in_turn = {}, {}, True
+            spec = ri.call_item(item)
+            if spec is not None:
+                if spec.name_key is not None and _blank(item.get(spec.name_key)):
+                    out.append(Violation(i, "empty_name", _empty_name(f"input[{i}]")))
                 uid = item.get("call_id") or ""
                 if not uid:
                     out.append(Violation(i, "empty_id", f"{kind} item has an empty call_id."))
@@ -338,23 +349,21 @@ def _responses(items: Sequence[dict[str, Any]]) -> list[Violation]:
                         Violation(i, "duplicate_id", f"Duplicate call_id {uid} in one model turn.")
                     )
                 else:
-                    pending[uid] = (i, _CALL_ITEMS[kind])
+                    pending[uid] = (i, kind)
             continue
         in_turn = False
-        if kind not in _OUTPUT_ITEMS:
+        output = ri.output_item(item)
+        if output is None:
             continue
-        uid = item.get("call_id") or ""
-        if uid in pending:
-            pending.pop(uid)
-            answered.add(uid)
-        elif uid and uid in answered:
+        uid = ri.output_call_id(item, output) or ""
+        if uid in pending and ri.answers(kind, pending[uid][1]):
+            answered[uid] = pending.pop(uid)[1]
+        elif uid and uid in answered and ri.answers(kind, answered[uid]):
             out.append(Violation(i, "duplicate_result", f"More than one output for call_id {uid}."))
         else:
             code = "displaced_result" if uid and uid in older else "orphan_result"
             out.append(
-                Violation(
-                    i, code, f"No tool call found for function call output with call_id {uid}."
-                )
+                Violation(i, code, f"No tool call found for {ri.words(kind)} with call_id {uid}.")
             )
     close_turn()
     return sorted(out, key=lambda v: v.index)

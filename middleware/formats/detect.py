@@ -57,7 +57,7 @@ def detect_format(messages: Sequence[Any]) -> Detection:
             continue
         for fmt, why in _signals(message):
             found.setdefault(fmt, f"message {i}: {why}")
-            if not (why.startswith("role ") and message.get("role") in _SHARED_ROLES):
+            if not (why.startswith("role ") and _string(message.get("role")) in _SHARED_ROLES):
                 strong.add(fmt)
     if "responses" in found and "openai" not in strong:
         found.pop("openai", None)
@@ -73,12 +73,17 @@ def detect_format(messages: Sequence[Any]) -> Detection:
     return Detection(fmt, why)
 
 
+def _string(value: Any) -> str | None:
+    """Only strings are evidence (the codecs refuse other types with a HistoryError)."""
+    return value if isinstance(value, str) else None
+
+
 def _signals(message: dict[str, Any]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     kind = message.get("type")
     if isinstance(kind, str):
         out.append(("responses", f"item of type {kind!r}"))
-    role = message.get("role")
+    role = _string(message.get("role"))
     if role in _OPENAI_ROLES:
         out.append(("openai", f"role {role!r}"))
     if "tool_calls" in message:
@@ -88,7 +93,7 @@ def _signals(message: dict[str, Any]) -> list[tuple[str, str]]:
         for part in content:
             if not isinstance(part, dict):
                 continue
-            ptype = part.get("type")
+            ptype = _string(part.get("type"))
             if ptype in _ANTHROPIC_BLOCKS or (ptype == "image" and "source" in part):
                 out.append(("anthropic", f"{ptype!r} content block"))
             elif ptype in _OPENAI_PARTS:

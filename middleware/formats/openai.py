@@ -11,8 +11,9 @@ from middleware.formats.base import (
     arguments_json,
     check_content,
     optional_id,
-    required_name,
     result_content,
+    string_field,
+    tool_name,
     wire_content,
 )
 from middleware.view import Block, Node, Role, ToolCall, ToolResult
@@ -32,7 +33,7 @@ class OpenAIChatCodec(Codec):
     name: ClassVar[str] = "openai"
 
     def parse_message(self, message: dict[str, Any], index: int) -> Node:
-        role = message.get("role")
+        role = string_field(message, "role", index, "'role'")
         if role is None:
             raise HistoryError("message has no 'role'", index=index)
         if role not in _ROLES:
@@ -91,6 +92,14 @@ class OpenAIChatCodec(Codec):
             out["content"] = wire_content(result.content)
         return out
 
+    def is_empty(self, node: Node) -> bool:
+        # Text, a refusal or audio live outside the blocks, in the raw message.
+        raw = node.raw or {}
+        return not node.blocks and not any(raw.get(k) for k in ("content", "refusal", "audio"))
+
+    def user_message(self, text: str) -> dict[str, Any]:
+        return {"role": "user", "content": text}
+
     def result_node(self, results: Sequence[ToolResult]) -> Node:
         (result,) = results
         return Node("tool", (result,))
@@ -108,7 +117,7 @@ def _parse_calls(message: dict[str, Any], index: int) -> tuple[Block, ...]:
     for j, call in enumerate(tool_calls):
         if not isinstance(call, dict):
             raise HistoryError(f"tool_calls[{j}] must be a JSON object", index=index)
-        kind = call.get("type", "function")
+        kind = string_field(call, "type", index, f"tool_calls[{j}].type") or "function"
         body = call.get(kind) if kind in ("function", "custom") else None
         if not isinstance(body, dict):
             raise HistoryError(
@@ -118,7 +127,7 @@ def _parse_calls(message: dict[str, Any], index: int) -> tuple[Block, ...]:
         calls.append(
             ToolCall(
                 id=optional_id(call.get("id"), index, f"tool_calls[{j}].id"),
-                name=required_name(body.get("name"), index, f"tool_calls[{j}].{kind}.name"),
+                name=tool_name(body.get("name"), index, f"tool_calls[{j}].{kind}.name"),
                 arguments=arguments,
                 raw=call,
             )

@@ -1,19 +1,22 @@
-"""OpenAI Responses input items: ``function_call`` answered by ``function_call_output``
-(paired by ``call_id``), messages, reasoning and other items."""
+"""OpenAI Responses input items: calls (``function_call``, ``local_shell_call``, ...)
+answered by their output items (paired by ``call_id``), messages, reasoning and other
+items; which output answers which call is :mod:`.responses_items`' table."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+import middleware.formats.responses_items as items
 from middleware.errors import HistoryError
 from middleware.formats.base import (
     Codec,
     arguments_json,
     check_content,
     optional_id,
-    required_name,
     result_content,
+    string_field,
+    tool_name,
     wire_content,
 )
 from middleware.view import Node, Role, ToolCall, ToolResult
@@ -24,27 +27,25 @@ _MESSAGE_ROLES: dict[str, Role] = {
     "system": "system",
     "developer": "system",
 }
-#: Call items and the key that holds their arguments.
-_CALLS = {"function_call": "arguments", "custom_tool_call": "input"}
-#: Output items and the call item type they answer.
-_OUTPUTS = {"function_call_output": "function_call", "custom_tool_call_output": "custom_tool_call"}
-_PAIRED = frozenset({*_CALLS, *_OUTPUTS})
-#: Items the model produces that take part in no pairing this package repairs.
-_ASSISTANT_ITEMS = frozenset({"reasoning", "compaction"})
 
 
 class ResponsesCodec(Codec):
+    """Call and output items are read and written from the pair table of
+    :mod:`.responses_items`. Structured outputs (shell chunks, a screenshot, found tools)
+    carry their whole item (but the call id) as one opaque content part: no step reads
+    text into them or writes text out of them, and a dropped one is reported whole."""
+
     name: ClassVar[str] = "responses"
 
     def parse_message(self, message: dict[str, Any], index: int) -> Node:
-        kind = message.get("type")
+        kind = string_field(message, "type", index, "item 'type'")
         if kind is None and "role" in message:
             kind = "message"
-        if not isinstance(kind, str):
+        if kind is None:
             raise HistoryError("item has neither a 'type' nor a 'role'", index=index)
         if kind == "message":
-            role = message.get("role")
-            if role not in _MESSAGE_ROLES:
+            role = string_field(message, "role", index, "message item 'role'")
+            if role is None or role not in _MESSAGE_ROLES:
                 raise HistoryError(
                     f"unknown role {role!r} for a Responses message item "
                     "(expected user, assistant, system or developer)",
@@ -54,22 +55,26 @@ class ResponsesCodec(Codec):
                 raise HistoryError("message item has no 'content'", index=index)
             check_content(message["content"], index)
             return Node(_MESSAGE_ROLES[role], (), raw=message, origin=index)
-        if kind in _CALLS:
+        call_spec = items.call_item(message)
+        if call_spec is not None:
+            name = (
+                tool_name(message.get(call_spec.name_key), index, f"{kind} 'name'")
+                if call_spec.name_key is not None
+                else call_spec.tool
+            )
             call = ToolCall(
                 id=optional_id(message.get("call_id"), index, "'call_id'"),
-                name=required_name(message.get("name"), index, f"{kind} 'name'"),
-                arguments=message.get(_CALLS[kind]),
+                name=name,
+                arguments=message.get(call_spec.arguments_key),
                 raw=message,
             )
             return Node("assistant", (call,), raw=message, origin=index)
-        if kind in _OUTPUTS:
-            result = ToolResult(
-                call_id=optional_id(message.get("call_id"), index, "'call_id'"),
-                content=result_content(message.get("output"), index, f"{kind} 'output'"),
-                raw=message,
+        output_spec = items.output_item(message)
+        if output_spec is not None:
+            return Node(
+                "tool", (_result(message, kind, output_spec, index),), raw=message, origin=index
             )
-            return Node("tool", (result,), raw=message, origin=index)
-        if kind in _ASSISTANT_ITEMS or kind.endswith("_call"):
+        if items.is_model_item(message):
             return Node("assistant", (), raw=message, origin=index)
         if kind.endswith("_output"):
             return Node("tool", (), raw=message, origin=index)
@@ -80,8 +85,13 @@ class ResponsesCodec(Codec):
         return content if isinstance(content, (str, list)) else None
 
     def render_node(self, node: Node) -> Any:
-        if not node.blocks and node.raw is not None and node.raw.get("type") not in _PAIRED:
-            return node.raw  # an item without tool blocks: nothing a step could change
+        if (
+            not node.blocks
+            and isinstance(node.raw, dict)
+            and items.call_item(node.raw) is None
+            and items.output_item(node.raw) is None
+        ):
+            return node.raw  # an item that never held a tool block: nothing a step changed
         if node.role == "assistant":
             (call,) = node.calls
             if call.raw is None:
@@ -91,10 +101,12 @@ class ResponsesCodec(Codec):
                     "name": call.name,
                     "arguments": arguments_json(call.arguments),
                 }
-            out = {**call.raw, "call_id": call.id, "name": call.name}
-            key = _CALLS.get(call.raw.get("type"), "arguments")
-            if call.raw.get(key) != call.arguments:
-                out[key] = call.arguments
+            call_spec = items.call_item(call.raw) or items.CALLS["function_call"]
+            out = {**call.raw, "call_id": call.id}
+            if call_spec.name_key is not None:
+                out[call_spec.name_key] = call.name
+            if call.raw.get(call_spec.arguments_key) != call.arguments:
+                out[call_spec.arguments_key] = call.arguments
             return out
         (result,) = node.results
         if result.text_protocol:
@@ -105,11 +117,58 @@ class ResponsesCodec(Codec):
                 "call_id": result.call_id,
                 "output": wire_content(result.content),
             }
-        out = {**result.raw, "call_id": result.call_id}
-        if result_content(result.raw.get("output"), 0, "output") != result.content:
-            out["output"] = wire_content(result.content)
+        raw = result.raw
+        spec = items.output_item(raw) or items.OUTPUTS["function_call_output"]
+        id_key = next((key for key in spec.id_keys if key in raw), spec.id_keys[0])
+        out = {**raw, id_key: result.call_id}
+        if spec.text_key is not None:
+            kind = items.item_type(raw)
+            if _text_content(raw, kind, spec, 0) != result.content:
+                out[spec.text_key] = wire_content(result.content)
         return out
+
+    def user_message(self, text: str) -> dict[str, Any]:
+        return {"type": "message", "role": "user", "content": text}
 
     def result_node(self, results: Sequence[ToolResult]) -> Node:
         (result,) = results
         return Node("tool", (result,))
+
+    def answers(self, result: ToolResult, call: ToolCall) -> bool:
+        output = items.item_type(result.raw) if result.raw is not None else "function_call_output"
+        called = items.item_type(call.raw) if call.raw is not None else "function_call"
+        return items.answers(output, called)
+
+    def synthetic_result(self, call: ToolCall, text: str) -> ToolResult:
+        called = items.item_type(call.raw) if call.raw is not None else "function_call"
+        kind = items.synthetic_output(called)
+        spec = items.OUTPUTS[kind]
+        raw = spec.synthetic(call.id, text)
+        return _result(raw, kind, spec, 0, is_error=True)
+
+
+def _result(
+    item: dict[str, Any],
+    kind: str,
+    spec: items.OutputItem,
+    index: int,
+    *,
+    is_error: bool | None = None,
+) -> ToolResult:
+    """The view of an output item: text content, or the whole item as one opaque part."""
+    content = _text_content(item, kind, spec, index)
+    failed = spec.failed is not None and item.get(spec.failed[0]) == spec.failed[1]
+    return ToolResult(
+        call_id=optional_id(items.output_call_id(item, spec), index, "the output's call id"),
+        content=content,
+        is_error=failed if is_error is None else is_error,
+        raw=item,
+    )
+
+
+def _text_content(
+    item: dict[str, Any], kind: str, spec: items.OutputItem, index: int
+) -> str | tuple[Any, ...]:
+    if spec.text_key is None:  # the whole item but its call id (the result's call_id)
+        return ({k: v for k, v in item.items() if k not in spec.id_keys},)
+    return result_content(item.get(spec.text_key), index, f"{kind} '{spec.text_key}'")

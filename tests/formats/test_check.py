@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import middleware
 from middleware import FormatError, HistoryError, Violation, check_history
+from middleware.cli.app import main
 from tests.pairing_builders import FORMATS, A, Msg, R, Res, U, build, calls, results
 
 TOOL_USE_T1 = {"type": "tool_use", "id": "t1", "name": "x", "input": {}}
@@ -161,3 +165,62 @@ def test_the_old_name_still_works_for_one_release() -> None:
     assert old is check_history
     with pytest.raises(AttributeError):
         middleware.no_such_name  # noqa: B018
+
+
+# -- structure: the same errors as process() -------------------------------------------------
+
+NOT_CONVERSATIONS: list[tuple[str, Any]] = [
+    ("foo", [{"foo": 2}]),
+    ("int content", [{"role": "user", "content": 5}]),
+    ("tau-bench task file", [{"task_id": 0, "reward": 1.0, "info": {}, "traj": [], "trial": 0}]),
+    ("list role", [{"role": ["user"], "content": "x"}]),
+    ("deep", [{"role": "user", "content": "x", "meta": [[[[[[[[[[]]]]]]]]]] * 1}]),
+    ("responses item", [{"type": "function_call", "call_id": "c", "name": "x", "arguments": 1.5j}]),
+]
+
+
+def _process_error(messages: Any, fmt: str) -> HistoryError:
+    with middleware.Pipeline.from_policy(None) as pipe, pytest.raises(HistoryError) as info:
+        pipe.process(messages, format=fmt)
+    return info.value
+
+
+@pytest.mark.parametrize("fmt", ["auto", *FORMATS])
+@pytest.mark.parametrize(
+    ("name", "messages"), NOT_CONVERSATIONS, ids=[n for n, _ in NOT_CONVERSATIONS]
+)
+def test_check_raises_what_process_raises(fmt: str, name: str, messages: Any) -> None:
+    if name == "deep":  # deeper than the bound whatever the format
+        messages = [{"role": "user", "content": "x", "meta": json.loads("[" * 200 + "]" * 200)}]
+    expected = _process_error(messages, fmt)
+    with pytest.raises(HistoryError) as info:
+        check_history(messages, fmt)
+    assert type(info.value) is type(expected)
+    assert (info.value.index, str(info.value)) == (expected.index, str(expected))
+
+
+def test_check_raises_the_codecs_own_errors() -> None:
+    messages = [{"role": "user", "content": [{"text": "x"}]}]
+    with pytest.raises(HistoryError) as info:
+        check_history(messages, "anthropic")
+    assert str(info.value) == str(_process_error(messages, "anthropic"))
+    assert "has no 'type'" in str(info.value)
+
+
+def test_check_raises_the_format_error_of_a_mixed_history() -> None:
+    mixed = [build([A(None, calls("t1"))], "anthropic")[0], {"role": "tool", "content": "x"}]
+    with pytest.raises(FormatError) as info:
+        check_history(mixed)
+    assert str(info.value) == str(_process_error(mixed, "auto"))
+
+
+def test_cli_check_refuses_what_is_not_a_conversation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, messages in NOT_CONVERSATIONS[:3]:
+        path = tmp_path / "history.json"
+        path.write_text(json.dumps(messages), encoding="utf-8")
+        assert main(["check", str(path)]) == 2, name
+        captured = capsys.readouterr()
+        assert "paired correctly" not in captured.out
+        assert captured.err.startswith(f"chatcli-mw: error: {path}: message 0: "), captured.err

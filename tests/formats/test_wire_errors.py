@@ -94,7 +94,7 @@ def test_responses_item_without_type_or_role() -> None:
 
 
 def test_responses_item_with_non_string_type() -> None:
-    _expect("responses", [{"type": 5, "content": "hi"}], 0, "neither a 'type' nor a 'role'")
+    _expect("responses", [{"type": 5, "content": "hi"}], 0, "item 'type' must be a string")
 
 
 @pytest.mark.parametrize(
@@ -105,13 +105,18 @@ def test_responses_item_with_non_string_type() -> None:
         ("anthropic", "model"),
         ("openai", "model"),
         ("openai", "bot"),
-        ("openai", 3),
         ("responses", "tool"),
         ("responses", "model"),
     ],
 )
 def test_unknown_role(fmt: str, role: Any) -> None:
     _expect(fmt, [USER, {"role": role, "content": "x"}], 1, "unknown role")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("role", [3, ["user"], {"role": "user"}])
+def test_role_of_wrong_type(fmt: str, role: Any) -> None:
+    _expect(fmt, [USER, {"role": role, "content": "x"}], 1, "'role' must be a string")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -142,12 +147,10 @@ def test_responses_message_without_content() -> None:
 # -- tool calls --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", [None, "", 5])
-def test_anthropic_tool_use_without_name(name: Any) -> None:
-    message = _call("anthropic", name=name)
-    if name is None:
-        del message["content"][0]["name"]
-    _expect("anthropic", [USER, message], 1, "'name'")
+@pytest.mark.parametrize("name", [5, ["bash"], {"n": 1}])
+def test_anthropic_tool_use_name_of_wrong_type(name: Any) -> None:
+    # A missing, empty or blank name is repaired (the call is dropped), not an error.
+    _expect("anthropic", [USER, _call("anthropic", name=name)], 1, "'name' must be a string")
 
 
 def test_anthropic_tool_use_in_user_message() -> None:
@@ -172,19 +175,30 @@ def test_openai_tool_call_without_function() -> None:
     _expect("openai", [USER, message], 1, "tool_calls[0]")
 
 
-@pytest.mark.parametrize("name", [None, "", 5])
-def test_openai_tool_call_without_name(name: Any) -> None:
-    function: dict[str, Any] = {"arguments": "{}"}
-    if name is not None:
-        function["name"] = name
-    message = _call("openai", function=function)
-    _expect("openai", [USER, message], 1, "name")
+@pytest.mark.parametrize("name", [5, ["bash"]])
+def test_openai_tool_call_name_of_wrong_type(name: Any) -> None:
+    message = _call("openai", function={"arguments": "{}", "name": name})
+    _expect("openai", [USER, message], 1, "name must be a string")
 
 
-def test_responses_function_call_without_name() -> None:
-    item = _call("responses")
-    del item["name"]
-    _expect("responses", [USER, item], 1, "'name'")
+def test_responses_function_call_name_of_wrong_type() -> None:
+    item = {**_call("responses"), "name": 5}
+    _expect("responses", [USER, item], 1, "'name' must be a string")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_missing_or_blank_names_do_not_raise(fmt: str) -> None:
+    for name in (None, "", "  "):
+        message = _call(fmt)
+        target = message if fmt == "responses" else (
+            message["content"][0] if fmt == "anthropic" else message["tool_calls"][0]["function"]
+        )  # fmt: skip
+        if name is None:
+            del target["name"]
+        else:
+            target["name"] = name
+        (node,) = get_codec(fmt).parse([message]).nodes
+        assert node.calls[0].name == (name or "")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

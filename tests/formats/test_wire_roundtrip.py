@@ -581,7 +581,11 @@ def test_openai_assistant_with_text_keeps_text_when_calls_removed() -> None:
 
 _KEY = st.text(string.ascii_lowercase, min_size=1, max_size=6).map(lambda s: f"x_{s}")
 _SCALAR = st.one_of(
-    st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=8), st.floats(allow_nan=False)
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 5),
+    st.text(max_size=8),
+    st.floats(allow_nan=False, allow_infinity=False),
 )
 _JSON = st.recursive(
     _SCALAR,

@@ -49,6 +49,7 @@ class Layout:
         self.codec = codec
         self.synthesize = synthesize
         self.record = record
+        self._first_others: dict[int, int] = {}
 
     def run(self) -> list[Node]:
         out: list[Node] = []
@@ -105,6 +106,15 @@ class Layout:
         """The one-result node of ``entry`` (OpenAI, Responses), renamed if needed."""
         node = self.nodes[entry.node]
         return node if entry.result is node.blocks[0] else node.with_blocks([entry.result])
+
+    def _first_other(self, ni: int) -> int:
+        """Index of the first block of node ``ni`` that is not a paired result."""
+        if ni not in self._first_others:
+            blocks = self.nodes[ni].blocks
+            self._first_others[ni] = next(
+                (i for i, b in enumerate(blocks) if not is_paired_result(b)), len(blocks)
+            )
+        return self._first_others[ni]
 
     def _is_result_node(self, node: Node) -> bool:
         return any(is_paired_result(b) for b in node.blocks)
@@ -202,7 +212,7 @@ class Layout:
         for entry in self._claimed(ni):
             if entry.node != answer:
                 self._relocated(entry, "moved into the user message right after its call")
-            elif any(not is_paired_result(b) for b in self.nodes[entry.node].blocks[: entry.block]):
+            elif entry.block > self._first_other(entry.node):
                 self._relocated(entry, "moved before the message's other blocks")
             blocks.append(entry.result)
         blocks.extend(self._synthetics(ni))

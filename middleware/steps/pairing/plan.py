@@ -1,10 +1,12 @@
 """Pairing repair, part 1: the analysis.
 
 Splits the conversation into *regions* (one assistant turn and the nodes after it, up to the
-next turn), fixes call ids (duplicates inside one message dropped, empty ids generated,
-ids repeated in a later turn renamed where the format wants them unique) and lets each turn
-claim its results (block-scoped, first result per id wins). Nothing here edits the
-conversation; :mod:`.pairing_placement` lays the nodes out from the plan.
+next turn), fixes calls (unnamed ones and duplicates inside one message dropped, empty ids
+generated, ids repeated in a later turn renamed where the format wants them unique) and
+lets each turn claim its results (block-scoped; a real output before a stand-in; id-less
+pairs by position when unambiguous). Every step is a dictionary lookup per call or result,
+so the analysis is linear in the history. Nothing here edits the conversation;
+:mod:`.placement` lays the nodes out from the plan.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from middleware.formats.anthropic import MAX_ID_LENGTH, valid_id
+from middleware.formats.base import Codec, unnamed
 from middleware.view import Node, ToolCall, ToolResult
 
 Fate = Literal["claimed", "orphan", "duplicate"]
@@ -40,13 +44,15 @@ class Recorder(Protocol):
 
 @dataclass
 class CallEntry:
-    """A kept tool call: where it is and the result that answers it (if any)."""
+    """A tool call: where it is and the result that answers it (if any)."""
 
     node: int
     call: ToolCall
     #: The id as it came in (results carry this one); ``call.id`` is the final id.
     original_id: str
     result: ResultEntry | None = None
+    #: Dropped (no tool name): what answers it is dropped with it.
+    dropped: bool = False
 
 
 @dataclass
@@ -59,6 +65,8 @@ class ResultEntry:
     result: ToolResult
     fate: Fate
     call: CallEntry | None = None
+    #: Why an orphan or a duplicate is dropped.
+    reason: str = ""
 
 
 @dataclass
@@ -77,11 +85,14 @@ class Plan:
     regions: list[Region]
     #: Kept calls of each assistant node, in block order.
     calls: dict[int, list[CallEntry]]
-    #: Assistant nodes whose calls changed (``None``: the node goes, a Responses item
-    #: that only held a dropped duplicate call).
+    #: Assistant nodes whose calls changed (``None``: the node goes, left with nothing a
+    #: provider accepts: a Responses item whose call was dropped, a message of only
+    #: dropped calls).
     assistant_nodes: dict[int, Node | None]
     #: Every structured result in a tail, by (node, block).
     results: dict[tuple[int, int], ResultEntry]
+    #: Calls dropped for having no tool name, by assistant node.
+    dropped: dict[int, list[CallEntry]] = field(default_factory=dict)
 
 
 def is_paired_result(block: object) -> bool:
@@ -103,19 +114,46 @@ def split_regions(nodes: Sequence[Node]) -> list[Region]:
     return regions
 
 
-def make_plan(
-    nodes: Sequence[Node],
-    *,
-    fmt: str,
-    unique_ids: bool,
-    record: Recorder,
-    sanitize_ids: bool = False,
-) -> Plan:
-    """Analyse ``nodes``. ``unique_ids``: rename ids repeated across turns (Anthropic);
-    ``sanitize_ids``: rename ids the Anthropic API rejects."""
+#: Texts other agents write for a tool result they never got (compared whole, stripped).
+PLACEHOLDER_TEXTS = frozenset(
+    {
+        "aborted",  # Codex CLI's ensure_call_outputs_present
+        "No result provided",  # pi's transformMessages
+        "[openclaw] missing tool result in session history; inserted synthetic error result "
+        "for transcript repair.",  # OpenClaw's session-transcript-repair
+        "A restart occurred while this tool was in progress",  # a restarted agent's notice
+    }
+)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What the analysis needs to know besides the nodes."""
+
+    codec: Codec
+    #: Rename ids repeated across turns (Anthropic).
+    unique_ids: bool = False
+    #: Rename ids the Anthropic API rejects.
+    sanitize_ids: bool = False
+    #: The policy's synthetic result text (a result reading so is a stand-in).
+    missing_text: str = ""
+
+    def placeholder(self, result: ToolResult) -> bool:
+        """Whether ``result`` stands in for an output rather than being one: an error
+        result, or the synthetic text of this repair or of a peer's."""
+        if result.is_error:
+            return True
+        text = result.text.strip()
+        return text == self.missing_text.strip() or text in PLACEHOLDER_TEXTS
+
+
+def make_plan(nodes: Sequence[Node], rules: Rules, record: Recorder) -> Plan:
+    """Analyse ``nodes``: fix call ids, drop unusable calls, let each turn claim its
+    results."""
     regions = split_regions(nodes)
     used = {b.id for n in nodes for b in n.calls} | {b.call_id for n in nodes for b in n.results}
     used.discard("")
+    pool = IdPool(used)
     plan = Plan(regions, {}, {}, {})
     seen: set[str] = set()  # final ids of every kept call so far
     for region in regions:
@@ -123,20 +161,12 @@ def make_plan(
         for ni in region.assistants:
             node = nodes[ni]
             if node.calls:
-                unit_seen = turn_seen if fmt == "responses" else set()
+                unit_seen = turn_seen if rules.codec.name == "responses" else set()
                 _fix_calls(
-                    plan,
-                    node,
-                    ni,
-                    fmt=fmt,
-                    unique_ids=unique_ids,
-                    sanitize_ids=sanitize_ids,
-                    unit_seen=unit_seen,
-                    seen=seen,
-                    used=used,
-                    record=record,
+                    plan, node, ni, rules, unit_seen=unit_seen, seen=seen, pool=pool, record=record
                 )
-        _claim(plan, nodes, region, record)
+        _claim(plan, nodes, region, rules, record)
+        _record_drops(plan, nodes, region, record)
     return plan
 
 
@@ -144,20 +174,30 @@ def _fix_calls(
     plan: Plan,
     node: Node,
     ni: int,
+    rules: Rules,
     *,
-    fmt: str,
-    unique_ids: bool,
-    sanitize_ids: bool,
     unit_seen: set[str],
     seen: set[str],
-    used: set[str],
+    pool: IdPool,
     record: Recorder,
 ) -> None:
+    fmt = rules.codec.name
     blocks: list[Any] = []
     entries: list[CallEntry] = []
     for bi, block in enumerate(node.blocks):
         if not isinstance(block, ToolCall):
             blocks.append(block)
+            continue
+        if unnamed(block):
+            record(
+                "unnamed_call_dropped",
+                tool_call_id=block.id,
+                tool_name=block.name,
+                message_index=node.origin,
+                arguments=_jsonable(block.arguments),
+                reason="the call has no tool name (empty or blank), which providers reject",
+            )
+            plan.dropped.setdefault(ni, []).append(CallEntry(ni, block, block.id, dropped=True))
             continue
         if block.id and block.id in unit_seen:
             record(
@@ -171,7 +211,7 @@ def _fix_calls(
             continue
         final = block.id
         if not block.id:
-            final = _unused(generated_id(fmt, node.origin, bi, block), used)
+            final = pool.take(generated_id(fmt, node.origin, bi, block))
             record(
                 "id_generated",
                 tool_call_id=final,
@@ -181,13 +221,13 @@ def _fix_calls(
             )
         else:
             reason = None
-            if sanitize_ids and not valid_id(block.id):
-                final = _unused(sanitized_id(block.id), used)
+            if rules.sanitize_ids and not valid_id(block.id):
+                final = pool.take(sanitized_id(block.id))
                 reason = (
                     "Anthropic tool_use ids must match ^[a-zA-Z0-9_-]+$ (64 characters at most)"
                 )
-            elif unique_ids and block.id in seen:
-                final = _unused(block.id, used)
+            elif rules.unique_ids and block.id in seen:
+                final = pool.take(block.id)
                 reason = "tool call ids must be unique across the conversation"
             if reason is not None:
                 record(
@@ -199,56 +239,172 @@ def _fix_calls(
                     reason=reason,
                 )
         unit_seen.add(block.id)
-        used.add(final)
+        pool.used.add(final)
         seen.add(final)
         call = block if final == block.id else replace(block, id=final)
         entries.append(CallEntry(ni, call, block.id))
         blocks.append(call)
     plan.calls[ni] = entries
-    if len(blocks) != len(node.blocks) or any(
-        a is not b for a, b in zip(blocks, node.blocks, strict=True)
+    if len(blocks) == len(node.blocks) and all(
+        a is b for a, b in zip(blocks, node.blocks, strict=True)
     ):
-        plan.assistant_nodes[ni] = node.with_blocks(blocks) if blocks else None
+        return
+    changed = node.with_blocks(blocks)
+    if not rules.codec.is_empty(changed):
+        plan.assistant_nodes[ni] = changed
+        return
+    plan.assistant_nodes[ni] = None
+    if fmt != "responses":  # a Responses call item is the call itself, reported as dropped
+        record(
+            "empty_message_removed",
+            tool_call_id="",
+            message_index=node.origin,
+            reason="every tool call of this assistant message was dropped and nothing else "
+            "was left in it",
+        )
 
 
-def _claim(plan: Plan, nodes: Sequence[Node], region: Region, record: Recorder) -> None:
-    calls = [e for ni in region.assistants for e in plan.calls.get(ni, ())]
+def _claim(
+    plan: Plan, nodes: Sequence[Node], region: Region, rules: Rules, record: Recorder
+) -> None:
+    """Let the turn's calls claim the results of its tail (one dictionary lookup per
+    result, whatever the turn size): each call keeps one result with its id, of a kind
+    that answers it; the others are orphans or duplicates. A call and a result that both
+    lost their id pair by position when that is unambiguous (:func:`_pair_idless`)."""
+    waiting: dict[str, list[CallEntry]] = {}  # kept calls first, then dropped ones
+    for group in (plan.calls, plan.dropped):
+        for ni in region.assistants:
+            for call in group.get(ni, ()):
+                waiting.setdefault(call.original_id, []).append(call)
+    idless = waiting.pop("", [])
+    idless_results: list[ResultEntry] = []
+    by_id: dict[str, list[ResultEntry]] = {}
     for ti in region.tail:
-        node = nodes[ti]
-        for bi, block in enumerate(node.blocks):
-            if not isinstance(block, ToolResult) or block.text_protocol:
+        for bi, block in enumerate(nodes[ti].blocks):
+            if not is_paired_result(block):
                 continue
+            assert isinstance(block, ToolResult)
             entry = ResultEntry(ti, bi, block, "orphan")
             plan.results[(ti, bi)] = entry
-            tool_name: str | None = None
             if not block.call_id:
-                reason = "the result has no tool call id"
+                entry.reason = "the result has no tool call id"
+                idless_results.append(entry)
+            elif block.call_id not in waiting:
+                entry.reason = (
+                    "no call with this id in the assistant turn before it"
+                    if region.assistants
+                    else "no assistant turn before it"
+                )
             else:
-                same = [e for e in calls if e.original_id == block.call_id]
-                match = next((e for e in same if e.result is None), None)
-                if match is not None:
-                    entry.fate, entry.call, match.result = "claimed", match, entry
-                    if match.call.id != block.call_id:
-                        entry.result = replace(block, call_id=match.call.id)
-                    continue
-                if same:
-                    entry.fate = "duplicate"
-                    tool_name = same[0].call.name
-                    reason = "another result already answers this call"
-                elif region.assistants:
-                    reason = "no call with this id in the assistant turn before it"
-                else:
-                    reason = "no assistant turn before it"
+                by_id.setdefault(block.call_id, []).append(entry)
+    for call_id, results in by_id.items():
+        _assign(waiting[call_id], results, rules)
+    _pair_idless(nodes, region, rules.codec, calls=idless, results=idless_results, record=record)
+
+
+def _pair_idless(
+    nodes: Sequence[Node],
+    region: Region,
+    codec: Codec,
+    *,
+    calls: list[CallEntry],
+    results: list[ResultEntry],
+    record: Recorder,
+) -> None:
+    """The one call without an id of a turn is answered by the one result without an id
+    of its region, when that result comes right after the turn (in the message after it;
+    OpenAI and Responses: among the results directly after it) and is of a kind that
+    answers it. With two of either, which answers which would be a guess: they stay a
+    synthetic result and an orphan."""
+    if len(calls) != 1 or len(results) != 1:
+        return
+    (call,), (entry,) = calls, results
+    if entry.node not in _adjacent(nodes, region, codec) or not codec.answers(
+        entry.result, call.call
+    ):
+        return
+    call.result = entry
+    if call.dropped:
+        entry.reason = "it answers a call dropped for having no tool name"
+        return
+    entry.fate, entry.call = "claimed", call
+    entry.result = replace(entry.result, call_id=call.call.id)
+    record(
+        "result_paired_by_position",
+        tool_call_id=call.call.id,
+        tool_name=call.call.name,
+        message_index=nodes[entry.node].origin,
+        call_message_index=nodes[call.node].origin,
+        reason="the call and its result both had no id; the result right after the call answers it",
+    )
+
+
+def _adjacent(nodes: Sequence[Node], region: Region, codec: Codec) -> set[int]:
+    """The tail nodes right after the turn that hold its results: the first one if it
+    holds any (results share a message), else the leading run of result nodes."""
+    out: set[int] = set()
+    for ti in region.tail:
+        if not any(is_paired_result(b) for b in nodes[ti].blocks):
+            break
+        out.add(ti)
+        if codec.results_share_message:
+            break
+    return out
+
+
+def _assign(calls: list[CallEntry], results: list[ResultEntry], rules: Rules) -> None:
+    """Pair the calls sharing one id with the results carrying it (all in order). When
+    there are more results than calls, real outputs are kept before error and synthetic
+    ones, the first among equals."""
+    codec = rules.codec
+    fitting: list[ResultEntry] = []
+    for entry in results:
+        if any(codec.answers(entry.result, c.call) for c in calls):
+            fitting.append(entry)
+        else:
+            kinds = ", ".join(sorted({_kind(c.call.raw) for c in calls}))
+            entry.reason = f"a {_kind(entry.result.raw)} does not answer the {kinds} with this id"
+    order: list[int] = list(range(len(fitting)))
+    if len(fitting) > len(calls):
+        order = sorted(order, key=lambda i: (rules.placeholder(fitting[i].result), i))
+    keep = set(order[: len(calls)])
+    queue = deque(calls)
+    for i, entry in enumerate(fitting):
+        match = _take(queue, entry.result, codec) if i in keep else None
+        if match is None and not calls[0].dropped:
+            entry.fate, entry.call = "duplicate", calls[0]
+            entry.reason = "another result already answers this call"
+            continue
+        if match is None or match.dropped:
+            entry.reason = "it answers a call dropped for having no tool name"
+            if match is not None:
+                match.result = entry
+            continue
+        match.result = entry
+        entry.fate, entry.call = "claimed", match
+        if match.call.id != entry.result.call_id:
+            entry.result = replace(entry.result, call_id=match.call.id)
+
+
+def _record_drops(plan: Plan, nodes: Sequence[Node], region: Region, record: Recorder) -> None:
+    """Report every result of the tail that is dropped, in tail order, with its content."""
+    for ti in region.tail:
+        for bi in range(len(nodes[ti].blocks)):
+            entry = plan.results.get((ti, bi))
+            if entry is None or entry.fate == "claimed":
+                continue
+            block = entry.result
+            duplicate = entry.fate == "duplicate"
             record(
-                "duplicate_result_dropped" if entry.fate == "duplicate" else "orphan_dropped",
+                "duplicate_result_dropped" if duplicate else "orphan_dropped",
                 tool_call_id=block.call_id,
-                tool_name=tool_name,
-                message_index=node.origin,
+                tool_name=entry.call.call.name if duplicate and entry.call else None,
+                message_index=nodes[ti].origin,
                 chars_before=len(block.text),
                 chars_after=0,
                 content=_jsonable(block.content),
                 is_error=block.is_error,
-                reason=reason,
+                reason=entry.reason,
             )
 
 
@@ -271,22 +427,46 @@ def sanitized_id(original: str) -> str:
     return f"{stem}_{digest}"
 
 
-def _unused(base: str, used: set[str]) -> str:
-    """``base`` if no call or result uses it, else ``base__N`` for the smallest free N >= 2,
-    cut to keep within 64 characters when ``base`` was (suffixes use only ``_`` and digits,
-    so an id matching ``^[a-zA-Z0-9_-]+$`` still does)."""
-    if base not in used:
-        return base
-    n = 2
-    while True:
-        suffix = f"__{n}"
-        stem = base
-        if len(base) <= MAX_ID_LENGTH < len(base) + len(suffix):
-            stem = base[: MAX_ID_LENGTH - len(suffix)]
-        candidate = stem + suffix
-        if candidate not in used:
-            return candidate
-        n += 1
+def _take(queue: deque[CallEntry], result: ToolResult, codec: Codec) -> CallEntry | None:
+    """Remove and return the first waiting call ``result`` can answer."""
+    for i, call in enumerate(queue):
+        if codec.answers(result, call.call):
+            del queue[i]
+            return call
+    return None
+
+
+def _kind(raw: Any) -> str:
+    """The wire type of a block, for reasons (``tool_use``, ``function_call_output``...)."""
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    return kind if isinstance(kind, str) else "result"
+
+
+class IdPool:
+    """The ids a history uses, handing out unused ones: ``base`` itself if free, else
+    ``base__N`` for the smallest free N >= 2, cut to keep within 64 characters when ``base``
+    was (suffixes use only ``_`` and digits, so an id matching ``^[a-zA-Z0-9_-]+$`` still
+    does). Ids are only ever added, so the search for a base resumes where it last stopped:
+    one id repeated in every turn costs linear time, not quadratic."""
+
+    def __init__(self, used: set[str]) -> None:
+        self.used = used
+        self._next: dict[str, int] = {}
+
+    def take(self, base: str) -> str:
+        if base not in self.used:
+            return base
+        n = self._next.get(base, 2)
+        while True:
+            suffix = f"__{n}"
+            stem = base
+            if len(base) <= MAX_ID_LENGTH < len(base) + len(suffix):
+                stem = base[: MAX_ID_LENGTH - len(suffix)]
+            candidate = stem + suffix
+            if candidate not in self.used:
+                self._next[base] = n + 1
+                return candidate
+            n += 1
 
 
 def _jsonable(value: Any) -> Any:

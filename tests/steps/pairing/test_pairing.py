@@ -13,6 +13,7 @@ import pytest
 import middleware
 from middleware.policy.schema import default_of
 from middleware.report import Action
+from middleware.steps.pairing.step import KEPT_TURN_TEXT
 from tests.pairing_builders import FORMATS, A, Call, Msg, R, Res, S, U, build, calls, flatten
 from tests.pairing_builders import results as res
 
@@ -197,14 +198,16 @@ def test_8_result_behind_a_same_turn_assistant_message_is_relocated(
 ) -> None:
     # ChatCLI deletes "late" and answers wf:0 with a synthetic; the two assistant messages
     # are one turn here, so the real result is moved next to its call instead.
+    # The history ended on a user turn and still does (a last assistant message would be a
+    # prefill), so a user message takes the moved result's place at the end.
     history: list[Msg] = [A(None, calls("wf:0")), A("interleaved"), res(("wf:0", "late"))]
     _, out, actions = run(pipe, history, fmt)
     assert flatten(out, fmt) == [
         ("assistant", None, ("wf:0",)), ("result", "wf:0", "late"),
-        ("assistant", "interleaved", ()),
+        ("assistant", "interleaved", ()), ("user", KEPT_TURN_TEXT),
     ]  # fmt: skip
-    assert kinds(actions) == {"result_relocated": 1, **({"empty_message_removed": 1}
-                              if fmt == "anthropic" else {})}  # fmt: skip
+    assert kinds(actions) == {"result_relocated": 1, "user_turn_added": 1, **(
+        {"empty_message_removed": 1} if fmt == "anthropic" else {})}  # fmt: skip
 
 
 def test_8_responses_same_turn_result_is_already_valid(pipe: middleware.Pipeline) -> None:
@@ -221,7 +224,7 @@ def test_8_result_beyond_the_next_turn_is_not_claimed(pipe: middleware.Pipeline,
     _, out, actions = run(pipe, history, fmt)
     assert flatten(out, fmt) == [
         ("assistant", None, ("wf:0",)), syn("wf:0"), ("user", "more?"),
-        ("assistant", "interleaved", ()),
+        ("assistant", "interleaved", ()), ("user", KEPT_TURN_TEXT),
     ]  # fmt: skip
     counts = kinds(actions)
     assert counts["synthetic_result"] == 1 and counts["orphan_dropped"] == 1
@@ -547,3 +550,15 @@ def test_an_interrupted_response_ending_in_reasoning_loses_only_that_item() -> N
         result = pipeline.process(history, format="responses")
     assert result.messages == history[:1] and result.messages[0] is history[0]
     assert result.report.actions[0].detail["item"] == REASONING
+
+
+def test_a_reasoning_item_followed_only_by_a_stranded_one_goes_too() -> None:
+    # Found by the fuzz tests: dropping the last reasoning item stranded the one before it.
+    history = [{"role": "user", "content": "go"}, REASONING, {**REASONING, "id": "rs_3"}]
+    with middleware.Pipeline.from_policy(None) as pipeline:
+        result = pipeline.process(history, format="responses")
+    assert middleware.check_history(result.messages, "responses") == []
+    assert [a.tool_call_id for a in result.report.actions if a.kind == "reasoning_dropped"] == [
+        "rs_2",
+        "rs_3",
+    ]

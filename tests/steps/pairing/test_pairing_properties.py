@@ -9,6 +9,7 @@ together with its content.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -33,6 +34,9 @@ FAULTS = (
     "empty_result_id",
     "duplicate_result",
     "result_past_next_turn",
+    "blank_name",
+    "idless_pair",
+    "placeholder_first",
 )
 
 
@@ -76,6 +80,23 @@ def inject(history: list[Msg], fault: str, pick: int) -> list[Msg]:
         return h
     if fault == "cut_after_call" and calls_at:
         return h[: calls_at[pick % len(calls_at)] + 1]
+    if fault in ("blank_name", "idless_pair") and calls_at:
+        i = calls_at[pick % len(calls_at)]
+        msg = h[i]
+        assert isinstance(msg, A)
+        k = pick % len(msg.calls)
+        old_id = msg.calls[k].id
+        if fault == "blank_name":
+            h[i] = replace(msg, calls=tuple(replace(c, name=" ") if n == k else c
+                                            for n, c in enumerate(msg.calls)))  # fmt: skip
+            return h
+        h[i] = replace(msg, calls=tuple(replace(c, id="") if c.id == old_id else c
+                                        for c in msg.calls))  # fmt: skip
+        if i + 1 < len(h) and isinstance(h[i + 1], R):
+            r = h[i + 1]
+            assert isinstance(r, R)
+            h[i + 1] = R(tuple(replace(x, id="") if x.id == old_id else x for x in r.results))
+        return h
     if fault in ("duplicate_call_in_message", "empty_call_id", "duplicate_id_across_turns"):
         if not calls_at:
             return h
@@ -115,6 +136,9 @@ def inject(history: list[Msg], fault: str, pick: int) -> list[Msg]:
     elif fault == "duplicate_result":
         dup = replace(r.results[k], content=r.results[k].content + "-dup")
         h[j] = R((*r.results, dup))
+    elif fault == "placeholder_first":  # an "aborted" stand-in before the real output
+        stand_in = replace(r.results[k], content="aborted", is_error=True)
+        h[j] = R((stand_in, *r.results))
     elif fault == "result_past_next_turn":
         later = [i for i, m in enumerate(h) if isinstance(m, A) and i > j]
         if later:  # right after the next assistant message (pop shifts it left by one)
@@ -154,6 +178,10 @@ def check(pipe: middleware.Pipeline, history: list[Msg], fmt: str) -> None:
     assert again.messages == out and not again.report.by_step("pairing"), "not idempotent"
 
     first_fault = min((v.index for v in violations), default=len(messages))
+    # A stand-in result before the real one is dropped although the checker flags the
+    # second result: the output's meaning comes before the cached prefix there.
+    stand_ins = [i for i, m in enumerate(messages) if '"aborted"' in json.dumps(m)]
+    first_fault = min([first_fault, *stand_ins])
     assert all(a is b for a, b in zip(out[:first_fault], messages[:first_fault], strict=True))
     if not violations:
         assert not result.changed
