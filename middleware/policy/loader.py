@@ -61,27 +61,8 @@ def load_policy(
     environ = os.environ if env is None else env
     if path is None and environ.get(POLICY_ENV):
         path = environ[POLICY_ENV]
-    document = defaults()
-    origins: dict[str, str] = dict.fromkeys(_dotted_leaves(document), "default")
-    default_file = default_policy_path()
-    identity, lines = read_policy_file(default_file)
-    _merge(document, identity)
-    _record(identity, "", lines, origins, where=f"default ({default_file}", suffix=")")
-    source = "embedded default"
-    if path is not None:
-        given = str(path)
-        path = resolve_policy_path(path)
-        layered = _read_with_extends(path, set())
-        for layer, layer_lines, layer_file in layered:
-            _merge(document, layer)
-            _record(layer, "", layer_lines, origins, where=layer_file)
-        source = str(path)
-        if "name" not in layered[-1][0]:
-            # A policy that does not name itself is called after its own file, never after
-            # the policy it extends ("default" would hide which file is in effect).
-            document["name"] = given
-            origins["name"] = f"{given} (its path: the file sets no name)"
-
+    origins: dict[str, str] = {}
+    document, source = _files_layer(path, origins)
     for key, (value, origin) in _dotenv_layer(dotenv_path).items():
         _set(document, key, value)
         origins[key] = origin
@@ -96,8 +77,38 @@ def load_policy(
             )
         _set(document, key, value)
         origins[key] = "override"
-
     document.pop("extends", None)
+    document = _checked(document, origins, source)
+    return Policy(freeze(document), source, MappingProxyType(origins))
+
+def _files_layer(path: str | Path | None, origins: dict[str, str]) -> tuple[dict[str, Any], str]:
+    """The schema defaults, the default policy file, then ``path`` and what it extends;
+    and the policy's source."""
+    document = defaults()
+    origins.update(dict.fromkeys(_dotted_leaves(document), "default"))
+    default_file = default_policy_path()
+    identity, lines = read_policy_file(default_file)
+    _merge(document, identity)
+    _record(identity, "", lines, origins, where=f"default ({default_file}", suffix=")")
+    if path is None:
+        return document, "embedded default"
+    given = str(path)
+    resolved = resolve_policy_path(path)
+    layered = _read_with_extends(resolved, set())
+    for layer, layer_lines, layer_file in layered:
+        _merge(document, layer)
+        _record(layer, "", layer_lines, origins, where=layer_file)
+    if "name" not in layered[-1][0]:
+        # A policy that does not name itself is called after its own file, never after
+        # the policy it extends ("default" would hide which file is in effect).
+        document["name"] = given
+        origins["name"] = f"{given} (its path: the file sets no name)"
+    return document, str(resolved)
+
+
+def _checked(document: dict[str, Any], origins: Mapping[str, str], source: str) -> dict[str, Any]:
+    """``document`` as plain JSON data, valid against the schema, with well-formed
+    templates and pattern; else a :class:`PolicyError` saying which layer set the value."""
     try:
         document = plain(document)
     except ValueProblem as bad:
@@ -122,7 +133,8 @@ def load_policy(
             reason = exc if isinstance(exc, re.error) else "nested or repeated too deeply"
             raise PolicyError(f"invalid regular expression ({reason}; set by {where})",
                               source=source, path="$.text_protocol.pattern") from None  # fmt: skip
-    return Policy(freeze(document), source, MappingProxyType(origins))
+    return document
+
 
 
 def validate_policy_file(path: str | Path) -> list[PolicyError]:
