@@ -140,6 +140,12 @@ class Pipeline:
         # swap, never in process() reports.
         self._reload_problems = tuple(problems)
 
+    def replace_policy(self, policy: Policy) -> None:
+        """Use ``policy`` for the calls that start from now on (a host that reloads its
+        policy itself, such as the proxy). Calls running keep the snapshot they started
+        with; the spill store keeps the settings it was created with."""
+        self._policy = policy
+
     @property
     def policy(self) -> Policy:
         """The policy snapshot new ``process()`` calls use."""
@@ -149,18 +155,23 @@ class Pipeline:
     def host(self) -> PluginHost:
         return self._host
 
-    def process(self, messages: Sequence[Any], format: str = "auto") -> ProcessResult:
+    def process(
+        self, messages: Sequence[Any], format: str = "auto", *, continuation: bool = False
+    ) -> ProcessResult:
         """Run pairing repair, budget enforcement and microcompaction on ``messages``.
 
         :param messages: a history in Anthropic Messages, OpenAI Chat Completions or
             OpenAI Responses format; never mutated.
         :param format: ``"auto"`` (detect), ``"anthropic"``, ``"openai"`` or ``"responses"``.
+        :param continuation: the provider holds earlier turns that ``messages`` does not
+            repeat (a Responses request with ``previous_response_id``): results may answer
+            calls it cannot see, so pairing repair leaves the history alone.
         :raises HistoryError: the history is malformed; the message says which message.
         """
         with self._in_flight():
-            return self._process(messages, format)
+            return self._process(messages, format, continuation)
 
-    def _process(self, messages: Sequence[Any], format: str) -> ProcessResult:
+    def _process(self, messages: Sequence[Any], format: str, continuation: bool) -> ProcessResult:
         policy = self._policy  # one snapshot for all three steps
         if format == "auto":
             detection = detect_format(messages)
@@ -178,6 +189,7 @@ class Pipeline:
         shared: dict[str, Any] = {}
         for step, hook in STEP_HOOKS:
             context = self._context(step, policy, codec, shared)
+            context.continuation = continuation
             self._host.run_step(hook, conversation, context)
             report.actions.extend(context.actions)
             # One line per problem: the same plugin failing alike in two steps is one problem.

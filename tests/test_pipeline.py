@@ -266,3 +266,18 @@ def test_the_summary_counts_in_plain_words(kind: str, count: int, phrase: str) -
     report = middleware.Report(format="openai", format_source="given", policy="p")
     report.actions.extend(middleware.Action("pairing", kind, f"c{i}") for i in range(count))
     assert report.summary_lines()[1] == f"pairing: {phrase}"
+
+
+def test_a_continuation_keeps_outputs_of_calls_the_provider_holds() -> None:
+    """A Responses request with previous_response_id sends only the new items: an output
+    answers a call of the stored response, which is not in the history."""
+    items = [
+        {"type": "function_call_output", "call_id": "call_9", "output": "x" * 30_000},
+        {"type": "message", "role": "user", "content": "and now?"},
+    ]
+    with middleware.Pipeline.from_policy(None) as pipe:
+        kept = pipe.process(items, format="responses", continuation=True)
+        alone = pipe.process(items, format="responses")
+    assert [a.kind for a in kept.report.actions] == ["spilled"]  # the budget still runs
+    assert kept.messages[0]["call_id"] == "call_9"
+    assert "orphan_dropped" in [a.kind for a in alone.report.actions]

@@ -21,6 +21,7 @@ from middleware import __version__
 from middleware.cli.history import add_check, add_process
 from middleware.cli.plugins import add_plugins
 from middleware.cli.policy import add_config, add_schema, add_validate
+from middleware.cli.serve import add_serve
 from middleware.cli.simulate import add_simulate
 from middleware.errors import InputError, MiddlewareError
 
@@ -35,6 +36,7 @@ examples:
   chatcli-mw validate policies/*.yaml              check policy files for CI
   chatcli-mw config --policy prod.yaml --show-origin
   chatcli-mw schema --path                         where editors find the policy schema
+  chatcli-mw serve                                 the proxy: ANTHROPIC_BASE_URL=http://127.0.0.1:8787
   chatcli-mw plugins
   chatcli-mw simulate session.jsonl --policy policies/baselines/chatcli.yaml --plot cost.png
 """
@@ -85,4 +87,5 @@ COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
     add_schema,
     add_plugins,
     add_simulate,
+    add_serve,
 )

@@ -72,6 +72,9 @@ class StepContext:
     #: Set by ``Pipeline.admit``: the number of calls dispatched together and the history
     #: size before them.
     admission: Dispatch | None = None
+    #: The provider holds earlier turns the history does not repeat (``process(...,
+    #: continuation=True)``): a result may answer a call the history does not show.
+    continuation: bool = False
     actions: list[Action] = field(default_factory=list)
     problems: list[ProblemReport] = field(default_factory=list)
 

@@ -81,6 +81,7 @@ def load_policy(
     document = _checked(document, origins, source)
     return Policy(freeze(document), source, MappingProxyType(origins))
 
+
 def _files_layer(path: str | Path | None, origins: dict[str, str]) -> tuple[dict[str, Any], str]:
     """The schema defaults, the default policy file, then ``path`` and what it extends;
     and the policy's source."""
@@ -134,7 +135,6 @@ def _checked(document: dict[str, Any], origins: Mapping[str, str], source: str) 
             raise PolicyError(f"invalid regular expression ({reason}; set by {where})",
                               source=source, path="$.text_protocol.pattern") from None  # fmt: skip
     return document
-
 
 
 def validate_policy_file(path: str | Path) -> list[PolicyError]:

@@ -55,6 +55,9 @@ class PolicyStatus:
     #: The last rejected edit's error (``file:line:col: $.path: message``), if any.
     last_error: str | None = None
     last_success_at: float = 0.0
+    #: How many edits were rejected since the policy was first loaded (a counter for
+    #: monitoring: ``generation - 1`` edits were swapped in).
+    rejected: int = 0
     #: The ``policy_reloaded`` hook implementations that failed after the last swap
     #: (each logged and skipped; the swap itself stands).
     plugin_problems: tuple[ProblemReport, ...] = ()
@@ -140,7 +143,12 @@ class PolicyWatcher:
                         f"{self.path}: unexpected {type(outcome).__name__} while loading the "
                         f"policy: {outcome}"
                     )
-                self.status = replace(self.status, last_reload_ok=False, last_error=error)
+                self.status = replace(
+                    self.status,
+                    last_reload_ok=False,
+                    last_error=error,
+                    rejected=self.status.rejected + 1,
+                )
                 logger.error("policy reload rejected, keeping the last good policy: %s", error)
                 return False
             policy = outcome

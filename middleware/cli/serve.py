@@ -1,0 +1,106 @@
+"""``chatcli-mw serve``: run the HTTP proxy (needs the ``[proxy]`` extra)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from middleware.cli.common import add_command
+from middleware.errors import MissingExtraError
+
+if TYPE_CHECKING:
+    from middleware.cli.common import Subcommands
+
+#: Command-line options and the ``proxy`` keys they set (they win over the policy).
+OPTIONS = {
+    "host": "proxy.host",
+    "port": "proxy.port",
+    "anthropic_upstream": "proxy.anthropic_upstream",
+    "openai_upstream": "proxy.openai_upstream",
+    "policies_dir": "proxy.policies_dir",
+}
+
+
+def add_serve(commands: Subcommands) -> None:
+    serve = add_command(
+        commands,
+        "serve",
+        summary="run the HTTP proxy that cleans every request an agent sends",
+        description="Listen for model requests (Anthropic Messages, OpenAI Chat Completions "
+        "and Responses), run the pipeline on each one's history and forward it to the "
+        "provider; everything else is forwarded untouched. Point the agent at it with its "
+        "base-URL setting (ANTHROPIC_BASE_URL, OPENAI_BASE_URL). The proxy section of the "
+        "policy (docs/policy.md) sets the rest; the policy is hot-reloaded.",
+        examples=[
+            "chatcli-mw serve      # then: ANTHROPIC_BASE_URL=http://127.0.0.1:8787 claude",
+            "chatcli-mw serve --policy preset:claude-code --port 9000",
+            "chatcli-mw serve --openai-upstream https://openrouter.ai/api --policies-dir /etc/mw",
+        ],
+    )
+    serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="TCP port to listen on (default 8787)")
+    serve.add_argument(
+        "--policy", help="policy file or preset:NAME (default: $CHATCLI_POLICY, else embedded)"
+    )
+    serve.add_argument(
+        "--anthropic-upstream",
+        metavar="URL",
+        help="where Anthropic requests go (default https://api.anthropic.com)",
+    )
+    serve.add_argument(
+        "--openai-upstream",
+        metavar="URL",
+        help="where OpenAI requests go (default https://api.openai.com)",
+    )
+    serve.add_argument(
+        "--policies-dir",
+        metavar="FOLDER",
+        help="folder of NAME.yaml policies that /policy/NAME/... selects",
+    )
+    serve.set_defaults(run=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn  # noqa: PLC0415 - the [proxy] extra, imported only to serve
+
+        from middleware.proxy.build import build_proxy  # noqa: PLC0415 - needs the extra
+    except ImportError as exc:
+        raise MissingExtraError("proxy", "starlette>=0.37", "chatcli-mw serve") from exc
+    overrides: dict[str, Any] = {
+        key: getattr(args, option) for option, key in OPTIONS.items()
+        if getattr(args, option) is not None
+    }  # fmt: skip
+    if args.policies_dir is not None:
+        overrides["proxy.policies_dir"] = str(Path(args.policies_dir).absolute())
+    proxy, app = build_proxy(args.policy, overrides)
+    settings = proxy.settings
+    _configure_logging()
+    logging.getLogger(__name__).info(
+        "chatcli-mw proxy on http://%s:%d (Anthropic -> %s, OpenAI -> %s), policy %s",
+        settings.host, settings.port, settings.anthropic_upstream, settings.openai_upstream,
+        proxy.catalog.default.policy.name,
+    )  # fmt: skip
+    uvicorn.run(
+        app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
+        timeout_graceful_shutdown=30,
+    )  # fmt: skip
+    return 0
+
+
+def _configure_logging() -> None:
+    """Our lines on stderr: the access log as JSON lines, the rest with their level."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+    access = logging.getLogger("middleware.proxy.access")
+    plain = logging.StreamHandler(sys.stderr)
+    plain.setFormatter(logging.Formatter("%(message)s"))
+    access.addHandler(plain)
+    access.propagate = False

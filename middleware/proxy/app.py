@@ -1,0 +1,358 @@
+"""The ASGI application: clean the history of each model request, forward everything.
+
+``POST /v1/messages``, ``/v1/messages/count_tokens`` (Anthropic), ``/v1/chat/completions``
+and ``/v1/responses`` (OpenAI) have their request body's history run through the
+pipeline, in its own wire format, before the body is forwarded with every other field as it
+was. Every other path and method is forwarded untouched. ``/policy/NAME/`` in front of a
+path selects another policy. ``GET /healthz``, ``/metrics`` and ``/recall/{session}/{file}``
+are the proxy's own.
+
+The proxy is never the reason a request fails: a body that is not JSON, or not a
+conversation, goes through untouched; one the pipeline cannot process goes through
+unchanged when ``proxy.fail_open`` (the default), and the failure is logged and counted.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio.to_thread
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from middleware.errors import FormatError, HistoryError, InputError, MiddlewareError
+from middleware.formats import jsonio
+from middleware.formats.bodies import read_body
+from middleware.plugin.host import PluginHost
+from middleware.policy.settings import bind
+from middleware.proxy.errors import Provider, error_body
+from middleware.proxy.metrics import Metrics
+from middleware.proxy.policies import PolicyCatalog, PolicySource
+from middleware.proxy.sessions import SessionKey, SessionPool, session_of
+from middleware.proxy.settings import ProxySettings
+from middleware.proxy.upstream import REQUEST_DROPPED, Relay, client, forwarded_headers
+from middleware.report import Report
+from middleware.spill import SpillSettings, SpillWorkspace
+
+logger = logging.getLogger(__name__)
+access_logger = logging.getLogger("middleware.proxy.access")
+
+#: The routes whose body the pipeline cleans: path -> (provider, wire format).
+CLEANED: dict[str, tuple[Provider, str]] = {
+    "/v1/messages": ("anthropic", "anthropic"),
+    "/v1/messages/count_tokens": ("anthropic", "anthropic"),
+    "/v1/chat/completions": ("openai", "openai"),
+    "/v1/responses": ("openai", "responses"),
+}
+POLICY_PREFIX = "/policy/"
+
+
+@dataclass
+class Cleaned:
+    """What the pipeline made of one request body."""
+
+    body: bytes
+    session: SessionKey | None = None
+    report: Report | None = None
+    #: Why the body went through untouched, if it did.
+    passthrough: str | None = None
+    #: The error the pipeline raised, if it could not process the body.
+    error: BaseException | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class Proxy:
+    """The proxy's state: policies, sessions, the upstream pool and metrics."""
+
+    catalog: PolicyCatalog
+    host: PluginHost
+    sessions: SessionPool = field(init=False)
+    metrics: Metrics = field(init=False)
+    http: httpx.AsyncClient | None = None
+
+    def __post_init__(self) -> None:
+        self.sessions = SessionPool(self.host, self.settings.session_idle_seconds)
+        self.metrics = Metrics(self.catalog.statuses)
+
+    @property
+    def settings(self) -> ProxySettings:
+        """The ``proxy`` section of the proxy's own policy, as hot reload last left it
+        (where it listens and the upstream pool are fixed when it starts)."""
+        return bind(self.catalog.default.policy, ProxySettings)
+
+    # -- the catch-all route: clean if it is a model request, then forward ---------------
+
+    async def forward(self, request: Request) -> Response | Relay:
+        path = request.url.path
+        policy_name, path = _policy_prefix(path)
+        route = CLEANED.get(path) if request.method == "POST" else None
+        provider: Provider = route[0] if route else _provider_of(request.headers)
+        route_label = path if route else "other"
+        started = time.perf_counter()
+        try:
+            source = self.catalog.get(policy_name)
+        except LookupError as exc:
+            return self._answer(route_label, provider, 404, "not_found", str(exc))
+        except MiddlewareError as exc:  # the named policy file is not valid
+            return self._answer(route_label, provider, 404, "not_found", str(exc))
+        body = await self._read_body(request)
+        if body is None:
+            limit = self.settings.max_body_bytes
+            return self._answer(
+                route_label, provider, 413, "too_large",
+                f"the request body is over the proxy's limit of {limit:,} bytes "
+                "(proxy.max_body_bytes)",
+            )  # fmt: skip
+        cleaned = Cleaned(body)
+        if route is not None:
+            lowered = {k.lower(): v for k, v in request.headers.items()}
+            cleaned = await anyio.to_thread.run_sync(self._clean, body, route[1], lowered, source)
+            if cleaned.error is not None and not self.settings.fail_open:
+                return self._answer(
+                    route_label, provider, 502, "not_processed",
+                    f"chatcli-middleware could not process this request "
+                    f"({type(cleaned.error).__name__}: {cleaned.error}); proxy.fail_open is "
+                    "false, so it was not forwarded",
+                )  # fmt: skip
+        upstream = (
+            self.settings.anthropic_upstream if provider == "anthropic"
+            else self.settings.openai_upstream
+        )  # fmt: skip
+        url = upstream.rstrip("/") + path + (f"?{request.url.query}" if request.url.query else "")
+        status: list[int] = []
+
+        def on_headers(code: int, seconds: float) -> None:
+            status.append(code)
+            self.metrics.upstream_seconds.labels(provider).observe(seconds)
+
+        def on_done(whole: bool) -> None:
+            code = status[0] if status else 502
+            self.metrics.requests.labels(route_label, str(code)).inc()
+            self._log(
+                request, route_label, status=code, cleaned=cleaned, started=started, whole=whole
+            )
+
+        def on_error(exc: Exception) -> tuple[int, bytes]:
+            logger.error("cannot reach the upstream %s: %s", upstream, exc)
+            status.append(502)
+            message = f"chatcli-middleware could not reach {upstream}: {exc}"
+            return 502, error_body(provider, "upstream_unreachable", message)
+
+        if self.http is None:
+            raise RuntimeError("the proxy's upstream pool starts with the app's lifespan")
+        headers = forwarded_headers(request.headers.items(), drop=REQUEST_DROPPED)
+        return Relay(
+            self.http, request.method, url, headers, cleaned.body,
+            on_headers=on_headers, on_done=on_done, on_error=on_error,
+        )  # fmt: skip
+
+    async def _read_body(self, request: Request) -> bytes | None:
+        """The whole body, or ``None`` if it is over the limit (read no further)."""
+        limit = self.settings.max_body_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            return None
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _clean(
+        self, raw: bytes, fmt: str, headers: Mapping[str, str], source: PolicySource
+    ) -> Cleaned:
+        """Run the pipeline on one request body (in a worker thread)."""
+        if headers.get("content-encoding", "identity").lower() != "identity":
+            return self._untouched(raw, "compressed body")
+        try:
+            document = jsonio.loads(raw)
+            body = read_body(document, fmt)
+        except (InputError, FormatError):
+            return self._untouched(raw, "not JSON")
+        if body is None:
+            return self._untouched(raw, "not a conversation")
+        if not isinstance(body.history, list):
+            return self._untouched(raw, "no message list")
+        session = session_of(headers, body.document)
+        started = time.perf_counter()
+        try:
+            pipe = self.sessions.pipeline(source.key, source.policy, session.session)
+            result = pipe.process(
+                body.history, format=fmt, continuation=body.continues_stored_state
+            )
+        except (HistoryError, FormatError) as exc:
+            # Not a conversation the pipeline can read: the provider will say what is wrong.
+            logger.info("forwarding a %s body untouched: %s", fmt, exc)
+            return self._untouched(raw, "not a conversation", session)
+        except Exception as exc:  # a bug or a broken plugin: never the reason a request fails
+            logger.exception("could not process a %s request of session %s", fmt, session.session)
+            self.metrics.failures.labels(type(exc).__name__).inc()
+            return Cleaned(raw, session, error=exc, seconds=time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        self.metrics.process_seconds.observe(seconds)
+        self.metrics.record_report(result.report)
+        if not result.changed:
+            return Cleaned(raw, session, result.report, seconds=seconds)
+        written = body.with_history(result.messages)
+        new = json.dumps(written, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return Cleaned(new, session, result.report, seconds=seconds)
+
+    def _untouched(self, raw: bytes, reason: str, session: SessionKey | None = None) -> Cleaned:
+        self.metrics.passthrough.labels(reason).inc()
+        return Cleaned(raw, session, passthrough=reason)
+
+    def _answer(
+        self, route: str, provider: Provider, status: int, kind: str, message: str
+    ) -> Response:
+        self.metrics.requests.labels(route, str(status)).inc()
+        return Response(error_body(provider, kind, message), status, media_type="application/json")
+
+    def _log(
+        self,
+        request: Request,
+        route: str,
+        *,
+        status: int,
+        cleaned: Cleaned,
+        started: float,
+        whole: bool,
+    ) -> None:
+        if not self.settings.access_log:
+            return
+        report = cleaned.report
+        line: dict[str, Any] = {
+            "method": request.method,
+            "path": request.url.path,
+            "route": route,
+            "status": status,
+            "session": cleaned.session.session if cleaned.session else None,
+            "ms": round((time.perf_counter() - started) * 1000, 1),
+            "process_ms": round(cleaned.seconds * 1000, 2),
+            "complete": whole,
+        }
+        if report is not None:
+            kinds: dict[str, int] = {}
+            for action in report.actions:
+                kinds[action.kind] = kinds.get(action.kind, 0) + 1
+            line.update(
+                repairs=len(report.by_step("pairing")),
+                actions=kinds,
+                chars_before=report.result_chars_before,
+                chars_after=report.result_chars_after,
+            )
+        if cleaned.passthrough:
+            line["untouched"] = cleaned.passthrough
+        if cleaned.error is not None:
+            line["error"] = f"{type(cleaned.error).__name__}: {cleaned.error}"
+        access_logger.info(json.dumps(line, ensure_ascii=False))
+
+    # -- the proxy's own routes ----------------------------------------------------------
+
+    async def healthz(self, request: Request) -> Response:
+        statuses = self.catalog.statuses()
+        healthy = all(s.last_reload_ok for s in statuses.values())
+        return JSONResponse(
+            {
+                "status": "ok" if healthy else "degraded",
+                "sessions": len(self.sessions),
+                "policies": {
+                    name: {
+                        "source": s.source,
+                        "generation": s.generation,
+                        "digest": s.digest,
+                        "last_reload_ok": s.last_reload_ok,
+                        "last_error": s.last_error,
+                        "rejected_edits": s.rejected,
+                    }
+                    for name, s in statuses.items()
+                },
+            }
+        )
+
+    async def metrics_text(self, request: Request) -> Response:
+        return Response(self.metrics.exposition(), media_type="text/plain; version=0.0.4")
+
+    async def recall(self, request: Request) -> Response:
+        """A spilled file of a session, for clients on loopback or with the recall token."""
+        if not self._may_recall(request):
+            return PlainTextResponse(
+                "recall is open to clients on this machine, or with the token set in "
+                "proxy.recall_token (Authorization: Bearer <token>)",
+                403,
+            )
+        session = request.path_params["session"]
+        name = request.path_params["file"]
+        spill = bind(self.catalog.default.policy, SpillSettings)
+        workspace = SpillWorkspace(session, spill.root)
+        text = workspace.load(str(workspace.results_dir / name))
+        if text is None:
+            return PlainTextResponse(f"no spilled output {name!r} in session {session!r}", 404)
+        media = "application/json" if name.endswith(".json") else "text/plain; charset=utf-8"
+        return Response(text.encode("utf-8", "surrogatepass"), media_type=media)
+
+    def _may_recall(self, request: Request) -> bool:
+        token = self.settings.recall_token
+        if token is not None and request.headers.get("authorization") == f"Bearer {token}":
+            return True
+        host = request.client.host if request.client is not None else ""
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+    def close(self) -> None:
+        self.sessions.close()
+        self.catalog.close()
+
+
+def create_app(proxy: Proxy) -> Starlette:
+    """The ASGI application serving ``proxy``."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        proxy.http = client(proxy.settings)
+        try:
+            yield
+        finally:
+            await proxy.http.aclose()
+            await anyio.to_thread.run_sync(proxy.close)
+
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+    return Starlette(
+        routes=[
+            Route("/healthz", proxy.healthz, methods=["GET"]),
+            Route("/metrics", proxy.metrics_text, methods=["GET"]),
+            Route("/recall/{session}/{file}", proxy.recall, methods=["GET"]),
+            Route("/{path:path}", proxy.forward, methods=methods),
+        ],
+        lifespan=lifespan,
+    )
+
+
+def _policy_prefix(path: str) -> tuple[str | None, str]:
+    """``/policy/NAME/v1/messages`` -> (``NAME``, ``/v1/messages``)."""
+    if not path.startswith(POLICY_PREFIX):
+        return None, path
+    name, _, rest = path[len(POLICY_PREFIX) :].partition("/")
+    return name, "/" + rest
+
+
+def _provider_of(headers: Mapping[str, str]) -> Provider:
+    """Who a request not on a cleaned route is for: Anthropic when it carries its version
+    header or key header, else OpenAI."""
+    if "anthropic-version" in headers or "x-api-key" in headers:
+        return "anthropic"
+    return "openai"

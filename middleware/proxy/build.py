@@ -1,0 +1,37 @@
+"""Assemble a proxy from a policy: its sources, the plugin host, the app."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+
+from middleware.plugin.host import PluginHost
+from middleware.policy.settings import bind
+from middleware.proxy.app import Proxy, create_app
+from middleware.proxy.policies import PolicyCatalog, PolicySource
+from middleware.proxy.settings import ProxySettings
+
+
+def build_proxy(
+    policy: str | Path | None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    host: PluginHost | None = None,
+) -> tuple[Proxy, Starlette]:
+    """The proxy serving ``policy`` (a file, ``preset:NAME``, or ``None`` for
+    ``$CHATCLI_POLICY`` or the embedded default) and its ASGI app.
+
+    The proxy keeps its sessions' spill files when they go idle (``spill.keep``): the
+    previews the agent already holds name them.
+    """
+    layered = {"spill.keep": True, **(overrides or {})}
+    plugins = host if host is not None else PluginHost.create()
+    default = PolicySource("default", policy, plugins, layered)
+    settings = bind(default.policy, ProxySettings)
+    folder = Path(settings.policies_dir) if settings.policies_dir is not None else None
+    catalog = PolicyCatalog(default, folder, plugins, layered)
+    proxy = Proxy(catalog, plugins)
+    return proxy, create_app(proxy)

@@ -1,0 +1,124 @@
+"""The policies a proxy serves: its own (hot-reloaded when it is a file) and those a request
+selects with the path prefix ``/policy/NAME/``: a shipped preset (``preset:pi``) or a file
+``NAME.yaml`` of the configured folder. A name is never a path."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from middleware.plugin.host import PluginHost
+from middleware.policy import Policy, load_policy
+from middleware.policy.reload import PolicyStatus, PolicyWatcher
+from middleware.policy.resources import PRESET_PREFIX, preset_names
+from middleware.report import ProblemReport
+
+logger = logging.getLogger(__name__)
+
+#: What a ``/policy/NAME/`` segment may be (besides ``preset:NAME``).
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+
+
+class PolicySource:
+    """One policy, watched when it is a file: every valid edit is swapped in (and the
+    ``policy_reloaded`` hooks told, once), an invalid one keeps the last good policy and
+    shows in :attr:`status`."""
+
+    def __init__(
+        self, key: str, path: str | Path | None, host: PluginHost, overrides: dict[str, Any]
+    ) -> None:
+        self.key = key
+        self._host = host
+        self._watcher: PolicyWatcher | None = None
+        self._problems: tuple[ProblemReport, ...] = ()
+        if path is None:
+            self._policy = load_policy(None, overrides=overrides)
+        else:
+            self._watcher = PolicyWatcher(path, self._swapped, overrides=overrides)
+            self._policy = self._watcher.policy
+            self._watcher.start()
+
+    @property
+    def policy(self) -> Policy:
+        """The snapshot new requests use."""
+        return self._policy
+
+    @property
+    def status(self) -> PolicyStatus:
+        if self._watcher is None:
+            return PolicyStatus(self._policy.source, 1, self._policy.digest)
+        return replace(self._watcher.status, plugin_problems=self._problems)
+
+    def _swapped(self, new: Policy) -> None:
+        old, self._policy = self._policy, new
+        problems: list[ProblemReport] = []
+        self._host.policy_reloaded(old, new, problems)
+        self._problems = tuple(problems)
+
+    def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+
+
+@dataclass
+class PolicyCatalog:
+    """The proxy's own policy and the named ones, each loaded on first use."""
+
+    default: PolicySource
+    folder: Path | None
+    host: PluginHost
+    overrides: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        self._named: dict[str, PolicySource] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str | None) -> PolicySource:
+        """The policy ``name`` selects (``None``: the proxy's own).
+
+        :raises LookupError: no preset or file of the folder has that name (the message
+            says which names exist).
+        :raises PolicyError: the named policy file is not valid.
+        """
+        if name is None:
+            return self.default
+        with self._lock:
+            source = self._named.get(name)
+            if source is None:
+                source = PolicySource(name, self._path(name), self.host, self.overrides)
+                self._named[name] = source
+            return source
+
+    def _path(self, name: str) -> str:
+        if name.startswith(PRESET_PREFIX):
+            if name[len(PRESET_PREFIX) :] not in preset_names():
+                raise LookupError(f"no preset {name!r}: {self._offer()}")
+            return name
+        if self.folder is None or not _NAME.match(name) or ".." in name:
+            raise LookupError(f"no policy {name!r}: {self._offer()}")
+        path = self.folder / f"{name}.yaml"
+        if not path.is_file():
+            raise LookupError(f"no policy {name!r} in {self.folder}: {self._offer()}")
+        return str(path)
+
+    def _offer(self) -> str:
+        names = [f"{PRESET_PREFIX}{n}" for n in preset_names()]
+        if self.folder is not None and self.folder.is_dir():
+            files = sorted(p.stem for p in self.folder.glob("*.yaml") if _NAME.match(p.stem))
+            names = files + names
+        return "choose one of " + ", ".join(names)
+
+    def statuses(self) -> dict[str, PolicyStatus]:
+        with self._lock:
+            named = dict(self._named)
+        return {"default": self.default.status, **{k: s.status for k, s in named.items()}}
+
+    def close(self) -> None:
+        self.default.close()
+        with self._lock:
+            for source in self._named.values():
+                source.close()

@@ -1,0 +1,25 @@
+"""The ``proxy`` section: where the proxy listens, where it forwards, and how it fails."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from middleware.policy.settings import section
+
+
+@section("proxy")
+@dataclass(frozen=True)
+class ProxySettings:
+    host: str
+    port: int
+    anthropic_upstream: str
+    openai_upstream: str
+    fail_open: bool
+    max_body_bytes: int
+    policies_dir: str | None
+    recall_token: str | None
+    connect_timeout_seconds: float
+    read_timeout_seconds: float
+    max_connections: int
+    session_idle_seconds: float
+    access_log: bool

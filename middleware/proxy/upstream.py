@@ -1,0 +1,159 @@
+"""Forwarding to the provider: one keep-alive connection pool, headers passed through but
+for the hop-by-hop ones, and answers relayed chunk by chunk as they arrive.
+
+A streamed answer is never buffered: each chunk the provider sends is written to the client
+as it comes (raw, still compressed if it was, so nothing is decoded and encoded again). A
+client that goes away cancels the upstream request at once, even while the provider is
+still silent (a model thinking before its first token).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from typing import Any
+
+import anyio
+import httpx
+from starlette.types import Receive, Scope, Send
+
+from middleware.proxy.settings import ProxySettings
+
+logger = logging.getLogger(__name__)
+
+#: Headers that describe one connection, not the message (RFC 9110, 7.6.1), never forwarded;
+#: ``host`` and ``content-length`` are set again for the new request.
+HOP_BY_HOP = frozenset(
+    {
+        "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
+        "te", "trailer", "trailers", "transfer-encoding", "upgrade",
+    }
+)  # fmt: skip
+REQUEST_DROPPED = HOP_BY_HOP | {"host", "content-length"}
+
+
+def forwarded_headers(
+    headers: Iterable[tuple[str, str]], *, drop: frozenset[str] = REQUEST_DROPPED
+) -> list[tuple[str, str]]:
+    """``headers`` without the hop-by-hop ones (and those ``Connection`` names)."""
+    pairs = list(headers)
+    named = {
+        token.strip().lower()
+        for name, value in pairs
+        if name.lower() == "connection"
+        for token in value.split(",")
+    }
+    return [(name, value) for name, value in pairs if name.lower() not in drop | named]
+
+
+def client(settings: ProxySettings) -> httpx.AsyncClient:
+    """The pool every forwarded request uses (HTTP/1.1 keep-alive)."""
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(
+            connect=settings.connect_timeout_seconds,
+            read=settings.read_timeout_seconds,
+            write=settings.read_timeout_seconds,
+            pool=settings.connect_timeout_seconds,
+        ),
+        limits=httpx.Limits(
+            max_connections=settings.max_connections,
+            max_keepalive_connections=settings.max_connections,
+        ),
+        follow_redirects=False,
+        trust_env=False,
+    )
+
+
+class Relay:
+    """An ASGI response that forwards one request upstream and relays the answer.
+
+    ``on_headers`` is called with the upstream status once its headers arrived (for the
+    access log and the latency histogram); ``on_done`` when the answer ended, with whether
+    it was relayed whole.
+    """
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        *,
+        on_headers: Callable[[int, float], None],
+        on_done: Callable[[bool], None],
+        on_error: Callable[[Exception], tuple[int, bytes]],
+    ) -> None:
+        self.http = http
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.on_headers = on_headers
+        self.on_done = on_done
+        self.on_error = on_error
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        whole = False
+        try:
+            async with anyio.create_task_group() as group:
+
+                async def relay() -> None:
+                    nonlocal whole
+                    whole = await self._relay(send)
+                    group.cancel_scope.cancel()
+
+                group.start_soon(relay)
+                await _wait_for_disconnect(receive)
+                group.cancel_scope.cancel()  # the client left: stop talking upstream
+        finally:
+            self.on_done(whole)
+
+    async def _relay(self, send: Send) -> bool:
+        request = self.http.build_request(
+            self.method, self.url, headers=self.headers, content=self.body
+        )
+        started = time.perf_counter()
+        try:
+            response = await self.http.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            status, body = self.on_error(exc)
+            await send({"type": "http.response.start", "status": status,
+                        "headers": [(b"content-type", b"application/json")]})  # fmt: skip
+            await send({"type": "http.response.body", "body": body})
+            return False
+        try:
+            self.on_headers(response.status_code, time.perf_counter() - started)
+            headers = forwarded_headers(response.headers.multi_items(), drop=HOP_BY_HOP)
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status_code,
+                    "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers],
+                }
+            )
+            async for chunk in _chunks(response):
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+            return True
+        except httpx.HTTPError as exc:  # the upstream broke off mid-answer: end ours too
+            logger.warning("upstream %s broke off its answer: %s", self.url, exc)
+            return False
+        except OSError:  # the client went away while we wrote to it
+            return False
+        finally:
+            await response.aclose()
+
+
+async def _chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    async for chunk in response.aiter_raw():
+        if chunk:
+            yield chunk
+
+
+async def _wait_for_disconnect(receive: Receive) -> None:
+    while True:
+        message: Mapping[str, Any] = await receive()
+        if message["type"] == "http.disconnect":
+            return

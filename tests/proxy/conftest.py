@@ -1,0 +1,27 @@
+"""Fixtures: the provider stand-in and a proxy in front of it, both on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette", reason="the proxy tests need the [proxy] extra")
+
+from proxy_stack import Stack, running
+from servers import serving
+from stand_in import Provider
+
+
+@pytest.fixture
+def provider() -> Iterator[tuple[Provider, str]]:
+    stand_in = Provider()
+    with serving(stand_in.app()) as url:
+        yield stand_in, url
+
+
+@pytest.fixture
+def stack(provider: tuple[Provider, str], tmp_path: Path) -> Iterator[Stack]:
+    with running(provider, tmp_path) as started:
+        yield started

@@ -1,0 +1,320 @@
+"""The proxy over loopback, with plain HTTP: what it cleans, what it forwards untouched,
+how it fails, and its own routes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from proxy_stack import Stack, running
+from stand_in import Provider
+
+import middleware
+
+ANTHROPIC = {"x-api-key": "sk-test", "anthropic-version": "2023-06-01"}
+OPENAI = {"authorization": "Bearer sk-test"}
+
+BROKEN_ANTHROPIC = {
+    "model": "claude-test",
+    "max_tokens": 100,
+    "system": [
+        {"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}}
+    ],
+    "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+    "metadata": {"user_id": "user_abc_account_def_session_1f0e6a2c-5b3d-4e8f-9a7b-0c1d2e3f4a5b"},
+    "thinking": {"type": "enabled", "budget_tokens": 1024},
+    "an_unknown_field": {"kept": True},
+    "messages": [
+        {"role": "user", "content": "List the files."},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}]},
+        {"role": "user", "content": "Go on."},
+    ],
+}  # fmt: skip
+BROKEN_CHAT = {
+    "model": "gpt-test",
+    "messages": [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "List the files."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {"role": "user", "content": "Go on."},
+    ],
+}  # fmt: skip
+BROKEN_RESPONSES = {
+    "model": "gpt-test",
+    "instructions": "You are a coding agent.",
+    "input": [
+        {"type": "message", "role": "user", "content": "List the files."},
+        {"type": "function_call", "call_id": "call_1", "name": "ls", "arguments": "{}"},
+        {"type": "message", "role": "user", "content": "Go on."},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "headers"),
+    [
+        ("/v1/messages", BROKEN_ANTHROPIC, ANTHROPIC),
+        ("/v1/messages/count_tokens", BROKEN_ANTHROPIC, ANTHROPIC),
+        ("/v1/chat/completions", BROKEN_CHAT, OPENAI),
+        ("/v1/responses", BROKEN_RESPONSES, OPENAI),
+    ],
+)
+def test_a_broken_history_is_refused_directly_and_accepted_through_the_proxy(
+    stack: Stack, path: str, body: dict[str, Any], headers: dict[str, str]
+) -> None:
+    direct = httpx.post(stack.upstream + path, json=body, headers=headers)
+    assert direct.status_code == 400
+    through = httpx.post(stack.url + path, json=body, headers=headers)
+    assert through.status_code == 200, through.text
+    _, seen_headers, sent = stack.provider.accepted[-1]
+    assert {k: v for k, v in sent.items() if k not in ("messages", "input")} == {
+        k: v for k, v in body.items() if k not in ("messages", "input")
+    }  # system, tools, metadata, thinking, unknown fields: all as they were
+    assert all(seen_headers[name] == value for name, value in headers.items())
+
+
+def test_a_body_the_pipeline_leaves_alone_is_forwarded_byte_for_byte(stack: Stack) -> None:
+    raw = b'{"model":"m","max_tokens":5,  "messages":[{"role":"user","content":"hi \\u00e9"}]}'
+    assert httpx.post(stack.url + "/v1/messages", content=raw, headers=ANTHROPIC).status_code == 200
+    assert stack.provider.accepted[-1][2] == json.loads(raw)
+    # and the stand-in saw the same bytes: its parse of them equals ours of the original
+
+
+def test_other_paths_and_headers_pass_through(stack: Stack) -> None:
+    headers = {
+        **OPENAI, "openai-organization": "org-1", "x-custom": "yes", "connection": "x-hop",
+        "x-hop": "not for the next hop", "te": "trailers",
+    }  # fmt: skip
+    answer = httpx.get(stack.url + "/v1/models?limit=3", headers=headers)
+    assert answer.status_code == 200 and answer.json()["data"][0]["id"] == "stand-in"
+    assert answer.headers["request-id"] == "req_stand_in"  # the upstream's headers come back
+    saw = answer.headers["x-stand-in-saw"].split(",")
+    assert {"authorization", "openai-organization", "x-custom"} <= set(saw)
+    assert not {"x-hop", "te"} & set(saw)  # (the new hop sets its own connection)
+    missing = httpx.post(stack.url + "/v1/embeddings", json={"input": "x"}, headers=OPENAI)
+    assert missing.status_code == 404  # the upstream's answer, whatever it is
+
+
+def test_a_stream_is_relayed_chunk_by_chunk(stack: Stack) -> None:
+    with httpx.stream("GET", stack.url + "/v1/slow-stream", timeout=30) as answer:
+        chunks = answer.iter_raw()
+        assert next(chunks) == b"data: first\n\n"  # before the upstream sent the rest
+        stack.provider.release.set()
+        assert b"".join(chunks) == b"data: second\n\n"
+
+
+def test_a_client_that_goes_away_cancels_the_upstream_request(stack: Stack) -> None:
+    with httpx.stream("GET", stack.url + "/v1/slow-stream", timeout=30) as answer:
+        assert next(answer.iter_raw()) == b"data: first\n\n"
+    assert stack.provider.cancelled.wait(timeout=30)
+
+
+def test_not_json_and_not_a_conversation_go_through_untouched(stack: Stack) -> None:
+    garbage = httpx.post(stack.url + "/v1/messages", content=b"{not json", headers=ANTHROPIC)
+    assert garbage.status_code == 400  # the stand-in's own answer
+    legacy = {"model": "m", "prompt": "completions of old"}
+    httpx.post(stack.url + "/v1/chat/completions", json=legacy, headers=OPENAI)
+    text = httpx.get(stack.url + "/metrics").text
+    assert 'chatcli_proxy_passthrough_total{reason="not JSON"} 1.0' in text
+    assert 'chatcli_proxy_passthrough_total{reason="not a conversation"} 1.0' in text
+
+
+def test_an_oversized_body_gets_413_in_the_providers_shape(
+    provider: tuple[Provider, str], tmp_path: Path
+) -> None:
+    with running(provider, tmp_path, **{"proxy.max_body_bytes": 2048}) as stack:
+        body = {**BROKEN_ANTHROPIC, "pad": "x" * 4000}
+        answer = httpx.post(stack.url + "/v1/messages", json=body, headers=ANTHROPIC)
+        assert answer.status_code == 413
+        assert answer.json()["error"]["type"] == "request_too_large"
+        chat = httpx.post(stack.url + "/v1/chat/completions", json=body, headers=OPENAI)
+        assert chat.status_code == 413 and chat.json()["error"]["code"] == "request_too_large"
+        assert not stack.provider.accepted
+
+
+@pytest.fixture
+def broken_pipeline(monkeypatch: pytest.MonkeyPatch) -> None:
+    def bug(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug in a step")
+
+    monkeypatch.setattr(middleware.Pipeline, "process", bug)
+
+
+@pytest.mark.usefixtures("broken_pipeline")
+def test_fail_open_forwards_the_original_and_counts_it(stack: Stack) -> None:
+    answer = httpx.post(stack.url + "/v1/chat/completions", json=BROKEN_CHAT, headers=OPENAI)
+    assert answer.status_code == 400  # the provider's verdict on the original body
+    assert (
+        'chatcli_proxy_failures_total{error="RuntimeError"} 1.0'
+        in httpx.get(stack.url + "/metrics").text
+    )
+
+
+@pytest.mark.usefixtures("broken_pipeline")
+def test_fail_closed_answers_502_in_the_providers_shape(
+    provider: tuple[Provider, str], tmp_path: Path
+) -> None:
+    with running(provider, tmp_path, **{"proxy.fail_open": False}) as stack:
+        answer = httpx.post(stack.url + "/v1/messages", json=BROKEN_ANTHROPIC, headers=ANTHROPIC)
+        assert answer.status_code == 502
+        assert "a bug in a step" in answer.json()["error"]["message"]
+        assert not stack.provider.accepted and not stack.provider.refused
+
+
+def session_of_last_request(stack: Stack) -> set[str]:
+    return {key[1] for key in stack.proxy.sessions._entries}
+
+
+def test_sessions_come_from_headers_metadata_or_the_opening(stack: Stack) -> None:
+    post = lambda body, **h: httpx.post(stack.url + "/v1/messages", json=body,  # noqa: E731
+                                        headers={**ANTHROPIC, **h})  # fmt: skip
+    post(BROKEN_ANTHROPIC)
+    assert session_of_last_request(stack) == {"1f0e6a2c-5b3d-4e8f-9a7b-0c1d2e3f4a5b"}
+    plain = {k: v for k, v in BROKEN_ANTHROPIC.items() if k != "metadata"}
+    post(plain, **{"x-claude-code-session-id": "cc-session-7"})
+    post(plain, **{"x-chatcli-session": "mine"})
+    post(plain)
+    longer = {**plain, "messages": [*plain["messages"], {"role": "assistant", "content": "ok"},
+                                    {"role": "user", "content": "more"}]}  # fmt: skip
+    post(longer)  # the same opening: the same conversation
+    sessions = session_of_last_request(stack)
+    assert {"cc-session-7", "mine"} <= sessions
+    digests = {s for s in sessions if s.startswith("conv-")}
+    assert len(digests) == 1
+
+
+def test_a_path_prefix_selects_a_preset_and_never_a_path(stack: Stack) -> None:
+    output = "line\n" * 5000
+    body = {**BROKEN_CHAT, "messages": [*BROKEN_CHAT["messages"][:3],
+            {"role": "tool", "tool_call_id": "call_1", "content": output}]}  # fmt: skip
+    pi = httpx.post(stack.url + "/policy/preset:pi/v1/chat/completions", json=body, headers=OPENAI)
+    assert pi.status_code == 200
+    sent = stack.provider.accepted[-1][2]["messages"][3]["content"]
+    assert "[Showing lines" in sent or "Full output:" in sent  # pi's own notice
+    for name in ("nope", "..%2F..%2Fetc%2Fpasswd", "preset:nope"):
+        wrong = httpx.post(
+            f"{stack.url}/policy/{name}/v1/chat/completions", json=body, headers=OPENAI
+        )
+        assert wrong.status_code == 404 and "choose one of" in wrong.json()["error"]["message"]
+
+
+def test_a_policy_folder_serves_its_files_by_name(
+    provider: tuple[Provider, str], tmp_path: Path
+) -> None:
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    (folder / "tight.yaml").write_text("version: 1\nbudget:\n  max_result_chars: 1000\n", "utf-8")
+    body = {**BROKEN_CHAT, "messages": [*BROKEN_CHAT["messages"][:3],
+            {"role": "tool", "tool_call_id": "call_1", "content": "y" * 5000}]}  # fmt: skip
+    with running(provider, tmp_path, **{"proxy.policies_dir": str(folder)}) as stack:
+        httpx.post(stack.url + "/policy/tight/v1/chat/completions", json=body, headers=OPENAI)
+        assert "full output saved to" in stack.provider.accepted[-1][2]["messages"][3]["content"]
+        httpx.post(stack.url + "/v1/chat/completions", json=body, headers=OPENAI)
+        assert stack.provider.accepted[-1][2]["messages"][3]["content"] == "y" * 5000
+
+
+def wait_for(condition: Any, seconds: float = 30) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return bool(condition())
+
+
+def test_the_policy_is_hot_reloaded_and_a_bad_edit_shows_on_healthz(
+    provider: tuple[Provider, str], tmp_path: Path
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("version: 1\nbudget:\n  max_result_chars: 20000\n", "utf-8")
+    body = {**BROKEN_CHAT, "messages": [*BROKEN_CHAT["messages"][:3],
+            {"role": "tool", "tool_call_id": "call_1", "content": "z" * 5000}]}  # fmt: skip
+    with running(provider, tmp_path, str(policy)) as stack:
+        url = stack.url
+
+        def health() -> Any:
+            return httpx.get(url + "/healthz").json()
+
+        assert health()["status"] == "ok"
+        policy.write_text("version: 1\nbudget:\n  max_result_chars: 1000\n", "utf-8")
+        assert wait_for(lambda: health()["policies"]["default"]["generation"] == 2)
+        httpx.post(stack.url + "/v1/chat/completions", json=body, headers=OPENAI)
+        assert "full output saved to" in stack.provider.accepted[-1][2]["messages"][3]["content"]
+        policy.write_text("version: 1\nbudget:\n  max_result_chars: -5\n", "utf-8")
+        assert wait_for(lambda: health()["status"] == "degraded")
+        assert "max_result_chars" in health()["policies"]["default"]["last_error"]
+        httpx.post(stack.url + "/v1/chat/completions", json=body, headers=OPENAI)
+        assert (
+            "full output saved to" in stack.provider.accepted[-1][2]["messages"][3]["content"]
+        )  # kept
+        metrics = httpx.get(stack.url + "/metrics").text
+        assert (
+            'chatcli_proxy_policy_reloads_total{outcome="rejected",policy="default"} 1.0' in metrics
+        )
+
+
+def test_recall_serves_a_spilled_file_to_this_machine(stack: Stack) -> None:
+    output = "".join(f"line {i}\n" for i in range(5000))
+    body = {**BROKEN_CHAT, "messages": [*BROKEN_CHAT["messages"][:3],
+            {"role": "tool", "tool_call_id": "call_1", "content": output}]}  # fmt: skip
+    httpx.post(stack.url + "/v1/chat/completions", json=body,
+               headers={**OPENAI, "x-chatcli-session": "recall-me"})  # fmt: skip
+    preview = stack.provider.accepted[-1][2]["messages"][3]["content"]
+    path = Path(preview.split("full output saved to ")[1].split("]")[0])
+    assert path.read_text(encoding="utf-8") == output  # the local path the agent reads
+    recalled = httpx.get(f"{stack.url}/recall/recall-me/{path.name}")
+    assert recalled.status_code == 200 and recalled.text == output
+    assert httpx.get(f"{stack.url}/recall/recall-me/other-0000000000000000.txt").status_code == 404
+    assert httpx.get(f"{stack.url}/recall/recall-me/..%2F..%2Fetc%2Fpasswd").status_code == 404
+
+
+def test_recall_refuses_other_machines_without_the_token(stack: Stack) -> None:
+    from starlette.testclient import TestClient  # its client address is not loopback
+
+    from middleware.proxy.app import create_app
+
+    with TestClient(create_app(stack.proxy)) as client:
+        assert client.get("/recall/s/x-0000000000000000.txt").status_code == 403
+
+
+def test_metrics_and_access_log(stack: Stack, caplog: pytest.LogCaptureFixture) -> None:
+    big = {**BROKEN_CHAT, "messages": [*BROKEN_CHAT["messages"][:3],
+           {"role": "tool", "tool_call_id": "call_1", "content": "q" * 50_000}]}  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="middleware.proxy.access"):
+        httpx.post(stack.url + "/v1/chat/completions", json=BROKEN_CHAT,
+                   headers={**OPENAI, "x-chatcli-session": "s1"})  # fmt: skip
+        httpx.post(stack.url + "/v1/chat/completions", json=big,
+                   headers={**OPENAI, "x-chatcli-session": "s1"})  # fmt: skip
+        assert wait_for(lambda: len(caplog.records) >= 2)
+    first, second = (json.loads(r.getMessage()) for r in caplog.records[:2])
+    assert first["session"] == "s1" and first["status"] == 200 and first["repairs"] == 1
+    assert second["actions"] == {"spilled": 1} and second["chars_before"] == 50_000
+    assert second["chars_after"] < 10_000 and second["route"] == "/v1/chat/completions"
+    text = httpx.get(stack.url + "/metrics").text
+    for line in (
+        'chatcli_proxy_requests_total{route="/v1/chat/completions",status="200"} 2.0',
+        'chatcli_proxy_actions_total{kind="synthetic_result",step="pairing"} 1.0',
+        'chatcli_proxy_actions_total{kind="spilled",step="budget"} 1.0',
+        "chatcli_proxy_process_seconds_count 2.0",
+        'chatcli_proxy_upstream_seconds_count{upstream="openai"} 2.0',
+    ):
+        assert line in text, line
+    removed = next(
+        row for row in text.splitlines() if row.startswith("chatcli_proxy_chars_removed_total")
+    )
+    assert float(removed.split()[1]) > 40_000
+
+
+def test_a_responses_continuation_keeps_outputs_of_stored_calls(stack: Stack) -> None:
+    output = {"type": "function_call_output", "call_id": "call_in_store", "output": "done"}
+    body = {"model": "m", "previous_response_id": "resp_1", "input": [output]}
+    httpx.post(stack.url + "/v1/responses", json=body, headers=OPENAI)
+    # The stand-in refuses it (it holds no stored response), but the proxy sent it as it was:
+    # the output answers a call of the stored response, not an orphan to drop.
+    _, message, sent = stack.provider.refused[-1]
+    assert message.startswith("No tool call found for") and sent == body

@@ -1,0 +1,417 @@
+"""A stand-in for the model providers, served on loopback: it enforces their rules on the
+history (answering 400 with their own error texts, docs in ../shared/reference/
+peer-systems.md), records every body it accepts, and answers like the real APIs, streamed
+(server-sent events) or not, in the Anthropic Messages, Chat Completions and Responses
+shapes, so the official SDKs and real agents can talk to it.
+
+What the model "says" comes from a script: a function of the request that returns text or
+tool calls, so a multi-turn agent session can be played.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+import middleware
+from middleware.errors import MiddlewareError
+
+#: Characters a request may hold before the stand-in says the prompt is too long (a model
+#: with a small window: what one huge tool output breaks).
+CONTEXT_CHARS = 120_000
+
+
+@dataclass(frozen=True)
+class Call:
+    """A tool call the scripted model makes."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str = ""
+    calls: tuple[Call, ...] = ()
+
+
+Script = Callable[[str, dict[str, Any]], Reply]
+
+
+def say_ok(fmt: str, body: dict[str, Any]) -> Reply:
+    return Reply(text="ok")
+
+
+@dataclass
+class Provider:
+    """The stand-in's state: the script and what it received."""
+
+    script: Script = say_ok
+    #: (path, headers, body) of every request accepted.
+    accepted: list[tuple[str, dict[str, str], dict[str, Any]]] = field(default_factory=list)
+    #: (path, error message, body) of every request refused.
+    refused: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: The slow stream (/v1/slow-stream) waits for this before its second chunk, and
+    #: records whether it was cancelled (the client went away) in ``cancelled``.
+    release: threading.Event = field(default_factory=threading.Event)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v1/slow-stream", self.slow_stream, methods=["GET", "POST"]),
+                Route("/v1/messages", self.messages, methods=["POST"]),
+                Route("/v1/messages/count_tokens", self.count_tokens, methods=["POST"]),
+                Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                Route("/v1/responses", self.responses, methods=["POST"]),
+                Route("/v1/models", self.models, methods=["GET"]),
+            ]
+        )
+
+    # -- the rules ------------------------------------------------------------------------
+
+    def _refusal(self, fmt: str, path: str, history: Any) -> str | None:
+        if fmt == "responses" and isinstance(history, str):
+            return None  # a plain text input is a valid Responses request
+        try:
+            violations = middleware.check_history(history, fmt)
+        except MiddlewareError as exc:
+            return str(exc)
+        if violations:
+            return violations[0].reason
+        size = len(json.dumps(history, ensure_ascii=False))
+        if size > CONTEXT_CHARS:
+            tokens = size // 4
+            return f"prompt is too long: {tokens} tokens > {CONTEXT_CHARS // 4} maximum"
+        return None
+
+    async def _accept(self, request: Request, fmt: str, key: str) -> dict[str, Any] | Response:
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return error(fmt, "There was an error parsing the body of your request as JSON.")
+        refusal = self._refusal(fmt, request.url.path, body.get(key))
+        if refusal is not None:
+            with self.lock:
+                self.refused.append((request.url.path, refusal, body))
+            return error(fmt, refusal)
+        with self.lock:
+            self.accepted.append((request.url.path, dict(request.headers), body))
+        return body
+
+    # -- Anthropic -------------------------------------------------------------------------
+
+    async def messages(self, request: Request) -> Response:
+        body = await self._accept(request, "anthropic", "messages")
+        if isinstance(body, Response):
+            return body
+        reply = self.script("anthropic", body)
+        content: list[dict[str, Any]] = []
+        if reply.text:
+            content.append({"type": "text", "text": reply.text})
+        content += [
+            {
+                "type": "tool_use",
+                "id": f"toolu_{uuid.uuid4().hex[:20]}",
+                "name": c.name,
+                "input": c.arguments,
+            }
+            for c in reply.calls
+        ]
+        message = {
+            "id": f"msg_{uuid.uuid4().hex[:20]}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "stand-in"),
+            "content": content,
+            "stop_reason": "tool_use" if reply.calls else "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 5},
+        }
+        if not body.get("stream"):
+            return JSONResponse(message)
+        return sse(anthropic_events(message))
+
+    async def count_tokens(self, request: Request) -> Response:
+        body = await self._accept(request, "anthropic", "messages")
+        if isinstance(body, Response):
+            return body
+        return JSONResponse({"input_tokens": len(json.dumps(body["messages"])) // 4})
+
+    # -- OpenAI Chat Completions ------------------------------------------------------------
+
+    async def chat(self, request: Request) -> Response:
+        body = await self._accept(request, "openai", "messages")
+        if isinstance(body, Response):
+            return body
+        reply = self.script("openai", body)
+        calls = [
+            {
+                "id": f"call_{uuid.uuid4().hex[:20]}",
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+            }
+            for c in reply.calls
+        ]
+        ident, model = f"chatcmpl-{uuid.uuid4().hex[:20]}", body.get("model", "stand-in")
+        finish = "tool_calls" if calls else "stop"
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+            if calls:
+                message["tool_calls"] = calls
+            return JSONResponse(
+                {
+                    "id": ident,
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": model,
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                }
+            )
+
+        async def chunks() -> AsyncIterator[str]:
+            def chunk(delta: dict[str, Any], reason: str | None = None) -> str:
+                return json.dumps(
+                    {
+                        "id": ident,
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": model,
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": reason}],
+                    }
+                )
+
+            yield chunk({"role": "assistant", "content": ""})
+            for piece in split(reply.text):
+                yield chunk({"content": piece})
+            for i, call in enumerate(calls):
+                yield chunk({"tool_calls": [{"index": i, **call}]})
+            yield chunk({}, finish)
+            yield "[DONE]"
+
+        async def events() -> AsyncIterator[tuple[str | None, str]]:
+            async for data in chunks():
+                yield None, data
+
+        return sse(events())
+
+    # -- OpenAI Responses -----------------------------------------------------------------
+
+    async def responses(self, request: Request) -> Response:
+        body = await self._accept(request, "responses", "input")
+        if isinstance(body, Response):
+            return body
+        reply = self.script("responses", body)
+        output: list[dict[str, Any]] = []
+        if reply.text:
+            output.append(
+                {
+                    "type": "message",
+                    "id": f"msg_{uuid.uuid4().hex[:20]}",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+                }
+            )
+        output += [
+            {
+                "type": "function_call",
+                "id": f"fc_{uuid.uuid4().hex[:20]}",
+                "call_id": f"call_{uuid.uuid4().hex[:20]}",
+                "name": c.name,
+                "arguments": json.dumps(c.arguments),
+                "status": "completed",
+            }
+            for c in reply.calls
+        ]
+        response = {
+            "id": f"resp_{uuid.uuid4().hex[:20]}",
+            "object": "response",
+            "created_at": 0,
+            "status": "completed",
+            "model": body.get("model", "stand-in"),
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "usage": {
+                "input_tokens": 10,
+                "output_tokens": 5,
+                "total_tokens": 15,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": 0},
+            },
+        }
+        if not body.get("stream"):
+            return JSONResponse(response)
+        return sse(responses_events(response))
+
+    async def models(self, request: Request) -> Response:
+        listing = {"object": "list", "data": [{"id": "stand-in", "object": "model"}]}
+        echo = {"x-stand-in-saw": ",".join(sorted(request.headers.keys()))}
+        return JSONResponse(listing, headers={"request-id": "req_stand_in", **echo})
+
+    async def slow_stream(self, request: Request) -> Response:
+        """One chunk, then the next only once the test releases it (or forever)."""
+
+        async def chunks() -> AsyncIterator[bytes]:
+            try:
+                yield b"data: first\n\n"
+                while not self.release.is_set():
+                    await anyio.sleep(0.01)
+                yield b"data: second\n\n"
+            except BaseException:
+                self.cancelled.set()
+                raise
+
+        return StreamingResponse(chunks(), media_type="text/event-stream")
+
+
+def error(fmt: str, message: str) -> Response:
+    """A 400 in the provider's own error shape."""
+    if fmt == "anthropic":
+        body: dict[str, Any] = {
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": message},
+        }
+    else:
+        body = {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": "input" if fmt == "responses" else "messages",
+                "code": None,
+            }
+        }
+    return JSONResponse(body, status_code=400)
+
+
+def split(text: str) -> list[str]:
+    """A streamed text arrives in several chunks."""
+    return [text[i : i + 7] for i in range(0, len(text), 7)] or []
+
+
+def sse(events: Any) -> StreamingResponse:
+    async def body() -> AsyncIterator[bytes]:
+        async for name, data in _aiter(events):
+            head = f"event: {name}\n" if name else ""
+            yield f"{head}data: {data}\n\n".encode()
+
+    return StreamingResponse(body(), media_type="text/event-stream")
+
+
+async def _aiter(events: Any) -> AsyncIterator[tuple[str | None, str]]:
+    if hasattr(events, "__aiter__"):
+        async for item in events:
+            yield item
+    else:
+        for item in events:
+            yield item
+
+
+def anthropic_events(message: dict[str, Any]) -> list[tuple[str, str]]:
+    start = {**message, "content": [], "stop_reason": None}
+    events = [("message_start", {"type": "message_start", "message": start})]
+    for i, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            events.append(
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": i,
+                        "content_block": {"type": "text", "text": ""},
+                    },
+                )
+            )
+            for piece in split(block["text"]):
+                events.append(
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": i,
+                            "delta": {"type": "text_delta", "text": piece},
+                        },
+                    )
+                )
+        else:
+            events.append(
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": i,
+                        "content_block": {**block, "input": {}},
+                    },
+                )
+            )
+            events.append(
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {
+                            "type": "input_json_delta",
+                            "partial_json": json.dumps(block["input"]),
+                        },
+                    },
+                )
+            )
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": 5},
+            },
+        )
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return [(name, json.dumps(data)) for name, data in events]
+
+
+def responses_events(response: dict[str, Any]) -> list[tuple[str, str]]:
+    created = {**response, "status": "in_progress", "output": []}
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": created}]
+    for i, item in enumerate(response["output"]):
+        events.append({"type": "response.output_item.added", "output_index": i, "item": item})
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            for piece in split(text):
+                events.append(
+                    {
+                        "type": "response.output_text.delta",
+                        "output_index": i,
+                        "item_id": item["id"],
+                        "content_index": 0,
+                        "delta": piece,
+                    }
+                )
+            events.append(
+                {
+                    "type": "response.output_text.done",
+                    "output_index": i,
+                    "item_id": item["id"],
+                    "content_index": 0,
+                    "text": text,
+                }
+            )
+        events.append({"type": "response.output_item.done", "output_index": i, "item": item})
+    events.append({"type": "response.completed", "response": response})
+    return [(e["type"], json.dumps({**e, "sequence_number": n})) for n, e in enumerate(events)]
