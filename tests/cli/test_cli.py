@@ -198,7 +198,8 @@ def test_subcommands_come_from_the_commands_tuple(
     parser = cli.build_parser()
     (subparsers,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert list(subparsers.choices) == [
-        "process", "check", "validate", "config", "schema", "plugins", "simulate", "serve"]  # fmt: skip
+        "process", "check", "validate", "config", "schema", "plugins", "simulate", "serve",
+    ]  # fmt: skip
     monkeypatch.setattr(cli, "COMMANDS", (*cli.COMMANDS, add_hello))
     assert cli.main(["hello", "world"]) == 0
     assert capsys.readouterr().out == "hello world\n"
