@@ -97,7 +97,9 @@ class Proxy:
         path = request.url.path
         policy_name, path = _policy_prefix(path)
         route = CLEANED.get(path) if request.method == "POST" else None
-        provider: Provider = route[0] if route else _provider_of(request.headers)
+        provider: Provider = (
+            route[0] if route else _provider_of(request.headers, self.settings.other_requests)
+        )
         route_label = path if route else "other"
         started = time.perf_counter()
         try:
@@ -350,9 +352,13 @@ def _policy_prefix(path: str) -> tuple[str | None, str]:
     return name, "/" + rest
 
 
-def _provider_of(headers: Mapping[str, str]) -> Provider:
+def _provider_of(headers: Mapping[str, str], otherwise: Provider) -> Provider:
     """Who a request not on a cleaned route is for: Anthropic when it carries its version
-    header or key header, else OpenAI."""
-    if "anthropic-version" in headers or "x-api-key" in headers:
+    or key header or comes from Claude Code, OpenAI when it carries a bearer token, else
+    ``otherwise`` (``proxy.other_requests``)."""
+    agent = headers.get("user-agent", "").lower()
+    if "anthropic-version" in headers or "x-api-key" in headers or agent.startswith("claude"):
         return "anthropic"
-    return "openai"
+    if headers.get("authorization", "").lower().startswith("bearer "):
+        return "openai"
+    return otherwise

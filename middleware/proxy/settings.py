@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from middleware.policy.settings import section
 
@@ -14,6 +15,7 @@ class ProxySettings:
     port: int
     anthropic_upstream: str
     openai_upstream: str
+    other_requests: Literal["openai", "anthropic"]
     fail_open: bool
     max_body_bytes: int
     policies_dir: str | None

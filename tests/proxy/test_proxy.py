@@ -318,3 +318,15 @@ def test_a_responses_continuation_keeps_outputs_of_stored_calls(stack: Stack) ->
     # the output answers a call of the stored response, not an orphan to drop.
     _, message, sent = stack.provider.refused[-1]
     assert message.startswith("No tool call found for") and sent == body
+
+
+def test_a_request_naming_no_provider_goes_where_the_policy_says(
+    provider: tuple[Provider, str], tmp_path: Path
+) -> None:
+    unreachable = "http://127.0.0.1:9"  # discard port: nothing listens
+    for other, status in (("anthropic", 404), ("openai", 502)):
+        with running(provider, tmp_path, **{"proxy.openai_upstream": unreachable,
+                                             "proxy.other_requests": other}) as stack:  # fmt: skip
+            assert httpx.head(stack.url + "/").status_code == status  # an agent's probe
+            claude = httpx.get(stack.url + "/v1/nowhere", headers={"user-agent": "claude-cli/2"})
+            assert claude.status_code == 404  # Claude Code is Anthropic's, whatever the policy
