@@ -57,6 +57,10 @@ class Provider:
     """The stand-in's state: the script and what it received."""
 
     script: Script = say_ok
+    #: Keep what was accepted and refused (off for benchmarks: memory would grow).
+    record: bool = True
+    #: Characters of history over which the prompt is too long.
+    context_chars: int = CONTEXT_CHARS
     #: (path, headers, body) of every request accepted.
     accepted: list[tuple[str, dict[str, str], dict[str, Any]]] = field(default_factory=list)
     #: (path, error message, body) of every request refused.
@@ -91,9 +95,9 @@ class Provider:
         if violations:
             return violations[0].reason
         size = len(json.dumps(history, ensure_ascii=False))
-        if size > CONTEXT_CHARS:
+        if size > self.context_chars:
             tokens = size // 4
-            return f"prompt is too long: {tokens} tokens > {CONTEXT_CHARS // 4} maximum"
+            return f"prompt is too long: {tokens} tokens > {self.context_chars // 4} maximum"
         return None
 
     async def _accept(self, request: Request, fmt: str, key: str) -> dict[str, Any] | Response:
@@ -103,11 +107,13 @@ class Provider:
             return error(fmt, "There was an error parsing the body of your request as JSON.")
         refusal = self._refusal(fmt, request.url.path, body.get(key))
         if refusal is not None:
-            with self.lock:
-                self.refused.append((request.url.path, refusal, body))
+            if self.record:
+                with self.lock:
+                    self.refused.append((request.url.path, refusal, body))
             return error(fmt, refusal)
-        with self.lock:
-            self.accepted.append((request.url.path, dict(request.headers), body))
+        if self.record:
+            with self.lock:
+                self.accepted.append((request.url.path, dict(request.headers), body))
         return body
 
     # -- Anthropic -------------------------------------------------------------------------

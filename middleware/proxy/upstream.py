@@ -54,7 +54,8 @@ def client(settings: ProxySettings) -> httpx.AsyncClient:
             connect=settings.connect_timeout_seconds,
             read=settings.read_timeout_seconds,
             write=settings.read_timeout_seconds,
-            pool=settings.connect_timeout_seconds,
+            # Waiting for a free connection is waiting for another answer to end.
+            pool=settings.read_timeout_seconds,
         ),
         limits=httpx.Limits(
             max_connections=settings.max_connections,
