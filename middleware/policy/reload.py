@@ -55,8 +55,8 @@ class PolicyStatus:
     #: The last rejected edit's error (``file:line:col: $.path: message``), if any.
     last_error: str | None = None
     last_success_at: float = 0.0
-    #: How many edits were rejected since the policy was first loaded (a counter for
-    #: monitoring: ``generation - 1`` edits were swapped in).
+    #: How many reloads were rejected since the policy was first loaded (a counter for
+    #: monitoring; a bad file read twice counts twice; ``generation - 1`` were swapped in).
     rejected: int = 0
     #: The ``policy_reloaded`` hook implementations that failed after the last swap
     #: (each logged and skipped; the swap itself stands).

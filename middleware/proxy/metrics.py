@@ -79,8 +79,9 @@ class _PolicyCollector(Collector):
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         reloads = CounterMetricFamily(
-            "chatcli_proxy_policy_reloads", "Edits of a served policy, by outcome: swapped in, "
-            "or rejected (the last good policy kept).", labels=["policy", "outcome"],
+            "chatcli_proxy_policy_reloads", "Reloads of a served policy, by outcome: a new "
+            "snapshot swapped in, or rejected (the last good policy kept).",
+            labels=["policy", "outcome"],
         )  # fmt: skip
         last_ok = GaugeMetricFamily(
             "chatcli_proxy_policy_last_reload_ok", "1 if the last edit of the policy was "
