@@ -13,6 +13,7 @@ from typing import Any
 
 from middleware.formats import detect_format, get_codec
 from middleware.formats.base import Codec
+from middleware.formats.requests import read_request
 from middleware.formats.text_protocol import text_protocol_rule
 from middleware.plugin.capabilities import SpillStore
 from middleware.plugin.context import Dispatch, StepContext
@@ -34,10 +35,14 @@ from middleware.view import Conversation
 class ProcessResult:
     """What :meth:`Pipeline.process` returns."""
 
-    #: A new list in the input's wire format. Messages no step changed are the input's own
-    #: objects (treat them as read-only); changed ones are new objects.
+    #: The cleaned history: a new list in the input's wire format. Messages no step changed
+    #: are the input's own objects, SDK objects included (treat them as read-only); changed
+    #: ones are new plain dicts.
     messages: list[Any]
     report: Report
+    #: What to send on, in the shape ``process()`` was given: the history list, or the
+    #: request body with the cleaned history in it (every other field as it was).
+    output: Any = None
 
     @property
     def format(self) -> str:
@@ -156,28 +161,41 @@ class Pipeline:
         return self._host
 
     def process(
-        self, messages: Sequence[Any], format: str = "auto", *, continuation: bool = False
+        self, messages: Any, format: str = "auto", *, continuation: bool = False
     ) -> ProcessResult:
         """Run pairing repair, budget enforcement and microcompaction on ``messages``.
 
         :param messages: a history in Anthropic Messages, OpenAI Chat Completions or
-            OpenAI Responses format; never mutated.
+            OpenAI Responses format, or a whole request body (``{system, messages, ...}``,
+            ``{input, instructions, ...}``); elements may be the official SDKs' objects.
+            Never mutated. The result's ``output`` has the same shape.
         :param format: ``"auto"`` (detect), ``"anthropic"``, ``"openai"`` or ``"responses"``.
         :param continuation: the provider holds earlier turns that ``messages`` does not
-            repeat (a Responses request with ``previous_response_id``): results may answer
-            calls it cannot see, so pairing repair leaves the history alone.
+            repeat (a Responses request with ``previous_response_id``, which a body says by
+            itself): results may answer calls it cannot see, so pairing repair leaves the
+            history alone.
         :raises HistoryError: the history is malformed; the message says which message.
         """
         with self._in_flight():
-            return self._process(messages, format, continuation)
+            request = read_request(messages, format, continuation=continuation)
+            if request.text_input:  # a Responses body whose input is plain text
+                report = Report("responses", "the request body's 'input' text", self.policy.name)
+                return ProcessResult([], report, messages)
+            result = self._process(
+                request.history, request.format, request.continuation, request.format_source
+            )
+            restored, output = request.output(result.messages)
+            return ProcessResult(restored, result.report, output)
 
-    def _process(self, messages: Sequence[Any], format: str, continuation: bool) -> ProcessResult:
+    def _process(
+        self, messages: Sequence[Any], format: str, continuation: bool, source: str | None
+    ) -> ProcessResult:
         policy = self._policy  # one snapshot for all three steps
         if format == "auto":
             detection = detect_format(messages)
             fmt, why = detection.format, detection.evidence or "ambiguous"
         else:
-            fmt, why = format, "given"
+            fmt, why = format, source or "given"
         codec = get_codec(fmt)
         conversation = codec.parse(messages, text_protocol_rule(policy))
         report = Report(
@@ -200,7 +218,7 @@ class Pipeline:
         report.messages_after = len(out)
         report.result_chars_after = _result_chars(conversation)
         report.tool_results = sum(len(node.results) for node in conversation.nodes)
-        return ProcessResult(out, report)
+        return ProcessResult(out, report, out)
 
     def admit(
         self,

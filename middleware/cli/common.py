@@ -49,17 +49,6 @@ def write_output(file: str | None, text: str) -> None:
         jsonio.write_atomically(file, text)
 
 
-def unwrap(document: Any, fmt: str) -> tuple[Any, str, str | None]:
-    """The history in ``document`` (a list, or a body's ``messages``/``input``), the
-    format to use, and the body key it came from."""
-    if isinstance(document, dict):
-        for key, hint in (("messages", fmt), ("input", "responses" if fmt == "auto" else fmt)):
-            if key in document:
-                return document[key], hint, key
-        raise InputError("a request body needs a 'messages' or 'input' list")
-    return document, fmt, None
-
-
 def write_lines(stream: TextIO, lines: Sequence[str]) -> None:
     for line in lines:
         stream.write(line + "\n")

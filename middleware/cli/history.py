@@ -4,14 +4,14 @@ wrong with it."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from middleware.cli.common import add_command, read_json, unwrap, write_lines, write_output
+from middleware.cli.common import add_command, read_json, write_lines, write_output
 from middleware.errors import InputError
 from middleware.formats import FORMATS, jsonio
+from middleware.formats.bodies import read_body
 from middleware.formats.check import check_history
 from middleware.pipeline import Pipeline
 from middleware.policy import load_policy
@@ -93,30 +93,20 @@ def add_check(commands: Subcommands) -> None:
 
 def _process(args: argparse.Namespace) -> int:
     document = read_json(args.file)
-    messages, fmt, key = unwrap(document, args.format)
-    cleaned: Any
-    if isinstance(messages, str):  # a Responses body with a plain-text input
-        cleaned, report_lines = messages, ["nothing to process: the input is a string"]
-        report_json = json.dumps({"changed": False})
-    else:
-        # The spill files are the command's output as much as the history is: keep them.
-        policy = load_policy(args.policy, overrides={"spill.keep": True})
-        decisions = _read_decisions(args.decisions)
-        with Pipeline(policy, session_id=args.session, decisions=decisions) as pipe:
-            result = pipe.process(messages, format=fmt)
-            if fmt != args.format:  # the body's shape chose the format, not --format
-                result.report.format_source = f"the request body's {key!r} list"
-            if args.decisions:
-                state = jsonio.dumps(pipe.decisions.export(), indent=1)
-                jsonio.write_atomically(args.decisions, state + "\n")
-        cleaned = result.messages
-        report_lines, report_json = result.report.summary_lines(), result.report.to_json()
-        path = next((a.detail["path"] for a in result.report.actions if "path" in a.detail), None)
-        if path is not None:
-            report_lines.append(f"full outputs kept in: {Path(path).parent}")
-    output = cleaned if key is None else {**document, key: cleaned}
-    write_output(args.output, jsonio.dumps(output) + "\n")
-    write_lines(sys.stderr, [report_json] if args.report == "json" else report_lines)
+    # The spill files are the command's output as much as the history is: keep them.
+    policy = load_policy(args.policy, overrides={"spill.keep": True})
+    decisions = _read_decisions(args.decisions)
+    with Pipeline(policy, session_id=args.session, decisions=decisions) as pipe:
+        result = pipe.process(document, format=args.format)
+        if args.decisions:
+            state = jsonio.dumps(pipe.decisions.export(), indent=1)
+            jsonio.write_atomically(args.decisions, state + "\n")
+    report_lines = result.report.summary_lines()
+    path = next((a.detail["path"] for a in result.report.actions if "path" in a.detail), None)
+    if path is not None:
+        report_lines.append(f"full outputs kept in: {Path(path).parent}")
+    write_output(args.output, jsonio.dumps(result.output) + "\n")
+    write_lines(sys.stderr, [result.report.to_json()] if args.report == "json" else report_lines)
     return 0
 
 
@@ -136,7 +126,10 @@ def _read_decisions(file: str | None) -> list[Decision]:
 
 
 def _check(args: argparse.Namespace) -> int:
-    messages, fmt, _ = unwrap(read_json(args.file), args.format)
+    document = read_json(args.file)
+    body = read_body(document, args.format)
+    messages = body.history if body is not None else document
+    fmt = body.format_hint or args.format if body is not None else args.format
     violations = check_history(messages, fmt)
     for v in violations:
         print(f"{args.file}: message {v.index}: [{v.code}] {v.reason}")

@@ -84,7 +84,8 @@ def test_responses_body_and_stdin(tmp_path: Path) -> None:
          "not JSON: Expecting property name enclosed in double quotes (line 1, column 2)"),
         ('{"messages": 5}', "history: expected a list of messages, got int"),
         ('[{"content": "x"}]', "message 0: message has no 'role'"),
-        ('{"model": "m"}', "a request body needs a 'messages' or 'input' list"),
+        ('{"model": "m"}', "history: expected a list of messages, or a request body with a "
+                           "'messages' or 'input' field, got a mapping with 'model'"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, content: str, message: str) -> None:
@@ -168,7 +169,8 @@ def test_a_responses_body_with_a_string_input_is_left_as_is(tmp_path: Path) -> N
     done = run("process", str(write(tmp_path, "r.json", body)), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == body
-    assert done.stderr == "nothing to process: the input is a string\n"
+    assert done.stderr.startswith("format: responses (the request body's 'input' text)")
+    assert "pairing: nothing to do" in done.stderr
 
 
 def test_the_readme_quick_start_prints_what_the_readme_shows() -> None:
