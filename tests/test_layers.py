@@ -25,6 +25,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"plugin"}),
     frozenset({"steps", "default_plugins"}),
     frozenset({"pipeline"}),
+    frozenset({"conversations"}),
     frozenset({"replay", "proxy"}),
     frozenset({"__init__"}),  # the public surface: middleware.Pipeline, middleware.load_policy...
     frozenset({"cli"}),

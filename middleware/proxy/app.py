@@ -30,18 +30,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from middleware.errors import FormatError, HistoryError, InputError, MiddlewareError
-from middleware.formats import jsonio
-from middleware.formats.bodies import read_body
+from middleware.conversations.cleaning import Cleaned, clean_body
+from middleware.conversations.sessions import SessionPool
+from middleware.errors import MiddlewareError
 from middleware.plugin.host import PluginHost
 from middleware.policy.settings import bind
 from middleware.proxy.errors import Provider, error_body
 from middleware.proxy.metrics import Metrics
 from middleware.proxy.policies import PolicyCatalog, PolicySource
-from middleware.proxy.sessions import SessionKey, SessionPool, session_of
 from middleware.proxy.settings import ProxySettings
 from middleware.proxy.upstream import REQUEST_DROPPED, Relay, client, forwarded_headers
-from middleware.report import Report
 from middleware.spill import SpillSettings, SpillWorkspace
 
 logger = logging.getLogger(__name__)
@@ -55,20 +53,6 @@ CLEANED: dict[str, tuple[Provider, str]] = {
     "/v1/responses": ("openai", "responses"),
 }
 POLICY_PREFIX = "/policy/"
-
-
-@dataclass
-class Cleaned:
-    """What the pipeline made of one request body."""
-
-    body: bytes
-    session: SessionKey | None = None
-    report: Report | None = None
-    #: Why the body went through untouched, if it did.
-    passthrough: str | None = None
-    #: The error the pipeline raised, if it could not process the body.
-    error: BaseException | None = None
-    seconds: float = 0.0
 
 
 @dataclass
@@ -176,45 +160,16 @@ class Proxy:
     def _clean(
         self, raw: bytes, fmt: str, headers: Mapping[str, str], source: PolicySource
     ) -> Cleaned:
-        """Run the pipeline on one request body (in a worker thread)."""
-        if headers.get("content-encoding", "identity").lower() != "identity":
-            return self._untouched(raw, "compressed body")
-        try:
-            document = jsonio.loads(raw)
-            body = read_body(document, fmt)
-        except (InputError, FormatError):
-            return self._untouched(raw, "not JSON")
-        if body is None:
-            return self._untouched(raw, "not a conversation")
-        if not isinstance(body.history, list):
-            return self._untouched(raw, "no message list")
-        session = session_of(headers, body.document)
-        started = time.perf_counter()
-        try:
-            pipe = self.sessions.pipeline(source.key, source.policy, session.session)
-            result = pipe.process(
-                body.history, format=fmt, continuation=body.continues_stored_state
-            )
-        except (HistoryError, FormatError) as exc:
-            # Not a conversation the pipeline can read: the provider will say what is wrong.
-            logger.info("forwarding a %s body untouched: %s", fmt, exc)
-            return self._untouched(raw, "not a conversation", session)
-        except Exception as exc:  # a bug or a broken plugin: never the reason a request fails
-            logger.exception("could not process a %s request of session %s", fmt, session.session)
-            self.metrics.failures.labels(type(exc).__name__).inc()
-            return Cleaned(raw, session, error=exc, seconds=time.perf_counter() - started)
-        seconds = time.perf_counter() - started
-        self.metrics.process_seconds.observe(seconds)
-        self.metrics.record_report(result.report)
-        if not result.changed:
-            return Cleaned(raw, session, result.report, seconds=seconds)
-        written = body.with_history(result.messages)
-        new = json.dumps(written, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        return Cleaned(new, session, result.report, seconds=seconds)
-
-    def _untouched(self, raw: bytes, reason: str, session: SessionKey | None = None) -> Cleaned:
-        self.metrics.passthrough.labels(reason).inc()
-        return Cleaned(raw, session, passthrough=reason)
+        """Run the pipeline on one request body (in a worker thread) and count what it did."""
+        cleaned = clean_body(raw, fmt, headers, self.sessions, (source.key, source.policy))
+        if cleaned.untouched is not None:
+            self.metrics.passthrough.labels(cleaned.untouched).inc()
+        if cleaned.error is not None:
+            self.metrics.failures.labels(type(cleaned.error).__name__).inc()
+        if cleaned.report is not None:
+            self.metrics.process_seconds.observe(cleaned.seconds)
+            self.metrics.record_report(cleaned.report)
+        return cleaned
 
     def _answer(
         self, route: str, provider: Provider, status: int, kind: str, message: str
@@ -255,8 +210,8 @@ class Proxy:
                 chars_before=report.result_chars_before,
                 chars_after=report.result_chars_after,
             )
-        if cleaned.passthrough:
-            line["untouched"] = cleaned.passthrough
+        if cleaned.untouched:
+            line["untouched"] = cleaned.untouched
         if cleaned.error is not None:
             line["error"] = f"{type(cleaned.error).__name__}: {cleaned.error}"
         access_logger.info(json.dumps(line, ensure_ascii=False))

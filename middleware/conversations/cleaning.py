@@ -1,0 +1,85 @@
+"""One request body from the wire, cleaned: bytes in, bytes out, never the reason the
+request fails.
+
+A body that is not JSON, or not a conversation, is left as it was; one the pipeline cannot
+process is left as it was too, with the error kept for the caller to count or refuse. A
+body no step changed is returned byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from middleware.conversations.sessions import SessionKey, SessionPool, session_of
+from middleware.errors import FormatError, HistoryError, InputError
+from middleware.formats import jsonio
+from middleware.formats.bodies import read_body
+from middleware.policy import Policy
+from middleware.report import Report
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Cleaned:
+    """What became of one request body."""
+
+    body: bytes
+    session: SessionKey | None = None
+    report: Report | None = None
+    #: Why the body was left as it was without being processed, if it was.
+    untouched: str | None = None
+    #: What the pipeline raised, if it could not process the body (which is then as it was).
+    error: BaseException | None = None
+    #: Seconds the pipeline took.
+    seconds: float = 0.0
+
+
+def clean_body(
+    raw: bytes,
+    fmt: str,
+    headers: Mapping[str, str],
+    pool: SessionPool,
+    policy: tuple[str, Policy],
+    *,
+    session: str | None = None,
+) -> Cleaned:
+    """Run the pipeline of the body's conversation on ``raw``, a request body in wire
+    format ``fmt``.
+
+    :param headers: the request's headers, names in lower case (they may name the session).
+    :param policy: the policy's key in ``pool`` and its current snapshot.
+    :param session: the conversation, if the caller knows it (else found from the request).
+    """
+    if headers.get("content-encoding", "identity").lower() != "identity":
+        return Cleaned(raw, untouched="compressed body")
+    try:
+        document = jsonio.loads(raw)
+        body = read_body(document, fmt)
+    except (InputError, FormatError):
+        return Cleaned(raw, untouched="not JSON")
+    if body is None:
+        return Cleaned(raw, untouched="not a conversation")
+    if not isinstance(body.history, list):
+        return Cleaned(raw, untouched="no message list")
+    key = SessionKey(session, "given") if session else session_of(headers, body.document)
+    started = time.perf_counter()
+    try:
+        pipe = pool.pipeline(policy[0], policy[1], key.session)
+        result = pipe.process(body.document, format=fmt)
+    except (HistoryError, FormatError) as exc:
+        # Not a conversation the pipeline can read: the provider will say what is wrong.
+        logger.info("leaving a %s body as it was: %s", fmt, exc)
+        return Cleaned(raw, key, untouched="not a conversation")
+    except Exception as exc:  # a bug or a broken plugin: never the reason a request fails
+        logger.exception("could not process a %s request of session %s", fmt, key.session)
+        return Cleaned(raw, key, error=exc, seconds=time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    if not result.changed:
+        return Cleaned(raw, key, result.report, seconds=seconds)
+    written = json.dumps(result.output, ensure_ascii=False, separators=(",", ":"))
+    return Cleaned(written.encode("utf-8"), key, result.report, seconds=seconds)
