@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, TypeVar
 
 from middleware.__about__ import __version__
 from middleware.errors import (
@@ -35,6 +35,8 @@ from middleware.policy.resources import preset_names
 from middleware.report import Action, LoopAlert, ProblemReport, Report
 from middleware.session.decisions import Decision, DecisionLedger
 from middleware.steps.budget.admission import Admission, ToolOutput
+
+ClientT = TypeVar("ClientT")
 
 __all__ = [
     "Action",
@@ -67,7 +69,16 @@ __all__ = [
     "load_policy",
     "preset_names",
     "validate_policy_file",
+    "wrap",
 ]
+
+
+def wrap(client: ClientT, policy: Any = None, session_id: str | None = None) -> ClientT:
+    """A copy of an ``anthropic`` or ``openai`` SDK client whose model requests have their
+    history cleaned first (see :func:`middleware.integrations.sdk.wrap`)."""
+    from middleware.integrations.sdk import wrap as wrap_client  # noqa: PLC0415 - needs httpx
+
+    return wrap_client(client, policy, session_id)
 
 
 def __getattr__(name: str) -> Any:

@@ -26,7 +26,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"steps", "default_plugins"}),
     frozenset({"pipeline"}),
     frozenset({"conversations"}),
-    frozenset({"replay", "proxy"}),
+    frozenset({"replay", "proxy", "integrations"}),
     frozenset({"__init__"}),  # the public surface: middleware.Pipeline, middleware.load_policy...
     frozenset({"cli"}),
     frozenset({"__main__"}),

@@ -1,0 +1,135 @@
+"""LangChain v1 agents: ``create_agent(model, tools, middleware=[ChatcliMiddleware()])``.
+
+Before every model call, the agent's message list goes through the pipeline: LangChain
+messages are read as Chat Completions messages (``AIMessage.tool_calls``,
+``ToolMessage.tool_call_id``), cleaned, and written back as LangChain messages. A message no
+step changed is the agent's own object; a changed one is a copy of it with the new content
+(its id, name and metadata kept); a result the repair adds is a ``ToolMessage`` with
+``status="error"``. The agent's state keeps the full history: only what the model sees is
+cleaned, so the spill files named in it hold everything cut.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from middleware.errors import MissingExtraError
+
+try:
+    from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolMessage,
+    )
+except ImportError as exc:  # pragma: no cover - exercised by the extras test
+    raise MissingExtraError(
+        "langchain", "langchain>=1.0", "middleware.integrations.langchain"
+    ) from exc
+
+import anyio.to_thread
+
+from middleware.pipeline import Pipeline
+from middleware.policy import Policy, load_policy
+from middleware.report import Report
+
+logger = logging.getLogger(__name__)
+
+#: Where a converted message remembers which LangChain message it came from (never sent).
+_ORIGIN = "_chatcli_origin"
+
+
+class ChatcliMiddleware(AgentMiddleware):
+    """Cleans the messages of every model call of a LangChain agent.
+
+    :param policy: a policy file, ``preset:NAME``, a loaded :class:`Policy`, or ``None``
+        for ``$CHATCLI_POLICY`` else the embedded default.
+    :param session_id: the spill workspace's session (default: one per middleware).
+    """
+
+    def __init__(
+        self, policy: str | Path | Policy | None = None, session_id: str | None = None
+    ) -> None:
+        super().__init__()
+        loaded = policy if isinstance(policy, Policy) else load_policy(policy)
+        self.pipeline = Pipeline(loaded, session_id=session_id or f"lc-{uuid.uuid4().hex[:12]}")
+        #: The report of the last model call.
+        self.last_report: Report | None = None
+
+    def clean(self, messages: Sequence[BaseMessage]) -> list[Any]:
+        """``messages`` as the model should see them."""
+        plain = [_to_chat(message, i) for i, message in enumerate(messages)]
+        result = self.pipeline.process(plain, format="openai")
+        self.last_report = result.report
+        if not result.changed:
+            return list(messages)
+        by_plain = {id(p): m for p, m in zip(plain, messages, strict=True)}
+        return [by_plain.get(id(out)) or _from_chat(out, messages) for out in result.messages]
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> Any:
+        return handler(request.override(messages=self.clean(request.messages)))
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> Any:
+        cleaned = await anyio.to_thread.run_sync(self.clean, request.messages)
+        return await handler(request.override(messages=cleaned))
+
+    def close(self) -> None:
+        """Release the spill workspace (its files go unless ``spill.keep``)."""
+        self.pipeline.close()
+
+
+def _to_chat(message: BaseMessage, index: int) -> dict[str, Any]:
+    """One LangChain message as a Chat Completions message."""
+    content = message.content
+    if isinstance(message, AIMessage):
+        out: dict[str, Any] = {"role": "assistant", "content": content or None}
+        if message.tool_calls:
+            out["tool_calls"] = [
+                {"id": call.get("id") or "", "type": "function",
+                 "function": {"name": call["name"], "arguments": json.dumps(call["args"])}}
+                for call in message.tool_calls
+            ]  # fmt: skip
+    elif isinstance(message, ToolMessage):
+        out = {"role": "tool", "tool_call_id": message.tool_call_id, "content": content}
+    elif isinstance(message, SystemMessage):
+        out = {"role": "system", "content": content}
+    elif isinstance(message, HumanMessage):
+        out = {"role": "user", "content": content}
+    else:
+        out = {"role": getattr(message, "role", message.type), "content": content}
+    out[_ORIGIN] = index
+    return out
+
+
+def _from_chat(message: dict[str, Any], originals: Sequence[BaseMessage]) -> BaseMessage:
+    """A LangChain message for one the pipeline changed or created."""
+    origin = message.get(_ORIGIN)
+    original = originals[origin] if isinstance(origin, int) else None
+    content = message.get("content")
+    if message["role"] == "tool":
+        if original is not None:
+            return original.model_copy(update={"content": content})
+        return ToolMessage(content=content, tool_call_id=message["tool_call_id"], status="error")
+    if message["role"] == "assistant":
+        calls = [
+            {"id": call["id"], "name": call["function"]["name"],
+             "args": json.loads(call["function"]["arguments"] or "{}"), "type": "tool_call"}
+            for call in message.get("tool_calls") or []
+        ]  # fmt: skip
+        if original is not None:
+            return original.model_copy(update={"content": content or "", "tool_calls": calls})
+        return AIMessage(content=content or "", tool_calls=calls)
+    if original is not None:
+        return original.model_copy(update={"content": content})
+    return HumanMessage(content=content)
