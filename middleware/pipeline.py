@@ -11,9 +11,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from middleware.cache import CacheSettings, DerivedCache
+from middleware.cache.messages import MessageMemo
 from middleware.formats import detect_format, get_codec
 from middleware.formats.base import Codec
-from middleware.formats.requests import read_request
+from middleware.formats.requests import Request, read_request
 from middleware.formats.text_protocol import text_protocol_rule
 from middleware.plugin.capabilities import SpillStore
 from middleware.plugin.context import Dispatch, StepContext
@@ -68,8 +70,14 @@ class Pipeline:
         host: PluginHost | None = None,
         session_id: str | None = None,
         decisions: Iterable[Decision | Mapping[str, Any]] = (),
+        cache: DerivedCache | None = None,
     ) -> None:
         self._policy = policy
+        #: Work reused between requests (derived data of results, parsed messages): the
+        #: given cache, shared with other pipelines, or one of the size the policy says.
+        self.cache = (
+            cache if cache is not None else DerivedCache(bind(policy, CacheSettings).max_bytes)
+        )
         #: Budget decisions frozen per call id (see :mod:`middleware.decisions`).
         self.decisions = DecisionLedger(decisions)
         self._host = host if host is not None else PluginHost.create()
@@ -98,6 +106,7 @@ class Pipeline:
         session_id: str | None = None,
         watch: bool = False,
         decisions: Iterable[Decision | Mapping[str, Any]] = (),
+        cache: DerivedCache | None = None,
     ) -> Pipeline:
         """A pipeline for a policy file, an already loaded :class:`Policy`, or ``None``
         for the embedded default policy.
@@ -108,15 +117,19 @@ class Pipeline:
         workspace keeps the settings it was created with.
 
         ``decisions`` restores budget decisions exported with ``pipe.decisions.export()``
-        (resuming a session keeps every result as it was sent before).
+        (resuming a session keeps every result as it was sent before). ``cache`` shares
+        one :class:`DerivedCache` between pipelines (one per session, say); by default
+        each pipeline has its own, of the policy's ``cache.max_bytes``.
         """
         if not watch:
             loaded = policy if isinstance(policy, Policy) else load_policy(policy)
-            return cls(loaded, host=host, session_id=session_id, decisions=decisions)
+            return cls(loaded, host=host, session_id=session_id, decisions=decisions, cache=cache)
         if not isinstance(policy, (str, Path)):
             raise TypeError("watch=True needs the path of a policy file")
         watcher = PolicyWatcher(policy, on_swap=lambda _: None)
-        pipe = cls(watcher.policy, host=host, session_id=session_id, decisions=decisions)
+        pipe = cls(
+            watcher.policy, host=host, session_id=session_id, decisions=decisions, cache=cache
+        )
         watcher.on_swap = pipe._swap
         pipe._watcher = watcher
         watcher.start()
@@ -177,27 +190,25 @@ class Pipeline:
         :raises HistoryError: the history is malformed; the message says which message.
         """
         with self._in_flight():
-            request = read_request(messages, format, continuation=continuation)
+            policy = self._policy  # one snapshot for the whole call
+            memo = MessageMemo(self.cache, bind(policy, CacheSettings).max_message_bytes)
+            request = read_request(messages, format, continuation=continuation, known=memo.known)
             if request.text_input:  # a Responses body whose input is plain text
-                report = Report("responses", "the request body's 'input' text", self.policy.name)
+                report = Report("responses", "the request body's 'input' text", policy.name)
                 return ProcessResult([], report, messages)
-            result = self._process(
-                request.history, request.format, request.continuation, request.format_source
-            )
+            result = self._process(policy, request, memo)
             restored, output = request.output(result.messages)
             return ProcessResult(restored, result.report, output)
 
-    def _process(
-        self, messages: Sequence[Any], format: str, continuation: bool, source: str | None
-    ) -> ProcessResult:
-        policy = self._policy  # one snapshot for all three steps
+    def _process(self, policy: Policy, request: Request, memo: MessageMemo) -> ProcessResult:
+        messages, format = request.history, request.format
         if format == "auto":
             detection = detect_format(messages)
             fmt, why = detection.format, detection.evidence or "ambiguous"
         else:
-            fmt, why = format, source or "given"
+            fmt, why = format, request.format_source or "given"
         codec = get_codec(fmt)
-        conversation = codec.parse(messages, text_protocol_rule(policy))
+        conversation = codec.parse(messages, text_protocol_rule(policy), memo)
         report = Report(
             format=fmt, format_source=why, policy=policy.name, messages_before=len(messages)
         )
@@ -207,7 +218,7 @@ class Pipeline:
         shared: dict[str, Any] = {}
         for step, hook in STEP_HOOKS:
             context = self._context(step, policy, codec, shared)
-            context.continuation = continuation
+            context.continuation = request.continuation
             self._host.run_step(hook, conversation, context)
             report.actions.extend(context.actions)
             # One line per problem: the same plugin failing alike in two steps is one problem.
@@ -307,7 +318,7 @@ class Pipeline:
     ) -> StepContext:
         return StepContext(
             step, policy, codec, self._host, self.session_id, self._spill,
-            decisions=self.decisions, shared=shared,
+            decisions=self.decisions, shared=shared, cache=self.cache,
         )  # fmt: skip
 
     @property

@@ -21,6 +21,7 @@ PACKAGE = REPO / "middleware"
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"__about__", "errors", "view", "report"}),
     frozenset({"policy"}),
+    frozenset({"cache"}),
     frozenset({"formats", "spill", "session"}),
     frozenset({"plugin"}),
     frozenset({"steps", "default_plugins"}),

@@ -20,9 +20,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from middleware.cache import CacheSettings, DerivedCache
 from middleware.pipeline import Pipeline
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy
+from middleware.policy.settings import bind
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +110,10 @@ class SessionPool:
     host: PluginHost
     idle_seconds: float
     clock: Callable[[], float] = time.monotonic
+    #: One cache of reused work for every session (made at the first request, of that
+    #: policy's ``cache.max_bytes``): the same tool output or system prompt seen by two
+    #: sessions is read once.
+    cache: DerivedCache | None = None
     _entries: dict[tuple[str, str], _Entry] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -118,7 +124,10 @@ class SessionPool:
         with self._lock:
             entry = self._entries.get((policy_key, session))
             if entry is None:
-                entry = _Entry(Pipeline(policy, host=self.host, session_id=session), now)
+                if self.cache is None:
+                    self.cache = DerivedCache(bind(policy, CacheSettings).max_bytes)
+                pipe = Pipeline(policy, host=self.host, session_id=session, cache=self.cache)
+                entry = _Entry(pipe, now)
                 self._entries[(policy_key, session)] = entry
             elif entry.pipeline.policy is not policy:
                 entry.pipeline.replace_policy(policy)

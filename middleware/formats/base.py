@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
+from middleware.cache.messages import MessageMemo
 from middleware.errors import HistoryError
 from middleware.formats.structure import check_message
 from middleware.formats.text_protocol import TextProtocolRule
@@ -31,9 +32,15 @@ class Codec(ABC):
     #: Whether results carry an error flag on the wire (Anthropic's ``is_error``).
     has_error_flag: ClassVar[bool] = False
 
-    def parse(self, messages: Sequence[Any], rule: TextProtocolRule | None = None) -> Conversation:
+    def parse(
+        self,
+        messages: Sequence[Any],
+        rule: TextProtocolRule | None = None,
+        memo: MessageMemo | None = None,
+    ) -> Conversation:
         """Build the view, raising :class:`HistoryError` for malformed messages (each is
-        first checked to be plain JSON of bounded depth, :mod:`.structure`)."""
+        first checked to be plain JSON of bounded depth, :mod:`.structure`). With a
+        ``memo``, a message parsed before is not checked or parsed again."""
         if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
             raise HistoryError(f"expected a list of messages, got {type(messages).__name__}")
         nodes: list[Node] = []
@@ -41,8 +48,11 @@ class Codec(ABC):
         for i, message in enumerate(messages):
             if not isinstance(message, dict):
                 raise HistoryError(f"expected a JSON object, got {type(message).__name__}", index=i)
-            check_message(message, i)
-            node = self.parse_message(message, i)
+            if memo is None:
+                check_message(message, i)
+                node = self.parse_message(message, i)
+            else:
+                node = memo.parse(self.name, message, i, check_message, self.parse_message)
             if rule is not None and node.role == "user" and not node.results:
                 node = self._mark_text_protocol(node, message, rule, previous_role)
             nodes.append(node)

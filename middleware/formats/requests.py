@@ -11,7 +11,7 @@ back as the caller's own object, and a body comes back as a body.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,8 +54,15 @@ class Request:
         return restored, self.body.with_history(restored)
 
 
-def read_request(value: Any, format: str = "auto", *, continuation: bool = False) -> Request:
-    """Read what ``process()`` was given.
+def read_request(
+    value: Any,
+    format: str = "auto",
+    *,
+    continuation: bool = False,
+    known: Callable[[Any], bool] | None = None,
+) -> Request:
+    """Read what ``process()`` was given. ``known(item)`` says an element is a message
+    seen before as plain JSON data, which is then not walked for SDK objects again.
 
     :raises HistoryError: ``value`` is neither a message list nor a request body.
     """
@@ -78,7 +85,10 @@ def read_request(value: Any, format: str = "auto", *, continuation: bool = False
     if not isinstance(items, Sequence) or isinstance(items, (str, bytes)):
         raise HistoryError(f"expected a list of messages, got {type(items).__name__}")
     originals = list(items)
-    history = [plain(item) for item in originals]
+    if known is None:
+        history = [plain(item) for item in originals]
+    else:
+        history = [item if known(item) else plain(item) for item in originals]
     return Request(history, originals, body, fmt, source if fmt != format else None, continuation)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from middleware.cache.lru import DerivedCache
 from middleware.plugin.settings import time_limit
 from middleware.plugin.spill_guard import GuardedSpillStore
 from middleware.report import Action, ProblemReport
@@ -75,6 +76,9 @@ class StepContext:
     #: The provider holds earlier turns the history does not repeat (``process(...,
     #: continuation=True)``): a result may answer a call the history does not show.
     continuation: bool = False
+    #: Derived data of results reused across requests (keys are exact inputs, so it never
+    #: changes what a step computes); outside a pipeline, one that keeps nothing.
+    cache: DerivedCache = field(default_factory=lambda: DerivedCache(0))
     actions: list[Action] = field(default_factory=list)
     problems: list[ProblemReport] = field(default_factory=list)
 

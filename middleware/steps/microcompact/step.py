@@ -220,12 +220,11 @@ class _Compaction:
             if plan.level == "truncate":
                 new = self.settings.truncate(text, path)
             else:
-                kind = self._content_type(site, text)
+                found, errors, detected = self._read(text)
+                kind = self.context.content_type(text, site.tool_name) or detected
                 new = self.context.summary(text, site.tool_name, kind, path)
                 if new is None:
-                    found = mentions(text, self.settings.mentions)
-                    errors = error_lines(text, self.settings.error_lines)
-                    new = self.settings.summarize(text, path, kind, found, errors)
+                    new = self.settings.summarize(text, path, kind, list(found), list(errors))
             if new is None or len(new) >= len(current):
                 continue
             self.conversation.replace_block(site.node, site.block, result.with_text(new))
@@ -255,8 +254,17 @@ class _Compaction:
             )  # fmt: skip
             return None
 
-    def _content_type(self, site: ResultSite, text: str) -> str:
-        return self.context.content_type(text, site.tool_name) or detect_content_type(text)
+    def _read(self, text: str) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+        """What a summary keeps of ``text`` (its mentions and error lines) and its detected
+        content type: read once per text and settings, however many requests repeat it."""
+        count, lines = self.settings.mentions, self.settings.error_lines
+
+        def read() -> tuple[tuple[str, ...], tuple[str, ...], str]:
+            found = tuple(mentions(text, count))
+            errors = tuple(error_lines(text, lines))
+            return found, errors, detect_content_type(text)
+
+        return self.context.cache.derive(("summary-parts", text, count, lines), read, len(text))
 
 
 class _TurnGains:

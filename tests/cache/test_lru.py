@@ -1,0 +1,93 @@
+"""The derived-data cache: a byte budget, least recently used first out, thread-safe."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from middleware.cache import DerivedCache
+from middleware.cache.lru import ENTRY_OVERHEAD
+
+
+def test_the_least_recently_used_entry_goes_first_when_the_budget_is_full() -> None:
+    cache = DerivedCache(3 * (100 + ENTRY_OVERHEAD))
+    for name in "abc":
+        cache.put(name, name.upper(), 100)
+    assert cache.get("a") == "A"  # a is now the most recently used
+    cache.put("d", "D", 100)
+    assert cache.get("b") is None
+    assert [cache.get(k) for k in "acd"] == ["A", "C", "D"]
+    stats = cache.stats()
+    assert stats.evictions == 1
+    assert stats.entries == 3
+    assert stats.bytes == 3 * (100 + ENTRY_OVERHEAD) <= stats.max_bytes
+
+
+def test_an_entry_larger_than_the_budget_is_not_kept() -> None:
+    cache = DerivedCache(1_000)
+    cache.put("small", 1, 10)
+    cache.put("huge", 2, 10_000)
+    assert cache.get("huge") is None
+    assert cache.get("small") == 1
+
+
+def test_putting_a_key_again_replaces_its_size() -> None:
+    cache = DerivedCache(10_000)
+    cache.put("k", 1, 5_000)
+    cache.put("k", 2, 100)
+    assert cache.get("k") == 2
+    assert cache.stats().bytes == 100 + ENTRY_OVERHEAD
+
+
+def test_derive_computes_once_per_key() -> None:
+    cache = DerivedCache(1 << 20)
+    calls: list[str] = []
+
+    def compute(text: str) -> int:
+        calls.append(text)
+        return len(text)
+
+    for text in ["abc", "abc", "de", "abc"]:
+        assert cache.derive(("len", text), lambda t=text: compute(t), len(text)) == len(text)
+    assert calls == ["abc", "de"]
+    assert (cache.stats().hits, cache.stats().misses) == (2, 2)
+
+
+def test_a_cache_of_size_zero_keeps_nothing_and_always_computes() -> None:
+    cache = DerivedCache(0)
+    calls = []
+    for _ in range(3):
+        cache.derive(("k",), lambda: calls.append(1) or 1, 1)
+    assert len(calls) == 3
+    assert not cache.enabled
+    assert cache.stats().entries == 0
+
+
+def test_a_negative_size_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least 0"):
+        DerivedCache(-1)
+
+
+def test_threads_sharing_a_cache_keep_its_accounting_exact() -> None:
+    cache = DerivedCache(50 * (10 + ENTRY_OVERHEAD))
+    errors: list[BaseException] = []
+
+    def work(offset: int) -> None:
+        try:
+            for i in range(2_000):
+                key = (offset + i) % 120
+                value = cache.derive(("n", key), lambda k=key: k * 2, 10)
+                assert value == key * 2
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n * 7,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    stats = cache.stats()
+    assert stats.entries <= 50
+    assert stats.bytes == stats.entries * (10 + ENTRY_OVERHEAD)
