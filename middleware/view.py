@@ -121,6 +121,9 @@ class Node:
     #: Wire-format specifics a codec needs to render a created node (for example the
     #: Responses item type of a non-tool item). Never inspected by steps.
     meta: tuple[tuple[str, Any], ...] = ()
+    #: :func:`value_chars` of ``raw`` when the codec already measured it (a message
+    #: parsed before); ``None``: measured when asked.
+    raw_chars: int | None = field(default=None, compare=False)
 
     def with_blocks(self, blocks: Sequence[Block]) -> Node:
         """A changed copy of this node holding ``blocks``."""
@@ -179,6 +182,22 @@ class ConversationIndex:
         """Calls that no result answers under block-scoped pairing."""
         answered = {id(r.call) for r in self.results if r.call is not None}
         return tuple(c for c in self.calls if id(c) not in answered)
+
+
+def value_chars(value: object) -> int:
+    """Characters of every string inside a wire value (dicts, lists and tuples walked,
+    without recursion: depth never matters)."""
+    total = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return total
 
 
 def is_text_part(part: Any) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from middleware.cache.lru import DerivedCache
-from middleware.view import Node
+from middleware.view import Node, value_chars
 
 #: A pickle of plain JSON data loads the same in any process of the same Python.
 _PROTOCOL = 5
@@ -72,9 +72,16 @@ class MessageMemo:
         found = None if nodes is None else nodes.get(codec)
         if found is None:
             check(message, index)
-            found = parse(pickle.loads(key), index)
+            private = pickle.loads(key)  # our own bytes, from this process
+            parsed = parse(private, index)
+            found = Node(
+                parsed.role, parsed.blocks, meta=parsed.meta, raw_chars=value_chars(private)
+            )
             if nodes is None:
                 self.cache.put(("message", key), {codec: found}, 2 * len(key))
             else:
                 nodes[codec] = found
-        return Node(found.role, found.blocks, raw=message, origin=index, meta=found.meta)
+        return Node(
+            found.role, found.blocks, raw=message, origin=index, meta=found.meta,
+            raw_chars=found.raw_chars,
+        )  # fmt: skip

@@ -84,7 +84,10 @@ class Codec(ABC):
         )
         if not rule.matches(result.text, previous):
             return node
-        return Node(node.role, (result,), raw=node.raw, origin=node.origin, meta=node.meta)
+        return Node(
+            node.role, (result,), raw=node.raw, origin=node.origin, meta=node.meta,
+            raw_chars=node.raw_chars,
+        )  # fmt: skip
 
     # -- per-format parts --------------------------------------------------------------
 

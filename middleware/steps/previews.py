@@ -233,6 +233,7 @@ def fit_preview(
     return bare
 
 
+@lru_cache(maxsize=64)
 def _template_marker(template: str) -> str:
     literals = [lit for lit, _, _, _ in string.Formatter().parse(template)]
     longest = max(literals, key=len, default="")

@@ -5,23 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from middleware.formats.base import Codec
-from middleware.view import Node
-
-
-def value_chars(value: object) -> int:
-    """Characters of every string inside a wire value (dicts, lists and tuples walked,
-    without recursion: depth never matters)."""
-    total = 0
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            total += len(item)
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-    return total
+from middleware.view import Node, value_chars
 
 
 def node_chars(node: Node, codec: Codec) -> int:
@@ -29,7 +13,7 @@ def node_chars(node: Node, codec: Codec) -> int:
     it, else the message the codec writes for it, so that processing the output again
     measures exactly the same sizes (and makes the same decisions)."""
     if node.raw is not None and not node.changed:
-        return value_chars(node.raw)
+        return node.raw_chars if node.raw_chars is not None else value_chars(node.raw)
     return value_chars(codec.render_node(node))
 
 

@@ -54,6 +54,7 @@ class _BudgetRun:
         self.settings = settings
         self.context = context
         self.conversation = conversation
+        self._caps: dict[str | None, Cap] = {}
 
     def run(self) -> None:
         index = self.conversation.index()
@@ -101,14 +102,14 @@ class _BudgetRun:
         if limits.budget is not None and sum(sizes) > limits.budget:
             return True
         for site, size in zip(sites, sizes, strict=True):
-            cap = limits.cap_for(resolve_cap(site.tool_name, self.settings, self.context))
+            cap = limits.cap_for(self._cap(site.tool_name))
             if cap.max_chars is not None and size > cap.max_chars:
                 return True
         return False
 
     def _candidate(self, site: ResultSite, limits: TurnLimits) -> _Candidate:
         incoming = site.result.text
-        cap = limits.cap_for(resolve_cap(site.tool_name, self.settings, self.context))
+        cap = limits.cap_for(self._cap(site.tool_name))
         decided = self._decided(site)
         if decided is not None:
             return _Candidate(site, decided, cap, True, None, incoming)
@@ -125,6 +126,14 @@ class _BudgetRun:
             own = recover_preview(text, self.settings.preview, load)
             frozen = cap.max_chars is None or own is not None
         return _Candidate(site, result, cap, frozen, rule, incoming)
+
+    def _cap(self, tool_name: str | None) -> Cap:
+        """The tool's cap, resolved once per tool and request (a plugin's declaration is
+        asked for once, however many results the tool has)."""
+        cap = self._caps.get(tool_name)
+        if cap is None:
+            cap = self._caps[tool_name] = resolve_cap(tool_name, self.settings, self.context)
+        return cap
 
     def _decided(self, site: ResultSite) -> ToolResult | None:
         """The result as an earlier decision for its call id made it, if one applies."""

@@ -11,13 +11,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-_ERROR_LINE = re.compile(r"(error|exception|traceback|failed|fatal|panic)", re.IGNORECASE)
+_ERROR_WORDS = ("error", "exception", "traceback", "failed", "fatal", "panic")
+_ERROR_LINE = re.compile("|".join(_ERROR_WORDS), re.IGNORECASE)
+_ERROR_WORD = re.compile("|".join(_ERROR_WORDS))
 #: A token, with the start of a path it may have (``/``, ``~/``, ``./``, ``../``): the model
 #: must be able to open the file a summary names.
 _CANDIDATE = re.compile(r"(?:~/|\.{1,2}/|/)?[A-Za-z0-9_][A-Za-z0-9_.:/\-]*[A-Za-z0-9_]")
+#: What :meth:`str.splitlines` cuts lines at ("\r\n" is "\r" then "\n").
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_LINE_BREAK = re.compile(f"[{_LINE_BREAKS}]")
 _CAMEL = re.compile(r"[a-z][A-Z]")
-_LETTER = re.compile(r"[A-Za-z]")
-_MARK = re.compile(r"[0-9_./:]")
 _VERSION = re.compile(r"^\d+(\.\d+){2,}$")
 
 
@@ -27,7 +30,7 @@ def iter_distinctive(text: str) -> Iterator[str]:
     and dotted numbers (versions, addresses). Plain words and plain numbers are not
     distinctive. A path keeps its start (``/etc/x.conf``, ``~/a.py``, ``./run.sh``).
     ``path.py:17`` also yields ``path.py``, as grep output writes it."""
-    for match in _CANDIDATE.finditer(text):
+    for match in _CANDIDATE.finditer(text):  # lazy: mentions() stops at its limit
         candidate = match.group()
         if _distinctive(candidate):
             yield candidate
@@ -41,11 +44,18 @@ def distinctive_tokens(text: str) -> set[str]:
 
 
 def _distinctive(token: str) -> bool:
+    # Tokens are ASCII letters, digits and ``_.:/-~`` (``_CANDIDATE``), so string methods
+    # answer what a regex would, without one per token: most tokens are plain words.
     if len(token) < 3:
         return False
-    if _LETTER.search(token) is None:
+    if token.upper() == token.lower():  # no letter
         return _VERSION.match(token) is not None
-    return _MARK.search(token) is not None or _CAMEL.search(token) is not None
+    if not token.replace("-", "").isalpha():  # a digit or one of _ . / : ~
+        return True
+    # Letters and hyphens only: distinctive with an inner capital (camelCase).
+    if token.islower() or token.isupper() or token[1:].islower():
+        return False
+    return _CAMEL.search(token) is not None
 
 
 def mentions(text: str, limit: int) -> list[str]:
@@ -61,11 +71,30 @@ def mentions(text: str, limit: int) -> list[str]:
 
 
 def error_lines(text: str, limit: int) -> list[str]:
-    """The first ``limit`` lines that report an error, stripped and clipped to 200 chars."""
+    """The first ``limit`` lines that report an error, stripped and clipped to 200 chars
+    (lines as :meth:`str.splitlines` cuts them; only the lines around a match are cut out)."""
     out: list[str] = []
-    for line in text.splitlines():
-        if limit <= len(out):
+    if limit <= 0:
+        return out
+    search, within = _ERROR_LINE.search, text
+    lowered = text.lower()
+    # A case-insensitive regex is slow; on the lowered text a plain one finds the same
+    # words, as long as lowering kept every position (no "İ") and no "ı" (which the
+    # case-insensitive "i" also matches) is in the text.
+    if len(lowered) == len(text) and "\u0131" not in text:
+        if not any(word in lowered for word in _ERROR_WORDS):
+            return out
+        search, within = _ERROR_WORD.search, lowered
+    pos = 0
+    while len(out) < limit:
+        match = search(within, pos)
+        if match is None:
             break
-        if _ERROR_LINE.search(line):
-            out.append(line.strip()[:200])
+        # pos is 0 or the line break that ended the previous line found.
+        start = max(text.rfind(mark, pos, match.start()) for mark in _LINE_BREAKS) + 1
+        start = max(start, pos)
+        after = _LINE_BREAK.search(text, match.end())
+        end = len(text) if after is None else after.start()
+        out.append(text[start:end].strip()[:200])
+        pos = end
     return out

@@ -1,0 +1,79 @@
+"""Distinctive tokens and error lines: the fast readers agree with the definitions written
+as regular expressions, token for token and line for line."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from middleware.steps.microcompact.mentions import error_lines, iter_distinctive, mentions
+
+_CANDIDATE = re.compile(r"(?:~/|\.{1,2}/|/)?[A-Za-z0-9_][A-Za-z0-9_.:/\-]*[A-Za-z0-9_]")
+_ERROR = re.compile(r"(error|exception|traceback|failed|fatal|panic)", re.IGNORECASE)
+
+
+def reference_distinctive(token: str) -> bool:
+    """The definition: at least 3 characters with a letter and a digit, ``_``, ``.``,
+    ``/``, ``:`` or an inner capital; or a dotted number of three parts or more."""
+    if len(token) < 3:
+        return False
+    if re.search(r"[A-Za-z]", token) is None:
+        return re.match(r"^\d+(\.\d+){2,}$", token) is not None
+    return re.search(r"[0-9_./:]", token) is not None or re.search(r"[a-z][A-Z]", token) is not None
+
+
+def reference_tokens(text: str) -> list[str]:
+    out = []
+    for match in _CANDIDATE.finditer(text):
+        candidate = match.group()
+        if reference_distinctive(candidate):
+            out.append(candidate)
+        if ":" in candidate:
+            out += [part for part in candidate.split(":") if reference_distinctive(part)]
+    return out
+
+
+def reference_error_lines(text: str, limit: int) -> list[str]:
+    out: list[str] = []
+    for line in text.splitlines():
+        if limit <= len(out):
+            break
+        if _ERROR.search(line):
+            out.append(line.strip()[:200])
+    return out
+
+
+TOKENS = ["helloWorld", "HTTPServer", "Hello", "a-b-c", "1.2.3", "1.2", "~/a.py", "path.py:17"]
+TOKENS += ["x:y:z1", "FAILED tests", "Traceback\u2028ok", "--", "aB"]
+TOKENISH = st.text(
+    alphabet=st.sampled_from("aZbY09_.:/-~ \n\r\x0b\x1c\x85\u2028éxError"), max_size=80
+) | st.sampled_from(TOKENS)
+
+
+@settings(max_examples=400, deadline=None)
+@given(TOKENISH, TOKENISH)
+def test_the_fast_tokeniser_gives_the_reference_tokens(left: str, right: str) -> None:
+    text = left + " " + right
+    assert list(iter_distinctive(text)) == reference_tokens(text)
+
+
+PIECES = ["error", " Failed ", "PANIC", "ok", "x", "  ", "traceback:", "é", "errOR"]
+PIECES += ["\n", "\r", "\r\n", "\x0b", "\x1c", "\x85", "\u2028", "\u2029"]
+# Letters a case-insensitive match treats specially: Kelvin sign, dotless i, dotted I, long s.
+PIECES += ["\u212a", "\u0131", "\u0130", "\u017f", "TRACEBAC", "FA\u0131LED"]
+LINES = st.lists(st.sampled_from(PIECES), max_size=40).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(LINES | TOKENISH, st.integers(min_value=0, max_value=4))
+def test_error_lines_are_the_reference_lines(text: str, limit: int) -> None:
+    assert error_lines(text, limit) == reference_error_lines(text, limit)
+
+
+def test_known_tokens() -> None:
+    text = "see helloWorld and HTTPServer in /etc/x.conf, v1.2.3, a-b-c, Hello, path.py:17"
+    assert mentions(text, 10) == [
+        "helloWorld", "/etc/x.conf", "v1.2.3", "path.py:17", "path.py",
+    ]  # fmt: skip
