@@ -76,7 +76,7 @@ EVERY_TURN = {
 
 
 def test_an_old_result_quoting_a_summary_is_still_compacted() -> None:
-    quoting = "[Old tool result cleared — 3 lines, 10 chars, text. Full output: /x]\n" + "y" * 9_000
+    quoting = "[Old tool result cleared — 3 lines, 10 chars, text. Full output: /x]\n" + "y" * 4_000
     policy = middleware.load_policy(env={}, dotenv_path=False, overrides=EVERY_TURN)
     with middleware.Pipeline(policy) as pipe:
         result = pipe.process(sessions(quoting))

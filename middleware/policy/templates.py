@@ -11,7 +11,18 @@ from typing import Any
 #: Fields of a preview or truncation template (the budget step's previews and the
 #: microcompaction step's truncations fill all of them).
 PREVIEW_FIELDS = frozenset(
-    {"head", "tail", "omitted", "total", "total_bytes", "size", "lines", "path", "tool"}
+    {
+        "head",
+        "tail",
+        "omitted",
+        "total",
+        "total_bytes",
+        "size",
+        "lines",
+        "path",
+        "tool",
+        "outline",
+    }
 )
 #: Fields of a line rule's notices (pi's truncation notices).
 NOTICE_FIELDS = frozenset(

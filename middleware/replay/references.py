@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from middleware.steps.microcompact.mentions import distinctive_tokens
+from middleware.steps.mentions import distinctive_tokens
 from middleware.view import Conversation, ToolCall
 
 

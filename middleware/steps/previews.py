@@ -16,7 +16,9 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
 
+from middleware.cache.lru import DerivedCache
 from middleware.policy.templates import PREVIEW_FIELDS, template_fields
+from middleware.steps.outline import outline
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,9 @@ class PreviewStyle:
     #: Cut the head back to its last line break (if that keeps at least half of it) and
     #: start the tail at a line break (if that drops at most half of it).
     line_breaks: bool
+    #: Characters for the ``{outline}`` field: the lines of the omitted part that carry
+    #: the most names the head and tail do not show (:mod:`.outline`); 0: none.
+    outline_chars: int
 
     def __post_init__(self) -> None:
         if self.head < 0 or self.tail < 0:
@@ -44,16 +49,30 @@ class PreviewStyle:
 
 
 def make_preview(
-    text: str, style: PreviewStyle, *, path: str, tool: str | None = None
+    text: str,
+    style: PreviewStyle,
+    *,
+    path: str,
+    tool: str | None = None,
+    cache: DerivedCache | None = None,
 ) -> str | None:
-    """The preview replacing ``text``, or ``None`` when it would not be shorter."""
+    """The preview replacing ``text``, or ``None`` when it would not be shorter. The
+    outline of the omitted part is read once per text when a ``cache`` is given."""
     head = _head(text, style)
     tail = _tail(text, style, len(head))
     omitted = len(text) - len(head) - len(tail)
     if omitted <= 0:
         return None
+    lines = ""
+    if style.outline_chars and "{outline}" in style.template:
+        span = (len(head), len(text) - len(tail), style.outline_chars)
+        if cache is None:
+            lines = outline(text, *span)
+        else:
+            lines = cache.derive(("outline", text, *span), lambda: outline(text, *span), len(text))
     preview = style.template.format_map(
         {
+            "outline": lines,
             "head": head,
             "tail": tail,
             "omitted": omitted,
@@ -171,6 +190,7 @@ def recover_preview(
         return None
     if not content.startswith(head) or not content.endswith(tail):
         return None
+
     expected = {
         "omitted": len(content) - len(head) - len(tail),
         "total": len(content),
@@ -209,14 +229,15 @@ def fit_preview(
     path: str,
     tool: str | None,
     grow: bool = False,
+    cache: DerivedCache | None = None,
 ) -> str | None:
     """The preview of ``text`` in ``style`` if it fits in ``target`` characters (with
     ``grow``, head and tail enlarged in proportion to fill ``target``); else one shrunk to
     fit; else the bare marker. ``None`` when no preview is shorter than the text."""
-    preview = make_preview(text, style, path=path, tool=tool)
+    preview = make_preview(text, style, path=path, tool=tool, cache=cache)
     if preview is not None and len(preview) <= target and not grow:
         return preview
-    bare = make_preview(text, replace(style, head=0, tail=0), path=path, tool=tool)
+    bare = make_preview(text, replace(style, head=0, tail=0, outline_chars=0), path=path, tool=tool)
     if bare is None:
         return None
     room = target - len(bare)
@@ -226,7 +247,9 @@ def fit_preview(
         room //= 4  # a character takes at most 4 bytes: stay within target characters
     total = style.head + style.tail
     head = room * style.head // total if total else 0
-    scaled = make_preview(text, replace(style, head=head, tail=room - head), path=path, tool=tool)
+    scaled = make_preview(
+        text, replace(style, head=head, tail=room - head), path=path, tool=tool, cache=cache
+    )
     for candidate in (scaled, preview):
         if candidate is not None and len(candidate) <= target:
             return candidate

@@ -35,7 +35,7 @@ def test_precedence_default_file_dotenv_env_override(tmp_path: Path) -> None:
     policy_path = write(tmp_path, "p.yaml", "version: 1\nbudget:\n  max_result_chars: 11000\n")
     dotenv = write(tmp_path, ".env", "CHATCLI_BUDGET__MAX_RESULT_CHARS=12000\n")
     key = "budget.max_result_chars"
-    assert load().get(key) == 20_000
+    assert load().get(key) == 5_000
     assert load(policy_path).get(key) == 11_000
     assert load(policy_path, dotenv_path=dotenv).get(key) == 12_000
     env = {"CHATCLI_BUDGET__MAX_RESULT_CHARS": "13000"}

@@ -14,7 +14,8 @@ from middleware.steps.budget.settings import BudgetSettings
 from middleware.steps.previews import human_size, make_preview
 
 #: The embedded default policy's preview style (ChatCLI's 4,000 + 1,000).
-STYLE = bind(load_policy(env={}, dotenv_path=False), BudgetSettings).preview
+#: ChatCLI's preview (its test vectors): 4,000 + 1,000 characters, no outline.
+STYLE = bind(load_policy("preset:chatcli", env={}, dotenv_path=False), BudgetSettings).preview
 PATH = "/tmp/chatcli-agent-abc123/tool-results/call_1-0123456789abcdef.txt"
 
 

@@ -213,11 +213,13 @@ class _BudgetRun:
                     self._spill_failed(cand, len(text) - (total - budget), "turn_budget", str(path))
                 )
                 continue
-            standard = make_preview(text, style, path=path, tool=tool)
+            standard = make_preview(text, style, path=path, tool=tool, cache=self.context.cache)
             floor = len(standard) if standard is not None else 0
             target = max(len(text) - (total - budget), floor)
             grow = self.settings.turn_previews == "fill"
-            preview = fit_preview(text, style, target, path=path, tool=tool, grow=grow)
+            preview = fit_preview(
+                text, style, target, path=path, tool=tool, grow=grow, cache=self.context.cache
+            )
             if preview is not None:
                 plan.append((cand, path, preview))
                 total -= len(text) - len(preview)
@@ -230,6 +232,7 @@ class _BudgetRun:
                 max(len(preview) - (total - budget), 0),
                 path=path,
                 tool=cand.site.tool_name,
+                cache=self.context.cache,
             )
             if smaller is not None and len(smaller) < len(preview):
                 total -= len(preview) - len(smaller)
@@ -255,6 +258,7 @@ class _BudgetRun:
             path=path,
             tool=cand.site.tool_name,
             grow=self.settings.fill_cap,
+            cache=self.context.cache,
         )
         if preview is not None:
             self._apply(cand, path, preview, reason)

@@ -90,6 +90,7 @@ class MicrocompactSettings:
             unit="chars",
             template=self.truncate_template,
             line_breaks=True,
+            outline_chars=0,
         )
 
 

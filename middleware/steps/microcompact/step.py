@@ -23,9 +23,9 @@ from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
 from middleware.steps.loop_guard import without_notices
+from middleware.steps.mentions import error_lines, mentions
 from middleware.steps.microcompact.before_spill import SHARED_KEY as COMPACT_FIRST
 from middleware.steps.microcompact.content_types import detect_content_type
-from middleware.steps.microcompact.mentions import error_lines, mentions
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.steps.sizes import chars_before_turns, node_chars, offsets
 from middleware.view import Conversation, ConversationIndex, ResultSite
@@ -254,6 +254,11 @@ class _Compaction:
             )  # fmt: skip
             return None
 
+    def _summary_size(self, text: str) -> int:
+        """About what a summary of ``text`` keeps: its line, its mentions, its errors."""
+        found, errors, _ = self._read(text)
+        return 200 + sum(len(m) + 2 for m in found) + sum(len(e) + 13 for e in errors)
+
     def _read(self, text: str) -> tuple[tuple[str, ...], tuple[str, ...], str]:
         """What a summary keeps of ``text`` (its mentions and error lines) and its detected
         content type: read once per text and settings, however many requests repeat it."""
@@ -279,7 +284,6 @@ class _TurnGains:
         by_truncate = [0] * turns
         by_summary = [0] * turns
         self.first_node: dict[int, int] = {}
-        summary_kept = 200 + 20 * s.mentions
         truncate_kept = s.head_chars + s.tail_chars + 150
         for site in index.results:
             if site.turn is None or run._exempt(site):
@@ -290,7 +294,7 @@ class _TurnGains:
                 continue
             if state != "truncate":
                 by_truncate[site.turn] += max(size - truncate_kept, 0)
-            by_summary[site.turn] += max(size - summary_kept, 0)
+            by_summary[site.turn] += max(size - run._summary_size(site.result.text), 0)
             self.first_node[site.turn] = min(self.first_node.get(site.turn, site.node), site.node)
         self.eligible_turns = sorted(self.first_node)
         self.truncated = list(accumulate(by_truncate, initial=0))

@@ -12,15 +12,20 @@ from typing import Any
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from locations import REPO
 from session_builders import pipeline_for
 
 import middleware
 from middleware import ToolCap, hookimpl
 
+#: The sizes these tests are written for (20,000-character cap, 30 mentions...).
+PREVIOUS_DEFAULT = REPO / "policies" / "baselines" / "previous-default.yaml"
+
 
 def policy_file(tmp_path: Path, **sections: Any) -> Path:
-    """The default policy with ``sections`` merged in, microcompaction off."""
-    document = middleware.load_policy(env={}, dotenv_path=False).to_dict()
+    """The previous default policy (the sizes these tests are written for) with
+    ``sections`` merged in, microcompaction off."""
+    document = middleware.load_policy(PREVIOUS_DEFAULT, env={}, dotenv_path=False).to_dict()
     document["microcompact"]["enabled"] = False  # these tests look at the budget step alone
     for name, values in sections.items():
         if isinstance(values, dict) and isinstance(document.get(name), dict):

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from locations import REPO
 from session_builders import pipeline_for, tool_session
 
 import middleware
@@ -26,8 +27,12 @@ CHATCLI_RULES: dict[str, Any] = {
 }  # fmt: skip
 
 
+#: The sizes these tests are written for (20,000-character cap, 30 mentions...).
+PREVIOUS_DEFAULT = REPO / "policies" / "baselines" / "previous-default.yaml"
+
+
 def policy_file(tmp_path: Path, *, defaults: bool = False, **microcompact: Any) -> Path:
-    document = middleware.load_policy(env={}, dotenv_path=False).to_dict()
+    document = middleware.load_policy(PREVIOUS_DEFAULT, env={}, dotenv_path=False).to_dict()
     if not defaults:
         rules = {**CHATCLI_RULES, **microcompact}
         rules["schedule"] = {**CHATCLI_RULES["schedule"], **microcompact.get("schedule", {})}

@@ -8,7 +8,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from middleware.steps.microcompact.mentions import error_lines, iter_distinctive, mentions
+from middleware.steps.mentions import error_lines, iter_distinctive, mentions
 
 _CANDIDATE = re.compile(r"(?:~/|\.{1,2}/|/)?[A-Za-z0-9_][A-Za-z0-9_.:/\-]*[A-Za-z0-9_]")
 _ERROR = re.compile(r"(error|exception|traceback|failed|fatal|panic)", re.IGNORECASE)

@@ -1,0 +1,40 @@
+"""The schedule weighs a summary by the size it will really have (issue 17): summaries
+that may keep every mention still get written when they pay (an estimate of 20 characters
+per allowed mention switched compaction off for large counts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import middleware
+
+EVERY_TURN = {
+    "budget": {"enabled": False},
+    "microcompact": {
+        "mentions": 1_000,
+        "schedule": {"rewrite_cost": 0, "expected_turns_min": 0},
+    },
+}
+
+
+def session(turns: int, output: str) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for i in range(turns):
+        call = {"type": "tool_use", "id": f"c{i}", "name": "Bash", "input": {"n": i}}
+        result = {"type": "tool_result", "tool_use_id": f"c{i}", "content": output}
+        messages += [{"role": "assistant", "content": [call]},
+                     {"role": "user", "content": [result]}]  # fmt: skip
+    return messages
+
+
+def summarized(policy: middleware.Policy, messages: list[dict[str, Any]]) -> list[str]:
+    with middleware.Pipeline(policy) as pipe:
+        report = pipe.process(messages).report
+    return [a.tool_call_id or "" for a in report.actions if a.kind == "summarized"]
+
+
+def test_a_large_mention_count_does_not_switch_compaction_off() -> None:
+    """A 10,000-character log with few names: its summary is small whatever the count."""
+    policy = middleware.load_policy(env={}, dotenv_path=False, overrides=EVERY_TURN)
+    log = "step done ok\n" * 800 + "see build/out.log\n"
+    assert summarized(policy, session(8, log))

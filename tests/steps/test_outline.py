@@ -1,0 +1,88 @@
+"""The outline of a preview's omitted part: the lines that show the most names the head and
+tail do not, with their line numbers, within a budget (issue 17)."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import middleware
+from middleware.steps.mentions import distinctive_tokens
+from middleware.steps.outline import HEADING, outline
+
+CODE = "".join(
+    f"def handler_{i}(event, ctx):\n    return process(event)\n\n" if i % 7 == 0
+    else f"    # plain words in line {i}\n"
+    for i in range(400)
+)  # fmt: skip
+
+
+def test_the_outline_shows_the_definitions_of_the_middle_with_line_numbers() -> None:
+    start, end = 300, len(CODE) - 300
+    shown = outline(CODE, start, end, 1_000)
+    assert shown.startswith(HEADING)
+    lines = shown.splitlines()[2:]
+    assert lines, shown
+    source = CODE.splitlines()
+    for line in lines:
+        number, text = line.split(": ", 1)
+        assert source[int(number) - 1].strip().startswith(text)
+        assert "handler_" in text  # the lines with names, not the plain comments
+    assert len(shown) <= 1_000
+    numbers = [int(line.split(":")[0]) for line in lines]
+    assert numbers == sorted(numbers)
+
+
+def test_names_the_head_or_tail_shows_are_not_repeated() -> None:
+    text = "top handler_a\n" + "x\n" * 50 + "mid handler_a\nmid handler_b\n" + "x\n" * 50
+    shown = outline(text, len("top handler_a\n"), len(text), 500)
+    assert "handler_b" in shown and "handler_a" not in shown
+
+
+def test_no_budget_or_nothing_new_gives_no_outline() -> None:
+    assert outline(CODE, 100, len(CODE) - 100, 0) == ""
+    assert outline("plain words only\n" * 100, 10, 1_500, 1_000) == ""
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["alpha_1", "beta.py", "x", "gamma:2", "plain", "\n", " "]), max_size=300
+    ).map("".join),
+    st.integers(min_value=0, max_value=2_000),
+    st.data(),
+)
+def test_an_outline_fits_its_budget_and_only_quotes_the_omitted_lines(
+    text: str, budget: int, data: st.DataObject
+) -> None:
+    start = data.draw(st.integers(min_value=0, max_value=len(text)))
+    end = data.draw(st.integers(min_value=start, max_value=len(text)))
+    shown = outline(text, start, end, budget)
+    assert len(shown) <= budget
+    assert shown == outline(text, start, end, budget)  # a pure function of its inputs
+    for line in shown.splitlines()[2:]:
+        number, quoted = line.split(": ", 1)
+        assert distinctive_tokens(quoted)
+        assert text.splitlines()[int(number) - 1].strip().startswith(quoted)
+
+
+def test_a_spilled_preview_carries_the_outline_and_stays_lossless_and_idempotent() -> None:
+    history = [
+        {"role": "user", "content": "read it"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "r1", "name": "Read", "input": {"file_path": "a.py"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "r1", "content": CODE}]},
+    ]  # fmt: skip
+    policy = middleware.load_policy(env={}, dotenv_path=False)
+    with middleware.Pipeline(policy) as pipe:
+        first = pipe.process(history)
+        preview = first.messages[2]["content"][0]["content"]
+        assert "Lines from the omitted part:" in preview
+        assert re.search(r"\n\d+: def handler_\d+", preview)
+        path = re.search(r"saved to (\S+)\]", preview)
+        assert path is not None and pipe.spill.load(path.group(1)) == CODE
+        again = pipe.process(first.messages)
+        assert again.messages == first.messages
