@@ -42,6 +42,7 @@ TEMPLATE_RULES: tuple[tuple[str, frozenset[str]], ...] = (
     ("tools.*.notices.*", NOTICE_FIELDS),
     ("microcompact.truncate_template", PREVIEW_FIELDS),
     ("microcompact.summary_template", SUMMARY_FIELDS),
+    ("microcompact.inputs.template", frozenset({"chars", "path", "tool"})),
     ("loop_guard.notice", frozenset({"reason"})),
 )  # fmt: skip
 

@@ -17,6 +17,9 @@ from middleware.steps.mentions import distinctive_tokens
 
 #: Characters of one outline line kept at most.
 LINE_CHARS = 160
+#: Characters of the omitted part looked at, from its start: a 50 MB log is outlined from
+#: its first megabyte, in bounded time and memory.
+MAX_SCAN = 1_000_000
 #: The first line of an outline.
 HEADING = "\nLines from the omitted part:"
 
@@ -24,13 +27,15 @@ HEADING = "\nLines from the omitted part:"
 def outline(text: str, start: int, end: int, budget: int) -> str:
     """The outline of ``text[start:end]`` in at most ``budget`` characters, or ``""``.
 
-    Only lines wholly inside the span are shown; a token already in the rest of the text
-    (the head and tail the preview keeps) adds nothing.
+    Only lines wholly inside the span (and within :data:`MAX_SCAN` of its start) are
+    shown; a token already in the rest of the text (the head and tail the preview keeps)
+    adds nothing.
     """
     if budget <= len(HEADING) or end <= start:
         return ""
     first = text.find("\n", start - 1) + 1 if start > 0 and text[start - 1] != "\n" else start
     shown = distinctive_tokens(text[:start]) | distinctive_tokens(text[end:])
+    end = min(end, first + MAX_SCAN)
     number = text.count("\n", 0, first) + 1
     lines: list[tuple[int, str, frozenset[str]]] = []
     position = first

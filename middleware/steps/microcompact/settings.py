@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from middleware.policy.settings import converted, group, section, setting
+from middleware.steps.microcompact.inputs import InputSettings
 from middleware.steps.previews import PreviewStyle, make_preview, parse_template, recover_preview
 
 
@@ -36,6 +37,8 @@ class MicrocompactSettings:
     chars_per_token: float = setting("microcompact.schedule.chars_per_token")
     #: The budget step's preview style, to recognise its previews.
     budget_preview: PreviewStyle = group(PreviewStyle, "budget.preview")
+    #: Which old tool-call inputs are cleared, and how.
+    inputs: InputSettings = group(InputSettings, "microcompact.inputs")
 
     def truncate(self, text: str, path: str) -> str | None:
         """Head + marker + tail, the marker giving the exact count left out and the file."""

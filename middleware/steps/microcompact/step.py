@@ -26,9 +26,10 @@ from middleware.steps.loop_guard import without_notices
 from middleware.steps.mentions import error_lines, mentions
 from middleware.steps.microcompact.before_spill import SHARED_KEY as COMPACT_FIRST
 from middleware.steps.microcompact.content_types import detect_content_type
+from middleware.steps.microcompact.inputs import clear_input, clearable_chars
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.steps.sizes import chars_before_turns, node_chars, offsets
-from middleware.view import Conversation, ConversationIndex, ResultSite
+from middleware.view import CallSite, Conversation, ConversationIndex, ResultSite, ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ class _Compaction:
         self.size = sum(sizes)
         boundary = self._boundary(index, sizes)
         self._apply(self._plan(index.results, boundary, s.truncate_turns, s.summarize_turns))
+        self._clear_inputs(index.calls, boundary)
         window = s.window_tokens
         if window is None or self.size <= window * s.chars_per_token:
             return
@@ -236,6 +238,42 @@ class _Compaction:
                 chars_before=len(current), chars_after=len(new), age=site.age, path=path,
             )  # fmt: skip
 
+    def _clear_inputs(self, calls: tuple[CallSite, ...], boundary: int) -> None:
+        """Clear the long strings of old calls' inputs (:mod:`.inputs`), from the age
+        results are summarised, before the same boundary."""
+        settings = self.settings.inputs
+        if not settings.tools:
+            return
+        for site in calls:
+            if boundary - 1 - site.turn < self.settings.summarize_turns:
+                continue
+            call = self.conversation.nodes[site.node].blocks[site.block]
+            if not isinstance(call, ToolCall):
+                continue
+            key = f"{call.id or call.name}-input"
+
+            def save(text: str, key: str = key) -> str:
+                return self.context.spill.save(key, text, suffix=".json")
+
+            try:
+                cleared = clear_input(call, settings, save)
+            except OSError as exc:
+                self.context.record(
+                    "compaction_skipped", tool_call_id=call.id, tool_name=call.name,
+                    message_index=self.conversation.nodes[site.node].origin, error=str(exc),
+                )  # fmt: skip
+                continue
+            if cleared is None:
+                continue
+            new_call, path, before, after = cleared
+            self.conversation.replace_block(site.node, site.block, new_call)
+            self.size -= before - after
+            self.context.record(
+                "input_cleared", tool_call_id=call.id, tool_name=call.name,
+                message_index=self.conversation.nodes[site.node].origin,
+                chars_before=before, chars_after=after, age=boundary - 1 - site.turn, path=path,
+            )  # fmt: skip
+
     def _recover(self, text: str) -> str:
         """The original of a preview or truncation made earlier, read back from the spill
         store; ``text`` itself when it is neither or the store no longer has it."""
@@ -294,8 +332,18 @@ class _TurnGains:
                 continue
             if state != "truncate":
                 by_truncate[site.turn] += max(size - truncate_kept, 0)
-            by_summary[site.turn] += max(size - run._summary_size(site.result.text), 0)
+            if site.turn < turns - self.summarize_turns:  # later turns are never summarised
+                by_summary[site.turn] += max(size - run._summary_size(site.result.text), 0)
             self.first_node[site.turn] = min(self.first_node.get(site.turn, site.node), site.node)
+        for call in index.calls:
+            if call.turn >= turns - self.summarize_turns:
+                continue
+            removable = clearable_chars(call.call, s.inputs)
+            if removable > 0:
+                by_summary[call.turn] += removable
+                self.first_node[call.turn] = min(
+                    self.first_node.get(call.turn, call.node), call.node
+                )
         self.eligible_turns = sorted(self.first_node)
         self.truncated = list(accumulate(by_truncate, initial=0))
         self.summarized = list(accumulate(by_summary, initial=0))

@@ -1,0 +1,117 @@
+"""Old tool-call inputs: the file a Write created, the strings an Edit swapped.
+
+An agent's own edits are a fifth of a long coding session's context and grow with it, and
+once the file is on disk the model reads it back rather than its old call. From the same
+age as results are summarised (and at the same schedule boundary), every string of a listed
+tool's input longer than ``min_chars`` becomes a pointer to the spill file that keeps the
+whole input; the input keeps its keys and types, so the call still reads as the call it was.
+A pointer is shorter than ``min_chars``, so processing the output again changes nothing.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from middleware.formats.base import arguments_json
+from middleware.policy.settings import converted
+from middleware.view import ToolCall
+
+#: A string shorter than this is never cleared, whatever min_chars says: the pointer must
+#: be shorter than what it replaces.
+POINTER_ROOM = 200
+
+
+@dataclass(frozen=True)
+class InputSettings:
+    """``microcompact.inputs``, bound as a group of the step's settings."""
+
+    #: Strings of at least this many characters are cleared.
+    min_chars: int
+    #: What replaces a cleared string: fields {chars}, {path}, {tool}.
+    template: str
+    #: Tools (names or glob patterns) whose old inputs are cleared; empty: none.
+    tools: tuple[str, ...] = converted(tuple)
+
+    def applies_to(self, name: str) -> bool:
+        return any(name == tool or fnmatch.fnmatchcase(name, tool) for tool in self.tools)
+
+    @property
+    def threshold(self) -> int:
+        return max(self.min_chars, POINTER_ROOM)
+
+
+def clearable_chars(call: ToolCall, settings: InputSettings) -> int:
+    """Characters clearing ``call``'s input would remove (estimated: pointers are short)."""
+    if not settings.applies_to(call.name):
+        return 0
+    value = _value(call.arguments)
+    if value is None:
+        return 0
+    return sum(len(s) - POINTER_ROOM for s in _long_strings(value, settings.threshold))
+
+
+def clear_input(
+    call: ToolCall, settings: InputSettings, save: Callable[[str], str]
+) -> tuple[ToolCall, str, int, int] | None:
+    """``call`` with its long strings replaced by pointers to the saved input, the path,
+    and the characters before and after; ``None`` when nothing is long enough. ``save``
+    stores the whole input (as JSON) and returns its path; it may raise ``OSError``."""
+    if not settings.applies_to(call.name):
+        return None
+    value = _value(call.arguments)
+    if value is None or not any(True for _ in _long_strings(value, settings.threshold)):
+        return None
+    original = call.arguments if isinstance(call.arguments, str) else _dump(call.arguments)
+    path = save(original)
+
+    def pointer(text: str) -> str:
+        return settings.template.format_map({"chars": len(text), "path": path, "tool": call.name})
+
+    cleared = _replace(value, settings.threshold, pointer)
+    arguments = arguments_json(cleared) if isinstance(call.arguments, str) else cleared
+    before = len(original)
+    after = len(arguments) if isinstance(arguments, str) else len(_dump(arguments))
+    if after >= before:
+        return None
+    return ToolCall(call.id, call.name, arguments, call.raw), path, before, after
+
+
+def _value(arguments: Any) -> Any:
+    """The input as data: a dict as it is, a JSON string parsed (``None`` if it is not)."""
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return None
+    return arguments
+
+
+def _long_strings(value: Any, threshold: int) -> Any:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if len(item) >= threshold:
+                yield item
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _replace(value: Any, threshold: int, pointer: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return pointer(value) if len(value) >= threshold else value
+    if isinstance(value, dict):
+        return {key: _replace(item, threshold, pointer) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_replace(item, threshold, pointer) for item in value]
+    return value
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
