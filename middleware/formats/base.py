@@ -57,9 +57,9 @@ class Codec(ABC):
         why: str | None = "policy rule"
         if isinstance(rule, AutoTextProtocol):
             agent = rule.recognise(nodes, lambda i: content_text(self.message_content(messages[i])))
-            rule, why = (
-                (agent.rule, f"recognised {agent.name} ({agent.shape})") if agent else (None, None)
-            )
+            if agent is None:
+                return Conversation(self.name, nodes, messages)
+            rule, why = agent.rule, f"recognised {agent.name} ({agent.shape})"
         if rule is None:
             return Conversation(self.name, nodes, messages)
         for i, node in enumerate(nodes):
