@@ -210,8 +210,9 @@ class Pipeline:
         codec = get_codec(fmt)
         conversation = codec.parse(messages, text_protocol_rule(policy), memo)
         report = Report(
-            format=fmt, format_source=why, policy=policy.name, messages_before=len(messages)
-        )
+            format=fmt, format_source=why, policy=policy.name,
+            text_protocol=conversation.text_protocol, messages_before=len(messages),
+        )  # fmt: skip
         report.result_chars_before = _result_chars(conversation)
         report.problems.extend(self._setup_problems)
 

@@ -89,6 +89,10 @@ class Report:
     #: Why the format was chosen: ``"given"``, the detection evidence, or ``"ambiguous"``.
     format_source: str
     policy: str
+    #: Why plain user messages were read as tool output: ``"policy rule"``
+    #: (``text_protocol.enabled: true``), ``"recognised <agent> (<its observations>)"``
+    #: (auto mode), or ``None``: they were not.
+    text_protocol: str | None = None
     messages_before: int = 0
     messages_after: int = 0
     #: Tool results in the history (after processing).
@@ -119,6 +123,8 @@ class Report:
     def summary_lines(self) -> list[str]:
         """A short human summary: one line per step, then the size before and after."""
         lines = [f"format: {self.format} ({self.format_source}); policy: {self.policy}"]
+        if self.text_protocol is not None:
+            lines.append(f"text protocol: {self.text_protocol}")
         for step in STEP_NAMES:
             actions = self.by_step(step)
             if not actions:

@@ -221,6 +221,9 @@ class Conversation:
     nodes: list[Node]
     #: The input history, kept to hand back unchanged when no step acted.
     source: Sequence[Any] = field(default_factory=list)
+    #: Why plain user messages were read as tool output: ``"policy rule"``, the text agent
+    #: auto mode recognised, or ``None`` (they were not).
+    text_protocol: str | None = None
 
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes)

@@ -11,8 +11,8 @@ from typing import Any, ClassVar
 from middleware.cache.messages import MessageMemo
 from middleware.errors import HistoryError
 from middleware.formats.structure import check_message
-from middleware.formats.text_protocol import TextProtocolRule
-from middleware.view import Conversation, Node, ToolCall, ToolResult
+from middleware.formats.text_protocol import AutoTextProtocol, TextProtocol, TextProtocolRule
+from middleware.view import Conversation, Node, ToolCall, ToolResult, is_text_part
 
 
 class Codec(ABC):
@@ -35,29 +35,38 @@ class Codec(ABC):
     def parse(
         self,
         messages: Sequence[Any],
-        rule: TextProtocolRule | None = None,
+        rule: TextProtocol | None = None,
         memo: MessageMemo | None = None,
     ) -> Conversation:
         """Build the view, raising :class:`HistoryError` for malformed messages (each is
         first checked to be plain JSON of bounded depth, :mod:`.structure`). With a
-        ``memo``, a message parsed before is not checked or parsed again."""
+        ``memo``, a message parsed before is not checked or parsed again. ``rule`` reads
+        plain user messages as tool output; in auto mode, only once the whole history is
+        recognised as a text agent's."""
         if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
             raise HistoryError(f"expected a list of messages, got {type(messages).__name__}")
         nodes: list[Node] = []
-        previous_role: str | None = None
         for i, message in enumerate(messages):
             if not isinstance(message, dict):
                 raise HistoryError(f"expected a JSON object, got {type(message).__name__}", index=i)
             if memo is None:
                 check_message(message, i)
-                node = self.parse_message(message, i)
+                nodes.append(self.parse_message(message, i))
             else:
-                node = memo.parse(self.name, message, i, check_message, self.parse_message)
-            if rule is not None and node.role == "user" and not node.results:
-                node = self._mark_text_protocol(node, message, rule, previous_role)
-            nodes.append(node)
-            previous_role = node.role
-        return Conversation(self.name, nodes, messages)
+                nodes.append(memo.parse(self.name, message, i, check_message, self.parse_message))
+        why: str | None = "policy rule"
+        if isinstance(rule, AutoTextProtocol):
+            agent = rule.recognise(nodes, lambda i: content_text(self.message_content(messages[i])))
+            if agent is None:
+                return Conversation(self.name, nodes, messages)
+            rule, why = agent.rule, f"recognised {agent.name} ({agent.shape})"
+        if rule is None:
+            return Conversation(self.name, nodes, messages)
+        for i, node in enumerate(nodes):
+            if node.role == "user" and not node.results:
+                previous = nodes[i - 1].role if i else None
+                nodes[i] = self._mark_text_protocol(node, messages[i], rule, previous)
+        return Conversation(self.name, nodes, messages, text_protocol=why)
 
     def render(self, conversation: Conversation) -> list[Any]:
         """Write the conversation back in this format (a new list)."""
@@ -128,6 +137,13 @@ class Codec(ABC):
     def synthetic_result(self, call: ToolCall, text: str) -> ToolResult:
         """The error result that stands in for a missing answer to ``call``."""
         return ToolResult(call_id=call.id, content=text, is_error=True)
+
+
+def content_text(content: str | list[Any] | None) -> str:
+    """The text of a message's content: a string, or its text parts one line apart."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    return "\n".join(part["text"] for part in content if is_text_part(part))
 
 
 def check_content(value: Any, index: int, what: str = "content") -> str | list[Any]:

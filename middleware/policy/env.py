@@ -134,6 +134,8 @@ def coerce(raw: str, schema: Mapping[str, Any], variable: str) -> Any:
         if text.lower() not in _TRUE | _FALSE:
             raise _invalid(variable, raw, "true or false")
         value = text.lower() in _TRUE
+    elif not types and "enum" in schema:  # true, false or a word (text_protocol.enabled)
+        value = _choice(text, raw, schema["enum"])
     elif "array" in types or "object" in types:
         value = _json(text, raw, variable, f"a JSON {types[0]}")
     else:
@@ -147,6 +149,14 @@ def coerce(raw: str, schema: Mapping[str, Any], variable: str) -> Any:
     if error is not None:
         raise _invalid(variable, raw, _expected(schema) + f" ({schema_message(error)})")
     return value
+
+
+def _choice(text: str, raw: str, choices: list[Any]) -> Any:
+    """The choice ``text`` names: a boolean choice by its usual words, any other as is."""
+    for choice in choices:
+        if isinstance(choice, bool) and text.lower() in (_TRUE if choice else _FALSE):
+            return choice
+    return text if text in choices else raw
 
 
 class _OutOfRange(ValueError):
@@ -176,7 +186,9 @@ def _json(text: str, raw: str, variable: str, expected: str) -> Any:
 
 def _expected(schema: Mapping[str, Any]) -> str:
     if "enum" in schema:
-        return "one of " + ", ".join(map(str, schema["enum"]))
+        return "one of " + ", ".join(
+            v if isinstance(v, str) else json.dumps(v) for v in schema["enum"]
+        )
     types = schema.get("type")
     kind = types if isinstance(types, str) else "/".join(types or ["value"])
     minimum = schema.get("minimum")

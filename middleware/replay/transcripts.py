@@ -1,7 +1,8 @@
 """Read recorded agent sessions into the histories the agent sent, one request at a time.
 
 Supported: Claude Code session JSONL, OpenAI chat message lists (including tau-bench's
-file of trajectories), SWE-agent ``.traj``, mini-swe-agent ``.traj.json`` (text protocol),
+file of trajectories), SWE-agent ``.traj``, mini-swe-agent ``.traj.json`` (text protocol,
+recognised by the default policy),
 and plain JSON message lists or request bodies. Request *k* of a transcript is the history
 before its *k*-th assistant message.
 """
@@ -17,7 +18,9 @@ from typing import Any
 from middleware.errors import HistoryError
 from middleware.formats import detect_format
 
-#: Policy overrides that mark text-protocol observations as tool output.
+#: The explicit settings that mark these agents' observations as tool output. The default
+#: policy no longer needs them (``text_protocol.enabled: auto`` recognises both agents and
+#: applies the same rules); they stay as the reference auto mode is tested against.
 MINI_SWE_AGENT_RULE: Mapping[str, Any] = {
     "text_protocol.enabled": True,
     "text_protocol.pattern": r"^\s*<returncode>",
@@ -41,7 +44,8 @@ class Transcript:
     source: str
     format: str
     messages: list[Any]
-    #: Policy overrides the transcript needs (the text-protocol rule of text agents).
+    #: Policy overrides the transcript needs (none of the sources read here needs one:
+    #: the text agents among them are recognised by the default policy).
     policy_overrides: Mapping[str, Any] = field(default_factory=dict)
     #: What the loader did that a reader should know (compaction restarts, skipped lines).
     notes: tuple[str, ...] = ()
@@ -73,7 +77,7 @@ def load_transcripts(path: str | Path) -> list[Transcript]:
     if isinstance(data, dict) and isinstance(data.get("history"), list):
         return [_swe_agent(file, data)]
     if isinstance(data, dict) and data.get("trajectory_format", "").startswith("mini-swe-agent"):
-        return [_plain(file.name, "mini-swe-agent", data["messages"], MINI_SWE_AGENT_RULE)]
+        return [_plain(file.name, "mini-swe-agent", data["messages"], {})]
     if isinstance(data, list) and data and isinstance(data[0], dict) and "traj" in data[0]:
         return [
             _plain(f"{file.name}#{i}", "tau-bench", item["traj"], {})
@@ -95,22 +99,18 @@ def _plain(name: str, source: str, messages: list[Any], overrides: Mapping[str, 
 
 def _swe_agent(file: Path, data: dict[str, Any]) -> Transcript:
     """SWE-agent keeps the model's view in ``history``; function-calling runs answer calls
-    with ``role: tool`` messages carrying a list ``tool_call_ids``."""
+    with ``role: tool`` messages carrying a list ``tool_call_ids``. Text-mode runs need no
+    override: the default policy recognises their observations."""
     messages: list[Any] = []
-    uses_tools = False
     for entry in data["history"]:
         message = {k: v for k, v in entry.items() if k != "tool_call_ids"}
         if entry.get("role") == "tool":
-            uses_tools = True
             # One observation may answer several calls: one tool message per id.
             for call_id in entry.get("tool_call_ids") or [""]:
                 messages.append({**message, "tool_call_id": call_id})
             continue
-        if entry.get("tool_calls"):
-            uses_tools = True
         messages.append(message)
-    overrides = {} if uses_tools else SWE_AGENT_TEXT_RULE
-    return Transcript(file.name, "swe-agent", "openai", messages, overrides)
+    return Transcript(file.name, "swe-agent", "openai", messages)
 
 
 def _claude_code(file: Path) -> list[Transcript]:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import middleware
-from middleware.replay.transcripts import MINI_SWE_AGENT_RULE, load_transcripts
+from middleware.replay.transcripts import load_transcripts
 
 
 def write(tmp_path: Path, name: str, data: Any) -> Path:
@@ -92,14 +92,24 @@ def test_swe_agent_function_calling_and_text_mode(tmp_path: Path) -> None:
     assert fc_t.policy_overrides == {}
     assert middleware.check_history(fc_t.messages, "openai") == []
 
+    footer = "\n(Open file: n/a)\n(Current directory: /repo)\nbash-$"
     text = {"history": [
         {"role": "system", "content": "setting"},
         {"role": "user", "content": "issue"},
-        {"role": "assistant", "content": "ls", "action": "ls\n"},
-        {"role": "user", "content": "a.py\n(Open file: n/a)"},
+        {"role": "assistant", "content": "List.\n```\nls\n```", "action": "ls\n"},
+        {"role": "user", "content": "a.py" + footer},
+        {"role": "assistant", "content": "Read.\n```\nopen a.py\n```", "action": "open a.py\n"},
+        {"role": "user", "content": "1:print()" + footer},
     ]}  # fmt: skip
     (text_t,) = load_transcripts(write(tmp_path, "b.traj", text))
-    assert text_t.policy_overrides["text_protocol.enabled"] is True
+    assert text_t.policy_overrides == {}  # the default policy recognises it
+    report = default_report(text_t.messages)
+    assert report.text_protocol is not None and report.text_protocol.startswith("recognised SWE")
+
+
+def default_report(messages: list[Any]) -> middleware.Report:
+    with middleware.Pipeline.from_policy(None) as pipe:
+        return pipe.process(messages).report
 
 
 def test_mini_swe_agent_is_a_text_protocol_transcript(tmp_path: Path) -> None:
@@ -108,11 +118,16 @@ def test_mini_swe_agent_is_a_text_protocol_transcript(tmp_path: Path) -> None:
         {"role": "user", "content": "Fix it."},
         {"role": "assistant", "content": "THOUGHT: list.\n```bash\nls\n```", "extra": {}},
         {"role": "user", "content": "<returncode>0</returncode>\n<output>\na.py\n</output>"},
+        {"role": "assistant", "content": "THOUGHT: read.\n```bash\ncat a.py\n```", "extra": {}},
+        {"role": "user", "content": "<returncode>0</returncode>\n<output>\npass\n</output>"},
         {"role": "assistant", "content": "THOUGHT: done.\n```bash\nsubmit\n```", "extra": {}},
     ]}  # fmt: skip
     (t,) = load_transcripts(write(tmp_path, "x.traj.json", data))
-    assert t.source == "mini-swe-agent" and t.policy_overrides == MINI_SWE_AGENT_RULE
-    assert t.request_count == 2
+    assert t.source == "mini-swe-agent" and t.policy_overrides == {}
+    assert t.request_count == 3
+    report = default_report(t.messages)
+    assert report.text_protocol == "recognised mini-swe-agent (<returncode> observations)"
+    assert report.tool_results == 2
 
 
 @pytest.mark.parametrize(
