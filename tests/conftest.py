@@ -1,4 +1,5 @@
-"""Fixtures: an S3-compatible server on loopback, started once for the session."""
+"""Fixtures every test folder may use: an S3-compatible server on loopback, started once
+for the run by the first test that asks for it, and an empty bucket in it."""
 
 from __future__ import annotations
 
