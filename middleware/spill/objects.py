@@ -160,17 +160,25 @@ class ObjectRoot:
 
     # -- reading -----------------------------------------------------------------------
 
-    def read(self, folder: str, name: str) -> str | None:
-        """The result ``name`` of ``folder`` if a store saved it (the digest matches),
-        else ``None``; ``None`` too while the store is failing (logged)."""
-        if not is_session_folder(folder) or not is_result_name(name):
-            return None
+    def recall(self, folder: str, name: str) -> str | None:
+        """:meth:`read`, from memory when this process saved or read it lately: what the
+        steps use to recognise their own previews on every request (a result never
+        changes under its name; only retention removes it)."""
         path = self._path(folder, RESULTS, name)
         with self._lock:
             cached = self._cache.get(path)
             if cached is not None:
                 self._cache.move_to_end(path)
                 return cached[0]
+        return self.read(folder, name)
+
+    def read(self, folder: str, name: str) -> str | None:
+        """The result ``name`` of ``folder`` if a store saved it (the digest matches),
+        as the store has it now; ``None`` for anything else, and while the store is
+        failing (logged)."""
+        if not is_session_folder(folder) or not is_result_name(name):
+            return None
+        path = self._path(folder, RESULTS, name)
         try:
             self._check_up(f"cannot read {self.location(folder, name)}")
             data = self._get(path)
@@ -336,7 +344,7 @@ class ObjectWorkspace:
         key = self.root.key_of(location)
         if key is None or key.folder != self.folder:
             return None
-        return self.root.read(key.folder, key.name)
+        return self.root.recall(key.folder, key.name)
 
     def close(self) -> None:
         """Refuse further saves; the objects stay (replicas share them)."""
