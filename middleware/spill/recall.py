@@ -85,7 +85,10 @@ def resolve(key: str, settings: SpillSettings) -> tuple[SpillRoot, str, str]:
 
 def lines_of(text: str, location: str, offset: int, limit: int | None) -> Recalled:
     """The lines of ``text`` from ``offset``, at most ``limit`` of them."""
-    lines = text.splitlines(keepends=True)
+    lines = [line + "\n" for line in text.split("\n")]  # only "\n" ends a line
+    lines[-1] = lines[-1][:-1]
+    if not lines[-1]:
+        lines.pop()
     total = len(lines)
     if offset > max(total, 1):
         raise RecallError(f"offset {offset} is past the end of {location}: it has {total} lines")
