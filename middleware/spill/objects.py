@@ -22,6 +22,7 @@ Nothing here removes a session's objects when a pipeline closes: replicas share 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -143,12 +144,15 @@ class ObjectRoot:
         if self._atomic:
             self._fs.pipe_file(path, data, **self._write_options)
             return
-        partial = f"{path.rpartition('/')[0]}/.partial-{uuid.uuid4().hex}"
+        folder = path.rpartition("/")[0]
+        partial = f"{folder}/.partial-{uuid.uuid4().hex}"
+        self._fs.makedirs(folder, exist_ok=True)  # a filesystem with folders needs them
         self._fs.pipe_file(partial, data)
         try:
             self._fs.mv(partial, path)
         except BaseException:
-            self._fs.rm_file(partial)
+            with contextlib.suppress(Exception):  # the move's error is the one to report
+                self._fs.rm_file(partial)
             raise
 
     def _get(self, path: str) -> bytes | None:
