@@ -5,10 +5,11 @@ Every replica of a proxy (or every process of a platform) that names the same
 ``spill.url`` reads and writes the same objects: a result is saved as
 ``<prefix>/chatcli-agent-<session>/tool-results/<key>-<digest16>.<suffix>``, so two
 replicas saving the same output name the same object, and the second finds it there and
-writes nothing. Each object is written whole in one request (an S3 ``PUT`` is atomic: no
-reader ever sees part of it); on a filesystem without atomic writes it is written under a
-temporary name and moved into place. A read returns only an object whose content matches
-the digest in its name.
+writes nothing (on S3 the write is conditional, so even two that race write it once).
+Each object is written whole in one request (an S3 ``PUT`` is atomic: no reader ever sees
+part of it); on a filesystem without atomic writes it is written under a temporary name
+and moved into place. A read returns only an object whose content matches the digest in
+its name.
 
 A store that fails (down, refusing the credentials, no such bucket) raises
 :class:`~middleware.spill.layout.SpillError`, which the steps handle as ``spill.on_error``
@@ -83,6 +84,8 @@ class ObjectRoot:
         protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
         s3 = bool({"s3", "s3a"} & set(protocols))
         self._atomic = bool(ATOMIC_PUT & set(protocols))
+        #: s3fs writes with ``If-None-Match: *`` (``mode="create"``).
+        self._conditional = s3
         self._write_options: Mapping[str, Any] = S3_WRITE if s3 else {}
         self._read_options: Mapping[str, Any] = S3_READ if s3 else {}
         self.retry_after = retry_after
@@ -120,7 +123,10 @@ class ObjectRoot:
         data = content.encode("utf-8", "surrogatepass")
         try:
             self._mark(folder)
-            if self._get(path) != data:
+            existing = self._get(path)
+            if existing is None:
+                self._create(path, data)
+            elif existing != data:  # not what its name says: write it right
                 self._put(path, data)
         except Exception as exc:  # any backend's error: botocore's are not OSErrors
             raise self._failed(f"cannot save spilled output to {location}", exc) from exc
@@ -139,6 +145,24 @@ class ObjectRoot:
         self._put(self._path(folder, MARKER), b"shared\n")
         with self._lock:
             self._marked[folder] = now
+
+    def _create(self, path: str, data: bytes) -> None:
+        """Write ``path`` only if nothing is there yet (S3's conditional ``PUT``), so two
+        replicas that spill the same output at the same moment write it once. A store
+        that refuses conditional writes gets plain ones from then on."""
+        if not self._conditional:
+            self._put(path, data)
+            return
+        try:
+            self._fs.pipe_file(path, data, mode="create", **self._write_options)
+        except FileExistsError:  # another replica was first
+            if self._get(path) != data:
+                self._put(path, data)
+        except Exception as exc:
+            self._put(path, data)  # raises if the store itself fails
+            self._conditional = False
+            logger.info("the spill store %s refused a conditional write (%s): writing "
+                        "without the condition from now on", self.url, _describe(exc))  # fmt: skip
 
     def _put(self, path: str, data: bytes) -> None:
         if self._atomic:

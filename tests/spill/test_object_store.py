@@ -256,3 +256,52 @@ def test_a_url_fsspec_cannot_open_is_a_spill_error() -> None:
     policy = load_policy(None, overrides={"spill.url": "nosuchproto://x/y"}, dotenv_path=False)
     with pytest.raises(SpillError, match=r"spill\.url nosuchproto://x/y"):
         open_store("s", bind(policy, SpillSettings))
+
+
+def test_replicas_racing_to_spill_the_same_output_write_it_once(
+    s3: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"s3://{bucket}/race"
+    roots = [ObjectRoot(s3.filesystem(), f"{bucket}/race", retry_after=0) for _ in range(2)]
+    both_looked = threading.Barrier(2, timeout=30)
+    for root in roots:
+        looked = root._get
+
+        def look_then_wait(path: str, looked: Any = looked) -> bytes | None:
+            found: bytes | None = looked(path)
+            if "/tool-results/" in path and found is None:
+                both_looked.wait()  # each saw nothing there: both go on to write
+            return found
+
+        monkeypatch.setattr(root, "_get", look_then_wait)
+    locations: list[str] = []
+    threads = [
+        threading.Thread(target=lambda r=r: locations.append(r.workspace("s").save("k", "same")))
+        for r in roots
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(locations) == 2 and len(set(locations)) == 1
+    assert {k: n for k, n in s3.versions(url).items() if "/tool-results/" in k} == {
+        locations[0].removeprefix(f"s3://{bucket}/"): 1
+    }
+
+
+def test_a_store_without_conditional_writes_gets_plain_ones(
+    s3: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fs = s3.filesystem()
+    plain = fs.pipe_file
+
+    def no_conditions(path: str, data: bytes, mode: str = "overwrite", **kwargs: Any) -> Any:
+        if mode == "create":
+            raise NotImplementedError("501 NotImplemented: If-None-Match")
+        return plain(path, data, **kwargs)
+
+    monkeypatch.setattr(fs, "pipe_file", no_conditions)
+    store = ObjectRoot(fs, f"{bucket}/plain", retry_after=60).workspace("p")
+    for n in range(3):
+        location = store.save(f"k{n}", f"output {n}")
+        assert store.load(location) == f"output {n}"
