@@ -132,7 +132,7 @@ def timed(save: Callable[[], object]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=20, help="saves per size and store")
+    parser.add_argument("--rounds", type=int, default=30, help="saves per size and store")
     parser.add_argument("--sizes", default="10KB,100KB,1MB,10MB", help="result sizes")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="recorded sessions")
     args = parser.parse_args()
