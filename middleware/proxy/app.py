@@ -259,7 +259,11 @@ class Proxy:
         except ValueError:
             return PlainTextResponse("offset and limit are line counts (whole numbers)", 400)
         root = open_root(bind(self.catalog.default.policy, SpillSettings))
-        text = await anyio.to_thread.run_sync(root.read, session_folder_name(session), name)
+        try:
+            text = await anyio.to_thread.run_sync(root.read, session_folder_name(session), name)
+        except SpillError as exc:
+            logger.error("recall: %s", exc)
+            return PlainTextResponse(f"the spill store cannot be read: {exc}", 502)
         if text is None:
             return PlainTextResponse(f"no spilled output {name!r} in session {session!r}", 404)
         try:

@@ -202,20 +202,18 @@ class ObjectRoot:
 
     def read(self, folder: str, name: str) -> str | None:
         """The result ``name`` of ``folder`` if a store saved it (the digest matches),
-        as the store has it now; ``None`` for anything else, and while the store is
-        failing (logged)."""
+        as the store has it now; ``None`` for anything else.
+
+        :raises SpillError: the store cannot be read (down, no credentials).
+        """
         if not is_session_folder(folder) or not is_result_name(name):
             return None
         path = self._path(folder, RESULTS, name)
+        self._check_up(f"cannot read {self.location(folder, name)}")
         try:
-            self._check_up(f"cannot read {self.location(folder, name)}")
             data = self._get(path)
-        except SpillError as exc:
-            logger.warning("%s", exc)
-            return None
         except Exception as exc:
-            logger.warning("%s", self._failed(f"cannot read {self.location(folder, name)}", exc))
-            return None
+            raise self._failed(f"cannot read {self.location(folder, name)}", exc) from exc
         self._up()
         if data is None:
             return None
@@ -368,11 +366,16 @@ class ObjectWorkspace:
         return self.root.save(self.folder, name, content)
 
     def load(self, location: str) -> str | None:
-        """The content saved at ``location`` by this session's store, else ``None``."""
+        """The content saved at ``location`` by this session's store, else ``None`` (also
+        when the store cannot be read: logged)."""
         key = self.root.key_of(location)
         if key is None or key.folder != self.folder:
             return None
-        return self.root.recall(key.folder, key.name)
+        try:
+            return self.root.recall(key.folder, key.name)
+        except SpillError as exc:  # the steps treat it as nothing saved there
+            logger.warning("%s", exc)
+            return None
 
     def close(self) -> None:
         """Refuse further saves; the objects stay (replicas share them)."""

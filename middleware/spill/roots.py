@@ -32,7 +32,8 @@ class SpillRoot(Protocol):
 
     def read(self, folder: str, name: str) -> str | None:
         """The result ``name`` of session folder ``folder``, if a store saved it there
-        (never anything else), else ``None``."""
+        (never anything else), else ``None``; :class:`~middleware.spill.layout.SpillError`
+        when the store cannot be read."""
         ...
 
     def sessions(self) -> list[SessionFolder]:

@@ -123,3 +123,14 @@ def test_gc_removes_only_idle_workspaces_and_only_ours(tmp_path: Path) -> None:
 def test_gc_refuses_a_bad_or_too_short_age(tmp_path: Path, age: str, message: str) -> None:
     done = run("gc", "--older-than", age, CHATCLI_SPILL__ROOT=str(tmp_path))
     assert done.returncode == 2 and message in done.stderr
+
+
+def test_recall_from_a_store_that_is_down_says_so() -> None:
+    from servers import free_port
+
+    env = {**CREDENTIALS, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}  # nobody
+    key = "s3://bucket/mw/chatcli-agent-s/tool-results/call_7-0123456789abcdef.txt"
+    done = run("recall", key, **env)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"chatcli-mw: error: cannot read {key}: EndpointConnectionError")
+    assert "check spill.url and the store's credentials" in done.stderr
