@@ -36,6 +36,11 @@ class SpillError(MiddlewareError, OSError):
     unsafe, an object store that is down or refuses the credentials)."""
 
 
+def describe(exc: BaseException) -> str:
+    """``Type: message``: how a store's own error is named in a :class:`SpillError`."""
+    return f"{type(exc).__name__}: {exc}"
+
+
 def safe_fragment(text: str, *, fallback: str = "result") -> str:
     """``text`` reduced to ``[A-Za-z0-9_-]``, at most :data:`MAX_ID_CHARS` long."""
     return _UNSAFE.sub("_", text.strip())[:MAX_ID_CHARS] or fallback

@@ -30,7 +30,6 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from typing import Any
 
 from middleware.spill.layout import (
@@ -38,6 +37,7 @@ from middleware.spill.layout import (
     RESULTS,
     SpillError,
     SpillKey,
+    describe,
     is_result_name,
     is_session_folder,
     session_folder_name,
@@ -45,6 +45,7 @@ from middleware.spill.layout import (
     split_location,
     verified_text,
 )
+from middleware.spill.listing import folders_in, remove_folder
 from middleware.spill.roots import SessionFolder
 
 logger = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ class ObjectRoot:
             self._put(path, data)  # raises if the store itself fails
             self._conditional = False
             logger.info("the spill store %s refused a conditional write (%s): writing "
-                        "without the condition from now on", self.url, _describe(exc))  # fmt: skip
+                        "without the condition from now on", self.url, describe(exc))  # fmt: skip
 
     def _put(self, path: str, data: bytes) -> None:
         if self._atomic:
@@ -239,60 +240,19 @@ class ObjectRoot:
 
     def sessions(self) -> list[SessionFolder]:
         """The folders under the root that hold a marker, with their newest object's time."""
-        try:
-            listing = self._fs.find(self._base, detail=True)
-        except FileNotFoundError:
-            return []
-        except Exception as exc:
-            raise SpillError(f"cannot list the spill store {self.url}: {_describe(exc)}") from exc
-        found: dict[str, list[Mapping[str, Any]]] = {}
-        for path, info in listing.items():
-            folder, _, rest = path[len(self._base) + 1 :].partition("/")
-            if is_session_folder(folder) and rest:
-                found.setdefault(folder, []).append({**info, "rest": rest})
-        folders = []
-        for folder, objects in sorted(found.items()):
-            if not any(o["rest"] == MARKER for o in objects):
-                continue  # not created by a store: never ours to remove
-            times = [t for t in (_modified(o) for o in objects) if t is not None]
-            if not times:
-                logger.warning("cannot tell the age of %s/%s: left alone", self.url, folder)
-                continue
-            results = [o for o in objects if _is_result(o["rest"])]
-            size = sum(int(o.get("size") or 0) for o in results)
-            folders.append(SessionFolder(folder, max(times), len(results), size))
-        return folders
+        return folders_in(self._fs, self._base, self.url)
 
     def remove(self, folder: str) -> bool:
-        """Remove the results, leftovers of interrupted writes and the marker of
-        ``folder`` (the marker last: a folder half removed is still found by ``gc``)."""
-        if not is_session_folder(folder):
+        """Remove what a store wrote in ``folder`` (see :func:`remove_folder`), and forget
+        it here."""
+        if not remove_folder(self._fs, self._base, self.url, folder):
             return False
-        prefix = self._path(folder)
-        try:
-            paths = self._fs.find(prefix)
-        except FileNotFoundError:
-            return False
-        except Exception as exc:
-            raise SpillError(f"cannot list {self.url}/{folder}: {_describe(exc)}") from exc
-        marker = self._path(folder, MARKER)
-        if marker not in paths:
-            return False
-        ours = [
-            p for p in paths
-            if p != marker and _is_result(p[len(prefix) + 1 :], partial=True)
-        ]  # fmt: skip
-        try:
-            if ours:
-                self._fs.rm(ours)
-            self._fs.rm_file(marker)
-        except Exception as exc:
-            raise SpillError(f"cannot remove {self.url}/{folder}: {_describe(exc)}") from exc
+        prefix = self._path(folder) + "/"
         with self._lock:
             self._marked.pop(folder, None)
-            for path in [p for p in self._known if p.startswith(prefix + "/")]:
+            for path in [p for p in self._known if p.startswith(prefix)]:
                 del self._known[path]
-            for path in [p for p in self._cache if p.startswith(prefix + "/")]:
+            for path in [p for p in self._cache if p.startswith(prefix)]:
                 self._cached_bytes -= self._cache.pop(path)[1]
         return True
 
@@ -340,7 +300,7 @@ class ObjectRoot:
 
     def _failed(self, doing: str, exc: BaseException) -> SpillError:
         """Count the store as down from now, and say what failed."""
-        reason = _describe(exc)
+        reason = describe(exc)
         with self._lock:
             self._down = (self._clock(), reason)
         return SpillError(f"{doing}: {reason} (check spill.url and the store's credentials)")
@@ -380,33 +340,3 @@ class ObjectWorkspace:
     def close(self) -> None:
         """Refuse further saves; the objects stay (replicas share them)."""
         self._closed = True
-
-
-def _is_result(rest: str, *, partial: bool = False) -> bool:
-    """Whether ``rest`` (a path inside a session folder) is a result a store writes, or
-    with ``partial`` the leftover of an interrupted write."""
-    results, _, name = rest.partition("/")
-    if results != RESULTS or "/" in name:
-        return False
-    return is_result_name(name) or (partial and name.startswith(".partial-"))
-
-
-def _modified(info: Mapping[str, Any]) -> float | None:
-    """An object's modification time from a listing (S3's ``LastModified``, a local or
-    memory filesystem's ``mtime`` or ``created``)."""
-    for field in ("LastModified", "mtime", "last_modified", "updated", "created"):
-        value = info.get(field)
-        if isinstance(value, datetime):
-            return value.timestamp()
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-            except ValueError:
-                continue
-    return None
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
