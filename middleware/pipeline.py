@@ -26,7 +26,7 @@ from middleware.policy.reload import PolicyStatus, PolicyWatcher
 from middleware.policy.settings import bind
 from middleware.report import ProblemReport, Report
 from middleware.session.decisions import Decision, DecisionLedger
-from middleware.spill import SpillSettings, SpillWorkspace
+from middleware.spill import SpillSettings, open_store
 from middleware.steps.budget.admission import Admission, ToolOutput, batch_conversation, check_batch
 from middleware.steps.budget.settings import BudgetSettings, Cap, TurnLimits, resolve_cap
 from middleware.steps.loop_guard import guard_loops
@@ -85,7 +85,7 @@ class Pipeline:
         setup = list(self._host.load_problems)
         self._spill: SpillStore = self._host.spill_store(
             policy, self.session_id, setup
-        ) or SpillWorkspace.from_settings(self.session_id, bind(policy, SpillSettings))
+        ) or open_store(self.session_id, bind(policy, SpillSettings))
         #: Problems of plugins met while setting up (loading, providing the spill store),
         #: repeated in every report: fixed here, so they never grow.
         self._setup_problems = tuple(setup)

@@ -63,6 +63,8 @@ class Provider:
     context_chars: int = CONTEXT_CHARS
     #: (path, headers, body) of every request accepted.
     accepted: list[tuple[str, dict[str, str], dict[str, Any]]] = field(default_factory=list)
+    #: The bytes of every request body accepted, as they came.
+    raw: list[bytes] = field(default_factory=list)
     #: (path, error message, body) of every request refused.
     refused: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -101,8 +103,9 @@ class Provider:
         return None
 
     async def _accept(self, request: Request, fmt: str, key: str) -> dict[str, Any] | Response:
+        raw = await request.body()
         try:
-            body = json.loads(await request.body())
+            body = json.loads(raw)
         except ValueError:
             return error(fmt, "There was an error parsing the body of your request as JSON.")
         refusal = self._refusal(fmt, request.url.path, body.get(key))
@@ -114,6 +117,7 @@ class Provider:
         if self.record:
             with self.lock:
                 self.accepted.append((request.url.path, dict(request.headers), body))
+                self.raw.append(raw)
         return body
 
     # -- Anthropic -------------------------------------------------------------------------

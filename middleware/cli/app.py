@@ -3,10 +3,11 @@
 Each subcommand is one ``add_<name>(commands)`` function in :data:`COMMANDS`: it adds its
 subparser and binds its handler with ``set_defaults(run=handler)``; a handler takes the parsed
 arguments and returns the exit status. Commands live one group per module (``history``,
-``policy``, ``plugins``, ``simulate``); to add one, write such a function in the module of
-its group (or a new module) and append it to :data:`COMMANDS`. A handler
-raises :class:`~middleware.errors.MiddlewareError` (or lets an ``OSError`` through) for bad
-input; :func:`main` turns it into one ``chatcli-mw: error: FILE: problem`` line and exit 2.
+``policy``, ``plugins``, ``simulate``, ``serve``, ``spill``); to add one, write such a
+function in the module of its group (or a new module) and append it to :data:`COMMANDS`. A
+handler raises :class:`~middleware.errors.MiddlewareError` (or lets an ``OSError`` through)
+for bad input; :func:`main` turns it into one ``chatcli-mw: error: FILE: problem`` line and
+exit 2.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from middleware.cli.plugins import add_plugins
 from middleware.cli.policy import add_config, add_schema, add_validate
 from middleware.cli.serve import add_serve
 from middleware.cli.simulate import add_simulate
+from middleware.cli.spill import add_gc, add_recall
 from middleware.errors import InputError, MiddlewareError
 
 if TYPE_CHECKING:
@@ -37,6 +39,8 @@ examples:
   chatcli-mw config --policy prod.yaml --show-origin
   chatcli-mw schema --path                         where editors find the policy schema
   chatcli-mw serve                                 the proxy: ANTHROPIC_BASE_URL=http://127.0.0.1:8787
+  chatcli-mw recall s1/toolu_01-9f2c4e1a7b3d5c6e.txt --limit 100   a spilled output, from any store
+  chatcli-mw gc --older-than 7d                    remove the spill folders of idle sessions
   chatcli-mw plugins
   chatcli-mw simulate session.jsonl --policy policies/baselines/chatcli.yaml --plot cost.png
 """
@@ -88,4 +92,6 @@ COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
     add_plugins,
     add_simulate,
     add_serve,
+    add_recall,
+    add_gc,
 )

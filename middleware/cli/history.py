@@ -104,7 +104,7 @@ def _process(args: argparse.Namespace) -> int:
     report_lines = result.report.summary_lines()
     path = next((a.detail["path"] for a in result.report.actions if "path" in a.detail), None)
     if path is not None:
-        report_lines.append(f"full outputs kept in: {Path(path).parent}")
+        report_lines.append(f"full outputs kept in: {path.rpartition('/')[0]}")  # path or URL
     write_output(args.output, jsonio.dumps(result.output) + "\n")
     write_lines(sys.stderr, [result.report.to_json()] if args.report == "json" else report_lines)
     return 0

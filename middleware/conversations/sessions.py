@@ -123,6 +123,10 @@ class SessionPool:
         now = self.clock()
         with self._lock:
             entry = self._entries.get((policy_key, session))
+            stale = None
+            if entry is not None and now - entry.last_used > self.idle_seconds:
+                # Idle too long to trust its memory: `gc` may have removed what it names.
+                stale, entry = self._entries.pop((policy_key, session)), None
             if entry is None:
                 if self.cache is None:
                     self.cache = DerivedCache(bind(policy, CacheSettings).max_bytes)
@@ -139,9 +143,20 @@ class SessionPool:
                 if now - other.last_used > self.idle_seconds
             ]
             released = [self._entries.pop(key) for key in idle]
+            if stale is not None:
+                released.append(stale)
         for old in released:
             old.pipeline.close()
         return entry.pipeline
+
+    def end(self, session: str) -> int:
+        """Release ``session``'s pipelines (under every policy); returns how many."""
+        with self._lock:
+            keys = [key for key in self._entries if key[1] == session]
+            ended = [self._entries.pop(key) for key in keys]
+        for entry in ended:
+            entry.pipeline.close()
+        return len(ended)
 
     def __len__(self) -> int:
         with self._lock:

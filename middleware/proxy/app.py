@@ -4,8 +4,8 @@
 and ``/v1/responses`` (OpenAI) have their request body's history run through the
 pipeline, in its own wire format, before the body is forwarded with every other field as it
 was. Every other path and method is forwarded untouched. ``/policy/NAME/`` in front of a
-path selects another policy. ``GET /healthz``, ``/metrics`` and ``/recall/{session}/{file}``
-are the proxy's own.
+path selects another policy. ``GET /healthz``, ``/metrics``, ``/recall/{session}/{file}``
+and ``DELETE /sessions/{session}`` are the proxy's own.
 
 The proxy is never the reason a request fails: a body that is not JSON, or not a
 conversation, goes through untouched; one the pipeline cannot process goes through
@@ -40,7 +40,10 @@ from middleware.proxy.metrics import Metrics
 from middleware.proxy.policies import PolicyCatalog, PolicySource
 from middleware.proxy.settings import ProxySettings
 from middleware.proxy.upstream import REQUEST_DROPPED, Relay, client, forwarded_headers
-from middleware.spill import SpillSettings, SpillWorkspace
+from middleware.spill import SpillError, SpillSettings, open_root
+from middleware.spill.layout import session_folder_name
+from middleware.spill.recall import RecallError, lines_of
+from middleware.spill.retention import forget
 
 logger = logging.getLogger(__name__)
 access_logger = logging.getLogger("middleware.proxy.access")
@@ -243,22 +246,52 @@ class Proxy:
         return Response(self.metrics.exposition(), media_type="text/plain; version=0.0.4")
 
     async def recall(self, request: Request) -> Response:
-        """A spilled file of a session, for clients on loopback or with the recall token."""
+        """A spilled output of a session, from the proxy's store (a local folder, or the
+        object store every replica shares), for clients on loopback or with the recall
+        token. ``?offset=N&limit=N`` count lines as ``chatcli-mw recall`` does."""
         if not self._may_recall(request):
-            return PlainTextResponse(
-                "recall is open to clients on this machine, or with the token set in "
-                "proxy.recall_token (Authorization: Bearer <token>)",
-                403,
-            )
+            return _forbidden("recall")
         session = request.path_params["session"]
         name = request.path_params["file"]
-        spill = bind(self.catalog.default.policy, SpillSettings)
-        workspace = SpillWorkspace(session, spill.root)
-        text = workspace.load(str(workspace.results_dir / name))
+        try:
+            offset = int(request.query_params.get("offset", "1"))
+            limit = _optional_int(request.query_params.get("limit"))
+        except ValueError:
+            return PlainTextResponse("offset and limit are line counts (whole numbers)", 400)
+        root = open_root(bind(self.catalog.default.policy, SpillSettings))
+        try:
+            text = await anyio.to_thread.run_sync(root.read, session_folder_name(session), name)
+        except SpillError as exc:
+            logger.error("recall: %s", exc)
+            return PlainTextResponse(f"the spill store cannot be read: {exc}", 502)
         if text is None:
             return PlainTextResponse(f"no spilled output {name!r} in session {session!r}", 404)
+        try:
+            lines = lines_of(text, f"{session}/{name}", offset, limit)
+        except RecallError as exc:
+            return PlainTextResponse(str(exc), 416)
         media = "application/json" if name.endswith(".json") else "text/plain; charset=utf-8"
-        return Response(text.encode("utf-8", "surrogatepass"), media_type=media)
+        headers = {"x-chatcli-lines": f"{lines.first}-{lines.last}/{lines.total}"}
+        return Response(
+            lines.text.encode("utf-8", "surrogatepass"), media_type=media, headers=headers
+        )
+
+    async def end_session(self, request: Request) -> Response:
+        """The client says a session has ended: release its state on this replica and
+        remove its spilled outputs from the store (every replica's, when it is shared)."""
+        if not self._may_recall(request):
+            return _forbidden("ending a session")
+        session = request.path_params["session"]
+        released = await anyio.to_thread.run_sync(self.sessions.end, session)
+        root = open_root(bind(self.catalog.default.policy, SpillSettings))
+        try:
+            removed = await anyio.to_thread.run_sync(forget, root, session)
+        except SpillError as exc:
+            logger.error("cannot remove the spilled outputs of session %r: %s", session, exc)
+            return JSONResponse({"session": session, "error": str(exc)}, 502)
+        logger.info("session %r ended: %d pipelines released, outputs removed: %s",
+                    session, released, removed)  # fmt: skip
+        return JSONResponse({"session": session, "released": released, "removed": removed})
 
     def _may_recall(self, request: Request) -> bool:
         token = self.settings.recall_token
@@ -293,10 +326,23 @@ def create_app(proxy: Proxy) -> Starlette:
             Route("/healthz", proxy.healthz, methods=["GET"]),
             Route("/metrics", proxy.metrics_text, methods=["GET"]),
             Route("/recall/{session}/{file}", proxy.recall, methods=["GET"]),
+            Route("/sessions/{session}", proxy.end_session, methods=["DELETE"]),
             Route("/{path:path}", proxy.forward, methods=methods),
         ],
         lifespan=lifespan,
     )
+
+
+def _forbidden(what: str) -> Response:
+    return PlainTextResponse(
+        f"{what} is open to clients on this machine, or with the token set in "
+        "proxy.recall_token (Authorization: Bearer <token>)",
+        403,
+    )
+
+
+def _optional_int(value: str | None) -> int | None:
+    return None if value is None else int(value)
 
 
 def _policy_prefix(path: str) -> tuple[str | None, str]:

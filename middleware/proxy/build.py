@@ -13,6 +13,7 @@ from middleware.policy.settings import bind
 from middleware.proxy.app import Proxy, create_app
 from middleware.proxy.policies import PolicyCatalog, PolicySource
 from middleware.proxy.settings import ProxySettings
+from middleware.spill import SpillSettings, open_root
 
 
 def build_proxy(
@@ -25,11 +26,14 @@ def build_proxy(
     ``$CHATCLI_POLICY`` or the embedded default) and its ASGI app.
 
     The proxy keeps its sessions' spill files when they go idle (``spill.keep``): the
-    previews the agent already holds name them.
+    previews the agent already holds name them. A spill store it cannot open (an object
+    store without its extra, a URL fsspec does not know) is an error here, not at the
+    first request.
     """
     layered = {"spill.keep": True, **(overrides or {})}
     plugins = host if host is not None else PluginHost.create()
     default = PolicySource("default", policy, plugins, layered)
+    open_root(bind(default.policy, SpillSettings))  # a store it cannot open: fail now
     settings = bind(default.policy, ProxySettings)
     folder = Path(settings.policies_dir) if settings.policies_dir is not None else None
     catalog = PolicyCatalog(default, folder, plugins, layered)

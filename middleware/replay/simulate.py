@@ -158,7 +158,8 @@ class _Simulation:
         self.summaries[0].references += sum(len(a) for a in answers)
 
         for spec, summary in zip(self.policies, self.summaries[1:], strict=True):
-            layered = {**overrides, "spill.root": self.spill_root}
+            # A temporary local store, whatever store the policy names.
+            layered = {**overrides, "spill.url": None, "spill.root": self.spill_root}
             policy = load_policy(spec.path, env={}, dotenv_path=False, overrides=layered)
             texts: list[str] = []
             with Pipeline.from_policy(policy, session_id=_session_id(transcript.name)) as pipe:

@@ -3,8 +3,9 @@ when it cannot be."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from middleware.policy.settings import section
 
@@ -12,9 +13,15 @@ from middleware.policy.settings import section
 @section("spill")
 @dataclass(frozen=True)
 class SpillSettings:
+    #: A local folder or an fsspec URL (``s3://bucket/prefix``); ``None``: :attr:`root`.
+    url: str | None
+    #: Options of the fsspec filesystem of a URL that is not local.
+    storage_options: Mapping[str, Any]
+    #: Seconds during which new spills fail at once after an object store failed.
+    retry_after_seconds: float
     #: Folder holding session workspaces; ``None``: the system temporary folder.
     root: str | None
-    #: Keep the workspace when the pipeline closes.
+    #: Keep a local workspace when the pipeline closes.
     keep: bool
     #: When the full text cannot be saved: keep the result whole, or cut it and report.
     on_error: Literal["keep", "truncate"]

@@ -13,7 +13,6 @@ workspace did not create, or refused to use, is never removed.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
@@ -25,47 +24,48 @@ import threading
 import uuid
 from pathlib import Path
 
-from middleware.errors import MiddlewareError
+from middleware.spill.layout import (
+    MARKER,
+    MAX_ID_CHARS,
+    RESULTS,
+    SpillError,
+    is_result_name,
+    session_folder_name,
+    spill_file_name,
+    verified_text,
+)
 from middleware.spill.settings import SpillSettings
+
+__all__ = [
+    "MARKER",
+    "MAX_ID_CHARS",
+    "SpillError",
+    "SpillWorkspace",
+    "read_result",
+    "session_folder_name",
+    "spill_file_name",
+]
 
 logger = logging.getLogger(__name__)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-_SUFFIX = re.compile(r"^\.[a-z0-9]{1,8}$")
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}-[0-9a-f]{16}\.[a-z0-9]{1,8}$")
-#: Longest id fragment kept in a file name; the content hash keeps names unique.
-MAX_ID_CHARS = 64
-#: The marker a workspace writes in a folder it creates: ``keep`` or ``remove`` (when the
-#: last user closes).
-MARKER = ".chatcli-workspace"
 LEASES = ".leases"
 
 
-class SpillError(MiddlewareError, OSError):
-    """The spill workspace cannot be created or written (disk full, read-only, unsafe)."""
-
-
-def safe_fragment(text: str, *, fallback: str = "result") -> str:
-    """``text`` reduced to ``[A-Za-z0-9_-]``, at most :data:`MAX_ID_CHARS` long."""
-    return _UNSAFE.sub("_", text.strip())[:MAX_ID_CHARS] or fallback
-
-
-def session_folder_name(session_id: str) -> str:
-    """The workspace folder's name for a session id, one per id: a readable id is used as
-    it is; any other gets its safe characters plus a digest of the id after a ``.`` (which
-    a readable id never contains), so ``team/alice`` and ``team.alice`` differ."""
-    if _UNSAFE.search(session_id) is None and 0 < len(session_id) <= MAX_ID_CHARS:
-        return f"chatcli-agent-{session_id}"
-    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"chatcli-agent-{safe_fragment(session_id, fallback='session')[:40]}.{digest}"
-
-
-def spill_file_name(key: str, content: str, suffix: str = ".txt") -> str:
-    """The file name a result gets: sanitised key, 16 hex digits of SHA-256, suffix."""
-    if not _SUFFIX.match(suffix):
-        raise ValueError(f"invalid spill file suffix {suffix!r} (expected e.g. '.txt')")
-    digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"{safe_fragment(key)}-{digest}{suffix}"
+def read_result(path: Path) -> str | None:
+    """The content of a result file a workspace saved at ``path``, or ``None`` for
+    anything else (a link, not a regular file, missing, a content that does not match the
+    digest in its name)."""
+    if not is_result_name(path.name):
+        return None
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return verified_text(path.name, data)
 
 
 class SpillWorkspace:
@@ -79,7 +79,7 @@ class SpillWorkspace:
     def __init__(self, session_id: str, root: str | Path | None = None, *, keep: bool = False):
         base = Path(root) if root is not None else Path(tempfile.gettempdir())
         self.session_dir = base / session_folder_name(session_id)
-        self.results_dir = self.session_dir / "tool-results"
+        self.results_dir = self.session_dir / RESULTS
         self.keep = keep
         self._lease: Path | None = None
         self._closed = False
@@ -125,21 +125,9 @@ class SpillWorkspace:
         path outside ``tool-results/``, a link, a missing file, one whose content does not
         match the digest in its name)."""
         path = Path(location)
-        if path.parent != self.results_dir or not _NAME.match(path.name):
+        if path.parent != self.results_dir:
             return None
-        try:
-            info = os.lstat(path)
-            if not stat.S_ISREG(info.st_mode):
-                return None
-            data = path.read_bytes()
-        except OSError:
-            return None
-        if hashlib.sha256(data).hexdigest()[:16] != path.name.rsplit("-", 1)[1].split(".")[0]:
-            return None
-        try:
-            return data.decode("utf-8", "surrogatepass")
-        except UnicodeDecodeError:
-            return None
+        return read_result(path)
 
     def close(self) -> None:
         """End this workspace's use of the folder; safe to call more than once."""
@@ -219,21 +207,25 @@ class SpillWorkspace:
         self._known[target] = (info.st_ino, info.st_size, info.st_mtime_ns)
 
     def _others_hold_leases(self) -> bool:
-        """Whether another open workspace uses the folder (leases of processes of this host
-        that no longer run are stale and removed)."""
-        try:
-            leases = list((self.session_dir / LEASES).iterdir())
-        except OSError:
-            return False
-        alive = False
-        for lease in leases:
-            host, _, rest = lease.name.rpartition("-")[0].rpartition("-")
-            pid = int(rest) if rest.isdigit() else None
-            if host == _host() and pid is not None and not _pid_alive(pid):
-                lease.unlink(missing_ok=True)
-                continue
-            alive = True
-        return alive
+        return leases_held(self.session_dir)
+
+
+def leases_held(session_dir: Path) -> bool:
+    """Whether an open workspace uses the folder (leases of processes of this host that no
+    longer run are stale and removed)."""
+    try:
+        leases = list((session_dir / LEASES).iterdir())
+    except OSError:
+        return False
+    alive = False
+    for lease in leases:
+        host, _, rest = lease.name.rpartition("-")[0].rpartition("-")
+        pid = int(rest) if rest.isdigit() else None
+        if host == _host() and pid is not None and not _pid_alive(pid):
+            lease.unlink(missing_ok=True)
+            continue
+        alive = True
+    return alive
 
 
 def _host() -> str:

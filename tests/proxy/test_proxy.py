@@ -273,13 +273,37 @@ def test_recall_serves_a_spilled_file_to_this_machine(stack: Stack) -> None:
     assert httpx.get(f"{stack.url}/recall/recall-me/..%2F..%2Fetc%2Fpasswd").status_code == 404
 
 
-def test_recall_refuses_other_machines_without_the_token(stack: Stack) -> None:
+def test_recall_by_lines_and_the_end_of_a_session(stack: Stack) -> None:
+    output = "".join(f"line {i}\n" for i in range(1, 5001))
+    body = {**BROKEN_CHAT, "messages": [*BROKEN_CHAT["messages"][:3],
+            {"role": "tool", "tool_call_id": "call_1", "content": output}]}  # fmt: skip
+    httpx.post(stack.url + "/v1/chat/completions", json=body,
+               headers={**OPENAI, "x-chatcli-session": "ends"})  # fmt: skip
+    preview = stack.provider.accepted[-1][2]["messages"][3]["content"]
+    path = Path(preview.split("full output saved to ")[1].split("]")[0])
+    part = httpx.get(f"{stack.url}/recall/ends/{path.name}?offset=4999&limit=5")
+    assert part.text == "line 4999\nline 5000\n"
+    assert part.headers["x-chatcli-lines"] == "4999-5000/5000"
+    assert httpx.get(f"{stack.url}/recall/ends/{path.name}?offset=5001").status_code == 416
+    assert httpx.get(f"{stack.url}/recall/ends/{path.name}?limit=many").status_code == 400
+    assert len(stack.proxy.sessions) == 1
+    ended = httpx.delete(f"{stack.url}/sessions/ends")
+    assert ended.json() == {"session": "ends", "released": 1, "removed": True}
+    assert not path.exists() and not path.parent.parent.exists()
+    assert len(stack.proxy.sessions) == 0
+    assert httpx.get(f"{stack.url}/recall/ends/{path.name}").status_code == 404
+    again = httpx.delete(f"{stack.url}/sessions/ends")
+    assert again.json() == {"session": "ends", "released": 0, "removed": False}
+
+
+def test_recall_and_session_end_refuse_other_machines_without_the_token(stack: Stack) -> None:
     from starlette.testclient import TestClient  # its client address is not loopback
 
     from middleware.proxy.app import create_app
 
     with TestClient(create_app(stack.proxy)) as client:
         assert client.get("/recall/s/x-0000000000000000.txt").status_code == 403
+        assert client.delete("/sessions/s").status_code == 403
 
 
 def test_metrics_and_access_log(stack: Stack, caplog: pytest.LogCaptureFixture) -> None:

@@ -1,0 +1,107 @@
+"""How every spill store lays out what it keeps, and the error every store raises.
+
+A store has a root (a local folder, or an object-store URL such as ``s3://bucket/prefix``)
+holding one folder per session, ``chatcli-agent-<session>/``, with a marker saying a
+store created it and the results in ``tool-results/<key>-<digest16>.<suffix>``. A name
+carries the first 16 hex digits of its content's SHA-256, so the same result always gets
+the same name (prompt-cache stability, one object for every replica that saves it), and
+a reader can check that what it reads is what was saved under that name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from middleware.errors import MiddlewareError
+
+#: Longest id fragment kept in a name; the content hash keeps names unique.
+MAX_ID_CHARS = 64
+#: The folder of a session's results, inside its session folder.
+RESULTS = "tool-results"
+#: The marker a store writes in a session folder it creates (a local workspace writes
+#: ``keep`` or ``remove`` in it: what happens when its last user closes).
+MARKER = ".chatcli-workspace"
+PREFIX = "chatcli-agent-"
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_SUFFIX = re.compile(r"^\.[a-z0-9]{1,8}$")
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}-(?P<digest>[0-9a-f]{16})\.[a-z0-9]{1,8}$")
+_FOLDER = re.compile(r"^chatcli-agent-[A-Za-z0-9_-]{1,64}(?:\.[0-9a-f]{16})?$")
+
+
+class SpillError(MiddlewareError, OSError):
+    """A spill store that cannot be created, written or reached (disk full, read-only,
+    unsafe, an object store that is down or refuses the credentials)."""
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message``: how a store's own error is named in a :class:`SpillError`."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def safe_fragment(text: str, *, fallback: str = "result") -> str:
+    """``text`` reduced to ``[A-Za-z0-9_-]``, at most :data:`MAX_ID_CHARS` long."""
+    return _UNSAFE.sub("_", text.strip())[:MAX_ID_CHARS] or fallback
+
+
+def session_folder_name(session_id: str) -> str:
+    """The folder's name for a session id, one per id: a readable id is used as it is; any
+    other gets its safe characters plus a digest of the id after a ``.`` (which a readable
+    id never contains), so ``team/alice`` and ``team.alice`` differ."""
+    if _UNSAFE.search(session_id) is None and 0 < len(session_id) <= MAX_ID_CHARS:
+        return f"{PREFIX}{session_id}"
+    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{PREFIX}{safe_fragment(session_id, fallback='session')[:40]}.{digest}"
+
+
+def spill_file_name(key: str, content: str, suffix: str = ".txt") -> str:
+    """The name a result gets: sanitised key, 16 hex digits of SHA-256, suffix."""
+    if not _SUFFIX.match(suffix):
+        raise ValueError(f"invalid spill file suffix {suffix!r} (expected e.g. '.txt')")
+    digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{safe_fragment(key)}-{digest}{suffix}"
+
+
+def is_result_name(name: str) -> bool:
+    """Whether ``name`` is one :func:`spill_file_name` gives."""
+    return _NAME.match(name) is not None
+
+
+def is_session_folder(name: str) -> bool:
+    """Whether ``name`` is one :func:`session_folder_name` gives."""
+    return _FOLDER.match(name) is not None
+
+
+def verified_text(name: str, data: bytes) -> str | None:
+    """``data`` as text if it is what a store saved under ``name`` (its digest matches the
+    name's and it decodes), else ``None``."""
+    match = _NAME.match(name)
+    if match is None or hashlib.sha256(data).hexdigest()[:16] != match["digest"]:
+        return None
+    try:
+        return data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return None
+
+
+@dataclass(frozen=True)
+class SpillKey:
+    """Where a location points: the store's root, a session folder, a result's name."""
+
+    root: str
+    folder: str
+    name: str
+
+
+def split_location(location: str, separator: str = "/") -> SpillKey | None:
+    """``<root>/<session folder>/tool-results/<name>`` split into its parts, or ``None``
+    for anything else (a path outside the layout, ``..``, a name no store gives)."""
+    parts = location.rsplit(separator, 3)
+    if len(parts) != 4:
+        return None
+    root, folder, results, name = parts
+    if results != RESULTS or not is_session_folder(folder) or not is_result_name(name):
+        return None
+    return SpillKey(root, folder, name)

@@ -1,0 +1,342 @@
+"""Spill stores in an object store (``s3://bucket/prefix``, or any fsspec URL), shared by
+replicas.
+
+Every replica of a proxy (or every process of a platform) that names the same
+``spill.url`` reads and writes the same objects: a result is saved as
+``<prefix>/chatcli-agent-<session>/tool-results/<key>-<digest16>.<suffix>``, so two
+replicas saving the same output name the same object, and the second finds it there and
+writes nothing (on S3 the write is conditional, so even two that race write it once).
+Each object is written whole in one request (an S3 ``PUT`` is atomic: no reader ever sees
+part of it); on a filesystem without atomic writes it is written under a temporary name
+and moved into place. A read returns only an object whose content matches the digest in
+its name.
+
+A store that fails (down, refusing the credentials, no such bucket) raises
+:class:`~middleware.spill.layout.SpillError`, which the steps handle as ``spill.on_error``
+says; for ``spill.retry_after_seconds`` after a failure, new saves fail at once and reads
+find nothing, so a store that is down costs one timeout, not one per result.
+
+Nothing here removes a session's objects when a pipeline closes: replicas share them.
+``chatcli-mw gc`` and the proxy's ``DELETE /sessions/{id}`` do, through
+:meth:`ObjectRoot.remove`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from middleware.spill.layout import (
+    MARKER,
+    RESULTS,
+    SpillError,
+    SpillKey,
+    describe,
+    is_result_name,
+    is_session_folder,
+    session_folder_name,
+    spill_file_name,
+    split_location,
+    verified_text,
+)
+from middleware.spill.listing import folders_in, remove_folder
+from middleware.spill.roots import SessionFolder
+
+logger = logging.getLogger(__name__)
+
+#: Protocols whose single write is atomic (the object appears whole or not at all).
+ATOMIC_PUT = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "memory"})
+#: Keyword arguments that make an s3fs write one PUT up to S3's 5 GiB limit (never a
+#: multipart upload) and a read one GET (no HEAD first).
+S3_WRITE = {"chunksize": 2**32}
+S3_READ = {"max_concurrency": 1}
+#: Seconds a process trusts that an object it saved or read is still there; ``gc``
+#: removes only sessions idle for much longer.
+KNOWN_SECONDS = 600.0
+KNOWN_ENTRIES = 100_000
+#: A session's marker is written again by a process saving into it this often, so its
+#: age counts from the last save of any replica.
+MARK_SECONDS = 3600.0
+#: Bytes of read results kept in memory per root (they never change).
+CACHE_BYTES = 32 * 2**20
+
+
+class ObjectRoot:
+    """The root ``url`` of session folders in the fsspec filesystem ``fs`` (at ``base``,
+    the URL without its protocol), shared by every pipeline of the process that uses it."""
+
+    def __init__(
+        self,
+        fs: Any,
+        base: str,
+        *,
+        retry_after: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._fs = fs
+        self._base = base.rstrip("/")
+        self.url: str = fs.unstrip_protocol(self._base)
+        protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+        s3 = bool({"s3", "s3a"} & set(protocols))
+        self._atomic = bool(ATOMIC_PUT & set(protocols))
+        #: s3fs writes with ``If-None-Match: *`` (``mode="create"``).
+        self._conditional = s3
+        self._write_options: Mapping[str, Any] = S3_WRITE if s3 else {}
+        self._read_options: Mapping[str, Any] = S3_READ if s3 else {}
+        self.retry_after = retry_after
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._known: OrderedDict[str, float] = OrderedDict()
+        self._marked: dict[str, float] = {}
+        self._cache: OrderedDict[str, tuple[str, int]] = OrderedDict()
+        self._cached_bytes = 0
+        self._down: tuple[float, str] | None = None
+
+    def workspace(self, session_id: str) -> ObjectWorkspace:
+        """The store of one session under this root."""
+        return ObjectWorkspace(self, session_id)
+
+    def location(self, folder: str, name: str) -> str:
+        """The URL a preview names for result ``name`` of ``folder``."""
+        return f"{self.url}/{folder}/{RESULTS}/{name}"
+
+    def key_of(self, location: str) -> SpillKey | None:
+        """``location`` split into folder and name if it is a result URL under this root."""
+        key = split_location(location)
+        return key if key is not None and key.root == self.url else None
+
+    # -- writing -----------------------------------------------------------------------
+
+    def save(self, folder: str, name: str, content: str) -> str:
+        """Store ``content`` as result ``name`` of ``folder`` unless it is there already;
+        return its URL."""
+        location = self.location(folder, name)
+        path = self._path(folder, RESULTS, name)
+        if self._knows(path):
+            return location
+        self._check_up(f"cannot save spilled output to {location}")
+        data = content.encode("utf-8", "surrogatepass")
+        try:
+            self._mark(folder)
+            existing = self._get(path)
+            if existing is None:
+                self._create(path, data)
+            elif existing != data:  # not what its name says: write it right
+                self._put(path, data)
+        except Exception as exc:  # any backend's error: botocore's are not OSErrors
+            raise self._failed(f"cannot save spilled output to {location}", exc) from exc
+        self._up()
+        self._remember(path)
+        self._keep(path, content, len(data))
+        return location
+
+    def _mark(self, folder: str) -> None:
+        """Write the folder's marker if this process has not lately: a folder without it
+        is not one a store created, and ``gc`` leaves it alone."""
+        now = self._clock()
+        with self._lock:
+            if now - self._marked.get(folder, -MARK_SECONDS) < MARK_SECONDS:
+                return
+        self._put(self._path(folder, MARKER), b"shared\n")
+        with self._lock:
+            self._marked[folder] = now
+
+    def _create(self, path: str, data: bytes) -> None:
+        """Write ``path`` only if nothing is there yet (S3's conditional ``PUT``), so two
+        replicas that spill the same output at the same moment write it once. A store
+        that refuses conditional writes gets plain ones from then on."""
+        if not self._conditional:
+            self._put(path, data)
+            return
+        try:
+            self._fs.pipe_file(path, data, mode="create", **self._write_options)
+        except FileExistsError:  # another replica was first
+            if self._get(path) != data:
+                self._put(path, data)
+        except Exception as exc:
+            self._put(path, data)  # raises if the store itself fails
+            self._conditional = False
+            logger.info("the spill store %s refused a conditional write (%s): writing "
+                        "without the condition from now on", self.url, describe(exc))  # fmt: skip
+
+    def _put(self, path: str, data: bytes) -> None:
+        if self._atomic:
+            self._fs.pipe_file(path, data, **self._write_options)
+            return
+        folder = path.rpartition("/")[0]
+        partial = f"{folder}/.partial-{uuid.uuid4().hex}"
+        self._fs.makedirs(folder, exist_ok=True)  # a filesystem with folders needs them
+        self._fs.pipe_file(partial, data)
+        try:
+            self._fs.mv(partial, path)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the move's error is the one to report
+                self._fs.rm_file(partial)
+            raise
+
+    def _get(self, path: str) -> bytes | None:
+        try:
+            data: bytes = self._fs.cat_file(path, **self._read_options)
+        except FileNotFoundError:
+            return None
+        return data
+
+    # -- reading -----------------------------------------------------------------------
+
+    def recall(self, folder: str, name: str) -> str | None:
+        """:meth:`read`, from memory when this process saved or read it lately: what the
+        steps use to recognise their own previews on every request (a result never
+        changes under its name; only retention removes it)."""
+        path = self._path(folder, RESULTS, name)
+        with self._lock:
+            cached = self._cache.get(path)
+            if cached is not None:
+                self._cache.move_to_end(path)
+                return cached[0]
+        return self.read(folder, name)
+
+    def read(self, folder: str, name: str) -> str | None:
+        """The result ``name`` of ``folder`` if a store saved it (the digest matches),
+        as the store has it now; ``None`` for anything else.
+
+        :raises SpillError: the store cannot be read (down, no credentials).
+        """
+        if not is_session_folder(folder) or not is_result_name(name):
+            return None
+        path = self._path(folder, RESULTS, name)
+        self._check_up(f"cannot read {self.location(folder, name)}")
+        try:
+            data = self._get(path)
+        except Exception as exc:
+            raise self._failed(f"cannot read {self.location(folder, name)}", exc) from exc
+        self._up()
+        if data is None:
+            return None
+        text = verified_text(name, data)
+        if text is not None:
+            self._remember(path)
+            self._keep(path, text, len(data))
+        return text
+
+    def _keep(self, path: str, text: str, size: int) -> None:
+        if size > CACHE_BYTES // 4:
+            return
+        with self._lock:
+            if path in self._cache:
+                return
+            self._cache[path] = (text, size)
+            self._cached_bytes += size
+            while self._cached_bytes > CACHE_BYTES:
+                _, (_, old) = self._cache.popitem(last=False)
+                self._cached_bytes -= old
+
+    # -- retention -----------------------------------------------------------------------
+
+    def sessions(self) -> list[SessionFolder]:
+        """The folders under the root that hold a marker, with their newest object's time."""
+        return folders_in(self._fs, self._base, self.url)
+
+    def remove(self, folder: str) -> bool:
+        """Remove what a store wrote in ``folder`` (see :func:`remove_folder`), and forget
+        it here."""
+        if not remove_folder(self._fs, self._base, self.url, folder):
+            return False
+        prefix = self._path(folder) + "/"
+        with self._lock:
+            self._marked.pop(folder, None)
+            for path in [p for p in self._known if p.startswith(prefix)]:
+                del self._known[path]
+            for path in [p for p in self._cache if p.startswith(prefix)]:
+                self._cached_bytes -= self._cache.pop(path)[1]
+        return True
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _path(self, *parts: str) -> str:
+        return "/".join((self._base, *parts))
+
+    def _knows(self, path: str) -> bool:
+        now = self._clock()
+        with self._lock:
+            seen = self._known.get(path)
+            if seen is None or now - seen > KNOWN_SECONDS:
+                return False
+            self._known.move_to_end(path)
+            return True
+
+    def _remember(self, path: str) -> None:
+        with self._lock:
+            self._known[path] = self._clock()
+            self._known.move_to_end(path)
+            while len(self._known) > KNOWN_ENTRIES:
+                self._known.popitem(last=False)
+
+    def _check_up(self, doing: str) -> None:
+        """Raise at once while the store counts as down (``spill.retry_after_seconds``)."""
+        with self._lock:
+            down = self._down
+        if down is None:
+            return
+        since = self._clock() - down[0]
+        if since >= self.retry_after:
+            return
+        raise SpillError(
+            f"{doing}: the spill store failed {since:.0f} s ago ({down[1]}); it is tried "
+            f"again {self.retry_after - since:.0f} s from now (spill.retry_after_seconds)"
+        )
+
+    def _up(self) -> None:
+        """The store answered: it no longer counts as down."""
+        with self._lock:
+            if self._down is not None:
+                logger.info("the spill store %s answers again", self.url)
+            self._down = None
+
+    def _failed(self, doing: str, exc: BaseException) -> SpillError:
+        """Count the store as down from now, and say what failed."""
+        reason = describe(exc)
+        with self._lock:
+            self._down = (self._clock(), reason)
+        return SpillError(f"{doing}: {reason} (check spill.url and the store's credentials)")
+
+
+class ObjectWorkspace:
+    """One session's spill store in an :class:`ObjectRoot` (the ``SpillStore`` protocol):
+    ``save`` returns the result's URL, ``load`` reads back only this session's results."""
+
+    def __init__(self, root: ObjectRoot, session_id: str) -> None:
+        self.root = root
+        self.folder = session_folder_name(session_id)
+        self._closed = False
+
+    def save(self, key: str, content: str, *, suffix: str = ".txt") -> str:
+        """Store ``content`` and return its URL; an object already holding it is reused."""
+        name = spill_file_name(key, content, suffix)
+        if self._closed:
+            raise SpillError(
+                f"the spill store of {self.root.url}/{self.folder} is closed (the pipeline "
+                "that owns it was closed): nothing more can be saved there"
+            )
+        return self.root.save(self.folder, name, content)
+
+    def load(self, location: str) -> str | None:
+        """The content saved at ``location`` by this session's store, else ``None`` (also
+        when the store cannot be read: logged)."""
+        key = self.root.key_of(location)
+        if key is None or key.folder != self.folder:
+            return None
+        try:
+            return self.root.recall(key.folder, key.name)
+        except SpillError as exc:  # the steps treat it as nothing saved there
+            logger.warning("%s", exc)
+            return None
+
+    def close(self) -> None:
+        """Refuse further saves; the objects stay (replicas share them)."""
+        self._closed = True
