@@ -89,7 +89,8 @@ class AutoTextProtocol:
     """``text_protocol.enabled: auto``: recognise a known text agent from the history.
 
     The history is a text agent's when it holds no structured tool call or result at all
-    and ``evidence`` exchanges show the agent's shape: an assistant message carrying a
+    and ``evidence`` exchanges (one: the observation shapes are specific enough) show the
+    agent's shape: an assistant message carrying a
     command block (a fenced ``` block, or ``<command>...</command>``) answered by a user
     message with the agent's observation shape. The first agent to reach ``evidence``
     such exchanges, reading from the start, is the one recognised.
@@ -102,7 +103,7 @@ class AutoTextProtocol:
     """
 
     agents: tuple[TextAgent, ...] = TEXT_AGENTS
-    evidence: int = 2
+    evidence: int = 1
 
     def recognise(self, nodes: Sequence[Node], text: Callable[[int], str]) -> TextAgent | None:
         """The agent whose history ``nodes`` is, if any; ``text(i)`` reads node ``i``'s

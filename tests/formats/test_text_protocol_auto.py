@@ -59,15 +59,20 @@ def run(messages: list[Any], policy: Any = None, **overrides: Any) -> middleware
         return pipe.process(messages)
 
 
-def test_mini_swe_agent_is_recognised_after_two_exchanges() -> None:
-    assert run(mini(["a.py\n"])).report.text_protocol is None  # one exchange: not yet
-    report = run(mini(["a.py\n", "b.py\n"])).report
+def test_mini_swe_agent_is_recognised_from_its_first_exchange() -> None:
+    """The first observation may already be over the budget: it is treated as the explicit
+    setting treats it."""
+    assert run(mini([])).report.text_protocol is None  # no exchange yet
+    report = run(mini(["a.py\n"])).report
     assert report.text_protocol == "recognised mini-swe-agent (<returncode> observations)"
-    assert report.tool_results == 2
+    assert report.tool_results == 1
+    assert run(mini(["a.py\n", "b.py\n"])).report.tool_results == 2
 
 
-def test_swe_agent_is_recognised_after_two_exchanges() -> None:
-    assert run(swe(["a.py"])).report.text_protocol is None
+def test_swe_agent_is_recognised_from_its_first_exchange() -> None:
+    assert run(swe([])).report.text_protocol is None
+    report = run(swe(["a.py"])).report
+    assert report.text_protocol is not None and report.text_protocol.startswith("recognised SWE")
     report = run(swe(["a.py", "1:print()"])).report
     assert report.text_protocol is not None and report.text_protocol.startswith("recognised SWE")
     assert report.tool_results == 2

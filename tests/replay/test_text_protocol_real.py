@@ -82,9 +82,9 @@ def test_text_agents_get_the_treatment_of_the_explicit_setting(source: str, tmp_
         return
     explicit = MINI_SWE_AGENT_RULE if transcript.source == "mini-swe-agent" else SWE_AGENT_TEXT_RULE
     seen = compare(transcript, explicit, tmp_path)
-    # Recognised from the request carrying its second observation on, never lost after.
+    # Recognised from the request carrying its first observation on, never lost after.
     agent = "mini-swe-agent" if transcript.source == "mini-swe-agent" else "SWE-agent"
-    assert seen[:2] == [None, None] and all(s and agent in s for s in seen[2:]), seen
+    assert seen[:1] == [None] and all(s and agent in s for s in seen[1:]), seen
 
 
 @pytest.mark.parametrize("source", OTHERS)
