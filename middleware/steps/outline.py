@@ -18,8 +18,8 @@ from middleware.steps.mentions import distinctive_tokens
 #: Characters of one outline line kept at most.
 LINE_CHARS = 160
 #: Characters of the omitted part looked at, from its start: a 50 MB log is outlined from
-#: its first megabyte, in bounded time and memory.
-MAX_SCAN = 1_000_000
+#: its first 200,000 characters, in bounded time and memory.
+MAX_SCAN = 200_000
 #: The first line of an outline.
 HEADING = "\nLines from the omitted part:"
 

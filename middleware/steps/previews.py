@@ -70,6 +70,7 @@ def make_preview(
             lines = outline(text, *span)
         else:
             lines = cache.derive(("outline", text, *span), lambda: outline(text, *span), len(text))
+    n_bytes = len(text.encode("utf-8", "surrogatepass"))
     preview = style.template.format_map(
         {
             "outline": lines,
@@ -77,8 +78,8 @@ def make_preview(
             "tail": tail,
             "omitted": omitted,
             "total": len(text),
-            "total_bytes": len(text.encode("utf-8", "surrogatepass")),
-            "size": human_size(len(text.encode("utf-8", "surrogatepass"))),
+            "total_bytes": n_bytes,
+            "size": human_size(n_bytes),
             "lines": text.count("\n") + (0 if text.endswith("\n") else 1),
             "path": path,
             "tool": tool or "tool",

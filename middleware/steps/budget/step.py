@@ -181,7 +181,9 @@ class _BudgetRun:
     def _replace_empty(self, site: ResultSite) -> ToolResult:
         result = site.result
         template = self.settings.empty_result_text
-        if template is None or result.text_protocol or result.text.strip() or result.has_non_text:
+        if template is None or result.text_protocol or _has_text(result.text):
+            return result
+        if result.has_non_text:
             return result
         text = template.format(tool=site.tool_name or "tool")
         self._replace(site, result.with_text(text))
@@ -344,3 +346,9 @@ def _is_json(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _has_text(text: str) -> bool:
+    """``bool(text.strip())`` without copying a 50 MB text: ``isspace`` stops at the first
+    character that is not blank."""
+    return bool(text) and not text.isspace()
