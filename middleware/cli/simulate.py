@@ -73,6 +73,19 @@ def add_simulate(commands: Subcommands) -> None:
         metavar="TOKENS",
         help="context window for the over-window count (default 200000)",
     )
+    sim.add_argument(
+        "--readback-factor",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="price of reading a hidden result back, as a multiple of the read-back model's "
+        "(one more cached request plus the result written again; default 1, 0 for none)",
+    )
+    sim.add_argument(
+        "--per-session",
+        action="store_true",
+        help="also print each session's cost, effective cost and hidden references",
+    )
     sim.add_argument("--json", action="store_true", help="print JSON")
     sim.add_argument(
         "--plot",
@@ -114,7 +127,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         counter = PluginHost.create().token_counter(approximate_tokens)
         summaries = simulate(
             transcripts, specs, PRICING[args.pricing], window=args.window,
-            count_tokens=counter, progress=advance,
+            count_tokens=counter, progress=advance, readback_factor=args.readback_factor,
         )  # fmt: skip
     if args.json:
         print(
@@ -131,6 +144,9 @@ def run_simulate(args: argparse.Namespace) -> int:
     else:
         notes = [f"{t.name}: {note}" for t in transcripts for note in t.notes]
         print(render_table(summaries, len(transcripts), args.pricing, args.window, notes))
+        if args.per_session:
+            print()
+            print(render_sessions(summaries))
     if args.plot:
         plot(summaries, Path(args.plot))
     return 0
@@ -146,6 +162,7 @@ def render_table(
     columns = (
         "policy",
         "cost",
+        "effective",
         "cache hit",
         "peak tokens",
         "over window",
@@ -162,6 +179,7 @@ def render_table(
             (
                 s.name,
                 f"{s.relative_cost:.3f}",
+                f"{s.relative_effective_cost:.3f}",
                 f"{s.cache_hit_ratio:.1%}",
                 f"{s.peak_tokens:,}",
                 str(s.over_window),
@@ -182,10 +200,29 @@ def render_table(
         )
     lines += [
         "",
-        "cost: relative to no middleware; recent kept: the last two turns' results "
-        "reached the model uncompacted; hidden: references the policy removed",
+        "cost: relative to no middleware; effective: cost plus reading each hidden result "
+        "back once per session; recent kept: the last two turns' results reached the model "
+        "uncompacted; hidden: references the policy removed",
     ]
+    causes = [s for s in summaries if s.hidden_by]
+    for s in causes:
+        listed = ", ".join(f"{cause} {n}" for cause, n in sorted(s.hidden_by.items()))
+        lines.append(f"hidden by ({s.name}): {listed}")
     lines += [f"note: {note}" for note in notes]
+    return "\n".join(lines)
+
+
+def render_sessions(summaries: list[PolicySummary]) -> str:
+    """One line per session and policy: cost, effective cost, hidden references."""
+    lines = [f"{'session':45} {'policy':28} {'cost':>6} {'effective':>9} {'hidden':>12}"]
+    for s in summaries[1:]:
+        for name, figures in s.sessions.items():
+            row = figures.to_dict()
+            hidden = f"{figures.hidden}/{figures.references}"
+            lines.append(
+                f"{name[:45]:45} {s.name[:28]:28} {row['relative_cost']:>6.3f} "
+                f"{row['relative_effective_cost']:>9.3f} {hidden:>12}"
+            )
     return "\n".join(lines)
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from middleware.steps.mentions import distinctive_tokens
-from middleware.view import Conversation, ToolCall
+from middleware.view import Conversation, ToolCall, ToolResult
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,9 @@ class ReferenceIndex:
     first_in_result: Mapping[str, int]
     #: token -> index of the first message holding it outside tool results
     first_elsewhere: Mapping[str, int]
+    #: token -> (message, block) of the first tool result holding it: where a model that
+    #: finds the token hidden reads it back from
+    source: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     def references(self, answer_tokens: Iterable[str], request_length: int) -> set[str]:
         """The answer's tokens that first appeared in a tool result of the request."""
@@ -43,12 +46,17 @@ def build_index(conversation: Conversation) -> ReferenceIndex:
     """Index a whole transcript's conversation (parsed with its text-protocol rule)."""
     in_result: dict[str, int] = {}
     elsewhere: dict[str, int] = {}
+    source: dict[str, tuple[int, int]] = {}
     for i, node in enumerate(conversation.nodes):
         for token in distinctive_tokens(" ".join(r.text for r in node.results)):
             in_result.setdefault(token, i)
+        for j, block in enumerate(node.blocks):
+            if isinstance(block, ToolResult):
+                for token in distinctive_tokens(block.text):
+                    source.setdefault(token, (i, j))
         for token in distinctive_tokens(" ".join(_other_strings(node.raw, node.results))):
             elsewhere.setdefault(token, i)
-    return ReferenceIndex(in_result, elsewhere)
+    return ReferenceIndex(in_result, elsewhere, source)
 
 
 def answer_tokens(conversation: Conversation, start: int) -> set[str]:

@@ -20,8 +20,10 @@ from middleware.replay.costs import (
     request_costs,
     serialize,
 )
-from middleware.replay.references import answer_tokens, build_index, is_hidden
+from middleware.replay.references import ReferenceIndex, answer_tokens, build_index, is_hidden
 from middleware.replay.transcripts import Transcript
+from middleware.report import Action
+from middleware.view import Conversation
 
 #: Name of the baseline: the requests exactly as recorded.
 RAW = "none"
@@ -41,6 +43,32 @@ class SessionSeries:
 
     tokens: list[int] = field(default_factory=list)
     costs: list[float] = field(default_factory=list)
+
+
+@dataclass
+class SessionFigures:
+    """One session under one policy."""
+
+    cost: float = 0.0
+    raw_cost: float = 0.0
+    readback_cost: float = 0.0
+    references: int = 0
+    hidden: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        raw = self.raw_cost or 1.0
+        return {
+            "relative_cost": round(self.cost / raw, 4),
+            "relative_effective_cost": round((self.cost + self.readback_cost) / raw, 4),
+            "references": self.references,
+            "hidden": self.hidden,
+        }
+
+
+def readback_cost(pricing: Pricing, request_tokens: int, result_tokens: int) -> float:
+    """What reading a hidden result back costs: one more request whose prefix (the request
+    as sent) comes from the cache, plus the result's full text written again."""
+    return pricing.read * request_tokens + pricing.write * result_tokens
 
 
 @dataclass
@@ -67,11 +95,23 @@ class PolicySummary:
     recent_spilled: int = 0
     references: int = 0
     hidden: int = 0
+    #: What reading hidden outputs back would cost (:func:`readback_cost`), the same unit
+    #: as ``cost``.
+    readback_cost: float = 0.0
+    #: Hidden references by the action that hid their result (``step:kind``).
+    hidden_by: dict[str, int] = field(default_factory=dict)
+    #: Per session: cost, raw cost, read-back cost, references, hidden.
+    sessions: dict[str, SessionFigures] = field(default_factory=dict)
     series: dict[str, SessionSeries] = field(default_factory=dict)
 
     @property
     def relative_cost(self) -> float:
         return self.cost / self.raw_cost if self.raw_cost else 1.0
+
+    @property
+    def relative_effective_cost(self) -> float:
+        """Cost plus read-back cost, relative to no middleware."""
+        return (self.cost + self.readback_cost) / self.raw_cost if self.raw_cost else 1.0
 
     @property
     def cache_hit_ratio(self) -> float:
@@ -100,6 +140,10 @@ class PolicySummary:
             "references": self.references,
             "hidden_references": self.hidden,
             "hidden_rate": round(self.hidden_rate, 4),
+            "readback_cost": round(self.readback_cost, 1),
+            "relative_effective_cost": round(self.relative_effective_cost, 4),
+            "hidden_by": dict(sorted(self.hidden_by.items())),
+            "sessions": {name: figures.to_dict() for name, figures in self.sessions.items()},
         }
 
 
@@ -111,12 +155,18 @@ def simulate(
     window: int | None = None,
     count_tokens: TokenCounter = approximate_tokens,
     progress: Callable[[int], None] | None = None,
+    readback_factor: float = 1.0,
 ) -> list[PolicySummary]:
     """Replay every transcript under the raw baseline and each policy; the first summary
-    is the baseline. ``progress`` is called with the number of requests just replayed."""
+    is the baseline. ``progress`` is called with the number of requests just replayed.
+
+    A hidden reference is charged what reading its result back costs
+    (:func:`readback_cost`, times ``readback_factor``), once per result and session: the
+    model that read it back has it again."""
     with tempfile.TemporaryDirectory(prefix="chatcli-simulate-") as spill_root:
         run = _Simulation(policies, pricing=pricing, window=window, count_tokens=count_tokens,
-                          spill_root=spill_root, progress=progress)  # fmt: skip
+                          spill_root=spill_root, progress=progress,
+                          readback_factor=readback_factor)  # fmt: skip
         for transcript in transcripts:
             run.replay(transcript)
     return run.summaries
@@ -132,7 +182,9 @@ class _Simulation:
         count_tokens: TokenCounter,
         spill_root: str,
         progress: Callable[[int], None] | None,
+        readback_factor: float = 1.0,
     ) -> None:
+        self.readback_factor = readback_factor
         self.policies = policies
         self.pricing = pricing
         self.window = window
@@ -162,13 +214,22 @@ class _Simulation:
             layered = {**overrides, "spill.url": None, "spill.root": self.spill_root}
             policy = load_policy(spec.path, env={}, dotenv_path=False, overrides=layered)
             texts: list[str] = []
+            figures = summary.sessions.setdefault(transcript.name, SessionFigures())
+            read_back: set[tuple[int, int]] = set()  # results already read back
             with Pipeline.from_policy(policy, session_id=_session_id(transcript.name)) as pipe:
                 for request, refs in zip(requests, answers, strict=True):
                     result = pipe.process(request, format=transcript.format)
                     text = serialize(result.messages)
                     texts.append(text)
+                    hidden = [token for token in sorted(refs) if is_hidden(token, text)]
                     summary.references += len(refs)
-                    summary.hidden += sum(1 for token in refs if is_hidden(token, text))
+                    summary.hidden += len(hidden)
+                    figures.references += len(refs)
+                    figures.hidden += len(hidden)
+                    self._read_back(
+                        summary, figures, full=full, refs_index=refs_index, hidden=hidden,
+                        text=text, actions=result.report.actions, read_back=read_back,
+                    )  # fmt: skip
                     recent = node_turns[len(request) - 1] - 1  # last two turns: >= recent
                     steps = {a.step for a in result.report.actions
                              if a.message_index is not None
@@ -188,6 +249,39 @@ class _Simulation:
                 self.progress(len(requests))
             costs = request_costs(texts, self.pricing, self.count_tokens)
             self._charge(summary, transcript.name, costs, raw_total)
+            figures.cost += sum(c.cost for c in costs)
+            figures.raw_cost += raw_total
+
+    def _read_back(
+        self,
+        summary: PolicySummary,
+        figures: SessionFigures,
+        *,
+        full: Conversation,
+        refs_index: ReferenceIndex,
+        hidden: list[str],
+        text: str,
+        actions: Sequence[Action],
+        read_back: set[tuple[int, int]],
+    ) -> None:
+        """Attribute each hidden reference to what hid its result, and charge reading the
+        result back the first time one of its references is hidden in the session."""
+        for token in hidden:
+            where = refs_index.source.get(token)
+            if where is None:
+                continue
+            cause = _cause(full, where, actions)
+            summary.hidden_by[cause] = summary.hidden_by.get(cause, 0) + 1
+            if where in read_back:
+                continue
+            read_back.add(where)
+            block = full.nodes[where[0]].blocks[where[1]]
+            size = self.count_tokens(getattr(block, "text", ""))
+            charge = self.readback_factor * readback_cost(
+                self.pricing, self.count_tokens(text), size
+            )
+            summary.readback_cost += charge
+            figures.readback_cost += charge
 
     def _charge(
         self, summary: PolicySummary, name: str, costs: Sequence[RequestCost], raw_total: float
@@ -211,3 +305,17 @@ class _Simulation:
 
 def _session_id(name: str) -> str:
     return "sim-" + "".join(c if c.isalnum() else "-" for c in name)[:48]
+
+
+def _cause(full: Conversation, where: tuple[int, int], actions: Sequence[Action]) -> str:
+    """``step:kind`` of the last action on the result at ``where`` (by its call id, or by
+    its message for a text-protocol output), ``other`` when none names it."""
+    block = full.nodes[where[0]].blocks[where[1]]
+    call_id = getattr(block, "call_id", "")
+    cause = "other"
+    for action in actions:
+        if (call_id and action.tool_call_id == call_id) or (
+            not call_id and action.message_index == where[0]
+        ):
+            cause = f"{action.step}:{action.kind}"
+    return cause
