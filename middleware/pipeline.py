@@ -27,6 +27,7 @@ from middleware.policy.settings import bind
 from middleware.report import ProblemReport, Report
 from middleware.session.decisions import Decision, DecisionLedger
 from middleware.spill import SpillSettings, open_store
+from middleware.spill.remembered import RememberedStore
 from middleware.steps.budget.admission import Admission, ToolOutput, batch_conversation, check_batch
 from middleware.steps.budget.settings import BudgetSettings, Cap, TurnLimits, resolve_cap
 from middleware.steps.loop_guard import guard_loops
@@ -79,13 +80,13 @@ class Pipeline:
             cache if cache is not None else DerivedCache(bind(policy, CacheSettings).max_bytes)
         )
         #: Budget decisions frozen per call id (see :mod:`middleware.decisions`).
-        self.decisions = DecisionLedger(decisions)
+        self.decisions = DecisionLedger(decisions, cache=self.cache)
         self._host = host if host is not None else PluginHost.create()
         self.session_id = session_id if session_id is not None else uuid.uuid4().hex[:12]
         setup = list(self._host.load_problems)
         self._spill: SpillStore = self._host.spill_store(
             policy, self.session_id, setup
-        ) or open_store(self.session_id, bind(policy, SpillSettings))
+        ) or RememberedStore(open_store(self.session_id, bind(policy, SpillSettings)), self.cache)
         #: Problems of plugins met while setting up (loading, providing the spill store),
         #: repeated in every report: fixed here, so they never grow.
         self._setup_problems = tuple(setup)
@@ -225,7 +226,7 @@ class Pipeline:
             # One line per problem: the same plugin failing alike in two steps is one problem.
             report.problems.extend(p for p in context.problems if p not in report.problems)
 
-        report.loop_alerts.extend(guard_loops(conversation, policy))
+        report.loop_alerts.extend(guard_loops(conversation, policy, self.cache))
         out = codec.render(conversation) if conversation.changed else list(messages)
         report.messages_after = len(out)
         report.result_chars_after = _result_chars(conversation)
@@ -326,7 +327,7 @@ class Pipeline:
     def spill(self) -> SpillStore:
         """Where results cut from the context are kept in full: the store a plugin
         provided, as it returned it (the steps use it guarded), or the session workspace."""
-        if isinstance(self._spill, GuardedSpillStore):
+        if isinstance(self._spill, (GuardedSpillStore, RememberedStore)):
             return self._spill.store
         return self._spill
 

@@ -94,6 +94,28 @@ class DerivedCache:
         self.put(key, value, size)
         return value
 
+    def derive_for(
+        self,
+        subject: object,
+        key: tuple[Hashable, ...],
+        compute: Callable[[], T],
+        size: Callable[[T], int],
+    ) -> T:
+        """:meth:`derive` for a value of an immutable object that is not hashable by
+        content (a parsed tool call, whose arguments are a dict): keyed by the object's
+        identity, which the entry keeps alive, so the identity cannot be reused by
+        another object while the entry exists. ``size`` measures the value."""
+        if not self.enabled:
+            return compute()
+        entry = ("object", id(subject), *key)
+        found = self.get(entry, _ABSENT)
+        if found is not _ABSENT and found[0] is subject:
+            value: T = found[1]
+            return value
+        value = compute()
+        self.put(entry, (subject, value), size(value))
+        return value
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
@@ -108,3 +130,19 @@ class DerivedCache:
 
 
 _ABSENT = object()
+
+
+class Identity:
+    """An object as a key part by identity (an immutable snapshot, such as a policy, whose
+    value would be slow to hash): it keeps the object alive, so the identity is its own."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Identity) and other.value is self.value

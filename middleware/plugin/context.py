@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from middleware.cache.lru import DerivedCache
 from middleware.plugin.settings import time_limit
 from middleware.plugin.spill_guard import GuardedSpillStore
 from middleware.report import Action, ProblemReport
+from middleware.spill.remembered import RememberedStore
 
 if TYPE_CHECKING:
     from middleware.formats.base import Codec
     from middleware.plugin.capabilities import DeclaredCap, SpillStore
     from middleware.policy import Policy
     from middleware.session.decisions import DecisionLedger
+
+T = TypeVar("T")
+#: Tells a cached ``None`` from a miss.
+_ABSENT = object()
 
 
 class Capabilities(Protocol):
@@ -100,6 +106,37 @@ class StepContext:
         self.actions.extend(fork.actions)
         self.shared.clear()
         self.shared.update(fork.shared)
+
+    def verified(
+        self,
+        key: tuple[Hashable, ...],
+        read: Callable[[Callable[[str], str | None]], T],
+        size: Callable[[T], int],
+    ) -> T:
+        """``read(load)``, a reading of a text checked against the spill store through
+        ``load`` (is it a preview this product wrote, and of what), kept across requests
+        under ``key`` when the store is the pipeline's own. A reading for which a location
+        was missing is not kept: the file may be written later."""
+        store = self.spill
+        if not isinstance(store, RememberedStore) or not self.cache.enabled:
+            return read(store.load)
+        entry = ("verified", store.token, *key)
+        found = self.cache.get(entry, _ABSENT)
+        if found is not _ABSENT:
+            value: T = found
+            return value
+        missed = False
+
+        def load(location: str) -> str | None:
+            nonlocal missed
+            content = store.load(location)
+            missed = missed or content is None
+            return content
+
+        value = read(load)
+        if not missed:
+            self.cache.put(entry, value, size(value))
+        return value
 
     def record(
         self,

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from middleware.cache import DerivedCache
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -45,7 +47,14 @@ def text_digest(text: str) -> str:
 class DecisionLedger:
     """Thread-safe map of call id to :class:`Decision`; the first decision for an id wins."""
 
-    def __init__(self, decisions: Iterable[Decision | Mapping[str, Any]] = ()) -> None:
+    def __init__(
+        self,
+        decisions: Iterable[Decision | Mapping[str, Any]] = (),
+        *,
+        cache: DerivedCache | None = None,
+    ) -> None:
+        #: Digests of texts seen before (every request carries every old result again).
+        self._cache = cache if cache is not None else DerivedCache(0)
         self._lock = threading.Lock()
         self._by_id: dict[str, Decision] = {}
         for item in decisions:
@@ -60,17 +69,24 @@ class DecisionLedger:
         if decision is None:
             return None
         sent_back = decision.text is not None and decision.text == text
-        return decision if sent_back or decision.digest == text_digest(text) else None
+        return decision if sent_back or decision.digest == self._digest(text) else None
 
     def record(
         self, call_id: str, before: str, after: str, made_by: Literal["admit", "request"]
     ) -> Decision:
         """Freeze ``before`` → ``after`` for ``call_id`` unless a decision already exists."""
+        with self._lock:
+            known = self._by_id.get(call_id)
+        if known is not None:
+            return known
         decision = Decision(
-            call_id, text_digest(before), None if after == before else after, made_by
+            call_id, self._digest(before), None if after == before else after, made_by
         )
         with self._lock:
             return self._by_id.setdefault(call_id, decision)
+
+    def _digest(self, text: str) -> str:
+        return self._cache.derive(("text-digest", text), lambda: text_digest(text), len(text))
 
     def __len__(self) -> int:
         with self._lock:

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from middleware.cache import DerivedCache
+from middleware.cache import DerivedCache, Identity
 from middleware.cache.lru import ENTRY_OVERHEAD
 
 
@@ -91,3 +91,50 @@ def test_threads_sharing_a_cache_keep_its_accounting_exact() -> None:
     stats = cache.stats()
     assert stats.entries <= 50
     assert stats.bytes == stats.entries * (10 + ENTRY_OVERHEAD)
+
+
+# -- values of unhashable immutable objects, keyed by identity ----------------------------
+
+
+def test_derive_for_reuses_the_value_of_the_same_object_only() -> None:
+    cache = DerivedCache(10_000)
+    computed: list[int] = []
+
+    def compute(value: dict[str, int]) -> int:
+        computed.append(1)
+        return value["n"] * 2
+
+    first, equal = {"n": 1}, {"n": 1}
+    assert cache.derive_for(first, ("double",), lambda: compute(first), lambda _: 8) == 2
+    assert cache.derive_for(first, ("double",), lambda: compute(first), lambda _: 8) == 2
+    assert len(computed) == 1
+    # An equal but distinct object is another subject: its own computation.
+    assert cache.derive_for(equal, ("double",), lambda: compute(equal), lambda _: 8) == 2
+    assert len(computed) == 2
+
+
+def test_derive_for_keeps_its_subject_alive_so_an_identity_is_never_reused() -> None:
+    cache = DerivedCache(10_000)
+    subject = {"n": 1}
+    ident = id(subject)
+    cache.derive_for(subject, ("k",), lambda: "value", lambda _: 5)
+    del subject
+    # The entry still holds the object: no new object can take its id while it lives.
+    survivors = [{"n": i} for i in range(1_000)]
+    assert all(id(item) != ident for item in survivors)
+
+
+def test_derive_for_computes_every_time_when_the_cache_keeps_nothing() -> None:
+    cache = DerivedCache(0)
+    calls: list[int] = []
+    subject = object()
+    for _ in range(2):
+        cache.derive_for(subject, ("k",), lambda: calls.append(1), lambda _: 1)
+    assert len(calls) == 2
+
+
+def test_identity_keys_compare_by_the_object_not_its_value() -> None:
+    a, b = [1], [1]
+    assert Identity(a) == Identity(a)
+    assert Identity(a) != Identity(b)
+    assert len({Identity(a), Identity(a), Identity(b)}) == 2

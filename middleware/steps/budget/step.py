@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from middleware.cache import Identity
 from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
@@ -115,17 +117,29 @@ class _BudgetRun:
             return _Candidate(site, decided, cap, True, None, incoming)
         result = self._replace_empty(site)
         rule = line_rule(self.context.policy, site.tool_name)
-        load = self.context.spill.load
-        text = without_notices(result.text, self.context.policy)
         if rule is not None:
+            load = self.context.spill.load
+            text = without_notices(result.text, self.context.policy)
             arguments = site.call.call.arguments if site.call is not None else None
             tool = site.tool_name or "tool"
             own = recover_line_cut(text, rule, load, arguments=arguments, tool=tool)
             frozen = own is not None
         else:
-            own = recover_preview(text, self.settings.preview, load)
-            frozen = cap.max_chars is None or own is not None
+            frozen = cap.max_chars is None or self._is_preview(result.text)
         return _Candidate(site, result, cap, frozen, rule, incoming)
+
+    def _is_preview(self, text: str) -> bool:
+        """Whether ``text`` is a preview this step wrote (verified against the store once
+        per text, not on every request that carries it)."""
+        policy = self.context.policy
+
+        def read(load: Callable[[str], str | None]) -> bool:
+            own = without_notices(text, policy)
+            return recover_preview(own, self.settings.preview, load) is not None
+
+        return self.context.verified(
+            ("budget-preview", Identity(policy), text), read, lambda _: len(text)
+        )
 
     def _cap(self, tool_name: str | None) -> Cap:
         """The tool's cap, resolved once per tool and request (a plugin's declaration is

@@ -14,8 +14,10 @@ import fnmatch
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
+from middleware.cache import DerivedCache
 from middleware.formats.base import arguments_json
 from middleware.policy.settings import converted
 from middleware.view import ToolCall
@@ -37,47 +39,80 @@ class InputSettings:
     tools: tuple[str, ...] = converted(tuple)
 
     def applies_to(self, name: str) -> bool:
-        return any(name == tool or fnmatch.fnmatchcase(name, tool) for tool in self.tools)
+        return _applies(self.tools, name)
 
     @property
     def threshold(self) -> int:
         return max(self.min_chars, POINTER_ROOM)
 
 
-def clearable_chars(call: ToolCall, settings: InputSettings) -> int:
+def clearable_chars(call: ToolCall, settings: InputSettings, cache: DerivedCache) -> int:
     """Characters clearing ``call``'s input would remove (estimated: pointers are short)."""
     if not settings.applies_to(call.name):
         return 0
-    value = _value(call.arguments)
-    if value is None:
-        return 0
-    return sum(len(s) - POINTER_ROOM for s in _long_strings(value, settings.threshold))
+
+    def measure() -> int:
+        value = _value(call.arguments)
+        if value is None:
+            return 0
+        return sum(len(s) - POINTER_ROOM for s in _long_strings(value, settings.threshold))
+
+    return cache.derive_for(call, ("input-clearable", settings), measure, lambda _: 0)
 
 
 def clear_input(
-    call: ToolCall, settings: InputSettings, save: Callable[[str], str]
+    call: ToolCall, settings: InputSettings, save: Callable[[str], str], cache: DerivedCache
 ) -> tuple[ToolCall, str, int, int] | None:
     """``call`` with its long strings replaced by pointers to the saved input, the path,
     and the characters before and after; ``None`` when nothing is long enough. ``save``
-    stores the whole input (as JSON) and returns its path; it may raise ``OSError``."""
+    stores the whole input (as JSON) and returns its path; it may raise ``OSError``.
+    What only depends on the call and the settings is worked out once per call."""
     if not settings.applies_to(call.name):
         return None
+    original = cache.derive_for(
+        call, ("input-original", settings.threshold), lambda: _original(call, settings),
+        lambda text: 0 if text is None else len(text),
+    )  # fmt: skip
+    if original is None:
+        return None
+    path = save(original)
+    cleared = cache.derive_for(
+        call, ("input-cleared", settings, path), lambda: _cleared(call, settings, path),
+        lambda found: 0 if found is None else found[1],
+    )  # fmt: skip
+    if cleared is None:
+        return None
+    new_call, after = cleared
+    return new_call, path, len(original), after
+
+
+def _original(call: ToolCall, settings: InputSettings) -> str | None:
+    """The input as it is saved (JSON), or ``None`` when no string is long enough."""
     value = _value(call.arguments)
     if value is None or not any(True for _ in _long_strings(value, settings.threshold)):
         return None
-    original = call.arguments if isinstance(call.arguments, str) else _dump(call.arguments)
-    path = save(original)
+    return call.arguments if isinstance(call.arguments, str) else _dump(call.arguments)
+
+
+def _cleared(call: ToolCall, settings: InputSettings, path: str) -> tuple[ToolCall, int] | None:
+    """The call with pointers to ``path``, and its size; ``None`` if that is no shorter."""
+    value = _value(call.arguments)
 
     def pointer(text: str) -> str:
         return settings.template.format_map({"chars": len(text), "path": path, "tool": call.name})
 
     cleared = _replace(value, settings.threshold, pointer)
     arguments = arguments_json(cleared) if isinstance(call.arguments, str) else cleared
-    before = len(original)
+    before = len(call.arguments) if isinstance(call.arguments, str) else len(_dump(call.arguments))
     after = len(arguments) if isinstance(arguments, str) else len(_dump(arguments))
     if after >= before:
         return None
-    return ToolCall(call.id, call.name, arguments, call.raw), path, before, after
+    return ToolCall(call.id, call.name, arguments, call.raw), after
+
+
+@lru_cache(maxsize=1024)
+def _applies(tools: tuple[str, ...], name: str) -> bool:
+    return any(name == tool or fnmatch.fnmatchcase(name, tool) for tool in tools)
 
 
 def _value(arguments: Any) -> Any:

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
 
+from middleware.cache import Identity
 from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
@@ -61,8 +63,7 @@ class _Compaction:
         self.conversation = conversation
         #: What each text is (written by this step, or the full text it stands for),
         #: verified against the spill store once per text in this run.
-        self._states: dict[str, str | None] = {}
-        self._originals: dict[str, str | None] = {}
+        self._states: dict[str, tuple[str | None, str | None]] = {}
 
     def run(self) -> None:
         s = self.settings
@@ -188,24 +189,35 @@ class _Compaction:
 
     def _compacted_to(self, text: str) -> str | None:
         """``summarize`` or ``truncate`` if this step wrote ``text`` (checked against the
-        spill store, once per text and run), else ``None``."""
-        if text not in self._states:
-            load = self.context.spill.load
-            own = without_notices(text, self.context.policy)
-            state = None
-            if self.settings.is_summary(own, load):
-                state = "summarize"
-            elif self.settings.is_truncation(own, load):
-                state = "truncate"
-            self._states[text] = state
-        return self._states[text]
+        spill store), else ``None``."""
+        return self._own(text)[0]
 
     def _recovered(self, text: str) -> str | None:
         """The full text of a preview or truncation this product wrote, else ``None``."""
-        if text not in self._originals:
-            own = without_notices(text, self.context.policy)
-            self._originals[text] = self.settings.recover(own, self.context.spill.load)
-        return self._originals[text]
+        return self._own(text)[1]
+
+    def _own(self, text: str) -> tuple[str | None, str | None]:
+        """What this product made of ``text`` (the step's level, the original it stands
+        for), read once per text and run, and across requests while the store agrees."""
+        found = self._states.get(text)
+        if found is None:
+            found = self._states[text] = self.context.verified(
+                ("microcompact-own", Identity(self.context.policy), text),
+                lambda load: self._read_own(text, load),
+                lambda value: len(text) + len(value[1] or ""),
+            )
+        return found
+
+    def _read_own(
+        self, text: str, load: Callable[[str], str | None]
+    ) -> tuple[str | None, str | None]:
+        own = without_notices(text, self.context.policy)
+        state = None
+        if self.settings.is_summary(own, load):
+            state = "summarize"
+        elif self.settings.is_truncation(own, load):
+            state = "truncate"
+        return state, self.settings.recover(own, load)
 
     def _apply(self, plans: list[_Plan]) -> None:
         for plan in plans:
@@ -256,7 +268,7 @@ class _Compaction:
                 return self.context.spill.save(key, text, suffix=".json")
 
             try:
-                cleared = clear_input(call, settings, save)
+                cleared = clear_input(call, settings, save, self.context.cache)
             except OSError as exc:
                 self.context.record(
                     "compaction_skipped", tool_call_id=call.id, tool_name=call.name,
@@ -338,7 +350,7 @@ class _TurnGains:
         for call in index.calls:
             if call.turn >= turns - self.summarize_turns:
                 continue
-            removable = clearable_chars(call.call, s.inputs)
+            removable = clearable_chars(call.call, s.inputs, run.context.cache)
             if removable > 0:
                 by_summary[call.turn] += removable
                 self.first_node[call.turn] = min(

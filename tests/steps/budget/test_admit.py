@@ -9,6 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import middleware
+from middleware.cache import DerivedCache
+from middleware.session import decisions
+from middleware.session.decisions import DecisionLedger
 from tests.preset_builders import batch, outputs, preset
 
 
@@ -150,3 +153,25 @@ def test_a_batch_needs_distinct_ids_and_at_least_one_output() -> None:
                 [middleware.ToolOutput("a", "x", "1"), middleware.ToolOutput("b", "y", "2")],
                 parallel_calls=1,
             )
+
+
+def test_the_ledger_digests_each_text_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every request carries every old result again: the digest a decision is checked by
+    is taken once per text, and not at all to record a call id already decided."""
+
+    digested: list[str] = []
+    real = decisions.text_digest
+
+    def counting(text: str) -> str:
+        digested.append(text)
+        return real(text)
+
+    monkeypatch.setattr(decisions, "text_digest", counting)
+    ledger = DecisionLedger(cache=DerivedCache(1 << 20))
+    ledger.record("call_1", "big output", "preview", "request")
+    for _ in range(3):
+        found = ledger.lookup("call_1", "big output")
+        assert found is not None and found.text == "preview"
+        ledger.record("call_1", "big output", "preview", "request")
+    assert ledger.lookup("call_1", "another output") is None
+    assert digested == ["big output", "another output"]
