@@ -18,6 +18,8 @@ T = TypeVar("T")
 
 #: Bytes counted for an entry besides the sizes the caller gives (dict slot, tuple, key).
 ENTRY_OVERHEAD = 200
+#: No entry takes more than this fraction of the budget.
+MAX_ENTRY_SHARE = 4
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,11 @@ class DerivedCache:
         if max_bytes < 0:
             raise ValueError(f"cache max_bytes must be at least 0, got {max_bytes}")
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._entries: OrderedDict[Hashable, tuple[Any, int, tuple[str, ...]]] = OrderedDict()
+        #: Texts entries share (a result's text keys its digest, its mentions, its
+        #: outline...): id -> [text, entries holding it]. Each is counted once, however
+        #: many entries name it, so the budget measures memory rather than references.
+        self._texts: dict[int, list[Any]] = {}
         self._bytes = 0
         self._lock = threading.Lock()
         self._hits = 0
@@ -53,6 +59,11 @@ class DerivedCache:
     @property
     def enabled(self) -> bool:
         return self.max_bytes > 0
+
+    def __contains__(self, key: Hashable) -> bool:
+        """Whether ``key`` is stored (without marking it used or counting a lookup)."""
+        with self._lock:
+            return key in self._entries
 
     def get(self, key: Hashable, default: Any = None) -> Any:
         """The value stored for ``key`` (marked as just used), or ``default``."""
@@ -65,25 +76,51 @@ class DerivedCache:
             self._hits += 1
             return entry[0]
 
-    def put(self, key: Hashable, value: Any, size: int) -> None:
-        """Store ``value`` for ``key``, counted as ``size`` bytes; an entry larger than
-        the whole budget is not kept."""
+    def put(self, key: Hashable, value: Any, size: int, texts: tuple[str, ...] = ()) -> None:
+        """Store ``value`` for ``key``, counted as ``size`` bytes plus the length of each
+        of ``texts`` (what the entry keeps alive: its key text, its value) that no other
+        entry holds already. An entry of more than a quarter of the budget is not kept: it
+        would evict a great deal to serve one text (a 50 MB result is a new object on
+        every request anyway)."""
         cost = size + ENTRY_OVERHEAD
-        if cost > self.max_bytes:
+        if cost + sum(len(t) for t in texts) > self.max_bytes // MAX_ENTRY_SHARE:
             return
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
-                self._bytes -= old[1]
-            self._entries[key] = (value, cost)
+                self._release(old)
+            self._entries[key] = (value, cost, texts)
             self._bytes += cost
+            for text in texts:
+                held = self._texts.get(id(text))
+                if held is None:
+                    self._texts[id(text)] = [text, 1]
+                    self._bytes += len(text)
+                else:
+                    held[1] += 1
             while self._bytes > self.max_bytes:
-                _, (_, freed) = self._entries.popitem(last=False)
-                self._bytes -= freed
+                _, evicted = self._entries.popitem(last=False)
+                self._release(evicted)
                 self._evictions += 1
 
-    def derive(self, key: tuple[Hashable, ...], compute: Callable[[], T], size: int) -> T:
-        """``compute()`` the first time ``key`` is asked for, the stored value after."""
+    def _release(self, entry: tuple[Any, int, tuple[str, ...]]) -> None:
+        self._bytes -= entry[1]
+        for text in entry[2]:
+            held = self._texts[id(text)]
+            held[1] -= 1
+            if held[1] == 0:
+                del self._texts[id(text)]
+                self._bytes -= len(text)
+
+    def derive(
+        self,
+        key: tuple[Hashable, ...],
+        compute: Callable[[], T],
+        size: int | Callable[[T], int],
+        texts: tuple[str, ...] = (),
+    ) -> T:
+        """``compute()`` the first time ``key`` is asked for, the stored value after
+        (``size``, or ``size(value)``, and ``texts`` as :meth:`put` counts them)."""
         if not self.enabled:
             return compute()
         found = self.get(key, _ABSENT)
@@ -91,7 +128,7 @@ class DerivedCache:
             value: T = found
             return value
         value = compute()
-        self.put(key, value, size)
+        self.put(key, value, size if isinstance(size, int) else size(value), texts)
         return value
 
     def derive_for(
@@ -100,6 +137,7 @@ class DerivedCache:
         key: tuple[Hashable, ...],
         compute: Callable[[], T],
         size: Callable[[T], int],
+        texts: tuple[str, ...] = (),
     ) -> T:
         """:meth:`derive` for a value of an immutable object that is not hashable by
         content (a parsed tool call, whose arguments are a dict): keyed by the object's
@@ -113,12 +151,13 @@ class DerivedCache:
             value: T = found[1]
             return value
         value = compute()
-        self.put(entry, (subject, value), size(value))
+        self.put(entry, (subject, value), size(value), texts)
         return value
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._texts.clear()
             self._bytes = 0
 
     def stats(self) -> CacheStats:

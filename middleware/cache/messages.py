@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from middleware.cache.lru import DerivedCache
-from middleware.view import Node, value_chars
+from middleware.view import Node, ToolResult, value_chars
 
 #: A pickle of plain JSON data loads the same in any process of the same Python.
 _PROTOCOL = 5
@@ -78,7 +78,11 @@ class MessageMemo:
                 parsed.role, parsed.blocks, meta=parsed.meta, raw_chars=value_chars(private)
             )
             if nodes is None:
-                self.cache.put(("message", key), {codec: found}, 2 * len(key))
+                # The pickle, the parsed structure (about as large), and the results'
+                # texts, which the derived data of results is keyed by: counted once.
+                texts = tuple(b.text for b in found.blocks if isinstance(b, ToolResult))
+                rest = max(len(key) - sum(len(t) for t in texts), 0)
+                self.cache.put(("message", key), {codec: found}, len(key) + rest, texts)
             else:
                 nodes[codec] = found
         return Node(

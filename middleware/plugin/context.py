@@ -112,11 +112,14 @@ class StepContext:
         key: tuple[Hashable, ...],
         read: Callable[[Callable[[str], str | None]], T],
         size: Callable[[T], int],
+        texts: Callable[[T], tuple[str, ...]] = lambda _: (),
     ) -> T:
         """``read(load)``, a reading of a text checked against the spill store through
         ``load`` (is it a preview this product wrote, and of what), kept across requests
         under ``key`` when the store is the pipeline's own. A reading for which a location
-        was missing is not kept: the file may be written later."""
+        was missing is not kept: the file may be written later. ``size`` measures the
+        value, less ``texts(value)``: the texts the entry keeps alive (in ``key`` or the
+        value), which the cache counts once however many entries hold them."""
         store = self.spill
         if not isinstance(store, RememberedStore) or not self.cache.enabled:
             return read(store.load)
@@ -135,7 +138,7 @@ class StepContext:
 
         value = read(load)
         if not missed:
-            self.cache.put(entry, value, size(value))
+            self.cache.put(entry, value, size(value), texts(value))
         return value
 
     def record(

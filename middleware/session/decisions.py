@@ -86,7 +86,7 @@ class DecisionLedger:
             return self._by_id.setdefault(call_id, decision)
 
     def _digest(self, text: str) -> str:
-        return self._cache.derive(("text-digest", text), lambda: text_digest(text), len(text))
+        return self._cache.derive(("text-digest", text), lambda: text_digest(text), 100, (text,))
 
     def __len__(self) -> int:
         with self._lock:

@@ -50,8 +50,10 @@ class RememberedStore:
         location: str | None = self.cache.get(entry)
         if location is None:
             location = self.store.save(key, content, suffix=suffix)
-            self.cache.put(entry, location, len(content) + _ENTRY_BYTES)
-            self.cache.put(("spill-loaded", self.token, location), content, len(content))
+            self.cache.put(entry, location, _ENTRY_BYTES, (content,))
+            self.cache.put(
+                ("spill-loaded", self.token, location), content, _ENTRY_BYTES, (content,)
+            )
         return location
 
     def load(self, location: str) -> str | None:
@@ -60,7 +62,7 @@ class RememberedStore:
         if content is None:
             content = self.store.load(location)
             if content is not None:
-                self.cache.put(entry, content, len(content) + _ENTRY_BYTES)
+                self.cache.put(entry, content, _ENTRY_BYTES, (content,))
         return content
 
     def close(self) -> None:

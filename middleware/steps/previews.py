@@ -69,7 +69,9 @@ def make_preview(
         if cache is None:
             lines = outline(text, *span)
         else:
-            lines = cache.derive(("outline", text, *span), lambda: outline(text, *span), len(text))
+            lines = cache.derive(
+                ("outline", text, *span), lambda: outline(text, *span), span[2], (text,)
+            )
     n_bytes = len(text.encode("utf-8", "surrogatepass"))
     preview = style.template.format_map(
         {

@@ -11,17 +11,17 @@ from middleware.cache.lru import ENTRY_OVERHEAD
 
 
 def test_the_least_recently_used_entry_goes_first_when_the_budget_is_full() -> None:
-    cache = DerivedCache(3 * (100 + ENTRY_OVERHEAD))
-    for name in "abc":
+    cache = DerivedCache(4 * (100 + ENTRY_OVERHEAD))
+    for name in "abcd":
         cache.put(name, name.upper(), 100)
     assert cache.get("a") == "A"  # a is now the most recently used
-    cache.put("d", "D", 100)
+    cache.put("e", "E", 100)
     assert cache.get("b") is None
-    assert [cache.get(k) for k in "acd"] == ["A", "C", "D"]
+    assert [cache.get(k) for k in "acde"] == ["A", "C", "D", "E"]
     stats = cache.stats()
     assert stats.evictions == 1
-    assert stats.entries == 3
-    assert stats.bytes == 3 * (100 + ENTRY_OVERHEAD) <= stats.max_bytes
+    assert stats.entries == 4
+    assert stats.bytes == 4 * (100 + ENTRY_OVERHEAD) <= stats.max_bytes
 
 
 def test_an_entry_larger_than_the_budget_is_not_kept() -> None:
@@ -138,3 +138,46 @@ def test_identity_keys_compare_by_the_object_not_its_value() -> None:
     assert Identity(a) == Identity(a)
     assert Identity(a) != Identity(b)
     assert len({Identity(a), Identity(a), Identity(b)}) == 2
+
+
+# -- texts shared by entries are counted once ----------------------------------------------
+
+
+def test_a_text_several_entries_hold_is_counted_once() -> None:
+    cache = DerivedCache(1 << 20)
+    text = "t" * 10_000
+    cache.put(("digest", text), "d", 10, (text,))
+    cache.put(("outline", text), "o", 10, (text,))
+    assert cache.stats().bytes == 2 * (10 + ENTRY_OVERHEAD) + len(text)
+    # An equal text that is another object is other memory: counted again.
+    copy = "".join(["t" * 5_000, "t" * 5_000])
+    cache.put(("mentions", copy), "m", 10, (copy,))
+    assert cache.stats().bytes == 3 * (10 + ENTRY_OVERHEAD) + 2 * len(text)
+
+
+def test_a_shared_text_is_uncounted_when_its_last_entry_goes() -> None:
+    small = 10 + ENTRY_OVERHEAD
+    text = "t" * 1_000
+    cache = DerivedCache(4 * (small + len(text)))
+    cache.put("a", 1, 10, (text,))
+    cache.put("b", 2, 10, (text,))
+    assert cache.stats().bytes == 2 * small + len(text)
+    fillers = 0
+    while "a" in cache:  # fill until a is evicted (b was put after it)
+        cache.put(f"x{fillers}", 0, 10)
+        fillers += 1
+    assert "b" in cache
+    assert cache.stats().bytes == small * cache.stats().entries + len(text)
+    while "b" in cache:
+        cache.put(f"x{fillers}", 0, 10)
+        fillers += 1
+    assert cache.stats().bytes == small * cache.stats().entries
+
+
+def test_an_entry_over_a_quarter_of_the_budget_is_not_kept() -> None:
+    cache = DerivedCache(4 * (1_000 + ENTRY_OVERHEAD))
+    cache.put("small", 1, 10)
+    cache.put("big", 2, 1_001)
+    cache.put("big text", 3, 0, ("x" * (1_000 + ENTRY_OVERHEAD),))
+    assert cache.get("small") == 1
+    assert cache.get("big") is None and cache.get("big text") is None

@@ -138,7 +138,7 @@ class _BudgetRun:
             return recover_preview(own, self.settings.preview, load) is not None
 
         return self.context.verified(
-            ("budget-preview", Identity(policy), text), read, lambda _: len(text)
+            ("budget-preview", Identity(policy), text), read, lambda _: 100, lambda _: (text,)
         )
 
     def _cap(self, tool_name: str | None) -> Cap:

@@ -204,7 +204,8 @@ class _Compaction:
             found = self._states[text] = self.context.verified(
                 ("microcompact-own", Identity(self.context.policy), text),
                 lambda load: self._read_own(text, load),
-                lambda value: len(text) + len(value[1] or ""),
+                lambda _: 100,
+                lambda value: (text,) if value[1] is None else (text, value[1]),
             )
         return found
 
@@ -319,7 +320,14 @@ class _Compaction:
             errors = tuple(error_lines(text, lines))
             return found, errors, detect_content_type(text)
 
-        return self.context.cache.derive(("summary-parts", text, count, lines), read, len(text))
+        return self.context.cache.derive(
+            ("summary-parts", text, count, lines), read, _parts_size, (text,)
+        )
+
+
+def _parts_size(parts: tuple[tuple[str, ...], tuple[str, ...], str]) -> int:
+    found, errors, _ = parts
+    return 100 + sum(len(m) + 60 for m in found) + sum(len(e) + 60 for e in errors)
 
 
 class _TurnGains:
