@@ -228,7 +228,7 @@ class _Compaction:
             # Work from the full text: the budget step hands it on when it spilled the
             # result in this call; a result compacted earlier names its file. The pointer
             # then names the same file and the counts are the original's.
-            text = result.original if result.original is not None else self._recover(current)
+            text = self._full_text(site)
             path = self._save(site, text)
             if path is None:
                 continue
@@ -286,6 +286,12 @@ class _Compaction:
                 message_index=self.conversation.nodes[site.node].origin,
                 chars_before=before, chars_after=after, age=boundary - 1 - site.turn, path=path,
             )  # fmt: skip
+
+    def _full_text(self, site: ResultSite) -> str:
+        """The text a summary of the result is made from: the budget step hands it on
+        when it spilled the result in this call; a result compacted earlier names its file."""
+        result = site.result
+        return result.original if result.original is not None else self._recover(result.text)
 
     def _recover(self, text: str) -> str:
         """The original of a preview or truncation made earlier, read back from the spill
@@ -353,7 +359,7 @@ class _TurnGains:
             if state != "truncate":
                 by_truncate[site.turn] += max(size - truncate_kept, 0)
             if site.turn < turns - self.summarize_turns:  # later turns are never summarised
-                by_summary[site.turn] += max(size - run._summary_size(site.result.text), 0)
+                by_summary[site.turn] += max(size - run._summary_size(run._full_text(site)), 0)
             self.first_node[site.turn] = min(self.first_node.get(site.turn, site.node), site.node)
         for call in index.calls:
             if call.turn >= turns - self.summarize_turns:

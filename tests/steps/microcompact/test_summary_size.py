@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 import middleware
 
 EVERY_TURN = {
@@ -38,3 +40,32 @@ def test_a_large_mention_count_does_not_switch_compaction_off() -> None:
     policy = middleware.load_policy(env={}, dotenv_path=False, overrides=EVERY_TURN)
     log = "step done ok\n" * 800 + "see build/out.log\n"
     assert summarized(policy, session(8, log))
+
+
+def test_a_spilled_result_is_weighed_by_the_summary_of_its_full_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The summary is made from the full text, not from the budget step's preview: the
+    schedule weighs that same summary, and reads each text once."""
+    from middleware.steps.microcompact import step
+
+    read: list[str] = []
+    real = step.mentions
+
+    def recording(text: str, limit: int) -> list[str]:
+        read.append(text)
+        return real(text, limit)
+
+    monkeypatch.setattr(step, "mentions", recording)
+    overrides = {
+        "budget": {"max_result_chars": 6_000},
+        "microcompact": {
+            "mentions": 20,
+            "schedule": {"rewrite_cost": 0, "expected_turns_min": 0, "trigger_tokens": 0},
+        },
+    }
+    policy = middleware.load_policy(env={}, dotenv_path=False, overrides=overrides)
+    log = "".join(f"src/pkg/module_{n}.py:{n}: value\n" for n in range(400))
+    messages = session(8, log)
+    assert summarized(policy, messages)
+    assert read and all(text == log for text in read)
