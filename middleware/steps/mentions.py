@@ -17,6 +17,10 @@ _ERROR_WORD = re.compile("|".join(_ERROR_WORDS))
 #: A token, with the start of a path it may have (``/``, ``~/``, ``./``, ``../``): the model
 #: must be able to open the file a summary names.
 _CANDIDATE = re.compile(r"(?:~/|\.{1,2}/|/)?[A-Za-z0-9_][A-Za-z0-9_.:/\-]*[A-Za-z0-9_]")
+#: A character no candidate contains: text is cut there into chunks.
+_SEPARATOR = re.compile(r"[^A-Za-z0-9_.:/~\-]")
+#: Characters tokenised at once (a candidate list per chunk, not a match object per token).
+CHUNK_CHARS = 16_384
 #: What :meth:`str.splitlines` cuts lines at ("\r\n" is "\r" then "\n").
 _LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _LINE_BREAK = re.compile(f"[{_LINE_BREAKS}]")
@@ -30,17 +34,47 @@ def iter_distinctive(text: str) -> Iterator[str]:
     and dotted numbers (versions, addresses). Plain words and plain numbers are not
     distinctive. A path keeps its start (``/etc/x.conf``, ``~/a.py``, ``./run.sh``).
     ``path.py:17`` also yields ``path.py``, as grep output writes it."""
-    for match in _CANDIDATE.finditer(text):  # lazy: mentions() stops at its limit
-        candidate = match.group()
-        if _distinctive(candidate):
-            yield candidate
-        if ":" in candidate:
-            yield from (part for part in candidate.split(":") if _distinctive(part))
+    for chunk in _chunks(text):  # lazy by chunk: mentions() stops at its limit
+        yield from tokens_of(chunk)
 
 
 def distinctive_tokens(text: str) -> set[str]:
     """The set of :func:`iter_distinctive` tokens of ``text``."""
+    if len(text) <= CHUNK_CHARS:
+        return set(tokens_of(text))
     return set(iter_distinctive(text))
+
+
+def tokens_of(text: str) -> list[str]:
+    """:func:`iter_distinctive` of a short text (a line, a chunk), as a list."""
+    found: list[str] = []
+    for candidate in _CANDIDATE.findall(text):
+        if candidate.isalpha():  # a word: most tokens; distinctive only in camelCase
+            if (
+                len(candidate) >= 3
+                and not (candidate.islower() or candidate.isupper() or candidate[1:].islower())
+                and _CAMEL.search(candidate) is not None
+            ):
+                found.append(candidate)
+            continue
+        if _distinctive(candidate):
+            found.append(candidate)
+        if ":" in candidate:
+            found.extend(part for part in candidate.split(":") if _distinctive(part))
+    return found
+
+
+def _chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
+    """``text`` in pieces of about ``size`` characters, each cut at a character no token
+    contains, so tokens are found in the pieces exactly as in the whole."""
+    start = 0
+    while len(text) - start > size:
+        cut = _SEPARATOR.search(text, start + size)
+        if cut is None:
+            break
+        yield text[start : cut.start()]
+        start = cut.start()
+    yield text[start:]
 
 
 def _distinctive(token: str) -> bool:

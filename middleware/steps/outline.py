@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 
-from middleware.steps.mentions import distinctive_tokens
+from middleware.steps.mentions import distinctive_tokens, tokens_of
 
 #: Characters of one outline line kept at most.
 LINE_CHARS = 160
@@ -45,7 +45,7 @@ def outline(text: str, start: int, end: int, budget: int) -> str:
             break  # the last line runs past the span: the tail shows its end
         line = text[position:stop].strip()
         if line:
-            tokens = frozenset(distinctive_tokens(line)) - shown
+            tokens = frozenset(tokens_of(line)) - shown
             if tokens:
                 lines.append((number, f"{number}: {line[:LINE_CHARS]}", tokens))
         position = stop + 1

@@ -8,7 +8,14 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from middleware.steps.mentions import error_lines, iter_distinctive, mentions
+from middleware.steps.mentions import (
+    CHUNK_CHARS,
+    _chunks,
+    error_lines,
+    iter_distinctive,
+    mentions,
+    tokens_of,
+)
 
 _CANDIDATE = re.compile(r"(?:~/|\.{1,2}/|/)?[A-Za-z0-9_][A-Za-z0-9_.:/\-]*[A-Za-z0-9_]")
 _ERROR = re.compile(r"(error|exception|traceback|failed|fatal|panic)", re.IGNORECASE)
@@ -59,6 +66,17 @@ def test_the_fast_tokeniser_gives_the_reference_tokens(left: str, right: str) ->
     assert list(iter_distinctive(text)) == reference_tokens(text)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(TOKENISH, max_size=12), st.integers(min_value=1, max_value=40))
+def test_tokens_are_the_same_read_in_chunks(parts: list[str], size: int) -> None:
+    """Text is tokenised in chunks cut where no token can be: any chunk size gives the
+    tokens of the whole."""
+    text = " ".join(parts)
+    chunks = list(_chunks(text, size))
+    assert "".join(chunks) == text
+    assert [t for chunk in chunks for t in tokens_of(chunk)] == reference_tokens(text)
+
+
 PIECES = ["error", " Failed ", "PANIC", "ok", "x", "  ", "traceback:", "é", "errOR"]
 PIECES += ["\n", "\r", "\r\n", "\x0b", "\x1c", "\x85", "\u2028", "\u2029"]
 # Letters a case-insensitive match treats specially: Kelvin sign, dotless i, dotted I, long s.
@@ -77,3 +95,10 @@ def test_known_tokens() -> None:
     assert mentions(text, 10) == [
         "helloWorld", "/etc/x.conf", "v1.2.3", "path.py:17", "path.py",
     ]  # fmt: skip
+
+
+def test_a_text_of_many_chunks_gives_the_tokens_of_the_whole() -> None:
+    text = "\n".join(f"{t} src/mod_{i}.py:{i} {t}" for i, t in enumerate(TOKENS * 2_000))
+    assert len(text) > 10 * CHUNK_CHARS
+    assert list(iter_distinctive(text)) == reference_tokens(text)
+    assert mentions(text, 5_000) == list(dict.fromkeys(reference_tokens(text)))[:5_000]
