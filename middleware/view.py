@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, get_args
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
@@ -68,15 +68,16 @@ class ToolResult:
         """Whether the result carries parts other than text (images, documents, ...)."""
         return not isinstance(self.content, str) and any(not is_text_part(p) for p in self.content)
 
-    def with_text(self, text: str) -> ToolResult:
-        """Return a copy whose text is ``text`` and whose non-text parts are kept in place.
+    def with_text(self, text: str, *, original: str | None = None) -> ToolResult:
+        """Return a copy whose text is ``text`` and whose non-text parts are kept in place
+        (with ``original``: the text it was cut from, see :attr:`original`).
 
         For block content the first text part takes the new text (keeping its other keys,
         such as ``cache_control``) and the other text parts are dropped; with no text part,
         a new one of the format's usual type is put first.
         """
         if isinstance(self.content, str):
-            return replace(self, content=text)
+            return self._with(text, original)
         parts: list[Any] = []
         placed = False
         for part in self.content:
@@ -88,7 +89,14 @@ class ToolResult:
                 parts.append(part)
         if not placed:
             parts.insert(0, {"type": _text_type_for(self.content), "text": text})
-        return replace(self, content=tuple(parts))
+        return self._with(tuple(parts), original)
+
+    def _with(self, content: str | tuple[Any, ...], original: str | None) -> ToolResult:
+        # The constructor, not dataclasses.replace: every request rewrites many results.
+        return ToolResult(
+            self.call_id, content, self.is_error, self.raw, self.text_protocol, self.tool_name,
+            self.original if original is None else original,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -127,7 +135,10 @@ class Node:
 
     def with_blocks(self, blocks: Sequence[Block]) -> Node:
         """A changed copy of this node holding ``blocks``."""
-        return replace(self, blocks=tuple(blocks), changed=True)
+        # The constructor, not dataclasses.replace: every edit of every request comes here.
+        return Node(
+            self.role, tuple(blocks), self.raw, self.origin, True, self.meta, self.raw_chars
+        )
 
     @property
     def calls(self) -> tuple[ToolCall, ...]:

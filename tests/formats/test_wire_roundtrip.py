@@ -878,3 +878,32 @@ def test_renaming_inserting_and_removing_in_openai() -> None:
     emptied = codec.render(conversation)[3]
     assert "tool_calls" not in emptied
     assert emptied["content"] == ""
+
+
+def test_edits_carry_every_other_field_over() -> None:
+    """``with_blocks`` and ``with_text`` build the copy field by field (it is on every
+    request's path): a field added to the class must be carried too."""
+    from dataclasses import fields
+
+    from middleware.view import Node, Opaque, ToolResult
+
+    # Every field is given a value other than its default; a new field fails here until
+    # the copies carry it (and this test gives it a value).
+    assert [f.name for f in fields(ToolResult)] == [
+        "call_id", "content", "is_error", "raw", "text_protocol", "tool_name", "original",
+    ]  # fmt: skip
+    assert [f.name for f in fields(Node)] == [
+        "role", "blocks", "raw", "origin", "changed", "meta", "raw_chars",
+    ]  # fmt: skip
+    result = ToolResult("c1", "text", True, {"raw": 1}, True, "Bash", "the original")
+    copy = result.with_text("new")
+    for f in fields(ToolResult):
+        if f.name != "content":
+            assert getattr(copy, f.name) == getattr(result, f.name), f.name
+    assert result.with_text("new", original="other").original == "other"
+    node = Node("user", (result,), {"role": "user"}, 3, False, (("k", "v"),), 42)
+    edited = node.with_blocks([Opaque({"type": "text", "text": "x"})])
+    for f in fields(Node):
+        if f.name not in ("blocks", "changed"):
+            assert getattr(edited, f.name) == getattr(node, f.name), f.name
+    assert edited.changed

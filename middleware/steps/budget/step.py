@@ -12,7 +12,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from middleware.cache import Identity
@@ -163,7 +163,7 @@ class _BudgetRun:
         text = decision.outcome(result.text)
         if text == result.text:
             return result
-        replayed = replace(result.with_text(text), original=result.text)
+        replayed = result.with_text(text, original=result.text)
         self._replace(site, replayed)
         self._record(
             "decision_replayed", site, len(result.text), len(text), made_by=decision.made_by
@@ -336,7 +336,7 @@ class _BudgetRun:
 
     def _freeze(self, cand: _Candidate, text: str) -> None:
         original = cand.result.original or cand.result.text
-        cand.result = replace(cand.result.with_text(text), original=original)
+        cand.result = cand.result.with_text(text, original=original)
         cand.frozen = True
         self._replace(cand.site, cand.result)
 
