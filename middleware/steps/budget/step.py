@@ -57,6 +57,7 @@ class _BudgetRun:
         self.context = context
         self.conversation = conversation
         self._caps: dict[str | None, Cap] = {}
+        self._rules: dict[str | None, LineRule | None] = {}
 
     def run(self) -> None:
         index = self.conversation.index()
@@ -116,7 +117,7 @@ class _BudgetRun:
         if decided is not None:
             return _Candidate(site, decided, cap, True, None, incoming)
         result = self._replace_empty(site)
-        rule = line_rule(self.context.policy, site.tool_name)
+        rule = self._rule(site.tool_name)
         if rule is not None:
             load = self.context.spill.load
             text = without_notices(result.text, self.context.policy)
@@ -148,6 +149,12 @@ class _BudgetRun:
         if cap is None:
             cap = self._caps[tool_name] = resolve_cap(tool_name, self.settings, self.context)
         return cap
+
+    def _rule(self, tool_name: str | None) -> LineRule | None:
+        """The tool's line rule, looked up once per tool and request."""
+        if tool_name not in self._rules:
+            self._rules[tool_name] = line_rule(self.context.policy, tool_name)
+        return self._rules[tool_name]
 
     def _decided(self, site: ResultSite) -> ToolResult | None:
         """The result as an earlier decision for its call id made it, if one applies."""
