@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from middleware.policy.settings import bind_entry, group, section, setting
+from middleware.policy.settings import bind_entry, converted, group, section, setting
 from middleware.steps.previews import PreviewStyle
+from middleware.steps.tool_names import names_match
 
 if TYPE_CHECKING:
     from middleware.plugin.context import StepContext
@@ -42,6 +43,21 @@ class ContextAware:
 
 
 @dataclass(frozen=True)
+class ReportSettings:
+    """``budget.reports``: the floor of a subagent's report."""
+
+    #: Characters a report keeps at least; ``None``: no floor.
+    min_chars: int | None
+    #: Tools (names or glob patterns) whose results are reports.
+    tools: tuple[str, ...] = converted(tuple)
+
+    def floor(self, tool_name: str | None) -> int | None:
+        if self.min_chars is None or tool_name is None:
+            return None
+        return self.min_chars if names_match(self.tools, tool_name) else None
+
+
+@dataclass(frozen=True)
 class LineLimitSettings:
     """pi's limits and notices for tools with a line rule (``budget.line_limits``)."""
 
@@ -71,6 +87,7 @@ class BudgetSettings:
     freeze_decisions: bool = setting("budget.freeze_decisions")
     context_aware: ContextAware = group(ContextAware, "budget.context_aware")
     line_limits: LineLimitSettings = group(LineLimitSettings, "budget.line_limits")
+    reports: ReportSettings = group(ReportSettings, "budget.reports")
     on_spill_error: Literal["keep", "truncate"] = setting("spill.on_error")
 
     @property
@@ -149,7 +166,7 @@ class TurnLimits:
 
 def resolve_cap(tool_name: str | None, settings: BudgetSettings, context: StepContext) -> Cap:
     """Policy override for the tool, else the tool plugin's declaration, else the
-    per-result cap."""
+    per-result cap (raised to the floor of a subagent's report)."""
     if tool_name is not None:
         entry = tool_settings(context.policy, tool_name)
         if entry is not None:
@@ -170,4 +187,7 @@ def resolve_cap(tool_name: str | None, settings: BudgetSettings, context: StepCo
             if ceiling is not None and declared.cap.max_chars > ceiling:
                 return Cap(ceiling, f"{where}, clamped by budget.declared_cap_ceiling")
             return Cap(declared.cap.max_chars, where)
+    floor = settings.reports.floor(tool_name)
+    if floor is not None and floor > settings.max_result_chars:
+        return Cap(floor, "budget.reports.min_chars")
     return Cap(settings.max_result_chars, "budget.max_result_chars")

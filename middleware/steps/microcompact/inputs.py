@@ -10,16 +10,15 @@ A pointer is shorter than ``min_chars``, so processing the output again changes 
 
 from __future__ import annotations
 
-import fnmatch
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from middleware.cache import DerivedCache
 from middleware.formats.base import arguments_json
 from middleware.policy.settings import converted
+from middleware.steps.tool_names import names_match
 from middleware.view import ToolCall
 
 #: A string shorter than this is never cleared, whatever min_chars says: the pointer must
@@ -39,7 +38,7 @@ class InputSettings:
     tools: tuple[str, ...] = converted(tuple)
 
     def applies_to(self, name: str) -> bool:
-        return _applies(self.tools, name)
+        return names_match(self.tools, name)
 
     @property
     def threshold(self) -> int:
@@ -108,11 +107,6 @@ def _cleared(call: ToolCall, settings: InputSettings, path: str) -> tuple[ToolCa
     if after >= before:
         return None
     return ToolCall(call.id, call.name, arguments, call.raw), after
-
-
-@lru_cache(maxsize=1024)
-def _applies(tools: tuple[str, ...], name: str) -> bool:
-    return any(name == tool or fnmatch.fnmatchcase(name, tool) for tool in tools)
 
 
 def _value(arguments: Any) -> Any:
