@@ -105,7 +105,8 @@ def policy_specs(values: list[str], baselines: bool, presets: bool = False) -> l
         specs.append(PolicySpec(name or load_policy(path, env={}, dotenv_path=False).name, path))
     if baselines:
         for baseline in sorted((data_dir("policies") / "baselines").glob("*.yaml")):
-            if baseline.stem != "none":
+            named = {spec.name for spec in specs}  # a baseline also given by --policy
+            if baseline.stem != "none" and baseline.stem not in named:
                 specs.append(PolicySpec(baseline.stem, str(baseline)))
     if presets:
         for name in preset_names():

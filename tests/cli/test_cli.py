@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from locations import EXAMPLES
+from locations import EXAMPLES, REPO
 
 import middleware
 
@@ -152,6 +152,13 @@ def test_simulate_prints_a_table_and_json(tmp_path: Path) -> None:
     data = json.loads(run("simulate", str(session), "--json", cwd=tmp_path).stdout)
     assert [p["policy"] for p in data["policies"]] == ["none", "default"]
     assert data["policies"][0]["relative_cost"] == 1.0
+    # A baseline also named with --policy is simulated once.
+    baseline = REPO / "policies" / "baselines" / "previous-default.yaml"
+    both = run("simulate", str(session), "--json", "--baselines", "--policy", "default",
+               "--policy", str(baseline), cwd=tmp_path)  # fmt: skip
+    names = [p["policy"] for p in json.loads(both.stdout)["policies"]]
+    assert names.count("previous-default") == 1
+    assert "observation-masking" in names
 
 
 def test_simulate_draws_a_plot(tmp_path: Path) -> None:
