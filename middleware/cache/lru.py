@@ -143,16 +143,13 @@ class DerivedCache:
         content (a parsed tool call, whose arguments are a dict): keyed by the object's
         identity, which the entry keeps alive, so the identity cannot be reused by
         another object while the entry exists. ``size`` measures the value."""
-        if not self.enabled:
-            return compute()
-        entry = ("object", id(subject), *key)
-        found = self.get(entry, _ABSENT)
-        if found is not _ABSENT and found[0] is subject:
-            value: T = found[1]
-            return value
-        value = compute()
-        self.put(entry, (subject, value), size(value), texts)
-        return value
+        held: tuple[object, T] = self.derive(
+            ("object", id(subject), *key),
+            lambda: (subject, compute()),
+            lambda pair: size(pair[1]),
+            texts,
+        )
+        return held[1]
 
     def clear(self) -> None:
         with self._lock:

@@ -76,7 +76,8 @@ def clear_input(
         return None
     path = save(original)
     cleared = cache.derive_for(
-        call, ("input-cleared", settings, path), lambda: _cleared(call, settings, path),
+        call, ("input-cleared", settings, path),
+        lambda: _cleared(call, settings, path, len(original)),
         lambda found: 0 if found is None else found[1],
     )  # fmt: skip
     if cleared is None:
@@ -93,8 +94,11 @@ def _original(call: ToolCall, settings: InputSettings) -> str | None:
     return call.arguments if isinstance(call.arguments, str) else _dump(call.arguments)
 
 
-def _cleared(call: ToolCall, settings: InputSettings, path: str) -> tuple[ToolCall, int] | None:
-    """The call with pointers to ``path``, and its size; ``None`` if that is no shorter."""
+def _cleared(
+    call: ToolCall, settings: InputSettings, path: str, before: int
+) -> tuple[ToolCall, int] | None:
+    """The call with pointers to ``path``, and its size; ``None`` if that is no shorter
+    than the ``before`` characters of the saved input."""
     value = _value(call.arguments)
 
     def pointer(text: str) -> str:
@@ -102,7 +106,6 @@ def _cleared(call: ToolCall, settings: InputSettings, path: str) -> tuple[ToolCa
 
     cleared = _replace(value, settings.threshold, pointer)
     arguments = arguments_json(cleared) if isinstance(call.arguments, str) else cleared
-    before = len(call.arguments) if isinstance(call.arguments, str) else len(_dump(call.arguments))
     after = len(arguments) if isinstance(arguments, str) else len(_dump(arguments))
     if after >= before:
         return None
