@@ -64,6 +64,20 @@ def tokens_of(text: str) -> list[str]:
     return found
 
 
+def cut_between_tokens(text: str, width: int) -> str:
+    """``text`` cut to at most ``width`` characters, back to the last character no token
+    contains when the cut would fall inside a token (a clipped line shows no half token,
+    which would read as another name). A single token longer than ``width`` is cut."""
+    if len(text) <= width:
+        return text
+    if width <= 0:
+        return ""
+    if _SEPARATOR.match(text, width) or _SEPARATOR.match(text, width - 1):
+        return text[:width].rstrip()
+    inside = _SEPARATOR.search(text[width - 1 :: -1])
+    return text[:width] if inside is None else text[: width - inside.start()].rstrip()
+
+
 def _chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
     """``text`` in pieces of about ``size`` characters, each cut at a character no token
     contains, so tokens are found in the pieces exactly as in the whole."""

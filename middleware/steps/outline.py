@@ -7,16 +7,22 @@ outline keeps, within a character budget, the lines that add the most such token
 character, each with its line number so the model can read around it in the spill file.
 Lines are chosen greedily (most new tokens per character first, earliest line on ties) and
 shown in file order: a pure function of the text, so the preview never changes.
+
+A line is shown clipped, and only the tokens its clipped part shows count. Long lines (a
+lock file's entries, minified JSON) carry what the model wants at their start (a name, a
+version) and a long tail of dependencies or hashes after it, so the outline is built at
+each of :data:`LINE_WIDTHS` and the one that shows the most tokens is kept: many short
+lines, or fewer whole ones.
 """
 
 from __future__ import annotations
 
 import heapq
 
-from middleware.steps.mentions import distinctive_tokens, tokens_of
+from middleware.steps.mentions import cut_between_tokens, distinctive_tokens, tokens_of
 
-#: Characters of one outline line kept at most.
-LINE_CHARS = 160
+#: Characters of one outline line kept at most, tried in order (the first wins a tie).
+LINE_WIDTHS = (160, 80)
 #: Characters of the omitted part looked at, from its start: a 50 MB log is outlined from
 #: its first 200,000 characters, in bounded time and memory.
 MAX_SCAN = 200_000
@@ -37,27 +43,40 @@ def outline(text: str, start: int, end: int, budget: int) -> str:
     shown = distinctive_tokens(text[:start]) | distinctive_tokens(text[end:])
     end = min(end, first + MAX_SCAN)
     number = text.count("\n", 0, first) + 1
-    lines: list[tuple[int, str, frozenset[str]]] = []
+    # Per width: (line number, rendered line, the new tokens its clipped part shows).
+    lines: dict[int, list[tuple[int, str, frozenset[str]]]] = {w: [] for w in LINE_WIDTHS}
     position = first
     while position < end:
         stop = text.find("\n", position, end)
         if stop == -1:
             break  # the last line runs past the span: the tail shows its end
         line = text[position:stop].strip()
-        if line:
-            tokens = frozenset(tokens_of(line)) - shown
-            if tokens:
-                lines.append((number, f"{number}: {line[:LINE_CHARS]}", tokens))
+        entry: tuple[int, str, frozenset[str]] | None = None
+        for width in LINE_WIDTHS if line else ():
+            if entry is None or len(line) > width:  # a short line is the same at any width
+                clipped = cut_between_tokens(line, width)
+                tokens = frozenset(tokens_of(clipped)) - shown
+                entry = (number, f"{number}: {clipped}", tokens)
+            if entry[2]:
+                lines[width].append(entry)
         position = stop + 1
         number += 1
-    chosen = _choose(lines, budget - len(HEADING))
-    if not chosen:
+    best: list[tuple[int, str]] = []
+    most = 0
+    for width in LINE_WIDTHS:
+        chosen, covered = _choose(lines[width], budget - len(HEADING))
+        if covered > most:
+            best, most = chosen, covered
+    if not best:
         return ""
-    return HEADING + "".join(f"\n{rendered}" for _, rendered in sorted(chosen))
+    return HEADING + "".join(f"\n{rendered}" for _, rendered in sorted(best))
 
 
-def _choose(lines: list[tuple[int, str, frozenset[str]]], budget: int) -> list[tuple[int, str]]:
-    """Lazy greedy cover: the line adding the most uncovered tokens per character next."""
+def _choose(
+    lines: list[tuple[int, str, frozenset[str]]], budget: int
+) -> tuple[list[tuple[int, str]], int]:
+    """Lazy greedy cover: the line adding the most uncovered tokens per character next.
+    Returns the lines chosen and how many distinct tokens they show."""
     covered: set[str] = set()
     heap = [(-len(tokens) / (len(rendered) + 1), number, i)
             for i, (number, rendered, tokens) in enumerate(lines)]  # fmt: skip
@@ -80,4 +99,4 @@ def _choose(lines: list[tuple[int, str, frozenset[str]]], budget: int) -> list[t
         chosen.append((number, rendered))
         covered |= tokens
         used += cost
-    return chosen
+    return chosen, len(covered)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from middleware.steps.mentions import (
     CHUNK_CHARS,
     _chunks,
+    cut_between_tokens,
     error_lines,
     iter_distinctive,
     mentions,
@@ -102,3 +103,25 @@ def test_a_text_of_many_chunks_gives_the_tokens_of_the_whole() -> None:
     assert len(text) > 10 * CHUNK_CHARS
     assert list(iter_distinctive(text)) == reference_tokens(text)
     assert mentions(text, 5_000) == list(dict.fromkeys(reference_tokens(text)))[:5_000]
+
+
+@settings(max_examples=300, deadline=None)
+@given(TOKENISH, st.integers(min_value=0, max_value=90))
+def test_a_cut_between_tokens_shows_only_whole_tokens(text: str, width: int) -> None:
+    cut = cut_between_tokens(text, width)
+    assert text.startswith(cut) and len(cut) <= width
+    if len(text) <= width:
+        assert cut == text
+    elif _CANDIDATE.search(text[:width]) and re.search(r"[^A-Za-z0-9_.:/~\-]", text[:width]):
+        # Whenever a whole token fits, no token is shown cut short: every token of the
+        # clipped text is a token of the full text at the same place.
+        assert reference_tokens(cut) == reference_tokens(text)[: len(reference_tokens(cut))]
+
+
+def test_known_cuts() -> None:
+    assert cut_between_tokens('"phoenix_pubsub": {:hex, "2.2.0"}', 12) == '"'
+    entry = '"ecto": {:hex, :ecto, "3.13.5", "abc"}'
+    assert cut_between_tokens(entry, 30) == '"ecto": {:hex, :ecto, "3.13.5"'
+    assert cut_between_tokens(entry, 27) == '"ecto": {:hex, :ecto, "'  # not "3.13"
+    assert cut_between_tokens("abcdefgh", 4) == "abcd"  # one token longer than the width
+    assert cut_between_tokens("short", 80) == "short"

@@ -41,6 +41,34 @@ def test_names_the_head_or_tail_shows_are_not_repeated() -> None:
     assert "handler_b" in shown and "handler_a" not in shown
 
 
+LOCK = "".join(
+    f'  "package_{i:02d}": {{:hex, :package_{i:02d}, "1.{i}.0", "{i:02d}{"ab" * 31}", [:mix], '
+    + ", ".join(
+        f'{{:dep_{i}_{j}, "~> 0.{j}", [hex: :dep_{i}_{j}, repo: "hexpm"]}}' for j in range(8)
+    )
+    + "]},\n"
+    for i in range(60)
+)
+
+
+def test_long_lines_are_clipped_narrower_when_that_shows_more_of_them() -> None:
+    """A lock file's entries: the name and version the model wants come first, a hash and
+    dependencies fill the rest of a long line. Narrower lines show more entries."""
+    start, end = LOCK.index("\n") + 1, LOCK.rindex("\n", 0, len(LOCK) - 1) + 1
+    shown = outline(LOCK, start, end, 2_000)
+    versions = [f"1.{i}.0" for i in range(1, 59) if f'"1.{i}.0"' in shown]
+    assert len(versions) >= 30, shown
+    wide = [line for line in shown.splitlines()[2:] if len(line.split(": ", 1)[1]) > 80]
+    assert not wide
+
+
+def test_only_what_a_clipped_line_shows_counts() -> None:
+    """A token past the clip is not shown, so it does not make the line worth showing."""
+    hidden_far = "x " * 100 + "far_name_1"
+    text = "head\n" + hidden_far + "\n" + "tail\n"
+    assert outline(text, 5, len(text) - 5, 1_000) == ""
+
+
 def test_no_budget_or_nothing_new_gives_no_outline() -> None:
     assert outline(CODE, 100, len(CODE) - 100, 0) == ""
     assert outline("plain words only\n" * 100, 10, 1_500, 1_000) == ""
