@@ -246,13 +246,18 @@ def fit_preview(
     room = target - len(bare)
     if room <= 0:
         return bare
+    # The room is shared in the standard preview's proportions, the outline included (given
+    # all of it, head and tail would crowd the outline out, and the result overflow).
+    lines = style.outline_chars if "{outline}" in style.template else 0
     if style.unit == "bytes":
         room //= 4  # a character takes at most 4 bytes: stay within target characters
-    total = style.head + style.tail
+    total = style.head + style.tail + lines
     head = room * style.head // total if total else 0
-    scaled = make_preview(
-        text, replace(style, head=head, tail=room - head), path=path, tool=tool, cache=cache
-    )
+    tail = room * style.tail // total if total else 0
+    if not lines:
+        tail = room - head
+    shares = replace(style, head=head, tail=tail, outline_chars=room - head - tail if lines else 0)
+    scaled = make_preview(text, shares, path=path, tool=tool, cache=cache)
     for candidate in (scaled, preview):
         if candidate is not None and len(candidate) <= target:
             return candidate

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from middleware import load_policy
 from middleware.policy.settings import bind
 from middleware.steps.budget.settings import BudgetSettings
-from middleware.steps.previews import human_size, make_preview
+from middleware.steps.previews import fit_preview, human_size, make_preview
 
 #: The embedded default policy's preview style (ChatCLI's 4,000 + 1,000).
 #: ChatCLI's preview (its test vectors): 4,000 + 1,000 characters, no outline.
@@ -119,3 +119,32 @@ def test_preview_properties(text: str, head: int, tail: int, unit: str, line_bre
     assert measure(h) <= head and measure(t) <= tail
     omitted = int(marker.split(" ", 1)[0])
     assert omitted == len(text) - len(h) - len(t) > 0
+
+
+#: The embedded default's preview: 2,000 + 500 characters and an outline of the middle.
+DEFAULT = bind(load_policy(None, env={}, dotenv_path=False), BudgetSettings).preview
+SOURCE = "".join(
+    f"def handler_{i}(event):\n    return process_{i}(event)\n" if i % 5 == 0 else f"# {i}\n"
+    for i in range(2_000)
+)
+
+
+@pytest.mark.parametrize("target", [1_500, 3_000, 4_000])
+def test_a_preview_shrunk_to_a_small_cap_keeps_a_share_of_its_outline(target: int) -> None:
+    """Head, tail and outline shrink together: given all the room, head and tail would
+    crowd the outline out and the preview would fall back to the bare marker."""
+    preview = fit_preview(SOURCE, DEFAULT, target, path=PATH, tool="Read")
+    assert preview is not None and len(preview) <= target
+    assert "Lines from the omitted part:" in preview
+    assert preview.startswith("def handler_0") and "handler_1995" in preview
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(min_value=0, max_value=8_000), st.booleans())
+def test_a_fitted_preview_never_exceeds_its_target_unless_bare(target: int, grow: bool) -> None:
+    preview = fit_preview(SOURCE, DEFAULT, target, path=PATH, tool="Read", grow=grow)
+    bare = make_preview(
+        SOURCE, replace(DEFAULT, head=0, tail=0, outline_chars=0), path=PATH, tool="Read"
+    )
+    assert preview is not None and bare is not None
+    assert len(preview) <= max(target, len(bare))
