@@ -5,8 +5,9 @@ A head + tail preview hides what the model most often comes back for in a long o
 definitions and names in the middle of a file, the matching lines of a long search. The
 outline keeps, within a character budget, the lines that add the most such tokens per
 character, each with its line number so the model can read around it in the spill file.
-Lines are chosen greedily (most new tokens per character first, earliest line on ties) and
-shown in file order: a pure function of the text, so the preview never changes.
+Lines are chosen greedily (most new tokens per character first, earliest line on ties,
+while a line shows at least one new token per 100 characters) and shown in file order: a
+pure function of the text, so the preview never changes.
 
 A line is shown clipped, and only the tokens its clipped part shows count. Long lines (a
 lock file's entries, minified JSON) carry what the model wants at their start (a name, a
@@ -23,6 +24,9 @@ from middleware.steps.mentions import cut_between_tokens, distinctive_tokens, to
 
 #: Characters of one outline line kept at most, tried in order (the first wins a tie).
 LINE_WIDTHS = (160, 80)
+#: New tokens a line must show per character of the outline: one per 100. Below that a line
+#: costs its room on every later request and is rarely what the model goes back to.
+MIN_TOKENS_PER_CHAR = 1 / 100
 #: Characters of the omitted part looked at, from its start: a 50 MB log is outlined from
 #: its first 200,000 characters, in bounded time and memory.
 MAX_SCAN = 200_000
@@ -75,8 +79,9 @@ def outline(text: str, start: int, end: int, budget: int) -> str:
 def _choose(
     lines: list[tuple[int, str, frozenset[str]]], budget: int
 ) -> tuple[list[tuple[int, str]], int]:
-    """Lazy greedy cover: the line adding the most uncovered tokens per character next.
-    Returns the lines chosen and how many distinct tokens they show."""
+    """Lazy greedy cover: the line adding the most uncovered tokens per character next,
+    down to :data:`MIN_TOKENS_PER_CHAR`. Returns the lines chosen and how many distinct
+    tokens they show."""
     covered: set[str] = set()
     heap = [(-len(tokens) / (len(rendered) + 1), number, i)
             for i, (number, rendered, tokens) in enumerate(lines)]  # fmt: skip
@@ -94,6 +99,8 @@ def _choose(
             heapq.heappush(heap, (current, number, i))
             continue
         cost = len(rendered) + 1
+        if new / cost < MIN_TOKENS_PER_CHAR:
+            break  # the densest line left: every other one shows less per character
         if used + cost > budget:
             continue
         chosen.append((number, rendered))

@@ -114,3 +114,13 @@ def test_a_spilled_preview_carries_the_outline_and_stays_lossless_and_idempotent
         assert path is not None and pipe.spill.load(path.group(1)) == CODE
         again = pipe.process(first.messages)
         assert again.messages == first.messages
+
+
+def test_a_line_must_show_a_new_token_per_hundred_characters() -> None:
+    """A long line with a single name is not worth its room on every later request; a
+    short one with that name is."""
+    padding = "words without any names at all " * 4  # 124 characters
+    sparse = "head\n" + padding + "lonely_name\n" + "tail\n"
+    assert outline(sparse, 5, len(sparse) - 5, 3_000) == ""
+    dense = "head\n" + "lonely_name = 1\n" + "tail\n"
+    assert "lonely_name" in outline(dense, 5, len(dense) - 5, 3_000)
