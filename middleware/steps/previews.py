@@ -56,8 +56,22 @@ def make_preview(
     tool: str | None = None,
     cache: DerivedCache | None = None,
 ) -> str | None:
-    """The preview replacing ``text``, or ``None`` when it would not be shorter. The
-    outline of the omitted part is read once per text when a ``cache`` is given."""
+    """The preview replacing ``text``, or ``None`` when it would not be shorter. Made once
+    per text and arguments when a ``cache`` is given (it reads the whole text: its lines,
+    its UTF-8 size, the outline of the omitted part)."""
+    if cache is None:
+        return _make_preview(text, style, path, tool, None)
+    return cache.derive(
+        ("preview", text, style, path, tool),
+        lambda: _make_preview(text, style, path, tool, cache),
+        lambda preview: 100 + (len(preview) if preview is not None else 0),
+        (text,),
+    )
+
+
+def _make_preview(
+    text: str, style: PreviewStyle, path: str, tool: str | None, cache: DerivedCache | None
+) -> str | None:
     head = _head(text, style)
     tail = _tail(text, style, len(head))
     omitted = len(text) - len(head) - len(tail)
@@ -236,7 +250,31 @@ def fit_preview(
 ) -> str | None:
     """The preview of ``text`` in ``style`` if it fits in ``target`` characters (with
     ``grow``, head and tail enlarged in proportion to fill ``target``); else one shrunk to
-    fit; else the bare marker. ``None`` when no preview is shorter than the text."""
+    fit; else the bare marker. ``None`` when no preview is shorter than the text.
+
+    With a ``cache``, made once per text and arguments: a preview counts the lines and
+    UTF-8 bytes of the whole text, which a result kept over its cap would otherwise cost
+    on every request that carries it."""
+    if cache is None:
+        return _fit_preview(text, style, target, path=path, tool=tool, grow=grow, cache=None)
+    return cache.derive(
+        ("fit-preview", text, style, target, path, tool, grow),
+        lambda: _fit_preview(text, style, target, path=path, tool=tool, grow=grow, cache=cache),
+        lambda preview: 100 + (len(preview) if preview is not None else 0),
+        (text,),
+    )
+
+
+def _fit_preview(
+    text: str,
+    style: PreviewStyle,
+    target: int,
+    *,
+    path: str,
+    tool: str | None,
+    grow: bool,
+    cache: DerivedCache | None,
+) -> str | None:
     preview = make_preview(text, style, path=path, tool=tool, cache=cache)
     if preview is not None and len(preview) <= target and not grow:
         return preview
