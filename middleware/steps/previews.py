@@ -56,22 +56,9 @@ def make_preview(
     tool: str | None = None,
     cache: DerivedCache | None = None,
 ) -> str | None:
-    """The preview replacing ``text``, or ``None`` when it would not be shorter. Made once
-    per text and arguments when a ``cache`` is given (it reads the whole text: its lines,
-    its UTF-8 size, the outline of the omitted part)."""
-    if cache is None:
-        return _make_preview(text, style, path, tool, None)
-    return cache.derive(
-        ("preview", text, style, path, tool),
-        lambda: _make_preview(text, style, path, tool, cache),
-        lambda preview: 100 + (len(preview) if preview is not None else 0),
-        (text,),
-    )
-
-
-def _make_preview(
-    text: str, style: PreviewStyle, path: str, tool: str | None, cache: DerivedCache | None
-) -> str | None:
+    """The preview replacing ``text``, or ``None`` when it would not be shorter. What reads
+    the whole text (its size and lines, the outline of the omitted part) is read once per
+    text when a ``cache`` is given."""
     head = _head(text, style)
     tail = _tail(text, style, len(head))
     omitted = len(text) - len(head) - len(tail)
@@ -86,7 +73,11 @@ def _make_preview(
             lines = cache.derive(
                 ("outline", text, *span), lambda: outline(text, *span), span[2], (text,)
             )
-    n_bytes = len(text.encode("utf-8", "surrogatepass"))
+    n_bytes, n_lines = (
+        _measure(text)
+        if cache is None
+        else cache.derive(("measure", text), lambda: _measure(text), 64, (text,))
+    )
     preview = style.template.format_map(
         {
             "outline": lines,
@@ -96,12 +87,20 @@ def _make_preview(
             "total": len(text),
             "total_bytes": n_bytes,
             "size": human_size(n_bytes),
-            "lines": text.count("\n") + (0 if text.endswith("\n") else 1),
+            "lines": n_lines,
             "path": path,
             "tool": tool or "tool",
         }
     )
     return preview if len(preview) < len(text) else None
+
+
+def _measure(text: str) -> tuple[int, int]:
+    """UTF-8 bytes and lines of ``text``: reads all of it, so a cache keeps them (a result
+    kept over its cap is previewed again on every request that carries it)."""
+    return len(text.encode("utf-8", "surrogatepass")), text.count("\n") + (
+        0 if text.endswith("\n") else 1
+    )
 
 
 def human_size(n_bytes: int) -> str:
@@ -250,35 +249,13 @@ def fit_preview(
 ) -> str | None:
     """The preview of ``text`` in ``style`` if it fits in ``target`` characters (with
     ``grow``, head and tail enlarged in proportion to fill ``target``); else one shrunk to
-    fit; else the bare marker. ``None`` when no preview is shorter than the text.
-
-    With a ``cache``, made once per text and arguments: a preview counts the lines and
-    UTF-8 bytes of the whole text, which a result kept over its cap would otherwise cost
-    on every request that carries it."""
-    if cache is None:
-        return _fit_preview(text, style, target, path=path, tool=tool, grow=grow, cache=None)
-    return cache.derive(
-        ("fit-preview", text, style, target, path, tool, grow),
-        lambda: _fit_preview(text, style, target, path=path, tool=tool, grow=grow, cache=cache),
-        lambda preview: 100 + (len(preview) if preview is not None else 0),
-        (text,),
-    )
-
-
-def _fit_preview(
-    text: str,
-    style: PreviewStyle,
-    target: int,
-    *,
-    path: str,
-    tool: str | None,
-    grow: bool,
-    cache: DerivedCache | None,
-) -> str | None:
+    fit; else the bare marker. ``None`` when no preview is shorter than the text."""
     preview = make_preview(text, style, path=path, tool=tool, cache=cache)
     if preview is not None and len(preview) <= target and not grow:
         return preview
-    bare = make_preview(text, replace(style, head=0, tail=0, outline_chars=0), path=path, tool=tool)
+    bare = make_preview(
+        text, replace(style, head=0, tail=0, outline_chars=0), path=path, tool=tool, cache=cache
+    )
     if bare is None:
         return None
     room = target - len(bare)

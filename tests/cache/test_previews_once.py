@@ -1,6 +1,6 @@
-"""A result kept over its cap is previewed once per pipeline: a preview reads the whole text
-(its lines, its UTF-8 size, the outline of what it leaves out), which a 50 MB result would
-otherwise cost on every request that carries it. The cached preview is the same text."""
+"""What a preview reads the whole text for (its lines, its UTF-8 size, the outline of what it
+leaves out) is read once per pipeline: a result kept over its cap would otherwise cost it on
+every request that carries it. The preview is the same text with the cache on or off."""
 
 from __future__ import annotations
 
@@ -32,11 +32,11 @@ def history(turns: int) -> list[Any]:
 def test_a_warm_request_does_not_preview_again(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, freeze: bool
 ) -> None:
-    made: list[int] = []
-    fitted: list[int] = []
-    make, fit = previews._make_preview, previews._fit_preview
-    monkeypatch.setattr(previews, "_make_preview", lambda *a: made.append(1) or make(*a))
-    monkeypatch.setattr(previews, "_fit_preview", lambda *a, **k: fitted.append(1) or fit(*a, **k))
+    measured: list[int] = []
+    outlined: list[int] = []
+    measure, outline = previews._measure, previews.outline
+    monkeypatch.setattr(previews, "_measure", lambda text: measured.append(1) or measure(text))
+    monkeypatch.setattr(previews, "outline", lambda *a: outlined.append(1) or outline(*a))
     policy = middleware.load_policy(
         None, env={}, dotenv_path=False,
         overrides={"budget.freeze_decisions": freeze, "microcompact.enabled": False,
@@ -45,9 +45,10 @@ def test_a_warm_request_does_not_preview_again(
     with middleware.Pipeline(policy, session_id="s") as pipe:
         first = pipe.process(history(3))
         assert len(first.report.actions) == 3  # three results spilled
-        before = (len(made), len(fitted))
+        before = (len(measured), len(outlined))
+        assert all(before)
         again = pipe.process(history(3))
-        assert (len(made), len(fitted)) == before
+        assert (len(measured), len(outlined)) == before
         assert again.messages == first.messages
     with middleware.Pipeline(policy, session_id="s", cache=DerivedCache(0)) as uncached:
         assert uncached.process(history(3)).messages == first.messages
