@@ -28,7 +28,13 @@ from typing import Any
 from unittest import mock
 
 import middleware
-from middleware.replay.costs import PRICING, Pricing, request_costs, serialize
+from middleware.replay.costs import (
+    PRICING,
+    Pricing,
+    common_prefix_length,
+    request_costs,
+    serialize,
+)
 from middleware.replay.transcripts import Transcript, load_transcripts
 from middleware.steps.microcompact import step
 
@@ -76,14 +82,7 @@ class Request:
             if mine == theirs:
                 count += len(mine) + 1
                 continue
-            low, high = 0, min(len(mine), len(theirs))
-            while low < high:
-                middle = (low + high + 1) // 2
-                if mine[:middle] == theirs[:middle]:
-                    low = middle
-                else:
-                    high = middle - 1
-            return count + low
+            return count + common_prefix_length(mine, theirs)
         return min(count, self.chars, before.chars)
 
 
