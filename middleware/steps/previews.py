@@ -98,9 +98,8 @@ def make_preview(
 def _measure(text: str) -> tuple[int, int]:
     """UTF-8 bytes and lines of ``text``: reads all of it, so a cache keeps them (a result
     kept over its cap is previewed again on every request that carries it)."""
-    return len(text.encode("utf-8", "surrogatepass")), text.count("\n") + (
-        0 if text.endswith("\n") else 1
-    )
+    lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    return len(text.encode("utf-8", "surrogatepass")), lines
 
 
 def human_size(n_bytes: int) -> str:
