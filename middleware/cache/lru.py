@@ -1,4 +1,4 @@
-"""A thread-safe LRU of derived data with a budget in bytes.
+"""A thread-safe LRU of derived data with a budget in bytes, that does not thrash.
 
 Keys are the exact inputs of a pure function (the text itself, not a digest of it), so a
 hit can never return what another input would have given: output is byte-identical with
@@ -20,6 +20,11 @@ T = TypeVar("T")
 ENTRY_OVERHEAD = 200
 #: No entry takes more than this fraction of the budget.
 MAX_ENTRY_SHARE = 4
+#: While the cache thrashes, one in this many entries that were evicted and are asked for
+#: again is let back in (see :meth:`DerivedCache.put`).
+READMIT_EVERY = 16
+#: Hashes of evicted keys remembered at most (about 10 MB), outside the byte budget.
+MAX_EVICTED = 100_000
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,11 @@ class DerivedCache:
         self._hits = 0
         self._misses = 0
         self._evictions = 0
+        #: Hashes of the keys evicted last (keys themselves would keep their texts alive):
+        #: four per entry (a working set up to five times the cache is recognised), at
+        #: least 1,024 and at most MAX_EVICTED.
+        self._evicted: OrderedDict[int, None] = OrderedDict()
+        self._readmissions = 0
 
     @property
     def enabled(self) -> bool:
@@ -86,6 +96,8 @@ class DerivedCache:
         if cost + sum(len(t) for t in texts) > self.max_bytes // MAX_ENTRY_SHARE:
             return
         with self._lock:
+            if self._thrashing(key, cost, texts):
+                return
             old = self._entries.pop(key, None)
             if old is not None:
                 self._release(old)
@@ -99,9 +111,29 @@ class DerivedCache:
                 else:
                     held[1] += 1
             while self._bytes > self.max_bytes:
-                _, evicted = self._entries.popitem(last=False)
+                gone, evicted = self._entries.popitem(last=False)
                 self._release(evicted)
                 self._evictions += 1
+                self._evicted[hash(gone)] = None
+            while len(self._evicted) > min(max(4 * len(self._entries), 1_024), MAX_EVICTED):
+                self._evicted.popitem(last=False)
+
+    def _thrashing(self, key: Hashable, cost: int, texts: tuple[str, ...]) -> bool:
+        """Whether storing ``key`` would only feed a thrash: the cache is full, and ``key``
+        is one it evicted lately and is asked for again. A working set larger than the
+        cache, walked in the same order on every request (a session's history, several
+        sessions in turn), would otherwise evict each entry just before it is needed: every
+        lookup would miss. Letting back in only one in :data:`READMIT_EVERY` of those keeps
+        most of what is cached in place, so a share of the working set still hits. Keys
+        never seen (a new session, new turns) are stored as usual, evicting the least
+        recently used, so what is no longer asked for still goes."""
+        if key in self._entries:
+            return False
+        added = cost + sum(len(t) for t in texts if id(t) not in self._texts)
+        if self._bytes + added <= self.max_bytes or hash(key) not in self._evicted:
+            return False
+        self._readmissions += 1
+        return self._readmissions % READMIT_EVERY != 0
 
     def _release(self, entry: tuple[Any, int, tuple[str, ...]]) -> None:
         self._bytes -= entry[1]
@@ -155,6 +187,7 @@ class DerivedCache:
         with self._lock:
             self._entries.clear()
             self._texts.clear()
+            self._evicted.clear()
             self._bytes = 0
 
     def stats(self) -> CacheStats:
