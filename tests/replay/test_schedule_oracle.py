@@ -70,3 +70,11 @@ def test_a_prefix_shared_with_the_previous_request_is_charged_as_read() -> None:
     second = Request([{"role": "user", "content": "a" * 400}, {"role": "user", "content": "b"}])
     assert second.shared(first) >= 400
     assert charge(PRICES, second, first) < charge(PRICES, second, None)
+
+
+def test_the_default_pays_for_no_rewrite_a_short_session_ends_before_paying_back() -> None:
+    """A session of five or six turns of mid-size results: a schedule that expected ten more
+    turns compacted them in the last request, 1.20 and 1.14 of no middleware."""
+    for turns in (5, 6):
+        raw, scheduled, _ = replay(session(turns), None, PRICES)
+        assert scheduled <= raw
