@@ -31,6 +31,8 @@ import middleware
 from middleware.replay.costs import (
     PRICING,
     Pricing,
+    RequestCost,
+    chars_to_tokens,
     common_prefix_length,
     request_costs,
     serialize,
@@ -86,13 +88,10 @@ class Request:
         return min(count, self.chars, before.chars)
 
 
-def tokens(chars: int) -> int:
-    return (chars + 3) // 4
-
-
 def charge(pricing: Pricing, request: Request, before: Request | None) -> float:
-    cached = 0 if before is None else tokens(request.shared(before))
-    return pricing.read * cached + pricing.write * (tokens(request.chars) - cached)
+    """What ``request`` costs after ``before``, as :func:`request_costs` charges it."""
+    cached = 0 if before is None else chars_to_tokens(request.shared(before))
+    return RequestCost.charged(pricing, chars_to_tokens(request.chars), cached).cost
 
 
 def replay(

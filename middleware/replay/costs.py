@@ -44,7 +44,12 @@ TokenCounter = Callable[[str], int]
 
 def approximate_tokens(text: str) -> int:
     """Characters / 4, rounded up: the usual rough count for English and code."""
-    return (len(text) + 3) // 4
+    return chars_to_tokens(len(text))
+
+
+def chars_to_tokens(chars: int) -> int:
+    """:func:`approximate_tokens` of a text of ``chars`` characters."""
+    return (chars + 3) // 4
 
 
 def serialize(messages: Sequence[Any]) -> str:
@@ -70,6 +75,11 @@ class RequestCost:
     cached_tokens: int
     cost: float
 
+    @classmethod
+    def charged(cls, pricing: Pricing, tokens: int, cached: int) -> RequestCost:
+        """A request of ``tokens``, ``cached`` of them read from the cache, the rest written."""
+        return cls(tokens, cached, pricing.read * cached + pricing.write * (tokens - cached))
+
 
 def request_costs(
     requests: Sequence[str], pricing: Pricing, count: TokenCounter = approximate_tokens
@@ -82,8 +92,6 @@ def request_costs(
         shared = common_prefix_length(previous, text)
         tokens = count(text)
         cached = min(count(text[:shared]) if shared else 0, tokens)
-        out.append(
-            RequestCost(tokens, cached, pricing.read * cached + pricing.write * (tokens - cached))
-        )
+        out.append(RequestCost.charged(pricing, tokens, cached))
         previous = text
     return out

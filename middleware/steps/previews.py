@@ -267,9 +267,7 @@ def fit_preview(
         room //= 4  # a character takes at most 4 bytes: stay within target characters
     total = style.head + style.tail + lines
     head = room * style.head // total if total else 0
-    tail = room * style.tail // total if total else 0
-    if not lines:
-        tail = room - head
+    tail = room * style.tail // total if lines else room - head
     shares = replace(style, head=head, tail=tail, outline_chars=room - head - tail if lines else 0)
     scaled = make_preview(text, shares, path=path, tool=tool, cache=cache)
     for candidate in (scaled, preview):
