@@ -34,6 +34,7 @@ from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind, section
 from middleware.steps.pairing.placement import Layout
 from middleware.steps.pairing.plan import CallEntry, Recorder, Rules, make_plan
+from middleware.steps.pairing.valid import already_paired
 from middleware.view import Conversation, Node, ToolResult
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,8 @@ def repair(
         sanitize_ids=codec.name == "anthropic" and settings.sanitize_ids,
         missing_text=settings.missing_result_text,
     )
+    if already_paired(nodes, rules):
+        return
     plan = make_plan(nodes, rules, record)
 
     def synthesize(entry: CallEntry) -> ToolResult:
