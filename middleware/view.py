@@ -14,7 +14,8 @@ import json
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, get_args
+from functools import cached_property
+from typing import Any, Literal, NamedTuple, TypeAlias, get_args
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 
@@ -140,18 +141,21 @@ class Node:
             self.role, tuple(blocks), self.raw, self.origin, True, self.meta, self.raw_chars
         )
 
-    @property
+    # Worked out once per node (its blocks never change): every step and the report ask.
+    @cached_property
     def calls(self) -> tuple[ToolCall, ...]:
         return tuple(b for b in self.blocks if isinstance(b, ToolCall))
 
-    @property
+    @cached_property
     def results(self) -> tuple[ToolResult, ...]:
         return tuple(b for b in self.blocks if isinstance(b, ToolResult))
 
 
-@dataclass(frozen=True)
-class CallSite:
-    """Where a tool call sits: node and block index, and the assistant turn that made it."""
+class CallSite(NamedTuple):
+    """Where a tool call sits: node and block index, and the assistant turn that made it.
+
+    Sites are named tuples, not dataclasses: every request builds one per call and result
+    of the whole history, and a tuple is made several times faster."""
 
     call: ToolCall
     node: int
@@ -159,8 +163,7 @@ class CallSite:
     turn: int
 
 
-@dataclass(frozen=True)
-class ResultSite:
+class ResultSite(NamedTuple):
     """Where a tool result sits and what it answers.
 
     ``call`` is the call this result is paired with under block-scoped pairing (the calls
@@ -285,26 +288,26 @@ class Conversation:
         """
         if not isinstance(self.nodes, list):
             raise TypeError(f"conversation.nodes is a {type(self.nodes).__name__}, not a list")
-        known_nodes = {id(node) for node in since}
+        # A step mostly replaces a node by an edited copy at the same place: a node or block
+        # that is the one at its position in ``since`` is known without building sets.
+        aligned = len(since) == len(self.nodes)
+        known = _Known(since)
         new: list[tuple[int, Node]] = []
         for i, node in enumerate(self.nodes):
             if not isinstance(node, Node):
                 raise TypeError(f"conversation.nodes[{i}] is a {type(node).__name__}, not a Node")
-            if id(node) not in known_nodes if since else node.changed or node.raw is None:
+            if not since:
+                if node.changed or node.raw is None:
+                    new.append((i, node))
+            elif not (aligned and node is since[i]) and not known.node(node):
                 new.append((i, node))
-        if not new:
-            return
-        known_blocks = {id(block) for node in since for block in node.blocks}
-        # Values a new block took over from a known one (an image part, a call's arguments)
-        # are as writable as they were: only new ones must be JSON.
-        known_values = {
-            id(value) for node in since for block in node.blocks for value in _values(block)
-        }
         for i, node in new:
             _check_node(node, f"conversation.nodes[{i}]")
+            before = since[i].blocks if aligned else ()
             for j, block in enumerate(node.blocks):
-                if id(block) not in known_blocks:
-                    _check_block(block, f"conversation.nodes[{i}].blocks[{j}]", known_values)
+                if (j < len(before) and block is before[j]) or known.block(block):
+                    continue
+                _check_block(block, f"conversation.nodes[{i}].blocks[{j}]", known)
 
     # -- queries -----------------------------------------------------------------------
 
@@ -403,7 +406,35 @@ def _values(block: Block) -> tuple[Any, ...]:
     return (block.raw,)
 
 
-def _check_block(block: object, where: str, known: set[int]) -> None:
+class _Known:
+    """The nodes, blocks and values of the snapshot a step started from, by identity; each
+    set is gathered the first time something has to be told from it."""
+
+    def __init__(self, since: Sequence[Node]) -> None:
+        self._since = since
+        self._nodes: set[int] | None = None
+        self._blocks: set[int] | None = None
+        self._values: set[int] | None = None
+
+    def node(self, node: Node) -> bool:
+        if self._nodes is None:
+            self._nodes = {id(n) for n in self._since}
+        return id(node) in self._nodes
+
+    def block(self, block: object) -> bool:
+        if self._blocks is None:
+            self._blocks = {id(b) for n in self._since for b in n.blocks}
+        return id(block) in self._blocks
+
+    def value(self, value: object) -> bool:
+        """Values a new block took over from a known one (an image part, a call's
+        arguments) are as writable as they were: only new ones must be JSON."""
+        if self._values is None:
+            self._values = {id(v) for n in self._since for b in n.blocks for v in _values(b)}
+        return id(value) in self._values
+
+
+def _check_block(block: object, where: str, known: _Known) -> None:
     if isinstance(block, ToolResult):
         _expect(block.call_id, str, f"{where}.call_id", "a string")
         if isinstance(block.content, tuple):
@@ -437,8 +468,8 @@ def _expect(value: object, types: type | tuple[type, ...], where: str, expected:
         raise TypeError(f"{where} has type {type(value).__name__}, expected {expected}")
 
 
-def _json(value: object, where: str, known: set[int]) -> None:
-    if id(value) in known or isinstance(value, str):
+def _json(value: object, where: str, known: _Known) -> None:
+    if isinstance(value, str) or known.value(value):
         return
     try:
         json.dumps(value)
