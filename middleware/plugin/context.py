@@ -34,6 +34,10 @@ class Capabilities(Protocol):
         """The cap a plugin declares for ``tool_name``."""
         ...
 
+    def implements(self, hook_name: str) -> bool:
+        """Whether any plugin implements the hook ``hook_name``."""
+        ...
+
     def summarize_result(
         self, text: str, tool_name: str | None, content_type: str, path: str,
         problems: list[ProblemReport], *, policy: Policy | None = None,

@@ -277,6 +277,12 @@ class PluginHost:
             self._wrong_type(problems, plugin_name, "tool_result_cap", "a ToolCap", value)
         return None
 
+    def implements(self, hook_name: str) -> bool:
+        """Whether any plugin implements ``hook_name``: a step that would ask every
+        result may work out once what it does when no plugin answers."""
+        caller: pluggy.HookCaller = getattr(self._pm.hook, hook_name)
+        return bool(caller.get_hookimpls())
+
     def detect_content_type(
         self, text: str, tool_name: str | None, problems: list[ProblemReport], *,
         policy: Policy | None = None,

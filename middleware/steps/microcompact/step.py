@@ -64,6 +64,10 @@ class _Compaction:
         #: What each text is (written by this step, or the full text it stands for),
         #: verified against the spill store once per text in this run.
         self._states: dict[str, tuple[str | None, str | None]] = {}
+        host = context.host
+        self._plugins_summarize = host.implements("summarize_result") or host.implements(
+            "detect_content_type"
+        )
 
     def run(self) -> None:
         s = self.settings
@@ -235,11 +239,7 @@ class _Compaction:
             if plan.level == "truncate":
                 new = self.settings.truncate(text, path)
             else:
-                found, errors, detected = self._read(text)
-                kind = self.context.content_type(text, site.tool_name) or detected
-                new = self.context.summary(text, site.tool_name, kind, path)
-                if new is None:
-                    new = self.settings.summarize(text, path, kind, list(found), list(errors))
+                new = self._summary(text, site.tool_name, path)
             if new is None or len(new) >= len(current):
                 continue
             self.conversation.replace_block(site.node, site.block, result.with_text(new))
@@ -250,6 +250,28 @@ class _Compaction:
                 message_index=self.conversation.nodes[site.node].origin,
                 chars_before=len(current), chars_after=len(new), age=site.age, path=path,
             )  # fmt: skip
+
+    def _summary(self, text: str, tool_name: str | None, path: str) -> str | None:
+        """The summary of ``text``, saved at ``path``. Plugins that summarise or name
+        content types are asked every time (their answer is theirs to cache); without
+        them, the summary depends on the text, the path and the policy alone and is made
+        once, however many requests carry the result."""
+
+        def built_in(kind: str | None = None) -> str | None:
+            found, errors, detected = self._read(text)
+            kind = kind or detected
+            return self.settings.summarize(text, path, kind, list(found), list(errors))
+
+        if self._plugins_summarize:
+            kind = self.context.content_type(text, tool_name)
+            found = self.context.summary(text, tool_name, kind or self._read(text)[2], path)
+            return found if found is not None else built_in(kind)
+        return self.context.cache.derive(
+            ("summary", Identity(self.context.policy), text, path),
+            built_in,
+            lambda summary: 0 if summary is None else len(summary),
+            (text,),
+        )
 
     def _clear_inputs(self, calls: tuple[CallSite, ...], boundary: int) -> None:
         """Clear the long strings of old calls' inputs (:mod:`.inputs`), from the age
