@@ -29,6 +29,9 @@ class MessageMemo:
         self.max_message_bytes = max_message_bytes
         self._keys: dict[int, bytes | None] = {}
         self._held: list[Any] = []  # keeps the ids of _keys meaning the same objects
+        #: The entries :meth:`known` found, by key: :meth:`parse` of the same message
+        #: does not look them up again.
+        self._found: dict[bytes, dict[str, Node]] = {}
 
     def key(self, message: Any) -> bytes | None:
         """The exact copy ``message`` is known by, or ``None`` when it cannot be kept
@@ -51,7 +54,13 @@ class MessageMemo:
     def known(self, message: Any) -> bool:
         """Whether ``message`` was parsed before: it is then plain JSON data as is."""
         key = self.key(message)
-        return key is not None and self.cache.get(("message", key)) is not None
+        if key is None:
+            return False
+        nodes = self.cache.get(("message", key))
+        if nodes is None:
+            return False
+        self._found[key] = nodes
+        return True
 
     def parse(
         self,
@@ -68,7 +77,9 @@ class MessageMemo:
             check(message, index)
             return parse(message, index)
         # One entry per message, holding its node per wire format it was read as.
-        nodes: dict[str, Node] | None = self.cache.get(("message", key))
+        nodes = self._found.get(key)
+        if nodes is None:
+            nodes = self.cache.get(("message", key))
         found = None if nodes is None else nodes.get(codec)
         if found is None:
             check(message, index)
