@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 
 _ERROR_WORDS = ("error", "exception", "traceback", "failed", "fatal", "panic")
 _ERROR_LINE = re.compile("|".join(_ERROR_WORDS), re.IGNORECASE)
@@ -47,20 +48,25 @@ def distinctive_tokens(text: str) -> set[str]:
 
 def tokens_of(text: str) -> list[str]:
     """:func:`iter_distinctive` of a short text (a line, a chunk), as a list."""
-    found: list[str] = []
-    for candidate in _CANDIDATE.findall(text):
-        if candidate.isalpha():  # a word: most tokens; distinctive only in camelCase
-            if (
-                len(candidate) >= 3
-                and not (candidate.islower() or candidate.isupper() or candidate[1:].islower())
-                and _CAMEL.search(candidate) is not None
-            ):
-                found.append(candidate)
-            continue
-        if _distinctive(candidate):
-            found.append(candidate)
-        if ":" in candidate:
-            found.extend(part for part in candidate.split(":") if _distinctive(part))
+    return [token for candidate in _CANDIDATE.findall(text) for token in _reading(candidate)]
+
+
+@lru_cache(maxsize=65_536)
+def _reading(candidate: str) -> tuple[str, ...]:
+    """The distinctive tokens one candidate yields (itself, and the parts of a ``:``-joined
+    one): none for most, which are plain words. Kept for the candidates met last: the same
+    words and names recur all through a text and from one result to the next."""
+    if candidate.isalpha():  # a word: most tokens; distinctive only in camelCase
+        if (
+            len(candidate) >= 3
+            and not (candidate.islower() or candidate.isupper() or candidate[1:].islower())
+            and _CAMEL.search(candidate) is not None
+        ):
+            return (candidate,)
+        return ()
+    found: tuple[str, ...] = (candidate,) if _distinctive(candidate) else ()
+    if ":" in candidate:
+        found += tuple(part for part in candidate.split(":") if _distinctive(part))
     return found
 
 
