@@ -14,7 +14,6 @@ import json
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Literal, NamedTuple, TypeAlias, get_args
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
@@ -141,14 +140,25 @@ class Node:
             self.role, tuple(blocks), self.raw, self.origin, True, self.meta, self.raw_chars
         )
 
-    # Worked out once per node (its blocks never change): every step and the report ask.
-    @cached_property
+    # Worked out once per node (its blocks never change), kept beside the fields (not
+    # functools.cached_property, which takes a lock on every first read before 3.12).
+    @property
     def calls(self) -> tuple[ToolCall, ...]:
-        return tuple(b for b in self.blocks if isinstance(b, ToolCall))
+        found: tuple[ToolCall, ...] | None = self.__dict__.get("_calls")
+        if found is None:
+            found = self.__dict__["_calls"] = tuple(
+                b for b in self.blocks if isinstance(b, ToolCall)
+            )
+        return found
 
-    @cached_property
+    @property
     def results(self) -> tuple[ToolResult, ...]:
-        return tuple(b for b in self.blocks if isinstance(b, ToolResult))
+        found: tuple[ToolResult, ...] | None = self.__dict__.get("_results")
+        if found is None:
+            found = self.__dict__["_results"] = tuple(
+                b for b in self.blocks if isinstance(b, ToolResult)
+            )
+        return found
 
 
 class CallSite(NamedTuple):

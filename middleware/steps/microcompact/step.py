@@ -19,6 +19,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import NamedTuple
 
 from middleware.cache import Identity
 from middleware.plugin.context import StepContext
@@ -258,13 +259,15 @@ class _Compaction:
         once, however many requests carry the result."""
 
         def built_in(kind: str | None = None) -> str | None:
-            found, errors, detected = self._read(text)
+            found, errors, detected, _ = self._read(text)
             kind = kind or detected
             return self.settings.summarize(text, path, kind, list(found), list(errors))
 
         if self._plugins_summarize:
             kind = self.context.content_type(text, tool_name)
-            found = self.context.summary(text, tool_name, kind or self._read(text)[2], path)
+            found = self.context.summary(
+                text, tool_name, kind or self._read(text).content_type, path
+            )
             return found if found is not None else built_in(kind)
         return self.context.cache.derive(
             ("summary", Identity(self.context.policy), text, path),
@@ -335,27 +338,36 @@ class _Compaction:
 
     def _summary_size(self, text: str) -> int:
         """About what a summary of ``text`` keeps: its line, its mentions, its errors."""
-        found, errors, _ = self._read(text)
-        return 200 + sum(len(m) + 2 for m in found) + sum(len(e) + 13 for e in errors)
+        return self._read(text).summary_size
 
-    def _read(self, text: str) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    def _read(self, text: str) -> _Parts:
         """What a summary keeps of ``text`` (its mentions and error lines) and its detected
         content type: read once per text and settings, however many requests repeat it."""
         count, lines = self.settings.mentions, self.settings.error_lines
 
-        def read() -> tuple[tuple[str, ...], tuple[str, ...], str]:
+        def read() -> _Parts:
             found = tuple(mentions(text, count))
             errors = tuple(error_lines(text, lines))
-            return found, errors, detect_content_type(text)
+            size = 200 + sum(len(m) + 2 for m in found) + sum(len(e) + 13 for e in errors)
+            return _Parts(found, errors, detect_content_type(text), size)
 
         return self.context.cache.derive(
             ("summary-parts", text, count, lines), read, _parts_size, (text,)
         )
 
 
-def _parts_size(parts: tuple[tuple[str, ...], tuple[str, ...], str]) -> int:
-    found, errors, _ = parts
-    return 100 + sum(len(m) + 60 for m in found) + sum(len(e) + 60 for e in errors)
+class _Parts(NamedTuple):
+    """What a summary of a result is made of, and about how long it is."""
+
+    mentions: tuple[str, ...]
+    errors: tuple[str, ...]
+    content_type: str
+    #: Every request weighs every old result by it: added up once.
+    summary_size: int
+
+
+def _parts_size(parts: _Parts) -> int:
+    return 100 + sum(len(m) + 60 for m in parts.mentions) + sum(len(e) + 60 for e in parts.errors)
 
 
 class _TurnGains:
