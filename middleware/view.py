@@ -324,29 +324,33 @@ class Conversation:
     def index(self) -> ConversationIndex:
         """Pair results with calls (block-scoped) and compute turns and ages."""
         node_turns: list[int] = []
-        turn = -1
-        previous_role: str | None = None
-        for node in self.nodes:
-            if node.role == "assistant" and previous_role != "assistant":
-                turn += 1
-            node_turns.append(turn)
-            previous_role = node.role
-        turn_count = turn + 1
-
         calls: list[CallSite] = []
         # The calls of each turn not answered yet, by id, in call order (first result for
         # an id claims the first such call): one lookup per result, whatever the turn size.
         waiting: dict[tuple[int, str], deque[CallSite]] = {}
+        turn = -1
+        previous_role: str | None = None
         for ni, node in enumerate(self.nodes):
+            if node.role == "assistant" and previous_role != "assistant":
+                turn += 1
+            node_turns.append(turn)
+            previous_role = node.role
+            if not node.calls:
+                continue
             for bi, block in enumerate(node.blocks):
                 if isinstance(block, ToolCall):
-                    site = CallSite(block, ni, bi, node_turns[ni])
+                    site = CallSite(block, ni, bi, turn)
                     calls.append(site)
-                    waiting.setdefault((site.turn, block.id), deque()).append(site)
+                    queue = waiting.get((turn, block.id))
+                    if queue is None:
+                        waiting[(turn, block.id)] = deque((site,))
+                    else:
+                        queue.append(site)
+        turn_count = turn + 1
 
         results: list[ResultSite] = []
         for ni, node in enumerate(self.nodes):
-            if node.role == "assistant":
+            if node.role == "assistant" or not node.results:
                 continue
             node_turn = node_turns[ni]
             for bi, block in enumerate(node.blocks):
