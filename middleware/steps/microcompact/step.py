@@ -4,8 +4,8 @@ Cache awareness: ages are measured against a *boundary* that advances every
 ``schedule.step_turns`` assistant turns (and only once the request is past
 ``schedule.trigger_tokens``), not against the latest turn. Between two boundary moves the
 compacted history is byte-identical, so the provider's prompt cache keeps hitting; each move
-rewrites a batch of results at once. Everything is derived from the history alone, so two
-processes agree. With ``schedule.window_tokens`` set, a request that would not fit is
+rewrites a batch of results at once (:mod:`.schedule` decides when). Everything is derived
+from the history alone, so two processes agree. With ``schedule.window_tokens`` set, a request that would not fit is
 compacted up to the latest turn, then harder, so it fits whenever that is possible.
 
 Nothing is lost: the full text of every compacted result is in the spill store, and the
@@ -15,10 +15,8 @@ compacted text names the file.
 from __future__ import annotations
 
 import logging
-from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import NamedTuple
 
 from middleware.cache import Identity
@@ -30,8 +28,9 @@ from middleware.steps.mentions import error_lines, mentions
 from middleware.steps.microcompact.before_spill import SHARED_KEY as COMPACT_FIRST
 from middleware.steps.microcompact.content_types import detect_content_type
 from middleware.steps.microcompact.inputs import clear_input, clearable_chars
+from middleware.steps.microcompact.schedule import Gain, TurnGains, boundary
 from middleware.steps.microcompact.settings import MicrocompactSettings
-from middleware.steps.sizes import chars_before_turns, node_chars, offsets
+from middleware.steps.sizes import node_chars
 from middleware.view import CallSite, Conversation, ConversationIndex, ResultSite, ToolCall
 
 logger = logging.getLogger(__name__)
@@ -111,47 +110,37 @@ class _Compaction:
         )
 
     def _boundary(self, index: ConversationIndex, sizes: list[int]) -> int:
-        """The turn before which results are compacted, derived from the history alone.
-
-        Candidates are the multiples of ``step_turns``. The boundary moves to one only when
-        the history before it is past the trigger and compacting there pays for the cache
-        it breaks: it reclaims at least ``min_reclaim_tokens`` more than the current
-        boundary, and enough compared with what the rewrite re-sends uncached (everything
-        after the first result that changes) to pay back within the turns the session is
-        expected to go on for (``rewrite_cost``, ``expected_turns_factor``,
-        ``expected_turns_min``), and at least
-        ``min_reclaim_ratio`` times it. Each decision looks only at the history before the
-        candidate, so later turns never change it.
-        """
+        """This request's boundary (:func:`.schedule.boundary`), from what compacting each
+        result and clearing each call's input would remove."""
         s = self.settings
-        gains = _TurnGains(self, index)
-        trigger = s.trigger_tokens * s.chars_per_token
-        reclaim = max(s.min_reclaim_tokens * s.chars_per_token, 1)
-        before_turn = chars_before_turns(sizes, index.node_turns)
-        starts = offsets(sizes)
-        current = 0
-        for candidate in range(s.step_turns, index.turn_count + 1, s.step_turns):
-            history = before_turn.get(candidate, self.size)
-            if history < trigger:
-                continue
-            gain = gains.total(candidate) - gains.total(current)
-            first = gains.first_changed_node(current, candidate)
-            if first is None or gain < reclaim:
-                continue
-            rewritten = max(history - starts[first] - gain, 1)
-            # Removing `gain` saves its reading on every later request; re-sending
-            # `rewritten` uncached costs rewrite_cost times reading it once. A session
-            # that has lasted `candidate` turns is expected to last about as long again.
-            expected = max(s.expected_turns_factor * candidate, s.expected_turns_min) + 1
-            needed = max(s.min_reclaim_ratio, s.rewrite_cost / expected)
-            if gain >= needed * rewritten:
-                current = candidate
-        return current
+        gains = TurnGains(self._gains(index), index.turn_count, s.truncate_turns, s.summarize_turns)
+        return boundary(s, gains, sizes, index.node_turns, index.turn_count)
 
-    def _size_of(self, site: ResultSite) -> int:
-        """What compacting the result can remove from the request: its text as it stands
-        (after the budget step's cut, which a second pass sees as the text itself)."""
-        return len(site.result.text)
+    def _gains(self, index: ConversationIndex) -> Iterator[Gain]:
+        """What compaction would remove per result and old call input, estimated from
+        sizes (deciding costs no I/O)."""
+        s = self.settings
+        summarised_before = index.turn_count - max(s.summarize_turns, s.truncate_turns)
+        truncate_kept = s.head_chars + s.tail_chars + 150
+        for site in index.results:
+            if site.turn is None or self._exempt(site):
+                continue
+            state = self._compacted_to(site.result.text)
+            if state == "summarize" or self._original_size(site) < s.min_content:
+                continue
+            # What compacting can remove: the text as it stands (after the budget step's
+            # cut, which a second pass sees as the text itself).
+            size = len(site.result.text)
+            truncated = max(size - truncate_kept, 0) if state != "truncate" else 0
+            summarized = 0  # the last turns are never summarised
+            if site.turn < summarised_before:
+                summarized = max(size - self._summary_size(self._full_text(site)), 0)
+            yield Gain(site.turn, site.node, truncated, summarized)
+        for call in index.calls:
+            if call.turn < summarised_before:
+                removable = clearable_chars(call.call, s.inputs, self.context.cache)
+                if removable > 0:
+                    yield Gain(call.turn, call.node, 0, removable)
 
     def _plan(
         self,
@@ -368,61 +357,3 @@ class _Parts(NamedTuple):
 
 def _parts_size(parts: _Parts) -> int:
     return 100 + sum(len(m) + 60 for m in parts.mentions) + sum(len(e) + 60 for e in parts.errors)
-
-
-class _TurnGains:
-    """Per-turn prefix sums of what compaction would remove, so every candidate boundary
-    is weighed in constant time (estimated from sizes: deciding costs no I/O)."""
-
-    def __init__(self, run: _Compaction, index: ConversationIndex) -> None:
-        s = run.settings
-        self.truncate_turns = s.truncate_turns
-        self.summarize_turns = max(s.summarize_turns, s.truncate_turns)
-        turns = index.turn_count
-        by_truncate = [0] * turns
-        by_summary = [0] * turns
-        self.first_node: dict[int, int] = {}
-        truncate_kept = s.head_chars + s.tail_chars + 150
-        for site in index.results:
-            if site.turn is None or run._exempt(site):
-                continue
-            state = run._compacted_to(site.result.text)
-            size = run._size_of(site)
-            if state == "summarize" or run._original_size(site) < s.min_content:
-                continue
-            if state != "truncate":
-                by_truncate[site.turn] += max(size - truncate_kept, 0)
-            if site.turn < turns - self.summarize_turns:  # later turns are never summarised
-                by_summary[site.turn] += max(size - run._summary_size(run._full_text(site)), 0)
-            self.first_node[site.turn] = min(self.first_node.get(site.turn, site.node), site.node)
-        for call in index.calls:
-            if call.turn >= turns - self.summarize_turns:
-                continue
-            removable = clearable_chars(call.call, s.inputs, run.context.cache)
-            if removable > 0:
-                by_summary[call.turn] += removable
-                self.first_node[call.turn] = min(
-                    self.first_node.get(call.turn, call.node), call.node
-                )
-        self.eligible_turns = sorted(self.first_node)
-        self.truncated = list(accumulate(by_truncate, initial=0))
-        self.summarized = list(accumulate(by_summary, initial=0))
-
-    def total(self, boundary: int) -> int:
-        """What compaction at ``boundary`` removes: turns older than ``summarize_turns``
-        summarised, those older than ``truncate_turns`` truncated."""
-        summarized = max(boundary - self.summarize_turns, 0)
-        truncated = max(boundary - self.truncate_turns, summarized)
-        return self.summarized[summarized] + self.truncated[truncated] - self.truncated[summarized]
-
-    def first_changed_node(self, current: int, candidate: int) -> int | None:
-        """The first node whose compaction level differs between the two boundaries
-        (``current`` < ``candidate``): a turn truncated at ``current`` that ``candidate``
-        summarises, or one ``current`` leaves alone that ``candidate`` compacts."""
-        start = bisect_left(self.eligible_turns, current - self.summarize_turns)
-        for turn in self.eligible_turns[start:]:
-            if turn >= candidate - self.truncate_turns:
-                return None
-            if turn >= current - self.truncate_turns or turn < candidate - self.summarize_turns:
-                return self.first_node[turn]
-        return None

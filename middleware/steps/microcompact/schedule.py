@@ -1,0 +1,116 @@
+"""When microcompaction rewrites: the boundary before which results are compacted.
+
+Ages are measured against a boundary that advances every ``schedule.step_turns`` assistant
+turns, not against the latest turn, so between two moves the compacted history is
+byte-identical and the prompt cache keeps hitting. A move rewrites everything after the
+first message it changes, uncached: it is made only when what it removes pays for that
+within the turns the session is expected to go on for. The step weighs each result and
+call input (:class:`Gain`); this module decides from those weights and the message sizes
+alone, so deciding costs no I/O and two processes agree.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from itertools import accumulate
+from typing import NamedTuple
+
+from middleware.steps.microcompact.settings import MicrocompactSettings
+from middleware.steps.sizes import chars_before_turns, offsets
+
+
+class Gain(NamedTuple):
+    """What compacting one result (or clearing one call's input) removes, and where."""
+
+    turn: int
+    node: int
+    #: Characters truncating it removes (0: truncated already, or too short to gain).
+    truncated: int
+    #: Characters summarising it removes (0 in the turns never summarised).
+    summarized: int
+
+
+class TurnGains:
+    """Per-turn prefix sums of what compaction would remove, so every candidate boundary
+    is weighed in constant time."""
+
+    def __init__(
+        self, gains: Iterable[Gain], turns: int, truncate_turns: int, summarize_turns: int
+    ) -> None:
+        self.truncate_turns = truncate_turns
+        self.summarize_turns = max(summarize_turns, truncate_turns)
+        by_truncate = [0] * turns
+        by_summary = [0] * turns
+        #: The first message of each turn that compaction changes.
+        self.first_node: dict[int, int] = {}
+        for gain in gains:
+            by_truncate[gain.turn] += gain.truncated
+            by_summary[gain.turn] += gain.summarized
+            if gain.node < self.first_node.get(gain.turn, gain.node + 1):
+                self.first_node[gain.turn] = gain.node
+        self.eligible_turns = sorted(self.first_node)
+        self.truncated = list(accumulate(by_truncate, initial=0))
+        self.summarized = list(accumulate(by_summary, initial=0))
+
+    def total(self, boundary: int) -> int:
+        """What compaction at ``boundary`` removes: turns older than ``summarize_turns``
+        summarised, those older than ``truncate_turns`` truncated."""
+        summarized = max(boundary - self.summarize_turns, 0)
+        truncated = max(boundary - self.truncate_turns, summarized)
+        return self.summarized[summarized] + self.truncated[truncated] - self.truncated[summarized]
+
+    def first_changed_node(self, current: int, candidate: int) -> int | None:
+        """The first node whose compaction level differs between the two boundaries
+        (``current`` < ``candidate``): a turn truncated at ``current`` that ``candidate``
+        summarises, or one ``current`` leaves alone that ``candidate`` compacts."""
+        start = bisect_left(self.eligible_turns, current - self.summarize_turns)
+        for turn in self.eligible_turns[start:]:
+            if turn >= candidate - self.truncate_turns:
+                return None
+            if turn >= current - self.truncate_turns or turn < candidate - self.summarize_turns:
+                return self.first_node[turn]
+        return None
+
+
+def boundary(
+    s: MicrocompactSettings,
+    gains: TurnGains,
+    sizes: Sequence[int],
+    node_turns: Sequence[int],
+    turn_count: int,
+) -> int:
+    """The turn before which results are compacted, derived from the history alone.
+
+    Candidates are the multiples of ``step_turns``. The boundary moves to one only when
+    the history before it is past the trigger and compacting there pays for the cache it
+    breaks: it reclaims at least ``min_reclaim_tokens`` more than the current boundary,
+    and enough compared with what the rewrite re-sends uncached (everything after the
+    first result that changes) to pay back within the turns the session is expected to go
+    on for (``rewrite_cost``, ``expected_turns_factor``, ``expected_turns_min``), and at
+    least ``min_reclaim_ratio`` times it. Each decision looks only at the history before
+    the candidate, so later turns never change it.
+    """
+    trigger = s.trigger_tokens * s.chars_per_token
+    reclaim = max(s.min_reclaim_tokens * s.chars_per_token, 1)
+    before_turn = chars_before_turns(sizes, node_turns)
+    starts = offsets(sizes)
+    size = sum(sizes)
+    current = 0
+    for candidate in range(s.step_turns, turn_count + 1, s.step_turns):
+        history = before_turn.get(candidate, size)
+        if history < trigger:
+            continue
+        gain = gains.total(candidate) - gains.total(current)
+        first = gains.first_changed_node(current, candidate)
+        if first is None or gain < reclaim:
+            continue
+        rewritten = max(history - starts[first] - gain, 1)
+        # Removing `gain` saves its reading on every later request; re-sending `rewritten`
+        # uncached costs rewrite_cost times reading it once. A session that has lasted
+        # `candidate` turns is expected to last about as long again.
+        expected = max(s.expected_turns_factor * candidate, s.expected_turns_min) + 1
+        needed = max(s.min_reclaim_ratio, s.rewrite_cost / expected)
+        if gain >= needed * rewritten:
+            current = candidate
+    return current
