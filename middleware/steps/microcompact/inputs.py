@@ -1,11 +1,12 @@
 """Old tool-call inputs: the file a Write created, the strings an Edit swapped.
 
 An agent's own edits are a fifth of a long coding session's context and grow with it, and
-once the file is on disk the model reads it back rather than its old call. From the same
-age as results are summarised (and at the same schedule boundary), every string of a listed
-tool's input longer than ``min_chars`` becomes a pointer to the spill file that keeps the
-whole input; the input keeps its keys and types, so the call still reads as the call it was.
-A pointer is shorter than ``min_chars``, so processing the output again changes nothing.
+once the file is on disk the model reads it back rather than its old call. From
+``clear_turns`` (at the schedule boundary; by default the age results are summarised
+from), every string of a listed tool's input longer than ``min_chars`` becomes a
+pointer to the spill file that keeps the whole input; the input keeps its keys and types, so
+the call still reads as the call it was. A pointer is shorter than ``min_chars``, so
+processing the output again changes nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ POINTER_ROOM = 200
 class InputSettings:
     """``microcompact.inputs``, bound as a group of the step's settings."""
 
+    #: Age from which an old call's input is cleared.
+    clear_turns: int
     #: Strings of at least this many characters are cleared.
     min_chars: int
     #: What replaces a cleared string: fields {chars}, {path}, {tool}.

@@ -21,14 +21,16 @@ from middleware.steps.sizes import chars_before_turns, offsets
 
 
 class Gain(NamedTuple):
-    """What compacting one result (or clearing one call's input) removes, and where."""
+    """What compacting one result removes, or clearing one call's input, and where."""
 
     turn: int
     node: int
-    #: Characters truncating it removes (0: truncated already, or too short to gain).
-    truncated: int
-    #: Characters summarising it removes (0 in the turns never summarised).
-    summarized: int
+    #: Characters truncating the result removes (0: truncated already, or too short).
+    truncated: int = 0
+    #: Characters summarising the result removes (0 in the turns never summarised).
+    summarized: int = 0
+    #: Characters clearing the call's input removes (the gain of an input, not a result).
+    cleared: int = 0
 
 
 class TurnGains:
@@ -36,41 +38,70 @@ class TurnGains:
     is weighed in constant time."""
 
     def __init__(
-        self, gains: Iterable[Gain], turns: int, truncate_turns: int, summarize_turns: int
+        self,
+        gains: Iterable[Gain],
+        turns: int,
+        truncate_turns: int,
+        summarize_turns: int,
+        clear_turns: int,
     ) -> None:
         self.truncate_turns = truncate_turns
         self.summarize_turns = max(summarize_turns, truncate_turns)
+        self.clear_turns = clear_turns
         by_truncate = [0] * turns
         by_summary = [0] * turns
-        #: The first message of each turn that compaction changes.
-        self.first_node: dict[int, int] = {}
+        by_clearing = [0] * turns
+        #: The first message of each turn that compacting results changes, and that
+        #: clearing inputs does.
+        self.first_result: dict[int, int] = {}
+        self.first_input: dict[int, int] = {}
         for gain in gains:
             by_truncate[gain.turn] += gain.truncated
             by_summary[gain.turn] += gain.summarized
-            if gain.node < self.first_node.get(gain.turn, gain.node + 1):
-                self.first_node[gain.turn] = gain.node
-        self.eligible_turns = sorted(self.first_node)
+            by_clearing[gain.turn] += gain.cleared
+            first = self.first_input if gain.cleared else self.first_result
+            if gain.node < first.get(gain.turn, gain.node + 1):
+                first[gain.turn] = gain.node
+        self.result_turns = sorted(self.first_result)
+        self.input_turns = sorted(self.first_input)
         self.truncated = list(accumulate(by_truncate, initial=0))
         self.summarized = list(accumulate(by_summary, initial=0))
+        self.cleared = list(accumulate(by_clearing, initial=0))
 
     def total(self, boundary: int) -> int:
-        """What compaction at ``boundary`` removes: turns older than ``summarize_turns``
-        summarised, those older than ``truncate_turns`` truncated."""
+        """What compaction at ``boundary`` removes: results older than ``summarize_turns``
+        summarised, those older than ``truncate_turns`` truncated, and inputs older than
+        ``clear_turns`` cleared."""
         summarized = max(boundary - self.summarize_turns, 0)
         truncated = max(boundary - self.truncate_turns, summarized)
-        return self.summarized[summarized] + self.truncated[truncated] - self.truncated[summarized]
+        cleared = max(boundary - self.clear_turns, 0)
+        return (
+            self.summarized[summarized]
+            + self.truncated[truncated]
+            - self.truncated[summarized]
+            + self.cleared[cleared]
+        )
 
     def first_changed_node(self, current: int, candidate: int) -> int | None:
-        """The first node whose compaction level differs between the two boundaries
-        (``current`` < ``candidate``): a turn truncated at ``current`` that ``candidate``
-        summarises, or one ``current`` leaves alone that ``candidate`` compacts."""
-        start = bisect_left(self.eligible_turns, current - self.summarize_turns)
-        for turn in self.eligible_turns[start:]:
+        """The first node that compaction at ``candidate`` changes and compaction at
+        ``current`` (< ``candidate``) does not: a result ``current`` truncated that
+        ``candidate`` summarises, one ``current`` leaves alone that ``candidate``
+        compacts, or an input ``candidate`` clears and ``current`` does not."""
+        found = None
+        start = bisect_left(self.result_turns, current - self.summarize_turns)
+        for turn in self.result_turns[start:]:
             if turn >= candidate - self.truncate_turns:
-                return None
+                break
             if turn >= current - self.truncate_turns or turn < candidate - self.summarize_turns:
-                return self.first_node[turn]
-        return None
+                found = self.first_result[turn]
+                break
+        start = bisect_left(self.input_turns, current - self.clear_turns)
+        if start < len(self.input_turns):
+            turn = self.input_turns[start]
+            if turn < candidate - self.clear_turns:
+                node = self.first_input[turn]
+                found = node if found is None else min(found, node)
+        return found
 
 
 def boundary(

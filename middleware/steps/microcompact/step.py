@@ -5,8 +5,9 @@ Cache awareness: ages are measured against a *boundary* that advances every
 ``schedule.trigger_tokens``), not against the latest turn. Between two boundary moves the
 compacted history is byte-identical, so the provider's prompt cache keeps hitting; each move
 rewrites a batch of results at once (:mod:`.schedule` decides when). Everything is derived
-from the history alone, so two processes agree. With ``schedule.window_tokens`` set, a request that would not fit is
-compacted up to the latest turn, then harder, so it fits whenever that is possible.
+from the history alone, so two processes agree. With ``schedule.window_tokens`` set, a
+request that would not fit is compacted up to the latest turn, then harder, so it fits
+whenever that is possible.
 
 Nothing is lost: the full text of every compacted result is in the spill store, and the
 compacted text names the file.
@@ -113,7 +114,13 @@ class _Compaction:
         """This request's boundary (:func:`.schedule.boundary`), from what compacting each
         result and clearing each call's input would remove."""
         s = self.settings
-        gains = TurnGains(self._gains(index), index.turn_count, s.truncate_turns, s.summarize_turns)
+        gains = TurnGains(
+            self._gains(index),
+            index.turn_count,
+            s.truncate_turns,
+            s.summarize_turns,
+            s.inputs.clear_turns,
+        )
         return boundary(s, gains, sizes, index.node_turns, index.turn_count)
 
     def _gains(self, index: ConversationIndex) -> Iterator[Gain]:
@@ -136,11 +143,12 @@ class _Compaction:
             if site.turn < summarised_before:
                 summarized = max(size - self._summary_size(self._full_text(site)), 0)
             yield Gain(site.turn, site.node, truncated, summarized)
+        cleared_before = index.turn_count - s.inputs.clear_turns  # later inputs stay
         for call in index.calls:
-            if call.turn < summarised_before:
+            if call.turn < cleared_before:
                 removable = clearable_chars(call.call, s.inputs, self.context.cache)
                 if removable > 0:
-                    yield Gain(call.turn, call.node, 0, removable)
+                    yield Gain(call.turn, call.node, cleared=removable)
 
     def _plan(
         self,
@@ -266,13 +274,13 @@ class _Compaction:
         )
 
     def _clear_inputs(self, calls: tuple[CallSite, ...], boundary: int) -> None:
-        """Clear the long strings of old calls' inputs (:mod:`.inputs`), from the age
-        results are summarised, before the same boundary."""
+        """Clear the long strings of old calls' inputs (:mod:`.inputs`), from
+        ``inputs.clear_turns``, before the same boundary as results."""
         settings = self.settings.inputs
         if not settings.tools:
             return
         for site in calls:
-            if boundary - 1 - site.turn < self.settings.summarize_turns:
+            if boundary - 1 - site.turn < settings.clear_turns:
                 continue
             call = self.conversation.nodes[site.node].blocks[site.block]
             if not isinstance(call, ToolCall):

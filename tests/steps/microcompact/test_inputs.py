@@ -1,5 +1,6 @@
 """Old tool-call inputs (issue 17): the long strings of an old Write or Edit become pointers
-to the spill file holding the whole input, on the schedule results are summarised on."""
+to the spill file holding the whole input, at the schedule boundary, from their own age
+(``microcompact.inputs.clear_turns``)."""
 
 from __future__ import annotations
 
@@ -64,6 +65,22 @@ def test_a_recent_write_and_other_tools_are_left_alone() -> None:
     assert not [a for a in process(messages).report.actions if a.kind == "input_cleared"]
     no_tools = process(anthropic_session(), microcompact={"inputs": {"tools": []}})
     assert no_tools.messages[1]["content"][0]["input"]["content"] == CONTENT
+
+
+def test_inputs_can_be_cleared_before_results_are_summarised() -> None:
+    """With ``clear_turns`` 1, one turn later the Write's input is a pointer while the
+    results of that turn stay whole (summarised from age 2); by default it waits too."""
+    big = "".join(f"line {i}: value_{i}\n" for i in range(150))  # under the cap
+    messages = anthropic_session(turns=2)
+    messages[2]["content"][0]["content"] = big  # the Write's result, one turn old
+    result = process(
+        messages, microcompact={**EVERY_TURN["microcompact"], "inputs": {"clear_turns": 1}}
+    )
+    assert [(a.kind, a.tool_call_id) for a in result.report.actions] == [("input_cleared", "t0")]
+    assert result.messages[2]["content"][0]["content"] == big
+    later = process(messages)
+    assert not later.report.actions
+    assert later.messages[1]["content"][0]["input"]["content"] == CONTENT
 
 
 def test_openai_arguments_stay_a_json_string() -> None:
