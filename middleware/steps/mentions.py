@@ -51,7 +51,7 @@ def tokens_of(text: str) -> list[str]:
     return [token for candidate in _CANDIDATE.findall(text) for token in _reading(candidate)]
 
 
-@lru_cache(maxsize=65_536)
+@lru_cache(maxsize=4_096)
 def _reading(candidate: str) -> tuple[str, ...]:
     """The distinctive tokens one candidate yields (itself, and the parts of a ``:``-joined
     one): none for most, which are plain words. Kept for the candidates met last: the same
