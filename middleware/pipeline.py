@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from middleware.cache import CacheSettings, DerivedCache
+from middleware.cache import CacheSettings, DerivedCache, Identity
 from middleware.cache.messages import MessageMemo
 from middleware.formats import detect_format, get_codec
 from middleware.formats.base import Codec
@@ -26,12 +26,22 @@ from middleware.policy.reload import PolicyStatus, PolicyWatcher
 from middleware.policy.settings import bind
 from middleware.report import ProblemReport, Report
 from middleware.session.decisions import Decision, DecisionLedger
+from middleware.session.resume import FORMATS as CONTINUED_FORMATS
+from middleware.session.resume import Continuations, Previous, Resume, copies
 from middleware.spill import SpillSettings, open_store
 from middleware.spill.remembered import RememberedStore
 from middleware.steps.budget.admission import Admission, ToolOutput, batch_conversation, check_batch
 from middleware.steps.budget.settings import BudgetSettings, Cap, TurnLimits, resolve_cap
 from middleware.steps.loop_guard import guard_loops
+from middleware.steps.microcompact.step import CARRIED
 from middleware.view import Conversation
+
+#: Hooks whose third-party implementations decide what old turns become: a request is then
+#: always processed in full.
+_DECIDING_HOOKS = (
+    "enforce_budget", "microcompact", "tool_result_cap", "summarize_result",
+    "detect_content_type",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,8 @@ class Pipeline:
         self._active = 0
         self._idle = threading.Condition()
         self._watcher: PolicyWatcher | None = None
+        #: The last request of each recent conversation, which the next may continue.
+        self._continuations = Continuations()
 
     @classmethod
     def from_policy(
@@ -217,14 +229,42 @@ class Pipeline:
         report.result_chars_before = _result_chars(conversation)
         report.problems.extend(self._setup_problems)
 
+        parsed = conversation.checkpoint()
         shared: dict[str, Any] = {}
-        for step, hook in STEP_HOOKS:
-            context = self._context(step, policy, codec, shared)
-            context.continuation = request.continuation
-            self._host.run_step(hook, conversation, context)
+        contexts = [self._run_step(STEP_HOOKS[0], policy, codec, conversation, request, shared)]
+        # What a request that continues the previous one takes from it (see .session.resume).
+        keys = memo.keys(messages) if self._continues(policy, fmt, request, conversation) else None
+        repaired = len(conversation.nodes) != len(parsed) or any(
+            a is not b for a, b in zip(conversation.nodes, parsed, strict=True)
+        )
+        later = STEP_HOOKS[1:]
+        previous = None
+        if keys and not repaired and not contexts[0].problems:
+
+            def run(step: tuple[str, str], resume: Resume) -> StepContext:
+                return self._run_step(step, policy, codec, conversation, request, {}, resume)
+
+            previous = self._continuations.run(
+                conversation, keys, policy=Identity(policy), format=fmt,
+                decisions=len(self.decisions), steps=later, run_step=run,
+            )  # fmt: skip
+        if previous is None:
+            contexts += [self._run_step(s, policy, codec, conversation, request, shared)
+                         for s in later]  # fmt: skip
+        else:
+            contexts += previous
+        for context in contexts:
             report.actions.extend(context.actions)
             # One line per problem: the same plugin failing alike in two steps is one problem.
             report.problems.extend(p for p in context.problems if p not in report.problems)
+        carried = contexts[-1].shared.get(CARRIED)
+        failed = any(context.problems for context in contexts)
+        if keys and not repaired and carried and not failed:
+            self._continuations.remember(Previous(
+                Identity(policy), fmt, keys, tuple(conversation.nodes),
+                {c.step: copies(c.actions) for c in contexts}, {"microcompact": carried},
+                len(self.decisions),
+            ))  # fmt: skip
 
         report.loop_alerts.extend(guard_loops(conversation, policy, self.cache))
         out = codec.render(conversation) if conversation.changed else list(messages)
@@ -232,6 +272,37 @@ class Pipeline:
         report.result_chars_after = _result_chars(conversation)
         report.tool_results = sum(len(node.results) for node in conversation.nodes)
         return ProcessResult(out, report, out)
+
+    def _run_step(  # noqa: PLR0917 (the parts of one process() call)
+        self, step: tuple[str, str], policy: Policy, codec: Codec, conversation: Conversation,
+        request: Request, shared: dict[str, Any], resume: Resume | None = None,
+    ) -> StepContext:  # fmt: skip
+        name, hook = step
+        context = self._context(name, policy, codec, shared)
+        context.continuation = request.continuation
+        context.resume = resume
+        self._host.run_step(hook, conversation, context)
+        return context
+
+    def _continues(
+        self, policy: Policy, fmt: str, request: Request, conversation: Conversation
+    ) -> bool:
+        """Whether this request may continue the previous one of its conversation, or be
+        continued: only built-in steps and summaries, on the pipeline's own store."""
+        return (
+            fmt in CONTINUED_FORMATS
+            and not request.continuation
+            and conversation.text_protocol is None
+            and self.cache.enabled
+            and isinstance(self._spill, RememberedStore)
+            and not any(self._host.extended(hook) for hook in _DECIDING_HOOKS)
+        )
+
+    @property
+    def continued(self) -> int:
+        """Requests that continued the previous request of their conversation and were
+        worked on in their new part only (:mod:`middleware.session.resume`)."""
+        return self._continuations.continued
 
     def admit(
         self,

@@ -11,7 +11,7 @@ own message object and position.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from middleware.cache.lru import DerivedCache
@@ -50,6 +50,17 @@ class MessageMemo:
         self._keys[ident] = key
         self._held.append(message)
         return key
+
+    def keys(self, messages: Sequence[Any]) -> tuple[bytes, ...] | None:
+        """The exact copy each of ``messages`` is known by, or ``None`` when one cannot
+        be kept."""
+        found = []
+        for message in messages:
+            key = self.key(message)
+            if key is None:
+                return None
+            found.append(key)
+        return tuple(found)
 
     def known(self, message: Any) -> bool:
         """Whether ``message`` was parsed before: it is then plain JSON data as is."""

@@ -10,6 +10,7 @@ from middleware.cache.lru import DerivedCache
 from middleware.plugin.settings import time_limit
 from middleware.plugin.spill_guard import GuardedSpillStore
 from middleware.report import Action, ProblemReport
+from middleware.session.resume import Resume
 from middleware.spill.remembered import RememberedStore
 
 if TYPE_CHECKING:
@@ -86,6 +87,8 @@ class StepContext:
     #: The provider holds earlier turns the history does not repeat (``process(...,
     #: continuation=True)``): a result may answer a call the history does not show.
     continuation: bool = False
+    #: Set when this request continues the session's previous one (:class:`Resume`).
+    resume: Resume | None = None
     #: Derived data of results reused across requests (keys are exact inputs, so it never
     #: changes what a step computes); outside a pipeline, one that keeps nothing.
     cache: DerivedCache = field(default_factory=lambda: DerivedCache(0))

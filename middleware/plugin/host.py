@@ -283,6 +283,11 @@ class PluginHost:
         caller: pluggy.HookCaller = getattr(self._pm.hook, hook_name)
         return bool(caller.get_hookimpls())
 
+    def extended(self, hook_name: str) -> bool:
+        """Whether a plugin other than the built-in ones implements ``hook_name``."""
+        caller: pluggy.HookCaller = getattr(self._pm.hook, hook_name)
+        return any(impl.plugin_name not in self._builtin for impl in caller.get_hookimpls())
+
     def detect_content_type(
         self, text: str, tool_name: str | None, problems: list[ProblemReport], *,
         policy: Policy | None = None,

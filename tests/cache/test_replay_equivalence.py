@@ -1,6 +1,6 @@
-"""Replaying real sessions request by request gives byte-identical requests with the cache
-on and off, in one process and in another (issue 16, item 4): reused work never changes
-what is sent.
+"""Replaying real sessions request by request gives byte-identical requests and reports
+with the cache on and off, in one process and in another (issue 16, item 4): reused work,
+and requests worked on in their new part only, never change what is sent.
 
 Reads ../shared/data/trajectories when it is beside the checkout (it is in CI).
 """
@@ -31,7 +31,8 @@ CASES = [
 
 
 def replay(source: str, number: int, policy_name: str | None, root: str, cache: bool) -> list[str]:
-    """The SHA-256 of every request the session sends, in order, after ``process()``."""
+    """The SHA-256 of every request the session sends after ``process()``, and of its
+    report, in order."""
     import middleware
     from middleware.cache import DerivedCache
     from middleware.replay.transcripts import load_transcripts
@@ -43,9 +44,12 @@ def replay(source: str, number: int, policy_name: str | None, root: str, cache: 
     kwargs = {} if cache else {"cache": DerivedCache(0)}
     with middleware.Pipeline(policy, session_id="replay", **kwargs) as pipe:
         for request in transcript.requests():
-            output = pipe.process(request, format=transcript.format).output
-            wire = json.dumps(output, ensure_ascii=False).encode("utf-8", "surrogatepass")
-            digests.append(hashlib.sha256(wire).hexdigest())
+            result = pipe.process(request, format=transcript.format)
+            wire = json.dumps(result.output, ensure_ascii=False) + result.report.to_json()
+            digests.append(hashlib.sha256(wire.encode("utf-8", "surrogatepass")).hexdigest())
+        if cache and transcript.format == "anthropic" and policy_name is None:
+            # Most requests continue the previous one (middleware.session.resume).
+            assert pipe.continued > len(digests) // 2
     return digests
 
 

@@ -33,6 +33,18 @@ class Gain(NamedTuple):
     cleared: int = 0
 
 
+class Carried(NamedTuple):
+    """What the schedule weighed on a request, for the next request of the session to
+    start from when it only adds turns: every result's and call input's :class:`Gain`
+    (at any age: the turns a boundary may compact are chosen when weighing), the size of
+    every message before compaction, and the boundary."""
+
+    results: tuple[Gain, ...]
+    inputs: tuple[Gain, ...]
+    sizes: tuple[int, ...]
+    boundary: int
+
+
 class TurnGains:
     """Per-turn prefix sums of what compaction would remove, so every candidate boundary
     is weighed in constant time."""

@@ -16,7 +16,7 @@ compacted text names the file.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -24,17 +24,22 @@ from middleware.cache import Identity
 from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
+from middleware.session.resume import Resume
 from middleware.steps.loop_guard import without_notices
 from middleware.steps.mentions import error_lines, mentions
 from middleware.steps.microcompact.before_spill import SHARED_KEY as COMPACT_FIRST
 from middleware.steps.microcompact.content_types import detect_content_type
 from middleware.steps.microcompact.inputs import clear_input, clearable_chars
-from middleware.steps.microcompact.schedule import Gain, TurnGains, boundary
+from middleware.steps.microcompact.schedule import Carried, Gain, TurnGains, boundary
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.steps.sizes import node_chars
 from middleware.view import CallSite, Conversation, ConversationIndex, ResultSite, ToolCall
 
 logger = logging.getLogger(__name__)
+
+#: Where the step leaves what it weighed (:class:`.schedule.Carried`) in the shared state,
+#: for the session's next request.
+CARRIED = "microcompact.carried"
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,9 @@ class _Compaction:
 
     def run(self) -> None:
         s = self.settings
+        if self.context.resume is not None:
+            self._resume(self.context.resume)
+            return
         index = self.conversation.index()
         turns = index.turn_count
         keep = s.keep_results
@@ -79,7 +87,11 @@ class _Compaction:
         self.recent = {(site.node, site.block) for site in recent}
         sizes = [node_chars(node, self.context.codec) for node in self.conversation.nodes]
         self.size = sum(sizes)
-        boundary = self._boundary(index, sizes)
+        weighed = tuple(self._result_gains(index.results))
+        inputs = tuple(self._input_gains(index.calls))
+        boundary = self._boundary(index, weighed + inputs, sizes)
+        if not keep and s.window_tokens is None:  # nothing else decides: the next can resume
+            self.context.shared[CARRIED] = Carried(weighed, inputs, tuple(sizes), boundary)
         self._apply(self._plan(index.results, boundary, s.truncate_turns, s.summarize_turns))
         self._clear_inputs(index.calls, boundary)
         window = s.window_tokens
@@ -110,26 +122,49 @@ class _Compaction:
             ]
         )
 
-    def _boundary(self, index: ConversationIndex, sizes: list[int]) -> int:
+    def _resume(self, resume: Resume) -> None:
+        """Continue the previous request: weigh the new turns' results and inputs beside
+        what it weighed. With the same boundary, its messages stay as it compacted them
+        (the conversation holds them) and the new turns are too young for compaction;
+        a boundary that moves needs the whole request."""
+        carried = resume.carried.get("microcompact")
+        start = resume.from_node
+        if not isinstance(carried, Carried) or len(carried.sizes) != start:
+            resume.refuse()
+            return
+        index = self.conversation.index()
+        results = carried.results + tuple(
+            self._result_gains(site for site in index.results if site.node >= start)
+        )
+        inputs = carried.inputs + tuple(
+            self._input_gains(site for site in index.calls if site.node >= start)
+        )
+        codec = self.context.codec
+        sizes = carried.sizes + tuple(node_chars(n, codec) for n in self.conversation.nodes[start:])
+        moved = self._boundary(index, results + inputs, sizes)
+        if moved != carried.boundary:
+            resume.refuse()
+            return
+        self.context.shared[CARRIED] = Carried(results, inputs, sizes, moved)
+
+    def _boundary(
+        self, index: ConversationIndex, gains: tuple[Gain, ...], sizes: Sequence[int]
+    ) -> int:
         """This request's boundary (:func:`.schedule.boundary`), from what compacting each
         result and clearing each call's input would remove."""
         s = self.settings
-        gains = TurnGains(
-            self._gains(index),
-            index.turn_count,
-            s.truncate_turns,
-            s.summarize_turns,
-            s.inputs.clear_turns,
+        turn_gains = TurnGains(
+            gains, index.turn_count, s.truncate_turns, s.summarize_turns, s.inputs.clear_turns
         )
-        return boundary(s, gains, sizes, index.node_turns, index.turn_count)
+        return boundary(s, turn_gains, sizes, index.node_turns, index.turn_count)
 
-    def _gains(self, index: ConversationIndex) -> Iterator[Gain]:
-        """What compaction would remove per result and old call input, estimated from
-        sizes (deciding costs no I/O)."""
+    def _result_gains(self, sites: Iterable[ResultSite]) -> Iterator[Gain]:
+        """What compacting each result would remove, estimated from sizes (deciding costs
+        no I/O). Weighed at any age, so that a later request of the session can reuse it:
+        the boundary only counts the summaries of the turns it would summarise."""
         s = self.settings
-        summarised_before = index.turn_count - max(s.summarize_turns, s.truncate_turns)
         truncate_kept = s.head_chars + s.tail_chars + 150
-        for site in index.results:
+        for site in sites:
             if site.turn is None or self._exempt(site):
                 continue
             state = self._compacted_to(site.result.text)
@@ -139,16 +174,15 @@ class _Compaction:
             # cut, which a second pass sees as the text itself).
             size = len(site.result.text)
             truncated = max(size - truncate_kept, 0) if state != "truncate" else 0
-            summarized = 0  # the last turns are never summarised
-            if site.turn < summarised_before:
-                summarized = max(size - self._summary_size(self._full_text(site)), 0)
+            summarized = max(size - self._summary_size(self._full_text(site)), 0)
             yield Gain(site.turn, site.node, truncated, summarized)
-        cleared_before = index.turn_count - s.inputs.clear_turns  # later inputs stay
-        for call in index.calls:
-            if call.turn < cleared_before:
-                removable = clearable_chars(call.call, s.inputs, self.context.cache)
-                if removable > 0:
-                    yield Gain(call.turn, call.node, cleared=removable)
+
+    def _input_gains(self, sites: Iterable[CallSite]) -> Iterator[Gain]:
+        """What clearing each call's input would remove (at any age, as results)."""
+        for call in sites:
+            removable = clearable_chars(call.call, self.settings.inputs, self.context.cache)
+            if removable > 0:
+                yield Gain(call.turn, call.node, cleared=removable)
 
     def _plan(
         self,

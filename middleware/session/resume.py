@@ -1,0 +1,213 @@
+"""A request that continues the session's previous one is worked on in its new part.
+
+Agents send the whole history on every request: the previous request's messages as they
+were, then the new turns. What the steps make of the old turns depends on those turns and
+the policy (the budget step's caps), and on a boundary that moves a few times a session
+(microcompaction). So when the previous request's messages come back unchanged, nothing
+had to be repaired, and the boundary stays where it was, the old turns come out exactly
+as the previous request made them, and only the new turns are worked on. Anything else (a
+changed or missing message, a pairing repair, a policy reload, a decision admitted in
+between, a step that cannot resume, a plugin that failed) and the request is processed in
+full. Either way the output and the report are the same bytes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from middleware.cache import Identity
+from middleware.report import Action, ProblemReport
+from middleware.view import Conversation, Node
+
+#: Conversations remembered per pipeline: a Claude Code session sends its subagents'
+#: requests under the same session as the main conversation's.
+MAX_CONVERSATIONS = 8
+#: Wire formats whose turns are messages (Responses items are always repaired in full).
+FORMATS = frozenset({"anthropic", "openai"})
+#: Actions whose ``age`` is counted from the latest turn.
+AGED_KINDS = frozenset({"truncated", "summarized"})
+
+
+@dataclass
+class Resume:
+    """What a request that continues the session's previous one (the same messages, then
+    new turns) may take from it: the steps leave the first ``from_node`` nodes (turns
+    before ``from_turn``) as the previous request made them, which the conversation
+    already holds, and work on the new part only. ``carried`` holds what each step left
+    for the next request, by step name. A step that cannot work that way calls
+    :meth:`refuse`: the request is then processed in full."""
+
+    from_node: int
+    from_turn: int
+    carried: Mapping[str, object]
+    refused: bool = False
+
+    def refuse(self) -> None:
+        self.refused = True
+
+
+class StepRun(Protocol):
+    """What running one step leaves (a step's context)."""
+
+    step: str
+    actions: list[Action]
+    problems: list[ProblemReport]
+
+
+Run = TypeVar("Run", bound=StepRun)
+
+
+@dataclass(frozen=True)
+class Previous:
+    """What one request left for the next request of its conversation."""
+
+    policy: Identity
+    format: str
+    #: The exact copy each message is known by (:class:`.MessageMemo`).
+    keys: tuple[bytes, ...]
+    #: The conversation after the steps (before the loop guard, which runs on every
+    #: request).
+    nodes: tuple[Node, ...]
+    #: The steps' actions, by step name.
+    actions: Mapping[str, tuple[Action, ...]]
+    #: What each step left for the next request (:attr:`.Resume.carried`).
+    carried: Mapping[str, object]
+    #: Decisions in the pipeline's ledger: one admitted since changes an old result.
+    decisions: int
+
+
+class Continuations:
+    """The last request of each of a pipeline's recent conversations (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_opening: OrderedDict[bytes, Previous] = OrderedDict()
+        #: Requests that were worked on in their new part only.
+        self.continued = 0
+
+    def count(self) -> None:
+        with self._lock:
+            self.continued += 1
+
+    def resume(
+        self,
+        conversation: Conversation,
+        keys: tuple[bytes, ...],
+        policy: Identity,
+        format: str,
+        decisions: int,
+    ) -> tuple[Previous, Resume] | None:
+        """The previous request ``conversation`` continues, and what the steps may take
+        from it; ``None`` when it does not continue one as it was. ``conversation`` holds
+        the messages as parsed (pairing found nothing to repair)."""
+        with self._lock:
+            previous = self._by_opening.get(keys[0]) if keys else None
+        if previous is None or previous.policy != policy or previous.format != format:
+            return None
+        size = len(previous.keys)
+        nodes = conversation.nodes
+        if (
+            size >= len(keys)
+            or len(nodes) != len(keys)
+            or keys[:size] != previous.keys
+            or previous.decisions != decisions
+            # The new part opens a turn: the old turns are whole as they were.
+            or nodes[size].role != "assistant"
+            or previous.nodes[-1].role == "assistant"
+        ):
+            return None
+        return previous, Resume(size, turn_count(previous.nodes), previous.carried)
+
+    def run(
+        self,
+        conversation: Conversation,
+        keys: tuple[bytes, ...],
+        *,
+        policy: Identity,
+        format: str,
+        decisions: int,
+        steps: Sequence[tuple[str, str]],
+        run_step: Callable[[tuple[str, str], Resume], Run],
+    ) -> list[Run] | None:
+        """Run ``steps`` on the new turns only, when ``conversation`` continues the
+        previous request of its conversation as it was: their contexts, each holding the
+        previous request's actions before its own. ``None``, and the conversation as it
+        came, when it does not or a step cannot."""
+        found = self.resume(conversation, keys, policy, format, decisions)
+        if found is None:
+            return None
+        previous, resume = found
+        later_turns = turn_count(conversation.nodes) - resume.from_turn
+        before = conversation.checkpoint()
+        install(conversation, previous)
+        contexts = []
+        for step in steps:
+            context = run_step(step, resume)
+            if resume.refused or context.problems:
+                conversation.restore(before)
+                return None
+            context.actions[:0] = copies(previous.actions.get(context.step, ()), later_turns)
+            contexts.append(context)
+        self.count()
+        return contexts
+
+    def remember(self, previous: Previous) -> None:
+        if not previous.keys or len(previous.keys) != len(previous.nodes):
+            return  # messages and nodes must match one to one
+        with self._lock:
+            self._by_opening[previous.keys[0]] = previous
+            self._by_opening.move_to_end(previous.keys[0])
+            while len(self._by_opening) > MAX_CONVERSATIONS:
+                self._by_opening.popitem(last=False)
+
+
+def install(conversation: Conversation, previous: Previous) -> None:
+    """Put the old turns into ``conversation`` as ``previous`` made them, each still the
+    wire message this request carries (the previous request's objects are its caller's)."""
+    nodes = conversation.nodes
+    for i, made in enumerate(previous.nodes):
+        if made.changed:
+            here = nodes[i]
+            nodes[i] = Node(
+                made.role, made.blocks, here.raw, here.origin, True, made.meta, here.raw_chars
+            )
+
+
+def copies(actions: Sequence[Action], later_turns: int = 0) -> tuple[Action, ...]:
+    """Copies of ``actions``, to keep for the next request or to give it (a caller who
+    edits one report's details never edits another's), ``later_turns`` turns on: a
+    compacted result's ``age`` counts the turns after its own, so it grows with them (an
+    input's counts from the boundary, which has not moved)."""
+    return tuple(
+        Action(
+            a.step,
+            a.kind,
+            a.tool_call_id,
+            a.tool_name,
+            a.message_index,
+            a.chars_before,
+            a.chars_after,
+            _aged(a, later_turns),
+        )
+        for a in actions
+    )
+
+
+def _aged(action: Action, later_turns: int) -> dict[str, object]:
+    detail = dict(action.detail)
+    if action.kind in AGED_KINDS and isinstance(detail.get("age"), int):
+        detail["age"] += later_turns
+    return detail
+
+
+def turn_count(nodes: Sequence[Node]) -> int:
+    """Assistant turns of ``nodes`` (a run of assistant messages is one turn)."""
+    return sum(
+        1
+        for i, node in enumerate(nodes)
+        if node.role == "assistant" and (i == 0 or nodes[i - 1].role != "assistant")
+    )

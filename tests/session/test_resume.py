@@ -1,0 +1,189 @@
+"""A request that continues its conversation's previous one is worked on in its new part
+(issue 16, item 4), and comes out exactly as if it had been processed in full: the same
+output bytes and the same report, whether it continued, or could not and fell back.
+
+The reference is the same session through a pipeline without a cache, which never
+continues (it cannot recognise the previous request's messages).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import middleware
+from middleware.cache import DerivedCache
+from middleware.plugin.host import PluginHost
+from middleware.plugin.markers import hookimpl
+
+#: A schedule that moves within a short session, so some requests continue and some do not.
+BUSY = {"microcompact": {"schedule": {"trigger_tokens": 2_000, "step_turns": 2,
+                                      "min_reclaim_tokens": 200}}}  # fmt: skip
+
+
+def request(turns: int) -> list[dict[str, Any]]:
+    """Anthropic: a task, then ``turns`` turns of one Bash call and its result, some over
+    the result cap (spilled), all long enough to compact, one empty."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Find the failing test."}]
+    for i in range(turns):
+        size = 9_000 if i % 3 == 0 else 2_500
+        output = "" if i == 4 else "\n".join(
+            f"case {n} of step {i} passed in good time, all well" for n in range(size // 45)
+        )  # fmt: skip
+        messages.append({"role": "assistant", "content": [
+            {"type": "text", "text": f"Step {i}."},
+            {"type": "tool_use", "id": f"toolu_{i:04}", "name": "Bash",
+             "input": {"command": f"pytest tests/unit -k mod{i} " + "-v " * 60}},
+        ]})  # fmt: skip
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"toolu_{i:04}", "content": output},
+        ]})  # fmt: skip
+    return messages
+
+
+def policy(root: Path, **overrides: Any) -> middleware.Policy:
+    merged = {**BUSY, **overrides, "spill": {"root": str(root), "keep": True}}
+    return middleware.load_policy(None, env={}, dotenv_path=False, overrides=merged)
+
+
+def replay(
+    pipe: middleware.Pipeline, requests: list[list[dict[str, Any]]]
+) -> list[tuple[str, str]]:
+    """The output and the report of every request, as JSON."""
+    return [
+        (json.dumps(result.output), result.report.to_json())
+        for result in (pipe.process(r, format="anthropic") for r in requests)
+    ]
+
+
+def reference(root: Path, requests: list[list[dict[str, Any]]], **overrides: Any) -> list[Any]:
+    with middleware.Pipeline(
+        policy(root, **overrides), session_id="s", cache=DerivedCache(0)
+    ) as pipe:
+        return replay(pipe, requests)
+
+
+def test_a_growing_session_continues_and_comes_out_the_same(tmp_path: Path) -> None:
+    requests = [request(n) for n in range(1, 25)]
+    with middleware.Pipeline(policy(tmp_path), session_id="s") as pipe:
+        seen = replay(pipe, requests)
+        continued = pipe.continued
+    assert seen == reference(tmp_path, requests)
+    reports = [json.loads(report) for _, report in seen]
+    assert any(a["step"] == "microcompact" for r in reports for a in r["actions"])
+    assert any(a["kind"] == "spilled" for r in reports for a in r["actions"])
+    # Most requests continue; those where the boundary moves are processed in full.
+    assert 12 <= continued < len(requests) - 1
+
+
+def test_the_same_request_twice_is_not_a_continuation(tmp_path: Path) -> None:
+    requests = [request(6), request(6), request(7)]
+    with middleware.Pipeline(policy(tmp_path), session_id="s") as pipe:
+        assert replay(pipe, requests) == reference(tmp_path, requests)
+        assert pipe.continued == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["edited result", "edited call", "removed message", "user message first"],
+)
+def test_a_history_that_changed_is_processed_in_full(tmp_path: Path, change: str) -> None:
+    first, second = request(8), request(9)
+    if change == "edited result":
+        second[2]["content"][0]["content"] += "\nlate line"
+    elif change == "edited call":
+        second[3]["content"][1]["input"]["command"] = "ls"
+    elif change == "removed message":
+        del second[1:3]
+    else:  # the new part opens with the user's message, not the model's turn
+        second = [*first, {"role": "user", "content": "Also check the docs."}]
+    requests = [first, second]
+    with middleware.Pipeline(policy(tmp_path), session_id="s") as pipe:
+        assert replay(pipe, requests) == reference(tmp_path, requests)
+        assert pipe.continued == 0
+
+
+def test_a_decision_admitted_in_between_is_processed_in_full(tmp_path: Path) -> None:
+    first, second = request(8), request(9)
+    with middleware.Pipeline(policy(tmp_path), session_id="s") as pipe:
+        pipe.process(first, format="anthropic")
+        pipe.admit("Bash", "toolu_0003", "x" * 20_000)
+        pipe.process(second, format="anthropic")
+        assert pipe.continued == 0
+
+
+def test_a_policy_reload_is_processed_in_full(tmp_path: Path) -> None:
+    with middleware.Pipeline(policy(tmp_path), session_id="s") as pipe:
+        pipe.process(request(8), format="anthropic")
+        pipe.replace_policy(policy(tmp_path, budget={"max_result_chars": 4_000}))
+        after = pipe.process(request(9), format="anthropic")
+        assert pipe.continued == 0
+    with middleware.Pipeline(
+        policy(tmp_path, budget={"max_result_chars": 4_000}), session_id="s", cache=DerivedCache(0)
+    ) as full:
+        assert after.output == full.process(request(9), format="anthropic").output
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"microcompact": {"keep_results": 2}},
+        {
+            "microcompact": {
+                "schedule": {**BUSY["microcompact"]["schedule"], "window_tokens": 8_000}
+            }
+        },
+        {"budget": {"context_aware": {"enabled": True, "window_tokens": 20_000}}},
+        {"budget": {"freeze_decisions": True}},
+    ],
+    ids=["keep_results", "window_tokens", "context_aware", "freeze_decisions"],
+)
+def test_decisions_that_read_the_whole_history_never_continue(
+    tmp_path: Path, overrides: dict[str, Any]
+) -> None:
+    requests = [request(n) for n in range(4, 14)]
+    with middleware.Pipeline(policy(tmp_path, **overrides), session_id="s") as pipe:
+        assert replay(pipe, requests) == reference(tmp_path, requests, **overrides)
+        assert pipe.continued == 0
+
+
+class HalvingBudget:
+    """A third-party budget step: what it does to old turns is its own business."""
+
+    @hookimpl
+    def enforce_budget(self, conversation: Any, context: Any) -> None:
+        return None
+
+
+def test_a_third_party_step_means_every_request_in_full(tmp_path: Path) -> None:
+    host = PluginHost.create(load_entrypoints=False)
+    host.register(HalvingBudget(), name="halving")
+    with middleware.Pipeline(policy(tmp_path), host=host, session_id="s") as pipe:
+        replay(pipe, [request(n) for n in range(4, 10)])
+        assert pipe.continued == 0
+
+
+def test_conversations_interleaved_in_one_pipeline_each_continue(tmp_path: Path) -> None:
+    other = [request(n) for n in range(1, 8)]
+    for messages in other:
+        messages[0] = {"role": "user", "content": "A subagent's task."}
+    mine = [request(n) for n in range(1, 8)]
+    requests = [r for pair in zip(mine, other, strict=True) for r in pair]
+    with middleware.Pipeline(policy(tmp_path), session_id="s") as pipe:
+        assert replay(pipe, requests) == reference(tmp_path, requests)
+        assert pipe.continued >= 8
+
+
+def test_a_report_edited_by_its_caller_leaves_the_next_alone(tmp_path: Path) -> None:
+    with middleware.Pipeline(policy(tmp_path), session_id="s") as pipe:
+        for n in range(1, 12):
+            report = pipe.process(request(n), format="anthropic").report
+            for action in report.actions:
+                action.detail.clear()  # type: ignore[attr-defined]
+        last = pipe.process(request(12), format="anthropic").report
+        assert pipe.continued > 0
+    expected = json.loads(reference(tmp_path, [request(12)])[0][1])
+    assert json.loads(last.to_json()) == expected
