@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from middleware.cache import Identity
@@ -39,12 +39,16 @@ class Resume:
     before ``from_turn``) as the previous request made them, which the conversation
     already holds, and work on the new part only. ``carried`` holds what each step left
     for the next request, by step name. A step that cannot work that way calls
-    :meth:`refuse`: the request is then processed in full."""
+    :meth:`refuse`: the request is then processed in full; one that works on the whole
+    conversation after all says so in :attr:`redone`."""
 
     from_node: int
     from_turn: int
     carried: Mapping[str, object]
     refused: bool = False
+    #: Steps that worked on the whole conversation after all (microcompaction when its
+    #: boundary moves): their actions are all their own.
+    redone: set[str] = field(default_factory=set)
 
     def refuse(self) -> None:
         self.refused = True
@@ -150,7 +154,8 @@ class Continuations:
             if resume.refused or context.problems:
                 conversation.restore(before)
                 return None
-            context.actions[:0] = copies(previous.actions.get(context.step, ()), later_turns)
+            if context.step not in resume.redone:
+                context.actions[:0] = copies(previous.actions.get(context.step, ()), later_turns)
             contexts.append(context)
         self.count()
         return contexts

@@ -8,6 +8,7 @@ continues (it cannot recognise the previous request's messages).
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -25,18 +26,27 @@ BUSY = {"microcompact": {"schedule": {"trigger_tokens": 2_000, "step_turns": 2,
 
 
 def request(turns: int) -> list[dict[str, Any]]:
-    """Anthropic: a task, then ``turns`` turns of one Bash call and its result, some over
-    the result cap (spilled), all long enough to compact, one empty."""
+    """Anthropic: a task, then ``turns`` turns of one call and its result: mostly Bash,
+    some over the result cap (spilled), all long enough to compact, one empty; every
+    fourth an edit, whose old input is cleared."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Find the failing test."}]
     for i in range(turns):
         size = 9_000 if i % 3 == 0 else 2_500
         output = "" if i == 4 else "\n".join(
             f"case {n} of step {i} passed in good time, all well" for n in range(size // 45)
         )  # fmt: skip
+        call: dict[str, Any] = {
+            "type": "tool_use",
+            "id": f"toolu_{i:04}",
+            "name": "Bash",
+            "input": {"command": f"pytest tests/unit -k mod{i} -v"},
+        }
+        if i % 4 == 1:  # an edit, whose old input is cleared
+            call = {**call, "name": "Edit", "input": {
+                "file_path": f"src/mod{i}.py", "old_string": f"# old {i}\n" * 120,
+                "new_string": f"# new {i}\n" * 120}}  # fmt: skip
         messages.append({"role": "assistant", "content": [
-            {"type": "text", "text": f"Step {i}."},
-            {"type": "tool_use", "id": f"toolu_{i:04}", "name": "Bash",
-             "input": {"command": f"pytest tests/unit -k mod{i} " + "-v " * 60}},
+            {"type": "text", "text": f"Step {i}."}, call,
         ]})  # fmt: skip
         messages.append({"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": f"toolu_{i:04}", "content": output},
@@ -73,10 +83,12 @@ def test_a_growing_session_continues_and_comes_out_the_same(tmp_path: Path) -> N
         continued = pipe.continued
     assert seen == reference(tmp_path, requests)
     reports = [json.loads(report) for _, report in seen]
-    assert any(a["step"] == "microcompact" for r in reports for a in r["actions"])
-    assert any(a["kind"] == "spilled" for r in reports for a in r["actions"])
-    # Most requests continue; those where the boundary moves are processed in full.
-    assert 12 <= continued < len(requests) - 1
+    kinds = {a["kind"] for r in reports for a in r["actions"]}
+    assert {"spilled", "summarized", "input_cleared", "empty_replaced"} <= kinds
+    compacted = [sum(a["step"] == "microcompact" for a in r["actions"]) for r in reports]
+    moves = sum(later > earlier for earlier, later in itertools.pairwise(compacted))
+    assert moves >= 3  # the boundary moved, and the old turns were compacted again
+    assert continued == len(requests) - 1  # every request after the first
 
 
 def test_the_same_request_twice_is_not_a_continuation(tmp_path: Path) -> None:

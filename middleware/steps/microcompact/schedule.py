@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.steps.sizes import chars_before_turns, offsets
+from middleware.view import Node
 
 
 class Gain(NamedTuple):
@@ -37,12 +38,14 @@ class Carried(NamedTuple):
     """What the schedule weighed on a request, for the next request of the session to
     start from when it only adds turns: every result's and call input's :class:`Gain`
     (at any age: the turns a boundary may compact are chosen when weighing), the size of
-    every message before compaction, and the boundary."""
+    every message before compaction, the boundary, and the messages before compaction
+    (to compact again from when the boundary moves)."""
 
     results: tuple[Gain, ...]
     inputs: tuple[Gain, ...]
     sizes: tuple[int, ...]
     boundary: int
+    before: tuple[Node, ...]
 
 
 class TurnGains:

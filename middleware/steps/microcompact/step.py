@@ -33,7 +33,7 @@ from middleware.steps.microcompact.inputs import clear_input, clearable_chars
 from middleware.steps.microcompact.schedule import Carried, Gain, TurnGains, boundary
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.steps.sizes import node_chars
-from middleware.view import CallSite, Conversation, ConversationIndex, ResultSite, ToolCall
+from middleware.view import CallSite, Conversation, ConversationIndex, Node, ResultSite, ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -76,24 +76,32 @@ class _Compaction:
         )
 
     def run(self) -> None:
-        s = self.settings
         if self.context.resume is not None:
             self._resume(self.context.resume)
             return
         index = self.conversation.index()
-        turns = index.turn_count
-        keep = s.keep_results
+        keep = self.settings.keep_results
         recent = index.results[-keep:] if keep else ()
         self.recent = {(site.node, site.block) for site in recent}
         sizes = [node_chars(node, self.context.codec) for node in self.conversation.nodes]
-        self.size = sum(sizes)
         weighed = tuple(self._result_gains(index.results))
         inputs = tuple(self._input_gains(index.calls))
         boundary = self._boundary(index, weighed + inputs, sizes)
-        if not keep and s.window_tokens is None:  # nothing else decides: the next can resume
-            self.context.shared[CARRIED] = Carried(weighed, inputs, tuple(sizes), boundary)
-        self._apply(self._plan(index.results, boundary, s.truncate_turns, s.summarize_turns))
-        self._clear_inputs(index.calls, boundary)
+        self._compact(index, Carried(weighed, inputs, tuple(sizes), boundary, ()))
+
+    def _compact(self, index: ConversationIndex, weighed: Carried) -> None:
+        """Compact what is older than the boundary ``weighed`` found."""
+        s = self.settings
+        turns = index.turn_count
+        self.size = sum(weighed.sizes)
+        if not s.keep_results and s.window_tokens is None:  # nothing else decides: the next
+            # request of the session can continue from here, or from before compaction
+            before = tuple(self.conversation.nodes)
+            self.context.shared[CARRIED] = weighed._replace(before=before)
+        self._apply(
+            self._plan(index.results, weighed.boundary, s.truncate_turns, s.summarize_turns)
+        )
+        self._clear_inputs(index.calls, weighed.boundary)
         window = s.window_tokens
         if window is None or self.size <= window * s.chars_per_token:
             return
@@ -125,11 +133,16 @@ class _Compaction:
     def _resume(self, resume: Resume) -> None:
         """Continue the previous request: weigh the new turns' results and inputs beside
         what it weighed. With the same boundary, its messages stay as it compacted them
-        (the conversation holds them) and the new turns are too young for compaction;
-        a boundary that moves needs the whole request."""
+        (the conversation holds them) and the new turns are too young for compaction.
+        A boundary that moves compacts the whole request again, from the messages as the
+        budget step left them (the previous request's, and this one's new turns)."""
         carried = resume.carried.get("microcompact")
         start = resume.from_node
-        if not isinstance(carried, Carried) or len(carried.sizes) != start:
+        if (
+            not isinstance(carried, Carried)
+            or len(carried.sizes) != start
+            or len(carried.before) != start
+        ):
             resume.refuse()
             return
         index = self.conversation.index()
@@ -142,10 +155,19 @@ class _Compaction:
         codec = self.context.codec
         sizes = carried.sizes + tuple(node_chars(n, codec) for n in self.conversation.nodes[start:])
         moved = self._boundary(index, results + inputs, sizes)
-        if moved != carried.boundary:
-            resume.refuse()
+        if moved == carried.boundary:
+            before = carried.before + tuple(self.conversation.nodes[start:])
+            self.context.shared[CARRIED] = Carried(results, inputs, sizes, moved, before)
             return
-        self.context.shared[CARRIED] = Carried(results, inputs, sizes, moved)
+        nodes = self.conversation.nodes
+        for i, made in enumerate(carried.before):
+            here = nodes[i]  # the wire message of this request
+            nodes[i] = Node(
+                made.role, made.blocks, here.raw, here.origin, made.changed, made.meta,
+                here.raw_chars,
+            )  # fmt: skip
+        resume.redone.add(self.context.step)
+        self._compact(self.conversation.index(), Carried(results, inputs, sizes, moved, ()))
 
     def _boundary(
         self, index: ConversationIndex, gains: tuple[Gain, ...], sizes: Sequence[int]
