@@ -321,16 +321,24 @@ class Conversation:
 
     # -- queries -----------------------------------------------------------------------
 
-    def index(self) -> ConversationIndex:
-        """Pair results with calls (block-scoped) and compute turns and ages."""
+    def index(self, start: int = 0, first_turn: int = 0) -> ConversationIndex:
+        """Pair results with calls (block-scoped) and compute turns and ages.
+
+        From ``start`` on only, when the node there opens turn ``first_turn`` (an
+        assistant node after one that is not): results never answer a call of an earlier
+        turn, so those nodes pair among themselves. ``node_turns`` then covers them only;
+        ``turn_count`` and ages count every turn.
+        """
         node_turns: list[int] = []
         calls: list[CallSite] = []
         # The calls of each turn not answered yet, by id, in call order (first result for
         # an id claims the first such call): one lookup per result, whatever the turn size.
         waiting: dict[tuple[int, str], deque[CallSite]] = {}
-        turn = -1
+        turn = first_turn - 1
         previous_role: str | None = None
-        for ni, node in enumerate(self.nodes):
+        nodes = self.nodes
+        for ni in range(start, len(nodes)):
+            node = nodes[ni]
             if node.role == "assistant" and previous_role != "assistant":
                 turn += 1
             node_turns.append(turn)
@@ -349,10 +357,11 @@ class Conversation:
         turn_count = turn + 1
 
         results: list[ResultSite] = []
-        for ni, node in enumerate(self.nodes):
+        for ni in range(start, len(nodes)):
+            node = nodes[ni]
             if node.role == "assistant" or not node.results:
                 continue
-            node_turn = node_turns[ni]
+            node_turn = node_turns[ni - start]
             for bi, block in enumerate(node.blocks):
                 if not isinstance(block, ToolResult):
                     continue

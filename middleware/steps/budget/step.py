@@ -63,18 +63,17 @@ class _BudgetRun:
         # Continuing the previous request: its turns are as it left them, the new ones
         # are decided here. Decisions that read the history before a turn (the
         # context-aware ceilings) or the ledger are made in full.
-        first = 0
         resume = self.context.resume
-        if resume is not None:
-            if self.settings.aware is not None or self.settings.freeze_decisions:
-                resume.refuse()
-                return
-            first = resume.from_node
-        index = self.conversation.index()
+        if resume is None:
+            index = self.conversation.index()
+        elif self.settings.aware is not None or self.settings.freeze_decisions:
+            resume.refuse()
+            return
+        else:
+            index = self.conversation.index(resume.from_node, resume.from_turn)
         by_turn: dict[int | None, list[ResultSite]] = defaultdict(list)
         for site in index.results:
-            if site.node >= first:
-                by_turn[site.turn].append(site)
+            by_turn[site.turn].append(site)
         admission = self.context.admission
         used: dict[int, int] = {}
         if self.settings.aware is not None and admission is None:

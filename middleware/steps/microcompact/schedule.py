@@ -37,13 +37,15 @@ class Gain(NamedTuple):
 class Carried(NamedTuple):
     """What the schedule weighed on a request, for the next request of the session to
     start from when it only adds turns: every result's and call input's :class:`Gain`
-    (at any age: the turns a boundary may compact are chosen when weighing), the size of
-    every message before compaction, the boundary, and the messages before compaction
-    (to compact again from when the boundary moves)."""
+    (at any age: the turns a boundary may compact are chosen when weighing), the size and
+    turn of every message before compaction, the boundary, and the messages before
+    compaction (to compact again from when the boundary moves)."""
 
     results: tuple[Gain, ...]
     inputs: tuple[Gain, ...]
     sizes: tuple[int, ...]
+    #: The turn of every message (:attr:`.ConversationIndex.node_turns`).
+    node_turns: tuple[int, ...]
     boundary: int
     before: tuple[Node, ...]
 

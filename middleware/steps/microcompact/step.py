@@ -86,8 +86,9 @@ class _Compaction:
         sizes = [node_chars(node, self.context.codec) for node in self.conversation.nodes]
         weighed = tuple(self._result_gains(index.results))
         inputs = tuple(self._input_gains(index.calls))
-        boundary = self._boundary(index, weighed + inputs, sizes)
-        self._compact(index, Carried(weighed, inputs, tuple(sizes), boundary, ()))
+        turns = index.node_turns
+        boundary = self._boundary(weighed + inputs, sizes, turns, index.turn_count)
+        self._compact(index, Carried(weighed, inputs, tuple(sizes), turns, boundary, ()))
 
     def _compact(self, index: ConversationIndex, weighed: Carried) -> None:
         """Compact what is older than the boundary ``weighed`` found."""
@@ -138,26 +139,22 @@ class _Compaction:
         budget step left them (the previous request's, and this one's new turns)."""
         carried = resume.carried.get("microcompact")
         start = resume.from_node
-        if (
-            not isinstance(carried, Carried)
-            or len(carried.sizes) != start
-            or len(carried.before) != start
+        if not isinstance(carried, Carried) or not (
+            len(carried.sizes) == len(carried.node_turns) == len(carried.before) == start
         ):
             resume.refuse()
             return
-        index = self.conversation.index()
-        results = carried.results + tuple(
-            self._result_gains(site for site in index.results if site.node >= start)
-        )
-        inputs = carried.inputs + tuple(
-            self._input_gains(site for site in index.calls if site.node >= start)
-        )
+        new = self.conversation.index(start, resume.from_turn)
+        results = carried.results + tuple(self._result_gains(new.results))
+        inputs = carried.inputs + tuple(self._input_gains(new.calls))
         codec = self.context.codec
         sizes = carried.sizes + tuple(node_chars(n, codec) for n in self.conversation.nodes[start:])
-        moved = self._boundary(index, results + inputs, sizes)
+        turns = carried.node_turns + new.node_turns
+        moved = self._boundary(results + inputs, sizes, turns, new.turn_count)
+        weighed = Carried(results, inputs, sizes, turns, moved, ())
         if moved == carried.boundary:
             before = carried.before + tuple(self.conversation.nodes[start:])
-            self.context.shared[CARRIED] = Carried(results, inputs, sizes, moved, before)
+            self.context.shared[CARRIED] = weighed._replace(before=before)
             return
         nodes = self.conversation.nodes
         for i, made in enumerate(carried.before):
@@ -167,18 +164,18 @@ class _Compaction:
                 here.raw_chars,
             )  # fmt: skip
         resume.redone.add(self.context.step)
-        self._compact(self.conversation.index(), Carried(results, inputs, sizes, moved, ()))
+        self._compact(self.conversation.index(), weighed)
 
     def _boundary(
-        self, index: ConversationIndex, gains: tuple[Gain, ...], sizes: Sequence[int]
+        self, gains: tuple[Gain, ...], sizes: Sequence[int], node_turns: Sequence[int], turns: int
     ) -> int:
         """This request's boundary (:func:`.schedule.boundary`), from what compacting each
         result and clearing each call's input would remove."""
         s = self.settings
         turn_gains = TurnGains(
-            gains, index.turn_count, s.truncate_turns, s.summarize_turns, s.inputs.clear_turns
+            gains, turns, s.truncate_turns, s.summarize_turns, s.inputs.clear_turns
         )
-        return boundary(s, turn_gains, sizes, index.node_turns, index.turn_count)
+        return boundary(s, turn_gains, sizes, node_turns, turns)
 
     def _result_gains(self, sites: Iterable[ResultSite]) -> Iterator[Gain]:
         """What compacting each result would remove, estimated from sizes (deciding costs
