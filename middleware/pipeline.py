@@ -238,6 +238,7 @@ class Pipeline:
             a is not b for a, b in zip(conversation.nodes, parsed, strict=True)
         )
         later = STEP_HOOKS[1:]
+        reading = (Identity(policy), fmt, conversation.text_protocol)
         previous = None
         if keys and not repaired and not contexts[0].problems:
 
@@ -245,8 +246,8 @@ class Pipeline:
                 return self._run_step(step, policy, codec, conversation, request, {}, resume)
 
             previous = self._continuations.run(
-                conversation, keys, policy=Identity(policy), format=fmt,
-                decisions=len(self.decisions), steps=later, run_step=run,
+                conversation, keys, reading=reading, decisions=len(self.decisions),
+                steps=later, run_step=run,
             )  # fmt: skip
         if previous is None:
             contexts += [self._run_step(s, policy, codec, conversation, request, shared)
@@ -261,7 +262,7 @@ class Pipeline:
         failed = any(context.problems for context in contexts)
         if keys and not repaired and carried and not failed:
             self._continuations.remember(Previous(
-                Identity(policy), fmt, keys, tuple(conversation.nodes),
+                reading, keys, tuple(conversation.nodes),
                 {c.step: copies(c.actions) for c in contexts}, {"microcompact": carried},
                 len(self.decisions),
             ))  # fmt: skip
@@ -292,7 +293,6 @@ class Pipeline:
         return (
             fmt in CONTINUED_FORMATS
             and not request.continuation
-            and conversation.text_protocol is None
             and self.cache.enabled
             and isinstance(self._spill, RememberedStore)
             and not any(self._host.extended(hook) for hook in _DECIDING_HOOKS)

@@ -69,8 +69,9 @@ Run = TypeVar("Run", bound=StepRun)
 class Previous:
     """What one request left for the next request of its conversation."""
 
-    policy: Identity
-    format: str
+    #: How the messages were read and decided: the policy, the wire format, and why user
+    #: messages were read as tool output (:attr:`.Conversation.text_protocol`).
+    reading: tuple[Identity, str, str | None]
     #: The exact copy each message is known by (:class:`.MessageMemo`).
     keys: tuple[bytes, ...]
     #: The conversation after the steps (before the loop guard, which runs on every
@@ -101,8 +102,7 @@ class Continuations:
         self,
         conversation: Conversation,
         keys: tuple[bytes, ...],
-        policy: Identity,
-        format: str,
+        reading: tuple[Identity, str, str | None],
         decisions: int,
     ) -> tuple[Previous, Resume] | None:
         """The previous request ``conversation`` continues, and what the steps may take
@@ -110,7 +110,7 @@ class Continuations:
         the messages as parsed (pairing found nothing to repair)."""
         with self._lock:
             previous = self._by_opening.get(keys[0]) if keys else None
-        if previous is None or previous.policy != policy or previous.format != format:
+        if previous is None or previous.reading != reading:
             return None
         size = len(previous.keys)
         nodes = conversation.nodes
@@ -131,8 +131,7 @@ class Continuations:
         conversation: Conversation,
         keys: tuple[bytes, ...],
         *,
-        policy: Identity,
-        format: str,
+        reading: tuple[Identity, str, str | None],
         decisions: int,
         steps: Sequence[tuple[str, str]],
         run_step: Callable[[tuple[str, str], Resume], Run],
@@ -141,7 +140,7 @@ class Continuations:
         previous request of its conversation as it was: their contexts, each holding the
         previous request's actions before its own. ``None``, and the conversation as it
         came, when it does not or a step cannot."""
-        found = self.resume(conversation, keys, policy, format, decisions)
+        found = self.resume(conversation, keys, reading, decisions)
         if found is None:
             return None
         previous, resume = found

@@ -199,3 +199,33 @@ def test_a_report_edited_by_its_caller_leaves_the_next_alone(tmp_path: Path) -> 
         assert pipe.continued > 0
     expected = json.loads(reference(tmp_path, [request(12)])[0][1])
     assert json.loads(last.to_json()) == expected
+
+
+def text_request(turns: int) -> list[dict[str, Any]]:
+    """OpenAI chat, a text protocol: the model's command in its text, the output as the
+    next user message."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You run shell commands."},
+        {"role": "user", "content": "Fix the failing test."},
+    ]
+    for i in range(turns):
+        output = "\n".join(f"line {n} of run {i}: all fine here" for n in range(40 + 200 * (i % 3)))
+        messages.append({"role": "assistant", "content": f"Run {i}.\n```bash\nmake test{i}\n```"})
+        messages.append({"role": "user", "content": f"<output>\n{output}\n</output>"})
+    return messages
+
+
+def test_a_text_protocol_session_continues_and_comes_out_the_same(tmp_path: Path) -> None:
+    rule = {"text_protocol": {"enabled": True, "pattern": "^<output>", "tool_name": "bash"}}
+    requests = [text_request(n) for n in range(1, 16)]
+    with middleware.Pipeline(policy(tmp_path, **rule), session_id="s") as pipe:
+        seen = [(json.dumps(r.output), r.report.to_json())
+                for r in (pipe.process(m, format="openai") for m in requests)]  # fmt: skip
+        assert pipe.continued == len(requests) - 1
+    with middleware.Pipeline(
+        policy(tmp_path, **rule), session_id="s", cache=DerivedCache(0)
+    ) as full:
+        expected = [(json.dumps(r.output), r.report.to_json())
+                    for r in (full.process(m, format="openai") for m in requests)]  # fmt: skip
+    assert seen == expected
+    assert '"kind": "summarized"' in seen[-1][1]
