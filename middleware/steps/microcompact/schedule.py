@@ -36,13 +36,19 @@ class Gain(NamedTuple):
 
 class Carried(NamedTuple):
     """What the schedule weighed on a request, for the next request of the session to
-    start from when it only adds turns: every result's and call input's :class:`Gain`
-    (at any age: the turns a boundary may compact are chosen when weighing), the size and
-    turn of every message before compaction, the boundary, and the messages before
-    compaction (to compact again from when the boundary moves)."""
+    start from when it only adds turns: every result's and call input's :class:`Gain`, the
+    size and turn of every message before compaction, the boundary, and the messages
+    before compaction (to compact again from when the boundary moves).
+
+    A summary's gain is weighed once its result is old enough to be summarised, an
+    input's once it is old enough to be cleared (weighing reads the whole text):
+    ``later_summaries`` are the results still to weigh (their position in ``results``,
+    their node and block), ``later_inputs`` the calls (turn, node, block)."""
 
     results: tuple[Gain, ...]
     inputs: tuple[Gain, ...]
+    later_summaries: tuple[tuple[int, int, int], ...]
+    later_inputs: tuple[tuple[int, int, int], ...]
     sizes: tuple[int, ...]
     #: The turn of every message (:attr:`.ConversationIndex.node_turns`).
     node_turns: tuple[int, ...]

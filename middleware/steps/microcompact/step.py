@@ -16,24 +16,29 @@ compacted text names the file.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from middleware.cache import Identity
 from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
 from middleware.session.resume import Resume
-from middleware.steps.loop_guard import without_notices
-from middleware.steps.mentions import error_lines, mentions
 from middleware.steps.microcompact.before_spill import SHARED_KEY as COMPACT_FIRST
-from middleware.steps.microcompact.content_types import detect_content_type
-from middleware.steps.microcompact.inputs import clear_input, clearable_chars
+from middleware.steps.microcompact.inputs import clear_input
+from middleware.steps.microcompact.readings import Readings
 from middleware.steps.microcompact.schedule import Carried, Gain, TurnGains, boundary
 from middleware.steps.microcompact.settings import MicrocompactSettings
+from middleware.steps.microcompact.weighing import Weighing
 from middleware.steps.sizes import node_chars
-from middleware.view import CallSite, Conversation, ConversationIndex, Node, ResultSite, ToolCall
+from middleware.view import (
+    CallSite,
+    Conversation,
+    ConversationIndex,
+    Node,
+    ResultSite,
+    ToolCall,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -67,9 +72,8 @@ class _Compaction:
         self.settings = settings
         self.context = context
         self.conversation = conversation
-        #: What each text is (written by this step, or the full text it stands for),
-        #: verified against the spill store once per text in this run.
-        self._states: dict[str, tuple[str | None, str | None]] = {}
+        self.readings = Readings(settings, context)
+        self.weighing = Weighing(settings, self.readings, context.cache, self._exempt)
         host = context.host
         self._plugins_summarize = host.implements("summarize_result") or host.implements(
             "detect_content_type"
@@ -84,11 +88,15 @@ class _Compaction:
         recent = index.results[-keep:] if keep else ()
         self.recent = {(site.node, site.block) for site in recent}
         sizes = [node_chars(node, self.context.codec) for node in self.conversation.nodes]
-        weighed = tuple(self._result_gains(index.results))
-        inputs = tuple(self._input_gains(index.calls))
+        results, later_summaries = self.weighing.results(index.results, index.turn_count)
+        inputs, later_inputs = self.weighing.inputs(index.calls, index.turn_count)
         turns = index.node_turns
-        boundary = self._boundary(weighed + inputs, sizes, turns, index.turn_count)
-        self._compact(index, Carried(weighed, inputs, tuple(sizes), turns, boundary, ()))
+        boundary = self._boundary(results + inputs, sizes, turns, index.turn_count)
+        weighed = Carried(
+            tuple(results), tuple(inputs), tuple(later_summaries), tuple(later_inputs),
+            tuple(sizes), turns, boundary, (),
+        )  # fmt: skip
+        self._compact(index, weighed)
 
     def _compact(self, index: ConversationIndex, weighed: Carried) -> None:
         """Compact what is older than the boundary ``weighed`` found."""
@@ -127,7 +135,7 @@ class _Compaction:
                 _Plan(site, "summarize")
                 for site in index.results
                 if (site.node, site.block) in requested
-                and self._compacted_to(site.result.text) != "summarize"
+                and self.readings.compacted_to(site.result.text) != "summarize"
             ]
         )
 
@@ -145,13 +153,25 @@ class _Compaction:
             resume.refuse()
             return
         new = self.conversation.index(start, resume.from_turn)
-        results = carried.results + tuple(self._result_gains(new.results))
-        inputs = carried.inputs + tuple(self._input_gains(new.calls))
+        weighed_on = self.weighing.carried_on(carried, new.turn_count)
+        if weighed_on is None:
+            resume.refuse()
+            return
+        results, later_summaries, inputs, later_inputs = weighed_on
+        added, pending = self.weighing.results(new.results, new.turn_count)
+        later_summaries += [(len(results) + i, node, block) for i, node, block in pending]
+        results += added
+        added, pending = self.weighing.inputs(new.calls, new.turn_count)
+        inputs += added
+        later_inputs += pending
         codec = self.context.codec
         sizes = carried.sizes + tuple(node_chars(n, codec) for n in self.conversation.nodes[start:])
         turns = carried.node_turns + new.node_turns
         moved = self._boundary(results + inputs, sizes, turns, new.turn_count)
-        weighed = Carried(results, inputs, sizes, turns, moved, ())
+        weighed = Carried(
+            tuple(results), tuple(inputs), tuple(later_summaries), tuple(later_inputs),
+            sizes, turns, moved, (),
+        )  # fmt: skip
         if moved == carried.boundary:
             before = carried.before + tuple(self.conversation.nodes[start:])
             self.context.shared[CARRIED] = weighed._replace(before=before)
@@ -167,7 +187,7 @@ class _Compaction:
         self._compact(self.conversation.index(), weighed)
 
     def _boundary(
-        self, gains: tuple[Gain, ...], sizes: Sequence[int], node_turns: Sequence[int], turns: int
+        self, gains: Sequence[Gain], sizes: Sequence[int], node_turns: Sequence[int], turns: int
     ) -> int:
         """This request's boundary (:func:`.schedule.boundary`), from what compacting each
         result and clearing each call's input would remove."""
@@ -176,32 +196,6 @@ class _Compaction:
             gains, turns, s.truncate_turns, s.summarize_turns, s.inputs.clear_turns
         )
         return boundary(s, turn_gains, sizes, node_turns, turns)
-
-    def _result_gains(self, sites: Iterable[ResultSite]) -> Iterator[Gain]:
-        """What compacting each result would remove, estimated from sizes (deciding costs
-        no I/O). Weighed at any age, so that a later request of the session can reuse it:
-        the boundary only counts the summaries of the turns it would summarise."""
-        s = self.settings
-        truncate_kept = s.head_chars + s.tail_chars + 150
-        for site in sites:
-            if site.turn is None or self._exempt(site):
-                continue
-            state = self._compacted_to(site.result.text)
-            if state == "summarize" or self._original_size(site) < s.min_content:
-                continue
-            # What compacting can remove: the text as it stands (after the budget step's
-            # cut, which a second pass sees as the text itself).
-            size = len(site.result.text)
-            truncated = max(size - truncate_kept, 0) if state != "truncate" else 0
-            summarized = max(size - self._summary_size(self._full_text(site)), 0)
-            yield Gain(site.turn, site.node, truncated, summarized)
-
-    def _input_gains(self, sites: Iterable[CallSite]) -> Iterator[Gain]:
-        """What clearing each call's input would remove (at any age, as results)."""
-        for call in sites:
-            removable = clearable_chars(call.call, self.settings.inputs, self.context.cache)
-            if removable > 0:
-                yield Gain(call.turn, call.node, cleared=removable)
 
     def _plan(
         self,
@@ -220,20 +214,14 @@ class _Compaction:
             level = (
                 "summarize" if age >= summarize_age else "truncate" if age >= truncate_age else None
             )
-            if level is None or self._compacted_to(site.result.text) in (level, "summarize"):
+            if level is None:
                 continue
-            if self._original_size(site) < minimum:
+            if self.readings.compacted_to(site.result.text) in (level, "summarize"):
+                continue
+            if self.readings.original_size(site.result) < minimum:
                 continue
             plans.append(_Plan(site, level))
         return plans
-
-    def _original_size(self, site: ResultSite) -> int:
-        """Eligibility is judged on the size before any cut (budget preview or truncation)."""
-        original = site.result.original
-        if original is not None:
-            return len(original)
-        recovered = self._recovered(site.result.text)
-        return len(recovered if recovered is not None else site.result.text)
 
     def _exempt(self, site: ResultSite) -> bool:
         if (site.node, site.block) in self.recent:
@@ -241,39 +229,6 @@ class _Compaction:
         if site.result.is_error and self.settings.keep_errors:
             return True
         return site.tool_name is not None and site.tool_name in self.settings.exempt_tools
-
-    def _compacted_to(self, text: str) -> str | None:
-        """``summarize`` or ``truncate`` if this step wrote ``text`` (checked against the
-        spill store), else ``None``."""
-        return self._own(text)[0]
-
-    def _recovered(self, text: str) -> str | None:
-        """The full text of a preview or truncation this product wrote, else ``None``."""
-        return self._own(text)[1]
-
-    def _own(self, text: str) -> tuple[str | None, str | None]:
-        """What this product made of ``text`` (the step's level, the original it stands
-        for), read once per text and run, and across requests while the store agrees."""
-        found = self._states.get(text)
-        if found is None:
-            found = self._states[text] = self.context.verified(
-                ("microcompact-own", Identity(self.context.policy), text),
-                lambda load: self._read_own(text, load),
-                lambda _: 100,
-                lambda value: (text,) if value[1] is None else (text, value[1]),
-            )
-        return found
-
-    def _read_own(
-        self, text: str, load: Callable[[str], str | None]
-    ) -> tuple[str | None, str | None]:
-        own = without_notices(text, self.context.policy)
-        state = None
-        if self.settings.is_summary(own, load):
-            state = "summarize"
-        elif self.settings.is_truncation(own, load):
-            state = "truncate"
-        return state, self.settings.recover(own, load)
 
     def _apply(self, plans: list[_Plan]) -> None:
         for plan in plans:
@@ -283,7 +238,7 @@ class _Compaction:
             # Work from the full text: the budget step hands it on when it spilled the
             # result in this call; a result compacted earlier names its file. The pointer
             # then names the same file and the counts are the original's.
-            text = self._full_text(site)
+            text = self.readings.full_text(site.result)
             path = self._save(site, text)
             if path is None:
                 continue
@@ -309,14 +264,14 @@ class _Compaction:
         once, however many requests carry the result."""
 
         def built_in(kind: str | None = None) -> str | None:
-            found, errors, detected, _ = self._read(text)
+            found, errors, detected, _ = self.readings.parts(text)
             kind = kind or detected
             return self.settings.summarize(text, path, kind, list(found), list(errors))
 
         if self._plugins_summarize:
             kind = self.context.content_type(text, tool_name)
             found = self.context.summary(
-                text, tool_name, kind or self._read(text).content_type, path
+                text, tool_name, kind or self.readings.parts(text).content_type, path
             )
             return found if found is not None else built_in(kind)
         return self.context.cache.derive(
@@ -362,18 +317,6 @@ class _Compaction:
                 chars_before=before, chars_after=after, age=boundary - 1 - site.turn, path=path,
             )  # fmt: skip
 
-    def _full_text(self, site: ResultSite) -> str:
-        """The text a summary of the result is made from: the budget step hands it on
-        when it spilled the result in this call; a result compacted earlier names its file."""
-        result = site.result
-        return result.original if result.original is not None else self._recover(result.text)
-
-    def _recover(self, text: str) -> str:
-        """The original of a preview or truncation made earlier, read back from the spill
-        store; ``text`` itself when it is neither or the store no longer has it."""
-        recovered = self._recovered(text)
-        return text if recovered is None else recovered
-
     def _save(self, site: ResultSite, text: str) -> str | None:
         key = site.result.call_id or site.tool_name or "result"
         try:
@@ -385,36 +328,3 @@ class _Compaction:
                 chars_before=len(text), chars_after=len(text), error=str(exc),
             )  # fmt: skip
             return None
-
-    def _summary_size(self, text: str) -> int:
-        """About what a summary of ``text`` keeps: its line, its mentions, its errors."""
-        return self._read(text).summary_size
-
-    def _read(self, text: str) -> _Parts:
-        """What a summary keeps of ``text`` (its mentions and error lines) and its detected
-        content type: read once per text and settings, however many requests repeat it."""
-        count, lines = self.settings.mentions, self.settings.error_lines
-
-        def read() -> _Parts:
-            found = tuple(mentions(text, count))
-            errors = tuple(error_lines(text, lines))
-            size = 200 + sum(len(m) + 2 for m in found) + sum(len(e) + 13 for e in errors)
-            return _Parts(found, errors, detect_content_type(text), size)
-
-        return self.context.cache.derive(
-            ("summary-parts", text, count, lines), read, _parts_size, (text,)
-        )
-
-
-class _Parts(NamedTuple):
-    """What a summary of a result is made of, and about how long it is."""
-
-    mentions: tuple[str, ...]
-    errors: tuple[str, ...]
-    content_type: str
-    #: Every request weighs every old result by it: added up once.
-    summary_size: int
-
-
-def _parts_size(parts: _Parts) -> int:
-    return 100 + sum(len(m) + 60 for m in parts.mentions) + sum(len(e) + 60 for e in parts.errors)

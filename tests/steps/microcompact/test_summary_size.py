@@ -47,16 +47,16 @@ def test_a_spilled_result_is_weighed_by_the_summary_of_its_full_text(
 ) -> None:
     """The summary is made from the full text, not from the budget step's preview: the
     schedule weighs that same summary, and reads each text once."""
-    from middleware.steps.microcompact import step
+    from middleware.steps.microcompact import readings
 
     read: list[str] = []
-    real = step.mentions
+    real = readings.mentions
 
     def recording(text: str, limit: int) -> list[str]:
         read.append(text)
         return real(text, limit)
 
-    monkeypatch.setattr(step, "mentions", recording)
+    monkeypatch.setattr(readings, "mentions", recording)
     overrides = {
         "budget": {"max_result_chars": 6_000},
         "microcompact": {

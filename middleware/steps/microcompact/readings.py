@@ -1,0 +1,113 @@
+"""What microcompaction reads of a result: whether this product wrote it (a summary or
+truncation, verified against the spill store), the full text it stands for, and what a
+summary of it keeps. Each is read once per text and request, and across requests while the
+store agrees (a session's requests carry the same old results again and again)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from middleware.cache import Identity
+from middleware.plugin.context import StepContext
+from middleware.steps.loop_guard import without_notices
+from middleware.steps.mentions import error_lines, mentions
+from middleware.steps.microcompact.content_types import detect_content_type
+from middleware.steps.microcompact.settings import MicrocompactSettings
+from middleware.view import ToolResult
+
+
+class Parts(NamedTuple):
+    """What a summary of a result is made of, and about how long it is."""
+
+    mentions: tuple[str, ...]
+    errors: tuple[str, ...]
+    content_type: str
+    #: Every request weighs every old result by it: added up once.
+    summary_size: int
+
+
+class Readings:
+    """What one request's microcompaction has read of result texts."""
+
+    def __init__(self, settings: MicrocompactSettings, context: StepContext) -> None:
+        self.settings = settings
+        self.context = context
+        #: What each text is (written by this step, or the full text it stands for),
+        #: verified against the spill store once per text in this request.
+        self._states: dict[str, tuple[str | None, str | None]] = {}
+
+    def compacted_to(self, text: str) -> str | None:
+        """``summarize`` or ``truncate`` if this step wrote ``text`` (checked against the
+        spill store), else ``None``."""
+        return self._own(text)[0]
+
+    def recovered(self, text: str) -> str | None:
+        """The full text of a preview or truncation this product wrote, else ``None``."""
+        return self._own(text)[1]
+
+    def recover(self, text: str) -> str:
+        """The original of a preview or truncation made earlier, read back from the spill
+        store; ``text`` itself when it is neither or the store no longer has it."""
+        recovered = self.recovered(text)
+        return text if recovered is None else recovered
+
+    def full_text(self, result: ToolResult) -> str:
+        """The text a summary of ``result`` is made from: the budget step hands it on when
+        it spilled the result in this request; a result compacted earlier names its file."""
+        return result.original if result.original is not None else self.recover(result.text)
+
+    def original_size(self, result: ToolResult) -> int:
+        """The size before any cut (budget preview or truncation), which eligibility is
+        judged on."""
+        if result.original is not None:
+            return len(result.original)
+        recovered = self.recovered(result.text)
+        return len(recovered if recovered is not None else result.text)
+
+    def summary_size(self, text: str) -> int:
+        """About what a summary of ``text`` keeps: its line, its mentions, its errors."""
+        return self.parts(text).summary_size
+
+    def parts(self, text: str) -> Parts:
+        """What a summary keeps of ``text`` (its mentions and error lines) and its detected
+        content type: read once per text and settings, however many requests repeat it."""
+        count, lines = self.settings.mentions, self.settings.error_lines
+
+        def read() -> Parts:
+            found = tuple(mentions(text, count))
+            errors = tuple(error_lines(text, lines))
+            size = 200 + sum(len(m) + 2 for m in found) + sum(len(e) + 13 for e in errors)
+            return Parts(found, errors, detect_content_type(text), size)
+
+        return self.context.cache.derive(
+            ("summary-parts", text, count, lines), read, _parts_size, (text,)
+        )
+
+    def _own(self, text: str) -> tuple[str | None, str | None]:
+        """What this product made of ``text`` (the step's level, the original it stands
+        for), read once per text and request, and across requests while the store agrees."""
+        found = self._states.get(text)
+        if found is None:
+            found = self._states[text] = self.context.verified(
+                ("microcompact-own", Identity(self.context.policy), text),
+                lambda load: self._read_own(text, load),
+                lambda _: 100,
+                lambda value: (text,) if value[1] is None else (text, value[1]),
+            )
+        return found
+
+    def _read_own(
+        self, text: str, load: Callable[[str], str | None]
+    ) -> tuple[str | None, str | None]:
+        own = without_notices(text, self.context.policy)
+        state = None
+        if self.settings.is_summary(own, load):
+            state = "summarize"
+        elif self.settings.is_truncation(own, load):
+            state = "truncate"
+        return state, self.settings.recover(own, load)
+
+
+def _parts_size(parts: Parts) -> int:
+    return 100 + sum(len(m) + 60 for m in parts.mentions) + sum(len(e) + 60 for e in parts.errors)
