@@ -1,5 +1,6 @@
 """Fixtures every test folder may use: an S3-compatible server on loopback, started once
-for the run by the first test that asks for it, and an empty bucket in it."""
+for the run by the first test that asks for it, and an empty bucket in it; the texts
+microcompaction reads for their summaries."""
 
 from __future__ import annotations
 
@@ -18,3 +19,20 @@ def s3() -> Iterator[S3Server]:
 @pytest.fixture
 def bucket(s3: S3Server) -> str:
     return s3.bucket()
+
+
+@pytest.fixture
+def summaries_read(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts microcompaction reads the mentions of (for a summary or its size), in
+    order, as the test runs."""
+    from middleware.steps.microcompact import readings
+
+    read: list[str] = []
+    real = readings.mentions
+
+    def recording(text: str, limit: int) -> list[str]:
+        read.append(text)
+        return real(text, limit)
+
+    monkeypatch.setattr(readings, "mentions", recording)
+    return read

@@ -232,26 +232,16 @@ def test_a_text_protocol_session_continues_and_comes_out_the_same(tmp_path: Path
 
 
 def test_a_result_is_read_for_its_summary_once_and_only_once_it_is_old(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, summaries_read: list[str]
 ) -> None:
     """Weighing a summary reads the whole text: a result just returned (a 50 MB log, say)
     is not read on every request while it is too young to be summarised, and a request
     that continues the previous one does not read again what that one read."""
-    from middleware.steps.microcompact import readings
-
-    read: list[str] = []
-    real = readings.mentions
-
-    def recording(text: str, limit: int) -> list[str]:
-        read.append(text)
-        return real(text, limit)
-
-    monkeypatch.setattr(readings, "mentions", recording)
     with middleware.Pipeline(policy(tmp_path), session_id="s") as pipe:
         for n in range(1, 16):
             messages = request(n)
             pipe.process(messages, format="anthropic")
             newest = messages[-1]["content"][0]["content"]
-            assert newest not in read
+            assert newest not in summaries_read
         assert pipe.continued == 14
-    assert read and len(read) == len(set(read))
+    assert summaries_read and len(summaries_read) == len(set(summaries_read))

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 import middleware
 
 EVERY_TURN = {
@@ -43,20 +41,10 @@ def test_a_large_mention_count_does_not_switch_compaction_off() -> None:
 
 
 def test_a_spilled_result_is_weighed_by_the_summary_of_its_full_text(
-    monkeypatch: pytest.MonkeyPatch,
+    summaries_read: list[str],
 ) -> None:
     """The summary is made from the full text, not from the budget step's preview: the
     schedule weighs that same summary, and reads each text once."""
-    from middleware.steps.microcompact import readings
-
-    read: list[str] = []
-    real = readings.mentions
-
-    def recording(text: str, limit: int) -> list[str]:
-        read.append(text)
-        return real(text, limit)
-
-    monkeypatch.setattr(readings, "mentions", recording)
     overrides = {
         "budget": {"max_result_chars": 6_000},
         "microcompact": {
@@ -68,4 +56,4 @@ def test_a_spilled_result_is_weighed_by_the_summary_of_its_full_text(
     log = "".join(f"src/pkg/module_{n}.py:{n}: value\n" for n in range(400))
     messages = session(8, log)
     assert summarized(policy, messages)
-    assert read and all(text == log for text in read)
+    assert summaries_read and all(text == log for text in summaries_read)
