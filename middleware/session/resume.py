@@ -32,6 +32,14 @@ FORMATS = frozenset({"anthropic", "openai"})
 AGED_KINDS = frozenset({"truncated", "summarized"})
 
 
+class Carry(Protocol):
+    """What a step carries to the next request: it can be cut to the first messages."""
+
+    def up_to(self, node: int) -> Carry:
+        """What was carried for the messages before ``node`` alone."""
+        ...
+
+
 @dataclass
 class Resume:
     """What a request that continues the session's previous one (the same messages, then
@@ -44,7 +52,7 @@ class Resume:
 
     from_node: int
     from_turn: int
-    carried: Mapping[str, object]
+    carried: Mapping[str, Carry]
     refused: bool = False
     #: Steps that worked on the whole conversation after all (microcompaction when its
     #: boundary moves): their actions are all their own.
@@ -80,7 +88,7 @@ class Previous:
     #: The steps' actions, by step name.
     actions: Mapping[str, tuple[Action, ...]]
     #: What each step left for the next request (:attr:`.Resume.carried`).
-    carried: Mapping[str, object]
+    carried: Mapping[str, Carry]
     #: Decisions in the pipeline's ledger: one admitted since changes an old result.
     decisions: int
 
@@ -104,27 +112,43 @@ class Continuations:
         keys: tuple[bytes, ...],
         reading: tuple[Identity, str, str | None],
         decisions: int,
-    ) -> tuple[Previous, Resume] | None:
-        """The previous request ``conversation`` continues, and what the steps may take
-        from it; ``None`` when it does not continue one as it was. ``conversation`` holds
-        the messages as parsed (pairing found nothing to repair)."""
+    ) -> tuple[Previous, Resume, int] | None:
+        """The previous request ``conversation`` continues, cut to the turns both share as
+        they were, what the steps may take from it, and the turns the previous request
+        had; ``None`` when no turn is shared. ``conversation`` holds the messages as parsed
+        (pairing found nothing to repair).
+
+        Agents move their cache markers forward on every request, so the previous
+        request's last messages often come back changed: the turns before the first
+        changed message are still shared."""
         with self._lock:
             previous = self._by_opening.get(keys[0]) if keys else None
-        if previous is None or previous.reading != reading:
+        if previous is None or previous.reading != reading or previous.decisions != decisions:
+            return None
+        nodes = conversation.nodes
+        if len(nodes) != len(keys):
             return None
         size = len(previous.keys)
-        nodes = conversation.nodes
-        if (
-            size >= len(keys)
-            or len(nodes) != len(keys)
-            or keys[:size] != previous.keys
-            or previous.decisions != decisions
-            # The new part opens a turn: the old turns are whole as they were.
-            or nodes[size].role != "assistant"
-            or previous.nodes[-1].role == "assistant"
+        shared = 0
+        limit = min(size, len(keys))
+        while shared < limit and keys[shared] == previous.keys[shared]:
+            shared += 1
+        # The new part must open a turn, in this request and in the previous one (a turn
+        # cut in two would have been decided as a whole).
+        start = shared
+        while start > 0 and not (
+            start < len(nodes)
+            and nodes[start].role == "assistant"
+            and nodes[start - 1].role != "assistant"
+            and (start == size or previous.nodes[start].role == "assistant")
         ):
+            start -= 1
+        if start == 0:
             return None
-        return previous, Resume(size, turn_count(previous.nodes), previous.carried)
+        turns = turn_count(previous.nodes)
+        if start < size:
+            previous = _cut(previous, start)
+        return previous, Resume(start, turn_count(previous.nodes), previous.carried), turns
 
     def run(
         self,
@@ -143,8 +167,8 @@ class Continuations:
         found = self.resume(conversation, keys, reading, decisions)
         if found is None:
             return None
-        previous, resume = found
-        later_turns = turn_count(conversation.nodes) - resume.from_turn
+        previous, resume, turns = found
+        later_turns = turn_count(conversation.nodes) - turns
         before = conversation.checkpoint()
         install(conversation, previous)
         contexts = []
@@ -167,6 +191,23 @@ class Continuations:
             self._by_opening.move_to_end(previous.keys[0])
             while len(self._by_opening) > MAX_CONVERSATIONS:
                 self._by_opening.popitem(last=False)
+
+
+def _cut(previous: Previous, node: int) -> Previous:
+    """``previous`` as if it had ended before ``node`` (where a turn opens)."""
+    return Previous(
+        previous.reading,
+        previous.keys[:node],
+        previous.nodes[:node],
+        {
+            step: tuple(
+                a for a in actions if a.message_index is not None and a.message_index < node
+            )
+            for step, actions in previous.actions.items()
+        },
+        {step: carry.up_to(node) for step, carry in previous.carried.items()},
+        previous.decisions,
+    )
 
 
 def install(conversation: Conversation, previous: Previous) -> None:

@@ -7,11 +7,13 @@ Reads ../shared/data/trajectories when it is beside the checkout (it is in CI).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,9 +32,14 @@ CASES = [
 ]
 
 
-def replay(source: str, number: int, policy_name: str | None, root: str, cache: bool) -> list[str]:
+def replay(
+    source: str, number: int, policy_name: str | None, root: str, cache: bool, *,
+    marked: bool = False,
+) -> list[str]:  # fmt: skip
     """The SHA-256 of every request the session sends after ``process()``, and of its
-    report, in order."""
+    report, in order. ``marked``: with a cache marker on the last message of each request,
+    moved forward every time (as Claude Code does), so the previous request's last message
+    comes back changed."""
     import middleware
     from middleware.cache import DerivedCache
     from middleware.replay.transcripts import load_transcripts
@@ -43,7 +50,8 @@ def replay(source: str, number: int, policy_name: str | None, root: str, cache: 
     digests = []
     kwargs = {} if cache else {"cache": DerivedCache(0)}
     with middleware.Pipeline(policy, session_id="replay", **kwargs) as pipe:
-        for request in transcript.requests():
+        for sent in transcript.requests():
+            request = with_cache_marker(sent) if marked else sent
             result = pipe.process(request, format=transcript.format)
             wire = json.dumps(result.output, ensure_ascii=False) + result.report.to_json()
             digests.append(hashlib.sha256(wire.encode("utf-8", "surrogatepass")).hexdigest())
@@ -51,6 +59,24 @@ def replay(source: str, number: int, policy_name: str | None, root: str, cache: 
             # Most requests continue the previous one (middleware.session.resume).
             assert pipe.continued > len(digests) // 2
     return digests
+
+
+def with_cache_marker(messages: list[Any]) -> list[Any]:
+    """An Anthropic history with ``cache_control`` on the last block of its last message."""
+    out = copy.deepcopy(messages)
+    last = out[-1]
+    if isinstance(last["content"], str):
+        last["content"] = [{"type": "text", "text": last["content"]}]
+    last["content"][-1]["cache_control"] = {"type": "ephemeral"}
+    return out
+
+
+@pytest.mark.skipif(not TRAJECTORIES.is_dir(), reason="no shared trajectories beside the checkout")
+def test_a_cache_marker_moved_forward_changes_nothing(tmp_path: Path) -> None:
+    source, number = CASES[0][:2]
+    root = str(tmp_path)
+    without = replay(source, number, None, root, cache=False, marked=True)
+    assert replay(source, number, None, root, cache=True, marked=True) == without
 
 
 @pytest.mark.skipif(not TRAJECTORIES.is_dir(), reason="no shared trajectories beside the checkout")

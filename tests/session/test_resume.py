@@ -8,6 +8,7 @@ continues (it cannot recognise the previous request's messages).
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 from pathlib import Path
@@ -91,23 +92,44 @@ def test_a_growing_session_continues_and_comes_out_the_same(tmp_path: Path) -> N
     assert continued == len(requests) - 1  # every request after the first
 
 
-def test_the_same_request_twice_is_not_a_continuation(tmp_path: Path) -> None:
+def test_the_same_request_twice_continues_from_its_last_turn(tmp_path: Path) -> None:
     requests = [request(6), request(6), request(7)]
     with middleware.Pipeline(policy(tmp_path), session_id="s") as pipe:
         assert replay(pipe, requests) == reference(tmp_path, requests)
-        assert pipe.continued == 1
+        assert pipe.continued == 2
+
+
+def marked(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with a cache marker on the last block of the last message, moved there
+    on every request, as Claude Code and the SDKs' automatic caching do."""
+    out = copy.deepcopy(messages)
+    last = out[-1]
+    if isinstance(last["content"], str):
+        last["content"] = [{"type": "text", "text": last["content"]}]
+    last["content"][-1]["cache_control"] = {"type": "ephemeral"}
+    return out
 
 
 @pytest.mark.parametrize(
-    "change",
-    ["edited result", "edited call", "removed message", "user message first"],
+    ("change", "continued"),
+    [
+        ("edited result", 1),  # from the first turn, before it
+        ("edited call", 1),
+        ("moved cache marker", 1),  # from the previous request's last turn
+        ("removed message", 1),  # from the task message alone
+        ("user message first", 1),  # from the last turn: the previous request's was cut
+    ],
 )
-def test_a_history_that_changed_is_processed_in_full(tmp_path: Path, change: str) -> None:
+def test_a_history_that_changed_continues_from_the_turns_it_shares(
+    tmp_path: Path, change: str, continued: int
+) -> None:
     first, second = request(8), request(9)
     if change == "edited result":
         second[2]["content"][0]["content"] += "\nlate line"
     elif change == "edited call":
         second[3]["content"][1]["input"]["command"] = "ls"
+    elif change == "moved cache marker":
+        first, second = marked(first), marked(second)
     elif change == "removed message":
         del second[1:3]
     else:  # the new part opens with the user's message, not the model's turn
@@ -115,7 +137,14 @@ def test_a_history_that_changed_is_processed_in_full(tmp_path: Path, change: str
     requests = [first, second]
     with middleware.Pipeline(policy(tmp_path), session_id="s") as pipe:
         assert replay(pipe, requests) == reference(tmp_path, requests)
-        assert pipe.continued == 0
+        assert pipe.continued == continued
+
+
+def test_a_session_whose_cache_marker_moves_continues_every_request(tmp_path: Path) -> None:
+    requests = [marked(request(n)) for n in range(1, 25)]
+    with middleware.Pipeline(policy(tmp_path), session_id="s") as pipe:
+        assert replay(pipe, requests) == reference(tmp_path, requests)
+        assert pipe.continued == len(requests) - 1
 
 
 def test_a_decision_admitted_in_between_is_processed_in_full(tmp_path: Path) -> None:

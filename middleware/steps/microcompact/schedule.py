@@ -55,6 +55,22 @@ class Carried(NamedTuple):
     boundary: int
     before: tuple[Node, ...]
 
+    def up_to(self, node: int) -> Carried:
+        """What was weighed of the messages before ``node`` (where a turn opens), with
+        the same boundary."""
+        kept = [i for i, gain in enumerate(self.results) if gain.node < node]
+        position = {old: new for new, old in enumerate(kept)}
+        return Carried(
+            tuple(self.results[i] for i in kept),
+            tuple(gain for gain in self.inputs if gain.node < node),
+            tuple((position[p], n, b) for p, n, b in self.later_summaries if n < node),
+            tuple(later for later in self.later_inputs if later[1] < node),
+            self.sizes[:node],
+            self.node_turns[:node],
+            self.boundary,
+            self.before[:node],
+        )
+
 
 class TurnGains:
     """Per-turn prefix sums of what compaction would remove, so every candidate boundary

@@ -143,7 +143,8 @@ class _Compaction:
         """Continue the previous request: weigh the new turns' results and inputs beside
         what it weighed. With the same boundary, its messages stay as it compacted them
         (the conversation holds them) and the new turns are too young for compaction.
-        A boundary that moves compacts the whole request again, from the messages as the
+        A boundary that moves, or new turns before it (the previous request's last turns
+        came back changed), compact the whole request again, from the messages as the
         budget step left them (the previous request's, and this one's new turns)."""
         carried = resume.carried.get("microcompact")
         start = resume.from_node
@@ -172,7 +173,8 @@ class _Compaction:
             tuple(results), tuple(inputs), tuple(later_summaries), tuple(later_inputs),
             sizes, turns, moved, (),
         )  # fmt: skip
-        if moved == carried.boundary:
+        if moved == carried.boundary and resume.from_turn >= moved:
+            # The new turns are all after the boundary: too young to compact.
             before = carried.before + tuple(self.conversation.nodes[start:])
             self.context.shared[CARRIED] = weighed._replace(before=before)
             return
