@@ -27,12 +27,3 @@ def chars_before_turns(sizes: Sequence[int], node_turns: Sequence[int]) -> dict[
             before[turn] = running
         running += size
     return before
-
-
-def offsets(sizes: Sequence[int]) -> list[int]:
-    """Characters of history before each node."""
-    out, running = [], 0
-    for size in sizes:
-        out.append(running)
-        running += size
-    return out

@@ -17,7 +17,6 @@ from itertools import accumulate
 from typing import NamedTuple
 
 from middleware.steps.microcompact.settings import MicrocompactSettings
-from middleware.steps.sizes import chars_before_turns, offsets
 from middleware.view import Node
 
 
@@ -32,6 +31,20 @@ class Gain(NamedTuple):
     summarized: int = 0
     #: Characters clearing the call's input removes (the gain of an input, not a result).
     cleared: int = 0
+
+
+class Decided(NamedTuple):
+    """What the schedule decided for the candidates before ``until``: the boundary each
+    move set, in order. Each decision reads only the history before its candidate, so a
+    later request of the session, with the same turns before ``until``, decides them alike."""
+
+    until: int = 0
+    moves: tuple[int, ...] = ()
+
+    def up_to(self, turn: int) -> Decided:
+        """The decisions for the candidates before ``turn`` alone."""
+        until = min(self.until, turn)
+        return Decided(until, tuple(move for move in self.moves if move < until))
 
 
 class Carried(NamedTuple):
@@ -53,6 +66,8 @@ class Carried(NamedTuple):
     #: The turn of every message (:attr:`.ConversationIndex.node_turns`).
     node_turns: tuple[int, ...]
     boundary: int
+    #: The schedule's decisions for good (:class:`Decided`).
+    decided: Decided
     before: tuple[Node, ...]
 
     def up_to(self, node: int) -> Carried:
@@ -68,6 +83,7 @@ class Carried(NamedTuple):
             self.sizes[:node],
             self.node_turns[:node],
             self.boundary,
+            self.decided.up_to(self.node_turns[node]),
             self.before[:node],
         )
 
@@ -149,8 +165,11 @@ def boundary(
     sizes: Sequence[int],
     node_turns: Sequence[int],
     turn_count: int,
-) -> int:
-    """The turn before which results are compacted, derived from the history alone.
+    *,
+    decided: Decided | None = None,
+) -> tuple[int, Decided]:
+    """The turn before which results are compacted, derived from the history alone, and
+    what is decided for good (the candidates before ``turn_count``).
 
     Candidates are the multiples of ``step_turns``. The boundary moves to one only when
     the history before it is past the trigger and compacting there pays for the cache it
@@ -159,23 +178,33 @@ def boundary(
     first result that changes) to pay back within the turns the session is expected to go
     on for (``rewrite_cost``, ``expected_turns_factor``, ``expected_turns_min``), and at
     least ``min_reclaim_ratio`` times it. Each decision looks only at the history before
-    the candidate, so later turns never change it.
+    the candidate, so later turns never change it: ``decided`` (an earlier request's) is
+    taken as it is.
     """
     trigger = s.trigger_tokens * s.chars_per_token
     reclaim = max(s.min_reclaim_tokens * s.chars_per_token, 1)
-    before_turn = chars_before_turns(sizes, node_turns)
-    starts = offsets(sizes)
-    size = sum(sizes)
-    current = 0
-    for candidate in range(s.step_turns, turn_count + 1, s.step_turns):
-        history = before_turn.get(candidate, size)
+    starts = list(accumulate(sizes, initial=0))  # characters before each node
+    size = starts[-1]
+    decided = decided or Decided()
+    moves = list(decided.moves)
+    current = moves[-1] if moves else 0
+    step = s.step_turns
+    first = max(step, -(-decided.until // step) * step)  # the first candidate not decided
+    settled = Decided(first, tuple(moves))
+    for candidate in range(first, turn_count + 1, step):
+        if candidate >= turn_count and settled.until < candidate:
+            settled = Decided(candidate, tuple(moves))
+        # Characters before the candidate turn's first node (the whole request when the
+        # turn has not begun).
+        opens = bisect_left(node_turns, candidate)
+        history = starts[opens] if opens < len(node_turns) else size
         if history < trigger:
             continue
         gain = gains.total(candidate) - gains.total(current)
-        first = gains.first_changed_node(current, candidate)
-        if first is None or gain < reclaim:
+        first_changed = gains.first_changed_node(current, candidate)
+        if first_changed is None or gain < reclaim:
             continue
-        rewritten = max(history - starts[first] - gain, 1)
+        rewritten = max(history - starts[first_changed] - gain, 1)
         # Removing `gain` saves its reading on every later request; re-sending `rewritten`
         # uncached costs rewrite_cost times reading it once. A session that has lasted
         # `candidate` turns is expected to last about as long again.
@@ -183,4 +212,7 @@ def boundary(
         needed = max(s.min_reclaim_ratio, s.rewrite_cost / expected)
         if gain >= needed * rewritten:
             current = candidate
-    return current
+            moves.append(candidate)
+    if settled.until < turn_count:  # no candidate at or after the last turn was weighed
+        settled = Decided(-(-turn_count // step) * step, tuple(moves))
+    return current, settled

@@ -27,7 +27,7 @@ from middleware.session.resume import Resume
 from middleware.steps.microcompact.before_spill import SHARED_KEY as COMPACT_FIRST
 from middleware.steps.microcompact.inputs import clear_input
 from middleware.steps.microcompact.readings import Readings
-from middleware.steps.microcompact.schedule import Carried, Gain, TurnGains, boundary
+from middleware.steps.microcompact.schedule import Carried, Decided, Gain, TurnGains, boundary
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.steps.microcompact.weighing import Weighing
 from middleware.steps.sizes import node_chars
@@ -91,10 +91,10 @@ class _Compaction:
         results, later_summaries = self.weighing.results(index.results, index.turn_count)
         inputs, later_inputs = self.weighing.inputs(index.calls, index.turn_count)
         turns = index.node_turns
-        boundary = self._boundary(results + inputs, sizes, turns, index.turn_count)
+        boundary, decided = self._boundary(results + inputs, sizes, turns, index.turn_count)
         weighed = Carried(
             tuple(results), tuple(inputs), tuple(later_summaries), tuple(later_inputs),
-            tuple(sizes), turns, boundary, (),
+            tuple(sizes), turns, boundary, decided, (),
         )  # fmt: skip
         self._compact(index, weighed)
 
@@ -168,10 +168,12 @@ class _Compaction:
         codec = self.context.codec
         sizes = carried.sizes + tuple(node_chars(n, codec) for n in self.conversation.nodes[start:])
         turns = carried.node_turns + new.node_turns
-        moved = self._boundary(results + inputs, sizes, turns, new.turn_count)
+        moved, decided = self._boundary(
+            results + inputs, sizes, turns, new.turn_count, carried.decided
+        )
         weighed = Carried(
             tuple(results), tuple(inputs), tuple(later_summaries), tuple(later_inputs),
-            sizes, turns, moved, (),
+            sizes, turns, moved, decided, (),
         )  # fmt: skip
         if moved == carried.boundary and resume.from_turn >= moved:
             # The new turns are all after the boundary: too young to compact.
@@ -189,15 +191,21 @@ class _Compaction:
         self._compact(self.conversation.index(), weighed)
 
     def _boundary(
-        self, gains: Sequence[Gain], sizes: Sequence[int], node_turns: Sequence[int], turns: int
-    ) -> int:
+        self,
+        gains: Sequence[Gain],
+        sizes: Sequence[int],
+        node_turns: Sequence[int],
+        turns: int,
+        decided: Decided | None = None,
+    ) -> tuple[int, Decided]:
         """This request's boundary (:func:`.schedule.boundary`), from what compacting each
-        result and clearing each call's input would remove."""
+        result and clearing each call's input would remove, and what is decided for good
+        (``decided``: an earlier request's)."""
         s = self.settings
         turn_gains = TurnGains(
             gains, turns, s.truncate_turns, s.summarize_turns, s.inputs.clear_turns
         )
-        return boundary(s, turn_gains, sizes, node_turns, turns)
+        return boundary(s, turn_gains, sizes, node_turns, turns, decided=decided)
 
     def _plan(
         self,

@@ -52,3 +52,75 @@ def test_turn_gains_follow_the_definition(
     candidate = data.draw(st.integers(current, turns + 3))
     changed = [g.node for g in items if level(g, current, *ages) != level(g, candidate, *ages)]
     assert table.first_changed_node(current, candidate) == (min(changed) if changed else None)
+
+
+@st.composite
+def history(draw: st.DrawFn) -> tuple[list[int], list[int], list[Gain]]:
+    """Per node, its turn and size (an assistant message, then a user message of results,
+    per turn), and the gains of its results and call input."""
+    turns = draw(st.integers(1, 30))
+    node_turns, sizes, items = [-1], [draw(st.integers(10, 3_000))], []
+    for turn in range(turns):
+        call, results = len(node_turns), len(node_turns) + 1
+        node_turns += [turn, turn]
+        sizes += [draw(st.integers(10, 20_000)), draw(st.integers(10, 60_000))]
+        if draw(st.booleans()):
+            items.append(Gain(turn, call, cleared=draw(st.integers(1, 5_000))))
+        if draw(st.booleans()):
+            items.append(Gain(turn, results, draw(st.integers(0, 50_000)),
+                              draw(st.integers(0, 50_000))))  # fmt: skip
+    return node_turns, sizes, items
+
+
+def weighed_at(
+    items: list[Gain], turns: int, truncate: int, summarize: int, clear: int
+) -> list[Gain]:
+    """The gains as a request of ``turns`` turns weighs them: a summary's once its result can
+    be summarised, an input's once it can be cleared (microcompact/weighing.py)."""
+    out = []
+    for gain in items:
+        if gain.cleared:
+            if gain.turn < turns - clear:
+                out.append(gain)
+        elif gain.turn >= turns - max(summarize, truncate):
+            out.append(gain._replace(summarized=0))
+        else:
+            out.append(gain)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(history(), st.data())
+def test_decisions_carried_from_an_earlier_request_decide_alike(
+    drawn: tuple[list[int], list[int], list[Gain]], data: st.DataObject
+) -> None:
+    """The boundary of a request that takes an earlier request's decisions is the one it
+    finds by itself: each decision reads only the turns before its candidate."""
+    import middleware
+    from middleware.policy.settings import bind
+    from middleware.steps.microcompact.schedule import boundary
+    from middleware.steps.microcompact.settings import MicrocompactSettings
+
+    node_turns, sizes, items = drawn
+    truncate, summarize = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    clear, step = data.draw(st.integers(0, 3)), data.draw(st.integers(1, 3))
+    trigger = data.draw(st.sampled_from([0, 2_000, 20_000]))
+    overrides = {"microcompact": {
+        "truncate_turns": truncate, "summarize_turns": summarize, "inputs": {"clear_turns": clear},
+        "schedule": {"step_turns": step, "trigger_tokens": trigger, "min_reclaim_tokens": 50},
+    }}  # fmt: skip
+    s = bind(middleware.load_policy(env={}, dotenv_path=False, overrides=overrides),
+             MicrocompactSettings)  # fmt: skip
+    ages = (truncate, summarize, clear)
+    turns = node_turns[-1] + 1
+    earlier = data.draw(st.integers(1, turns))  # the earlier request ends with that turn
+    cut = node_turns.index(earlier - 1) + 2 if earlier < turns else len(node_turns)
+    before = [g for g in items if g.node < cut]
+    table = TurnGains(weighed_at(before, earlier, *ages), earlier, *ages)
+    _, decided = boundary(s, table, sizes[:cut], node_turns[:cut], earlier)
+    table = TurnGains(weighed_at(items, turns, *ages), turns, *ages)
+    alone = boundary(s, table, sizes, node_turns, turns)
+    assert boundary(s, table, sizes, node_turns, turns, decided=decided) == alone
+    cut_back = data.draw(st.integers(0, earlier))  # the earlier request cut to fewer turns
+    shorter = boundary(s, table, sizes, node_turns, turns, decided=decided.up_to(cut_back))
+    assert shorter == alone
