@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -25,3 +26,14 @@ def pipeline_for(policy: Path, *plugins: object, session_id: str) -> middleware.
     for i, plugin in enumerate(plugins):
         host.register(plugin, name=f"plugin-{i}")
     return middleware.Pipeline.from_policy(policy, host=host, session_id=session_id)
+
+
+def with_cache_marker(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An Anthropic history with ``cache_control`` on the last block of its last message,
+    as Claude Code and the SDKs' automatic caching put it there on every request (a copy)."""
+    out = copy.deepcopy(messages)
+    last = out[-1]
+    if isinstance(last["content"], str):
+        last["content"] = [{"type": "text", "text": last["content"]}]
+    last["content"][-1]["cache_control"] = {"type": "ephemeral"}
+    return out

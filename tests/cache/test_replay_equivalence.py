@@ -7,13 +7,11 @@ Reads ../shared/data/trajectories when it is beside the checkout (it is in CI).
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,6 +19,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from locations import REPO, TRAJECTORIES  # noqa: E402
+from session_builders import with_cache_marker  # noqa: E402
 
 #: (file, transcript number, policy): a long Claude Code session under the default policy
 #: and under ChatCLI's every-turn compaction, a text-protocol agent, an OpenAI Chat agent.
@@ -59,16 +58,6 @@ def replay(
             # Most requests continue the previous one (middleware.session.resume).
             assert pipe.continued > len(digests) // 2
     return digests
-
-
-def with_cache_marker(messages: list[Any]) -> list[Any]:
-    """An Anthropic history with ``cache_control`` on the last block of its last message."""
-    out = copy.deepcopy(messages)
-    last = out[-1]
-    if isinstance(last["content"], str):
-        last["content"] = [{"type": "text", "text": last["content"]}]
-    last["content"][-1]["cache_control"] = {"type": "ephemeral"}
-    return out
 
 
 @pytest.mark.skipif(not TRAJECTORIES.is_dir(), reason="no shared trajectories beside the checkout")

@@ -8,13 +8,13 @@ continues (it cannot recognise the previous request's messages).
 
 from __future__ import annotations
 
-import copy
 import itertools
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from session_builders import with_cache_marker
 
 import middleware
 from middleware.cache import DerivedCache
@@ -99,17 +99,6 @@ def test_the_same_request_twice_continues_from_its_last_turn(tmp_path: Path) -> 
         assert pipe.continued == 2
 
 
-def marked(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``messages`` with a cache marker on the last block of the last message, moved there
-    on every request, as Claude Code and the SDKs' automatic caching do."""
-    out = copy.deepcopy(messages)
-    last = out[-1]
-    if isinstance(last["content"], str):
-        last["content"] = [{"type": "text", "text": last["content"]}]
-    last["content"][-1]["cache_control"] = {"type": "ephemeral"}
-    return out
-
-
 @pytest.mark.parametrize(
     ("change", "continued"),
     [
@@ -129,7 +118,7 @@ def test_a_history_that_changed_continues_from_the_turns_it_shares(
     elif change == "edited call":
         second[3]["content"][1]["input"]["command"] = "ls"
     elif change == "moved cache marker":
-        first, second = marked(first), marked(second)
+        first, second = with_cache_marker(first), with_cache_marker(second)
     elif change == "removed message":
         del second[1:3]
     else:  # the new part opens with the user's message, not the model's turn
@@ -141,7 +130,7 @@ def test_a_history_that_changed_continues_from_the_turns_it_shares(
 
 
 def test_a_session_whose_cache_marker_moves_continues_every_request(tmp_path: Path) -> None:
-    requests = [marked(request(n)) for n in range(1, 25)]
+    requests = [with_cache_marker(request(n)) for n in range(1, 25)]
     with middleware.Pipeline(policy(tmp_path), session_id="s") as pipe:
         assert replay(pipe, requests) == reference(tmp_path, requests)
         assert pipe.continued == len(requests) - 1
