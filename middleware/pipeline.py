@@ -56,6 +56,10 @@ class ProcessResult:
     #: What to send on, in the shape ``process()`` was given: the history list, or the
     #: request body with the cleaned history in it (every other field as it was).
     output: Any = None
+    #: Whether the request continued the previous one of its conversation and was worked
+    #: on in its new part only (:mod:`middleware.session.resume`); the output and the
+    #: report are the same either way.
+    continued: bool = False
 
     @property
     def format(self) -> str:
@@ -211,7 +215,7 @@ class Pipeline:
                 return ProcessResult([], report, messages)
             result = self._process(policy, request, memo)
             restored, output = request.output(result.messages)
-            return ProcessResult(restored, result.report, output)
+            return ProcessResult(restored, result.report, output, result.continued)
 
     def _process(self, policy: Policy, request: Request, memo: MessageMemo) -> ProcessResult:
         messages, format = request.history, request.format
@@ -272,7 +276,7 @@ class Pipeline:
         report.messages_after = len(out)
         report.result_chars_after = _result_chars(conversation)
         report.tool_results = sum(len(node.results) for node in conversation.nodes)
-        return ProcessResult(out, report, out)
+        return ProcessResult(out, report, out, previous is not None)
 
     def _run_step(  # noqa: PLR0917 (the parts of one process() call)
         self, step: tuple[str, str], policy: Policy, codec: Codec, conversation: Conversation,

@@ -37,6 +37,9 @@ class Cleaned:
     error: BaseException | None = None
     #: Seconds the pipeline took.
     seconds: float = 0.0
+    #: Whether the pipeline worked on the request's new part only (it continued the
+    #: previous request of its conversation).
+    continued: bool = False
 
 
 def clean_body(
@@ -79,7 +82,8 @@ def clean_body(
         logger.exception("could not process a %s request of session %s", fmt, key.session)
         return Cleaned(raw, key, error=exc, seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started
-    if not result.changed:
-        return Cleaned(raw, key, result.report, seconds=seconds)
-    written = json.dumps(result.output, ensure_ascii=False, separators=(",", ":"))
-    return Cleaned(written.encode("utf-8"), key, result.report, seconds=seconds)
+    body_out = raw
+    if result.changed:
+        written = json.dumps(result.output, ensure_ascii=False, separators=(",", ":"))
+        body_out = written.encode("utf-8")
+    return Cleaned(body_out, key, result.report, seconds=seconds, continued=result.continued)

@@ -172,6 +172,8 @@ class Proxy:
         if cleaned.report is not None:
             self.metrics.process_seconds.observe(cleaned.seconds)
             self.metrics.record_report(cleaned.report)
+        if cleaned.continued:
+            self.metrics.continued.inc()
         return cleaned
 
     def _answer(

@@ -50,6 +50,10 @@ class Metrics:
             "chatcli_proxy_failures", "Requests the pipeline could not process (forwarded "
             "unchanged when fail_open, else answered 502).", ["error"], registry=r,
         )  # fmt: skip
+        self.continued = Counter(
+            "chatcli_proxy_continued", "Requests that continued the previous request of their "
+            "conversation and were worked on in their new part only.", registry=r,
+        )  # fmt: skip
         self.process_seconds = Histogram(
             "chatcli_proxy_process_seconds", "Time the pipeline took on a request.",
             buckets=PROCESS_BUCKETS, registry=r,

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from proxy_stack import Stack, running
+from session_builders import with_cache_marker
 from stand_in import Provider
 
 import middleware
@@ -304,6 +305,25 @@ def test_recall_and_session_end_refuse_other_machines_without_the_token(stack: S
     with TestClient(create_app(stack.proxy)) as client:
         assert client.get("/recall/s/x-0000000000000000.txt").status_code == 403
         assert client.delete("/sessions/s").status_code == 403
+
+
+def test_a_conversation_that_goes_on_is_counted_as_continued(stack: Stack) -> None:
+    """Each request repeats the conversation and adds a turn, its cache marker moved to the
+    last message, as Claude Code sends them: from the third on, each continues."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "List the files."}]
+    for i in range(4):
+        body = {**BROKEN_ANTHROPIC, "messages": with_cache_marker(messages)}
+        sent = httpx.post(stack.url + "/v1/messages", json=body, headers=ANTHROPIC)
+        assert sent.status_code == 200, sent.text
+        call = {"type": "tool_use", "id": f"toolu_{i}", "name": "Bash", "input": {"command": "ls"}}
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": f"file{i}.py"}
+        messages = [
+            *messages,
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [result]},
+        ]
+    # The second request shares no turn with the first, whose only message had the marker.
+    assert "chatcli_proxy_continued_total 2.0" in httpx.get(stack.url + "/metrics").text
 
 
 def test_metrics_and_access_log(stack: Stack, caplog: pytest.LogCaptureFixture) -> None:
