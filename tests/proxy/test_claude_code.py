@@ -70,6 +70,8 @@ class Recorder:
     def __init__(self, app: Any) -> None:
         self.app = app
         self.bodies: list[dict[str, Any]] = []
+        #: Requests the proxy worked on in their new part only.
+        self.continued: float | None = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"] != "/v1/messages":
@@ -95,7 +97,7 @@ def session(
     provider = Provider(script=script)
     with serving(provider.app()) as upstream:
         overrides = {**POLICY, "proxy.anthropic_upstream": upstream, "spill.root": str(tmp_path)}
-        _, app = build_proxy(None, overrides)
+        proxy, app = build_proxy(None, overrides)
         recorder = Recorder(app)
         with serving(recorder) as url:
             home = tmp_path / "home"
@@ -117,6 +119,9 @@ def session(
                  "--model", "claude-stand-in", "--output-format", "text"],
                 env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
             )  # fmt: skip
+            recorder.continued = proxy.metrics.registry.get_sample_value(
+                "chatcli_proxy_continued_total"
+            )
             yield done, provider, recorder
 
 
@@ -142,6 +147,10 @@ def test_a_claude_code_session_completes_through_the_proxy(
     # Compacted: by the last request the oldest outputs are one-line summaries.
     last = results(bodies[-1])
     assert last[0].startswith("[Old tool result cleared") and last[1].startswith("[Old tool")
+
+    # Claude Code moves its cache marker to the last message on every request: from the
+    # third request on, each still continues the one before it, from the turns they share.
+    assert recorder.continued == len(bodies) - 2
 
     # Everything else Claude Code sends passes through as it was.
     for sent, received in zip(recorder.bodies, bodies, strict=True):
