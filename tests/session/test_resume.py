@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -263,3 +264,22 @@ def test_a_result_is_read_for_its_summary_once_and_only_once_it_is_old(
             assert newest not in summaries_read
         assert pipe.continued == 14
     assert summaries_read and len(summaries_read) == len(set(summaries_read))
+
+
+def test_threads_continuing_one_conversation_at_once_come_out_the_same(tmp_path: Path) -> None:
+    """One pipeline shared by threads that send the same growing conversation, each at its
+    own pace: whichever request a thread continues from, its output and report are the
+    ones of the request processed in full."""
+    requests = [with_cache_marker(request(n)) for n in range(1, 16)]
+    expected = reference(tmp_path, requests)
+    with middleware.Pipeline(policy(tmp_path), session_id="s") as pipe:
+
+        def run(offset: int) -> list[tuple[str, str]]:
+            order = requests[offset:] + requests[:offset]
+            seen = {id(m): replay(pipe, [m])[0] for m in order}
+            return [seen[id(m)] for m in requests]
+
+        with ThreadPoolExecutor(4) as pool:
+            outcomes = list(pool.map(run, [0, 3, 7, 11]))
+        assert pipe.continued > 0
+    assert all(outcome == expected for outcome in outcomes)
