@@ -140,6 +140,14 @@ class Node:
             self.role, tuple(blocks), self.raw, self.origin, True, self.meta, self.raw_chars
         )
 
+    def in_place_of(self, here: Node) -> Node:
+        """This node's content, standing for the wire message ``here`` carries (its raw
+        object, position and size): a node an earlier request made, put into this one."""
+        return Node(
+            self.role, self.blocks, here.raw, here.origin, self.changed, self.meta,
+            here.raw_chars,
+        )  # fmt: skip
+
     # Worked out once per node (its blocks never change), kept beside the fields (not
     # functools.cached_property, which takes a lock on every first read before 3.12).
     @property

@@ -102,10 +102,6 @@ class Continuations:
         #: Requests that were worked on in their new part only.
         self.continued = 0
 
-    def count(self) -> None:
-        with self._lock:
-            self.continued += 1
-
     def resume(
         self,
         conversation: Conversation,
@@ -145,10 +141,11 @@ class Continuations:
             start -= 1
         if start == 0:
             return None
-        turns = turn_count(previous.nodes)
+        turns = from_turn = turn_count(previous.nodes)
         if start < size:
             previous = _cut(previous, start)
-        return previous, Resume(start, turn_count(previous.nodes), previous.carried), turns
+            from_turn = turn_count(previous.nodes)
+        return previous, Resume(start, from_turn, previous.carried), turns
 
     def run(
         self,
@@ -180,7 +177,8 @@ class Continuations:
             if context.step not in resume.redone:
                 context.actions[:0] = copies(previous.actions.get(context.step, ()), later_turns)
             contexts.append(context)
-        self.count()
+        with self._lock:
+            self.continued += 1
         return contexts
 
     def remember(self, previous: Previous) -> None:
@@ -216,10 +214,7 @@ def install(conversation: Conversation, previous: Previous) -> None:
     nodes = conversation.nodes
     for i, made in enumerate(previous.nodes):
         if made.changed:
-            here = nodes[i]
-            nodes[i] = Node(
-                made.role, made.blocks, here.raw, here.origin, True, made.meta, here.raw_chars
-            )
+            nodes[i] = made.in_place_of(nodes[i])
 
 
 def copies(actions: Sequence[Action], later_turns: int = 0) -> tuple[Action, ...]:

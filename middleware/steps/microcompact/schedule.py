@@ -72,13 +72,13 @@ class Carried(NamedTuple):
 
     def up_to(self, node: int) -> Carried:
         """What was weighed of the messages before ``node`` (where a turn opens), with
-        the same boundary."""
-        kept = [i for i, gain in enumerate(self.results) if gain.node < node]
-        position = {old: new for new, old in enumerate(kept)}
+        the same boundary. Results are weighed in message order, so those kept come
+        first and keep their positions."""
+        kept = sum(1 for gain in self.results if gain.node < node)
         return Carried(
-            tuple(self.results[i] for i in kept),
+            self.results[:kept],
             tuple(gain for gain in self.inputs if gain.node < node),
-            tuple((position[p], n, b) for p, n, b in self.later_summaries if n < node),
+            tuple(later for later in self.later_summaries if later[0] < kept),
             tuple(later for later in self.later_inputs if later[1] < node),
             self.sizes[:node],
             self.node_turns[:node],

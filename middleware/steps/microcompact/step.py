@@ -31,14 +31,7 @@ from middleware.steps.microcompact.schedule import Carried, Decided, Gain, TurnG
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.steps.microcompact.weighing import Weighing
 from middleware.steps.sizes import node_chars
-from middleware.view import (
-    CallSite,
-    Conversation,
-    ConversationIndex,
-    Node,
-    ResultSite,
-    ToolCall,
-)
+from middleware.view import CallSite, Conversation, ConversationIndex, ResultSite, ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -182,11 +175,7 @@ class _Compaction:
             return
         nodes = self.conversation.nodes
         for i, made in enumerate(carried.before):
-            here = nodes[i]  # the wire message of this request
-            nodes[i] = Node(
-                made.role, made.blocks, here.raw, here.origin, made.changed, made.meta,
-                here.raw_chars,
-            )  # fmt: skip
+            nodes[i] = made.in_place_of(nodes[i])
         resume.redone.add(self.context.step)
         self._compact(self.conversation.index(), weighed)
 
