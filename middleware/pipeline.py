@@ -271,7 +271,7 @@ class Pipeline:
                 len(self.decisions),
             ))  # fmt: skip
 
-        report.loop_alerts.extend(guard_loops(conversation, policy, self.cache))
+        report.loop_alerts.extend(guard_loops(conversation, policy))
         out = codec.render(conversation) if conversation.changed else list(messages)
         report.messages_after = len(out)
         report.result_chars_after = _result_chars(conversation)
@@ -444,4 +444,4 @@ class Pipeline:
 
 
 def _result_chars(conversation: Conversation) -> int:
-    return sum(len(b.text) for node in conversation.nodes for b in node.results)
+    return sum(b.chars for node in conversation.nodes for b in node.results)

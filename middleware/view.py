@@ -34,6 +34,25 @@ class ToolCall:
     #: The original wire block; ``None`` when a step created the call.
     raw: Any = None
 
+    @property
+    def canonical_arguments(self) -> str:
+        """The arguments as JSON with sorted keys (a string that is not JSON as it is), so
+        two calls with the same arguments compare equal however the wire wrote them.
+        Worked out once per call (kept beside the fields, as :attr:`Node.calls`)."""
+        found: str | None = self.__dict__.get("_canonical")
+        if found is None:
+            arguments = self.arguments
+            if isinstance(arguments, str):
+                try:
+                    arguments = json.loads(arguments)
+                except ValueError:
+                    found = self.__dict__["_canonical"] = self.arguments
+                    return found
+            found = self.__dict__["_canonical"] = json.dumps(
+                arguments, sort_keys=True, ensure_ascii=False, default=str
+            )
+        return found
+
 
 @dataclass(frozen=True)
 class ToolResult:
@@ -62,6 +81,14 @@ class ToolResult:
         if isinstance(self.content, str):
             return self.content
         return "\n".join(part["text"] for part in self.content if is_text_part(part))
+
+    @property
+    def chars(self) -> int:
+        """``len(self.text)``, worked out once (a result of text parts joins them)."""
+        found: int | None = self.__dict__.get("_chars")
+        if found is None:
+            found = self.__dict__["_chars"] = len(self.text)
+        return found
 
     @property
     def has_non_text(self) -> bool:
@@ -143,10 +170,15 @@ class Node:
     def in_place_of(self, here: Node) -> Node:
         """This node's content, standing for the wire message ``here`` carries (its raw
         object, position and size): a node an earlier request made, put into this one."""
-        return Node(
-            self.role, self.blocks, here.raw, here.origin, self.changed, self.meta,
-            here.raw_chars,
-        )  # fmt: skip
+        return self.rebound(here.raw, here.origin, here.raw_chars)
+
+    def rebound(self, raw: Any, origin: int | None, raw_chars: int | None) -> Node:
+        """This node's content for the wire message ``raw`` at ``origin``. The copy keeps
+        what was worked out of the blocks (:attr:`calls`, :attr:`results`): every request
+        rebinds every message parsed before, and nodes are immutable."""
+        node: Node = object.__new__(Node)  # the fields as the constructor sets them
+        node.__dict__.update(self.__dict__, raw=raw, origin=origin, raw_chars=raw_chars)
+        return node
 
     # Worked out once per node (its blocks never change), kept beside the fields (not
     # functools.cached_property, which takes a lock on every first read before 3.12).

@@ -107,7 +107,4 @@ class MessageMemo:
                 self.cache.put(("message", key), {codec: found}, len(key) + rest, texts)
             else:
                 nodes[codec] = found
-        return Node(
-            found.role, found.blocks, raw=message, origin=index, meta=found.meta,
-            raw_chars=found.raw_chars,
-        )  # fmt: skip
+        return found.rebound(message, index, found.raw_chars)

@@ -10,7 +10,6 @@ to the latest tool result telling the model to stop (``annotate``, written once)
 
 from __future__ import annotations
 
-import json
 import re
 import string
 from collections import Counter
@@ -18,7 +17,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
-from middleware.cache import DerivedCache
 from middleware.errors import LoopGuardError
 from middleware.policy.settings import bind, section
 from middleware.report import LoopAlert
@@ -39,15 +37,12 @@ class LoopGuardSettings:
     notice: str
 
 
-def guard_loops(
-    conversation: Conversation, policy: Policy, cache: DerivedCache | None = None
-) -> list[LoopAlert]:
-    """Check the current user turn; annotate or raise as the policy says (``cache``
-    keeps what each call is compared by, across requests)."""
+def guard_loops(conversation: Conversation, policy: Policy) -> list[LoopAlert]:
+    """Check the current user turn; annotate or raise as the policy says."""
     settings = bind(policy, LoopGuardSettings)
     if not settings.enabled:
         return []
-    alerts = find_loops(current_turn_calls(conversation.nodes), settings, cache)
+    alerts = find_loops(current_turn_calls(conversation.nodes), settings)
     if not alerts:
         return []
     if settings.action == "raise":
@@ -67,9 +62,7 @@ def current_turn_calls(nodes: list[Node]) -> list[ToolCall]:
     return [call for node in nodes[start:] for call in node.calls]
 
 
-def find_loops(
-    calls: list[ToolCall], settings: LoopGuardSettings, cache: DerivedCache | None = None
-) -> list[LoopAlert]:
+def find_loops(calls: list[ToolCall], settings: LoopGuardSettings) -> list[LoopAlert]:
     alerts = []
     limit = settings.max_calls_per_turn
     if limit is not None and len(calls) > limit:
@@ -77,7 +70,7 @@ def find_loops(
         alerts.append(LoopAlert("too_many_calls", len(calls), limit, None, ids))
     same = settings.max_identical_calls
     if same is not None:
-        keys = [_cached_key(call, settings.identical, cache) for call in calls]
+        keys = [_key(call, settings.identical) for call in calls]
         for key, count in Counter(keys).items():
             if count > same:
                 ids = tuple(c.id for c, k in zip(calls, keys, strict=True) if k == key)
@@ -85,24 +78,10 @@ def find_loops(
     return alerts
 
 
-def _cached_key(call: ToolCall, identical: str, cache: DerivedCache | None) -> tuple[str, str]:
-    if cache is None or identical == "name":
-        return _key(call, identical)
-    return cache.derive_for(
-        call, ("loop-key", identical), lambda: _key(call, identical), lambda key: len(key[1])
-    )
-
-
 def _key(call: ToolCall, identical: str) -> tuple[str, str]:
     if identical == "name":
         return (call.name, "")
-    arguments = call.arguments
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            return (call.name, arguments)
-    return (call.name, json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str))
+    return (call.name, call.canonical_arguments)
 
 
 def without_notices(text: str, policy: Policy) -> str:

@@ -1,0 +1,50 @@
+"""What nodes, calls and results work out once and keep (every request rebinds every message
+parsed before to its own wire object): the kept values are the ones worked out afresh."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from middleware.view import Node, Opaque, ToolCall, ToolResult
+
+PARTS = st.lists(
+    st.one_of(
+        st.builds(lambda t: {"type": "text", "text": t}, st.text(max_size=20)),
+        st.just({"type": "image", "source": {}}),
+    ),
+    max_size=4,
+).map(tuple)
+
+
+def test_a_rebound_node_is_the_node_the_constructor_makes_for_that_message() -> None:
+    call, result = ToolCall("a", "Read", {"path": "x"}), ToolResult("a", "out")
+    node = Node("assistant", (call, result, Opaque({})), {"old": 1}, 3, True, (("k", 1),), 9)
+    assert node.calls == (call,) and node.results == (result,)  # worked out before rebinding
+    raw = {"new": 1}
+    rebound = node.rebound(raw, 7, 12)
+    made = Node("assistant", node.blocks, raw, 7, True, (("k", 1),), 12)
+    assert all(getattr(rebound, f.name) == getattr(made, f.name) for f in fields(Node))
+    assert rebound.raw is raw and rebound == made
+    assert rebound.calls is node.calls and rebound.results is node.results
+    assert node.raw == {"old": 1} and node.origin == 3  # the original is unchanged
+    here = Node("user", (), {"here": 1}, 5, raw_chars=4)
+    moved = node.in_place_of(here)
+    assert (moved.raw, moved.origin, moved.raw_chars, moved.changed) == (here.raw, 5, 4, True)
+
+
+@given(st.one_of(st.text(max_size=40), PARTS))
+def test_a_results_chars_are_its_texts_length(content: str | tuple[dict[str, object], ...]) -> None:
+    result = ToolResult("a", content)
+    assert result.chars == len(result.text)
+    assert result.chars == len(result.text)  # kept, and the same
+
+
+def test_calls_with_the_same_arguments_have_the_same_canonical_arguments() -> None:
+    wire = ToolCall("a", "Bash", '{"b": 1, "a": "é"}')
+    parsed = ToolCall("b", "Bash", {"a": "é", "b": 1})
+    assert wire.canonical_arguments == parsed.canonical_arguments == '{"a": "é", "b": 1}'
+    assert ToolCall("c", "Bash", "{not json").canonical_arguments == "{not json"
+    assert ToolCall("d", "Bash", {"b": 2}).canonical_arguments != parsed.canonical_arguments
