@@ -230,7 +230,7 @@ class Pipeline:
             format=fmt, format_source=why, policy=policy.name,
             text_protocol=conversation.text_protocol, messages_before=len(messages),
         )  # fmt: skip
-        report.result_chars_before = _result_chars(conversation)
+        report.result_chars_before = _results(conversation)[1]
         report.problems.extend(self._setup_problems)
 
         parsed = conversation.checkpoint()
@@ -274,8 +274,7 @@ class Pipeline:
         report.loop_alerts.extend(guard_loops(conversation, policy))
         out = codec.render(conversation) if conversation.changed else list(messages)
         report.messages_after = len(out)
-        report.result_chars_after = _result_chars(conversation)
-        report.tool_results = sum(len(node.results) for node in conversation.nodes)
+        report.tool_results, report.result_chars_after = _results(conversation)
         return ProcessResult(out, report, out, previous is not None)
 
     def _run_step(  # noqa: PLR0917 (the parts of one process() call)
@@ -443,5 +442,11 @@ class Pipeline:
         self.close()
 
 
-def _result_chars(conversation: Conversation) -> int:
-    return sum(b.chars for node in conversation.nodes for b in node.results)
+def _results(conversation: Conversation) -> tuple[int, int]:
+    """How many tool results ``conversation`` holds, and their characters."""
+    count = chars = 0
+    for node in conversation.nodes:
+        for result in node.results:
+            count += 1
+            chars += result.chars
+    return count, chars

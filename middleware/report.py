@@ -50,6 +50,13 @@ class Action:
     chars_after: int = 0
     detail: Mapping[str, Any] = field(default_factory=dict)
 
+    def with_detail(self, detail: Mapping[str, Any]) -> Action:
+        """This action holding ``detail`` instead. Made without the constructor: a request
+        that continues the previous one copies every action that request reported."""
+        copy: Action = object.__new__(Action)  # the fields as the constructor sets them
+        copy.__dict__.update(self.__dict__, detail=detail)
+        return copy
+
 
 @dataclass(frozen=True)
 class ProblemReport:

@@ -1,5 +1,6 @@
-"""What nodes, calls and results work out once and keep (every request rebinds every message
-parsed before to its own wire object): the kept values are the ones worked out afresh."""
+"""What nodes, calls and results work out once and keep, and the copies made without the
+constructor (every request rebinds every message parsed before to its own wire object, and
+copies the actions of the request it continues): the same as the constructor's."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import fields
 from hypothesis import given
 from hypothesis import strategies as st
 
+from middleware.report import Action
 from middleware.view import Node, Opaque, ToolCall, ToolResult
 
 PARTS = st.lists(
@@ -48,3 +50,10 @@ def test_calls_with_the_same_arguments_have_the_same_canonical_arguments() -> No
     assert wire.canonical_arguments == parsed.canonical_arguments == '{"a": "é", "b": 1}'
     assert ToolCall("c", "Bash", "{not json").canonical_arguments == "{not json"
     assert ToolCall("d", "Bash", {"b": 2}).canonical_arguments != parsed.canonical_arguments
+
+
+def test_an_action_with_another_detail_is_the_action_the_constructor_makes() -> None:
+    action = Action("microcompact", "summarized", "a", "Read", 4, 900, 120, {"age": 3})
+    copy = action.with_detail({"age": 5})
+    assert copy == Action("microcompact", "summarized", "a", "Read", 4, 900, 120, {"age": 5})
+    assert action.detail == {"age": 3}  # the original keeps its own

@@ -222,19 +222,7 @@ def copies(actions: Sequence[Action], later_turns: int = 0) -> tuple[Action, ...
     edits one report's details never edits another's), ``later_turns`` turns on: a
     compacted result's ``age`` counts the turns after its own, so it grows with them (an
     input's counts from the boundary, which has not moved)."""
-    return tuple(
-        Action(
-            a.step,
-            a.kind,
-            a.tool_call_id,
-            a.tool_name,
-            a.message_index,
-            a.chars_before,
-            a.chars_after,
-            _aged(a, later_turns),
-        )
-        for a in actions
-    )
+    return tuple(a.with_detail(_aged(a, later_turns)) for a in actions)
 
 
 def _aged(action: Action, later_turns: int) -> dict[str, object]:
