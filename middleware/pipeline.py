@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Any
 
 from middleware.cache import CacheSettings, DerivedCache, Identity
+from middleware.cache.kept import ReadingStore
 from middleware.cache.messages import MessageMemo
 from middleware.formats import detect_format, get_codec
 from middleware.formats.base import Codec
@@ -101,6 +102,9 @@ class Pipeline:
         self._spill: SpillStore = self._host.spill_store(
             policy, self.session_id, setup
         ) or RememberedStore(open_store(self.session_id, bind(policy, SpillSettings)), self.cache)
+        #: Readings of result texts are kept in the session's own local workspace.
+        store = self._spill.store if isinstance(self._spill, RememberedStore) else None
+        self._readings = store if isinstance(store, ReadingStore) else None
         #: Problems of plugins met while setting up (loading, providing the spill store),
         #: repeated in every report: fixed here, so they never grow.
         self._setup_problems = tuple(setup)
@@ -394,7 +398,7 @@ class Pipeline:
     ) -> StepContext:
         return StepContext(
             step, policy, codec, self._host, self.session_id, self._spill,
-            decisions=self.decisions, shared=shared, cache=self.cache,
+            decisions=self.decisions, shared=shared, cache=self.cache, readings=self._readings,
         )  # fmt: skip
 
     @property

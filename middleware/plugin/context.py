@@ -6,6 +6,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from middleware.cache.kept import KeptReadings, ReadingStore
 from middleware.cache.lru import DerivedCache
 from middleware.plugin.settings import time_limit
 from middleware.plugin.spill_guard import GuardedSpillStore
@@ -92,6 +93,9 @@ class StepContext:
     #: Derived data of results reused across requests (keys are exact inputs, so it never
     #: changes what a step computes); outside a pipeline, one that keeps nothing.
     cache: DerivedCache = field(default_factory=lambda: DerivedCache(0))
+    #: Where readings of result texts are kept for a process that starts cold (the
+    #: session's local workspace); ``None``: kept in :attr:`cache` only.
+    readings: ReadingStore | None = None
     actions: list[Action] = field(default_factory=list)
     problems: list[ProblemReport] = field(default_factory=list)
 
@@ -100,6 +104,11 @@ class StepContext:
         # this call's time limit.
         if isinstance(self.spill, GuardedSpillStore):
             self.spill = self.spill.reporting_to(self.problems, time_limit(self.policy))
+
+    @property
+    def kept(self) -> KeptReadings:
+        """:attr:`cache`, with the readings that scan a whole text kept in :attr:`readings`."""
+        return KeptReadings(self.cache, self.readings)
 
     def fork(self) -> StepContext:
         """A copy for one third-party implementation to work on: its own actions, problems

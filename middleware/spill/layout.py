@@ -20,6 +20,9 @@ from middleware.errors import MiddlewareError
 MAX_ID_CHARS = 64
 #: The folder of a session's results, inside its session folder.
 RESULTS = "tool-results"
+#: The folder of a session's kept readings (:mod:`middleware.cache.kept`), beside its
+#: results in a local workspace.
+READINGS = "readings"
 #: The marker a store writes in a session folder it creates (a local workspace writes
 #: ``keep`` or ``remove`` in it: what happens when its last user closes).
 MARKER = ".chatcli-workspace"
@@ -28,6 +31,7 @@ PREFIX = "chatcli-agent-"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _SUFFIX = re.compile(r"^\.[a-z0-9]{1,8}$")
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}-(?P<digest>[0-9a-f]{16})\.[a-z0-9]{1,8}$")
+_READING = re.compile(r"^[a-z][a-z-]{0,31}-[0-9a-f]{40}$")
 _FOLDER = re.compile(r"^chatcli-agent-[A-Za-z0-9_-]{1,64}(?:\.[0-9a-f]{16})?$")
 
 
@@ -67,6 +71,11 @@ def spill_file_name(key: str, content: str, suffix: str = ".txt") -> str:
 def is_result_name(name: str) -> bool:
     """Whether ``name`` is one :func:`spill_file_name` gives."""
     return _NAME.match(name) is not None
+
+
+def is_reading_name(name: str) -> bool:
+    """Whether ``name`` is one :func:`middleware.cache.kept.reading_name` gives."""
+    return _READING.match(name) is not None
 
 
 def is_session_folder(name: str) -> bool:

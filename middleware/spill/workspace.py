@@ -27,8 +27,10 @@ from pathlib import Path
 from middleware.spill.layout import (
     MARKER,
     MAX_ID_CHARS,
+    READINGS,
     RESULTS,
     SpillError,
+    is_reading_name,
     is_result_name,
     session_folder_name,
     spill_file_name,
@@ -87,6 +89,8 @@ class SpillWorkspace:
         #: Files this workspace wrote or checked: path -> (inode, size, mtime), so a file
         #: that did not change since is reused without reading it again.
         self._known: dict[Path, tuple[int, int, int]] = {}
+        #: Whether this workspace made (or checked) the folder of readings.
+        self._readings_ready = False
 
     @classmethod
     def from_settings(cls, session_id: str, settings: SpillSettings) -> SpillWorkspace:
@@ -128,6 +132,46 @@ class SpillWorkspace:
         if path.parent != self.results_dir:
             return None
         return read_result(path)
+
+    def load_reading(self, name: str) -> str | None:
+        """The reading kept under ``name`` (:mod:`middleware.cache.kept`), or ``None``:
+        missing, or not a private regular file of this user's."""
+        if not is_reading_name(name):
+            return None
+        path = self.session_dir / READINGS / f"{name}.json"
+        try:
+            if not _private_file(os.lstat(path)):
+                return None
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def save_reading(self, name: str, content: str) -> None:
+        """Keep ``content`` under ``name``, written whole (a reader never sees part of
+        it). Readings can always be worked out again: a failure is logged, not raised,
+        and nothing is synced to disk."""
+        if not is_reading_name(name):
+            raise ValueError(f"not a reading name: {name!r}")
+        folder = self.session_dir / READINGS
+        try:
+            self._prepare()
+            if not self._readings_ready:
+                try:
+                    folder.mkdir(mode=0o700)
+                except FileExistsError:
+                    _check_private_dir(folder)
+                self._readings_ready = True
+            tmp = folder / f".partial-{uuid.uuid4().hex}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    handle.write(content)
+                os.replace(tmp, folder / f"{name}.json")
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+        except OSError as exc:  # a SpillError too: a closed or unsafe workspace
+            logger.info("reading %s not kept in %s: %s", name, folder, exc)
 
     def close(self) -> None:
         """End this workspace's use of the folder; safe to call more than once."""
@@ -186,11 +230,7 @@ class SpillWorkspace:
             info = os.lstat(target)
         except FileNotFoundError:
             return False
-        if not stat.S_ISREG(info.st_mode) or info.st_size != len(data):
-            return False
-        if stat.S_IMODE(info.st_mode) != 0o600 or (
-            hasattr(os, "getuid") and info.st_uid != os.getuid()
-        ):
+        if not _private_file(info) or info.st_size != len(data):
             return False
         if self._known.get(target) == (info.st_ino, info.st_size, info.st_mtime_ns):
             return True
@@ -240,6 +280,15 @@ def _pid_alive(pid: int) -> bool:
     except OSError:
         return True  # exists, but not ours to signal
     return True
+
+
+def _private_file(info: os.stat_result) -> bool:
+    """A regular file (not a link) only this user can read and write."""
+    return (
+        stat.S_ISREG(info.st_mode)
+        and stat.S_IMODE(info.st_mode) == 0o600
+        and (not hasattr(os, "getuid") or info.st_uid == os.getuid())
+    )
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -16,9 +16,17 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
 
-from middleware.cache.lru import DerivedCache
+from middleware.cache.kept import KeptKind, KeptReadings
 from middleware.policy.templates import PREVIEW_FIELDS, template_fields
 from middleware.steps.outline import outline
+
+#: The outline of a preview, kept for a process that starts cold (:mod:`middleware.cache.kept`).
+OUTLINE = KeptKind(
+    "outline",
+    ("middleware.steps.outline", "middleware.steps.mentions"),
+    encode=lambda lines: lines,
+    decode=lambda value: value if isinstance(value, str) else None,
+)
 
 
 @dataclass(frozen=True)
@@ -54,11 +62,11 @@ def make_preview(
     *,
     path: str,
     tool: str | None = None,
-    cache: DerivedCache | None = None,
+    cache: KeptReadings | None = None,
 ) -> str | None:
     """The preview replacing ``text``, or ``None`` when it would not be shorter. What reads
     the whole text (its size and lines, the outline of the omitted part) is read once per
-    text when a ``cache`` is given."""
+    text when a ``cache`` is given (the outline kept in its store too)."""
     head = _head(text, style)
     tail = _tail(text, style, len(head))
     omitted = len(text) - len(head) - len(tail)
@@ -71,12 +79,12 @@ def make_preview(
             lines = outline(text, *span)
         else:
             lines = cache.derive(
-                ("outline", text, *span), lambda: outline(text, *span), span[2], (text,)
+                OUTLINE, ("outline", text, *span), lambda: outline(text, *span), span[2], (text,)
             )
     n_bytes, n_lines = (
         _measure(text)
         if cache is None
-        else cache.derive(("measure", text), lambda: _measure(text), 64, (text,))
+        else cache.cache.derive(("measure", text), lambda: _measure(text), 64, (text,))
     )
     preview = style.template.format_map(
         {
@@ -244,7 +252,7 @@ def fit_preview(
     path: str,
     tool: str | None,
     grow: bool = False,
-    cache: DerivedCache | None = None,
+    cache: KeptReadings | None = None,
 ) -> str | None:
     """The preview of ``text`` in ``style`` if it fits in ``target`` characters (with
     ``grow``, head and tail enlarged in proportion to fill ``target``); else one shrunk to

@@ -246,12 +246,12 @@ class _BudgetRun:
                     self._spill_failed(cand, len(text) - (total - budget), "turn_budget", str(path))
                 )
                 continue
-            standard = make_preview(text, style, path=path, tool=tool, cache=self.context.cache)
+            standard = make_preview(text, style, path=path, tool=tool, cache=self.context.kept)
             floor = len(standard) if standard is not None else 0
             target = max(len(text) - (total - budget), floor)
             grow = self.settings.turn_previews == "fill"
             preview = fit_preview(
-                text, style, target, path=path, tool=tool, grow=grow, cache=self.context.cache
+                text, style, target, path=path, tool=tool, grow=grow, cache=self.context.kept
             )
             if preview is not None:
                 plan.append((cand, path, preview))
@@ -265,7 +265,7 @@ class _BudgetRun:
                 max(len(preview) - (total - budget), 0),
                 path=path,
                 tool=cand.site.tool_name,
-                cache=self.context.cache,
+                cache=self.context.kept,
             )
             if smaller is not None and len(smaller) < len(preview):
                 total -= len(preview) - len(smaller)
@@ -291,7 +291,7 @@ class _BudgetRun:
             path=path,
             tool=cand.site.tool_name,
             grow=self.settings.fill_cap,
-            cache=self.context.cache,
+            cache=self.context.kept,
         )
         if preview is not None:
             self._apply(cand, path, preview, reason)

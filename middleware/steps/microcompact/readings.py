@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from middleware.cache import Identity
+from middleware.cache.kept import KeptKind
 from middleware.plugin.context import StepContext
 from middleware.steps.loop_guard import without_notices
 from middleware.steps.mentions import error_lines, mentions
@@ -80,8 +81,8 @@ class Readings:
             size = 200 + sum(len(m) + 2 for m in found) + sum(len(e) + 13 for e in errors)
             return Parts(found, errors, detect_content_type(text), size)
 
-        return self.context.cache.derive(
-            ("summary-parts", text, count, lines), read, _parts_size, (text,)
+        return self.context.kept.derive(
+            PARTS, ("summary-parts", text, count, lines), read, _parts_size, (text,)
         )
 
     def _own(self, text: str) -> tuple[str | None, str | None]:
@@ -107,6 +108,37 @@ class Readings:
         elif self.settings.is_truncation(own, load):
             state = "truncate"
         return state, self.settings.recover(own, load)
+
+
+def _parts_from(value: object) -> Parts | None:
+    """The parts :data:`PARTS` kept as ``value``, or ``None`` if it is not their shape."""
+    if not (isinstance(value, list) and len(value) == 4):
+        return None
+    found, errors, content_type, size = value
+    if not (
+        _strings(found) and _strings(errors) and isinstance(content_type, str)
+        and isinstance(size, int) and not isinstance(size, bool)
+    ):  # fmt: skip
+        return None
+    return Parts(tuple(found), tuple(errors), content_type, size)
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+#: What a summary keeps of a text, kept for a process that starts cold
+#: (:mod:`middleware.cache.kept`).
+PARTS = KeptKind(
+    "summary-parts",
+    (
+        "middleware.steps.mentions",
+        "middleware.steps.microcompact.content_types",
+        "middleware.steps.microcompact.readings",
+    ),
+    encode=lambda parts: [list(parts.mentions), list(parts.errors), *parts[2:]],
+    decode=_parts_from,
+)
 
 
 def _parts_size(parts: Parts) -> int:

@@ -1,0 +1,150 @@
+"""Readings of result texts kept beside a session's spill files, for a process that starts
+cold.
+
+A restarted proxy (or a second process on the same spill folder) gets the session's whole
+history again with an empty cache, and the readings that scan a result's text (the
+outline of a preview, what a summary keeps) are most of what a cold request costs. Each
+is a pure function of the text, a few numbers and this product's code, so it is kept in
+the session's local workspace under a name digested from all three, and read back
+instead of worked out again.
+
+A reading is only taken from a private file of this user's whose content names the same
+digest and decodes to the right shape; anything else is worked out and written again.
+The code is part of the name: a reading written by another version of the modules it
+comes from is never found. Object stores keep no readings: a round trip to one costs
+more than the reading itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import json
+import logging
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from middleware.cache.lru import DerivedCache
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Bumped if the naming or the file's shape changes.
+FORMAT = 1
+#: Readings of texts shorter than this are not kept: working one out costs less than
+#: writing and reading a file.
+MIN_TEXT_CHARS = 4_096
+#: Nor of texts longer than this: digesting one costs about what reading it does (an
+#: outline scans a bounded part of the text; a summary stops at its mentions).
+MAX_TEXT_CHARS = 1_000_000
+
+_ABSENT = object()
+
+
+@runtime_checkable
+class ReadingStore(Protocol):
+    """Where a session's readings are kept, by name (a spill workspace)."""
+
+    def load_reading(self, name: str) -> str | None:
+        """The reading saved under ``name``, or ``None`` (missing, unsafe, unreadable)."""
+
+    def save_reading(self, name: str, content: str) -> None:
+        """Keep ``content`` under ``name`` (best effort: a failure is logged and ignored)."""
+
+
+@dataclass(frozen=True)
+class KeptKind:
+    """A reading that is kept: its cache key's first item, the modules whose code it
+    comes from, and its value as JSON and back (``decode`` gives ``None`` for anything
+    that is not a value it could have encoded)."""
+
+    name: str
+    modules: tuple[str, ...]
+    encode: Callable[[Any], Any]
+    decode: Callable[[Any], Any]
+
+
+class KeptReadings:
+    """``cache``, with the readings of a :class:`KeptKind` also kept in ``store``."""
+
+    def __init__(self, cache: DerivedCache, store: ReadingStore | None) -> None:
+        self.cache = cache
+        self.store = store
+
+    def derive(
+        self,
+        kind: KeptKind,
+        key: tuple[Hashable, ...],
+        compute: Callable[[], T],
+        size: int | Callable[[T], int],
+        texts: tuple[str, ...] = (),
+    ) -> T:
+        """:meth:`DerivedCache.derive` of ``key`` (``(kind.name, text, *numbers)``); on a
+        miss, the reading kept in the store when there is one, else ``compute()``, kept."""
+        if self.store is None or not self.cache.enabled:
+            return self.cache.derive(key, compute, size, texts)
+        found = self.cache.get(key, _ABSENT)
+        if found is not _ABSENT:
+            value: T = found
+            return value
+        value = self._kept(kind, key, compute)
+        self.cache.put(key, value, size if isinstance(size, int) else size(value), texts)
+        return value
+
+    def _kept(self, kind: KeptKind, key: tuple[Hashable, ...], compute: Callable[[], T]) -> T:
+        assert self.store is not None
+        name = reading_name(kind, key)
+        if name is None:
+            return compute()
+        content = self.store.load_reading(name)
+        if content is not None:
+            found = _decoded(kind, name, content)
+            if found is not None:
+                value: T = found
+                return value
+        value = compute()
+        self.store.save_reading(name, json.dumps({"reading": name, "value": kind.encode(value)}))
+        return value
+
+
+def reading_name(kind: KeptKind, key: tuple[Hashable, ...]) -> str | None:
+    """The name a reading is kept under: a digest of the format, the kind and its code,
+    the text's digest and the other inputs; ``None`` when it is not kept (a short or a
+    very long text, code that cannot be read)."""
+    text, rest = key[1], key[2:]
+    if not isinstance(text, str) or not MIN_TEXT_CHARS <= len(text) <= MAX_TEXT_CHARS:
+        return None
+    code = _code_digest(kind.modules)
+    if code is None:
+        return None
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    inputs = json.dumps([FORMAT, kind.name, code, digest, list(rest)], default=repr)
+    return f"{kind.name}-{hashlib.sha256(inputs.encode()).hexdigest()[:40]}"
+
+
+def _decoded(kind: KeptKind, name: str, content: str) -> Any:
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("reading") != name or "value" not in data:
+        return None
+    return kind.decode(data["value"])
+
+
+@lru_cache(maxsize=32)
+def _code_digest(modules: tuple[str, ...]) -> str | None:
+    """A digest of the source of ``modules``, or ``None`` when one cannot be read (an
+    install without sources): that kind is then not kept."""
+    digest = hashlib.sha256()
+    for module in modules:
+        try:
+            digest.update(inspect.getsource(importlib.import_module(module)).encode())
+        except (OSError, TypeError) as exc:
+            logger.info("readings of %s are not kept: its source cannot be read (%s)", module, exc)
+            return None
+    return digest.hexdigest()
