@@ -92,15 +92,22 @@ def read_request(
     return Request(history, originals, body, fmt, source if fmt != format else None, continuation)
 
 
+#: Types ``plain`` returns as they are without looking further.
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
 def plain(value: Any, depth: int = 0) -> Any:
     """``value`` with every SDK object in it dumped as the SDK sends it; containers are
     copied only where something inside them was converted."""
     if depth > MAX_DEPTH:
         return value  # the structural check at parse time says where and why
-
-    dump = getattr(value, "model_dump", None)
-    if callable(dump) and not isinstance(value, type):
-        return plain(_dumped(value, dump), depth + 1)
+    kind = type(value)
+    if kind in _LEAVES:  # no SDK object is one of these, or inside one
+        return value
+    if kind is not dict and kind is not list:  # those have no model_dump of their own
+        dump = getattr(value, "model_dump", None)
+        if callable(dump) and not isinstance(value, type):
+            return plain(_dumped(value, dump), depth + 1)
     if isinstance(value, dict):
         converted = {key: plain(item, depth + 1) for key, item in value.items()}
         same = all(converted[key] is item for key, item in value.items())
