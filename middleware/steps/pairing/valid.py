@@ -29,34 +29,31 @@ def already_paired(nodes: Sequence[Node], rules: Rules) -> bool:
     shared = rules.codec.results_share_message
     seen: set[str] = set()  # ids of every call so far
     waiting: dict[str, ToolCall] = {}  # calls of the last assistant message not answered yet
+    sanitize = rules.sanitize_ids
     for node in nodes:
-        blocks = node.blocks
+        results = node.results  # worked out once per node, like its calls
         if node.role == "assistant":
-            if waiting:  # answered by nothing, or calls in two messages of one turn
-                return False
-            for block in blocks:
-                if isinstance(block, ToolCall):
-                    call_id = block.id
-                    if not call_id or call_id in seen or unnamed(block):
-                        return False
-                    if rules.sanitize_ids and not valid_id(call_id):
-                        return False
-                    seen.add(call_id)
-                    waiting[call_id] = block
-                elif isinstance(block, ToolResult):
+            if waiting or results:  # calls left unanswered, or calls in two messages of
+                return False  # one turn; or a result where only calls may be
+            for call in node.calls:
+                call_id = call.id
+                if not call_id or call_id in seen or unnamed(call):
                     return False
+                if sanitize and not valid_id(call_id):
+                    return False
+                seen.add(call_id)
+                waiting[call_id] = call
             continue
         if not waiting:  # a result here would be an orphan or a duplicate
-            if any(isinstance(b, ToolResult) and not b.text_protocol for b in blocks):
+            if any(not result.text_protocol for result in results):
                 return False
             continue
+        blocks = node.blocks
         if shared:  # Anthropic: every result at the start of the next user message
             if node.role != "user" or not _answers_all(blocks, waiting, rules):
                 return False
         elif not (
-            len(blocks) == 1
-            and isinstance(blocks[0], ToolResult)
-            and _answers_all(blocks, waiting, rules, partial=True)
+            len(blocks) == 1 and results and _answers_all(blocks, waiting, rules, partial=True)
         ):
             return False  # OpenAI: one tool message per call, before anything else
     return not waiting
