@@ -189,26 +189,26 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"{'request':45} {'chars':>11} {'json ms':>8} {'cold ms':>8} {'first ms':>8} "
           f"{'warm ms':>8} {'cold':>6} {'first':>6} {'warm':>6}")  # fmt: skip
-    rows: list[tuple[str, list[Any], list[Any] | None, str, dict[str, Any]]] = []
     for t in largest:
         requests = list(t.requests())
         at = max(range(len(requests)), key=lambda i: len(json.dumps(requests[i])))
         previous = requests[at - 1] if at else None
-        rows.append((t.name, requests[at], previous, t.format, t.policy_overrides))
-    if not args.no_synthetic:
-        rows.append(("synthetic: 50 MB result + 4,000 messages", *synthetic(), "anthropic", {}))
-    for row in rows:
-        print_row(*row, repeat=args.repeat)
-
-    # The 83 MB request, kept alive, would make every garbage collection of the sessions
-    # below walk its millions of objects.
-    del rows
-    gc.collect()
-    print(f"\n{'whole session':45} {'requests':>8} {'json s':>8} {'replay s':>9} {'ratio':>6}")
+        print_row(t.name, requests[at], previous, t.format, t.policy_overrides,
+                  repeat=args.repeat)  # fmt: skip
+    # Sessions are replayed before the synthetic request: the hundreds of megabytes it
+    # spills leave the disk flushing, which slows the replays' own writes.
+    sessions: list[str] = []
     for t in largest:
         base, took = replay_times(t)
-        print(f"{t.name[:45]:45} {t.request_count:>8} {base:>8.2f} {took:>9.2f} "
-              f"{took / base:>5.1f}x")  # fmt: skip
+        sessions.append(f"{t.name[:45]:45} {t.request_count:>8} {base:>8.2f} {took:>9.2f} "
+                        f"{took / base:>5.1f}x")  # fmt: skip
+    if not args.no_synthetic:
+        big, before = synthetic()
+        print_row("synthetic: 50 MB result + 4,000 messages", big, before, "anthropic", {},
+                  repeat=args.repeat)  # fmt: skip
+        del big, before
+    print(f"\n{'whole session':45} {'requests':>8} {'json s':>8} {'replay s':>9} {'ratio':>6}")
+    print("\n".join(sessions))
 
     if args.memory and not args.no_synthetic:
         size, peak = peak_memory(synthetic()[0], "anthropic")
