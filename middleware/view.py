@@ -14,6 +14,8 @@ import json
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import is_not
 from typing import Any, Literal, NamedTuple, TypeAlias, get_args
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
@@ -327,23 +329,29 @@ class Conversation:
     def restore(self, snapshot: tuple[Node, ...]) -> None:
         self.nodes[:] = snapshot
 
-    def check(self, since: Sequence[Node] = ()) -> None:
+    def check(self, since: Sequence[Node] = ()) -> list[tuple[int, Node]]:
         """Raise ``TypeError`` if a step left something a codec cannot write: an object that
         is not a node or block, or a field of the wrong type (a result's content must be a
         string or a tuple of JSON-object parts, ids and names strings, flags booleans).
 
         Only created or changed nodes are inspected (parsed nodes are known good); given
         ``since`` (a :meth:`checkpoint` taken before the step ran, checked then), only the
-        nodes and blocks that are not in it.
+        nodes and blocks that are not in it. Returns those nodes, with their positions.
         """
         if not isinstance(self.nodes, list):
             raise TypeError(f"conversation.nodes is a {type(self.nodes).__name__}, not a list")
         # A step mostly replaces a node by an edited copy at the same place: a node or block
-        # that is the one at its position in ``since`` is known without building sets.
+        # that is the one at its position in ``since`` is known without building sets, and
+        # the positions where another one stands are found without a Python loop.
         aligned = len(since) == len(self.nodes)
         known = _Known(since)
         new: list[tuple[int, Node]] = []
-        for i, node in enumerate(self.nodes):
+        if since and aligned:
+            moved = compress(range(len(since)), map(is_not, self.nodes, since))
+            candidates: Iterator[tuple[int, Any]] = ((i, self.nodes[i]) for i in moved)
+        else:
+            candidates = enumerate(self.nodes)
+        for i, node in candidates:
             if not isinstance(node, Node):
                 raise TypeError(f"conversation.nodes[{i}] is a {type(node).__name__}, not a Node")
             if not since:
@@ -358,6 +366,7 @@ class Conversation:
                 if (j < len(before) and block is before[j]) or known.block(block):
                     continue
                 _check_block(block, f"conversation.nodes[{i}].blocks[{j}]", known)
+        return new
 
     # -- queries -----------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -57,3 +58,21 @@ def test_an_action_with_another_detail_is_the_action_the_constructor_makes() -> 
     copy = action.with_detail({"age": 5})
     assert copy == Action("microcompact", "summarized", "a", "Read", 4, 900, 120, {"age": 5})
     assert action.detail == {"age": 3}  # the original keeps its own
+
+
+def test_a_check_since_a_checkpoint_inspects_and_returns_only_what_a_step_put_in() -> None:
+    from middleware.view import Conversation
+
+    nodes = [Node("user", (), {"n": i}, i) for i in range(6)]
+    conversation = Conversation("anthropic", list(nodes), [n.raw for n in nodes])
+    before = conversation.checkpoint()
+    assert conversation.check(since=before) == []
+    edited = nodes[4].with_blocks((ToolResult("a", "out"),))
+    conversation.replace_node(4, edited)
+    assert conversation.check(since=before) == [(4, edited)]
+    conversation.nodes[2] = "not a node"  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match=r"conversation\.nodes\[2\] is a str"):
+        conversation.check(since=before)
+    conversation.nodes[2] = nodes[2]
+    conversation.insert_node(0, edited)  # not aligned: known nodes are found by identity
+    assert conversation.check(since=before) == [(0, edited), (5, edited)]

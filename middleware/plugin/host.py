@@ -550,11 +550,9 @@ def check_edits(conversation: Conversation, before: tuple[Node, ...], codec: Cod
     """Raise ``TypeError`` if what a step left since ``before`` cannot be written back: a
     field of the wrong type (:meth:`Conversation.check`), or a node the wire format's codec
     fails on (an OpenAI tool message without a result, two calls in one Responses item)."""
-    conversation.check(since=before)
-    known = {id(node) for node in before}
-    for i, node in enumerate(conversation.nodes):
-        if id(node) in known or not (node.changed or node.raw is None):
-            continue  # known, or written back as the wire object it came from
+    for i, node in conversation.check(since=before):  # the nodes that are not in before
+        if not (node.changed or node.raw is None):
+            continue  # written back as the wire object it came from
         try:
             codec.render_node(node)
         except Exception as exc:

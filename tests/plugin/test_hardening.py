@@ -111,6 +111,7 @@ BAD_EDITS: dict[str, Edit] = {
     "blocks a list": insert(Node("user", [Opaque({"type": "text", "text": "x"})])),  # type: ignore[arg-type]
     "opaque not JSON": insert(Node("user", (Opaque({"type": "text", "text": {1, 2}}),))),
     "node raw not a dict": insert(Node("user", (), raw="hello")),
+    "node not a Node": lambda conversation: conversation.nodes.__setitem__(1, "hello"),
 }
 #: Edits only some codecs cannot write: formats with one node per result or per call.
 FORMAT_BAD_EDITS: dict[str, tuple[Edit, tuple[str, ...]]] = {
