@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -85,6 +85,24 @@ class DerivedCache:
             self._entries.move_to_end(key)
             self._hits += 1
             return entry[0]
+
+    def get_many(self, keys: Sequence[Hashable]) -> list[Any]:
+        """:meth:`get` of each of ``keys`` (``None`` where missing), under one lock."""
+        entries = self._entries
+        found: list[Any] = []
+        hits = 0
+        with self._lock:
+            for key in keys:
+                entry = entries.get(key)
+                if entry is None:
+                    found.append(None)
+                else:
+                    entries.move_to_end(key)
+                    found.append(entry[0])
+                    hits += 1
+            self._hits += hits
+            self._misses += len(keys) - hits
+        return found
 
     def put(self, key: Hashable, value: Any, size: int, texts: tuple[str, ...] = ()) -> None:
         """Store ``value`` for ``key``, counted as ``size`` bytes plus the length of each

@@ -11,7 +11,7 @@ own message object and position.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from middleware.cache.lru import DerivedCache
@@ -29,9 +29,9 @@ class MessageMemo:
         self.max_message_bytes = max_message_bytes
         self._keys: dict[int, bytes | None] = {}
         self._held: list[Any] = []  # keeps the ids of _keys meaning the same objects
-        #: The entries :meth:`known` found, by key: :meth:`parse` of the same message
-        #: does not look them up again.
-        self._found: dict[bytes, dict[str, Node]] = {}
+        #: The entries :meth:`known` found or :meth:`parse` made, by key: the same
+        #: message is not looked up again in this call.
+        self._found: dict[bytes, dict[Hashable, Node]] = {}
 
     def key(self, message: Any) -> bytes | None:
         """The exact copy ``message`` is known by, or ``None`` when it cannot be kept
@@ -62,16 +62,24 @@ class MessageMemo:
             found.append(key)
         return tuple(found)
 
-    def known(self, message: Any) -> bool:
-        """Whether ``message`` was parsed before: it is then plain JSON data as is."""
-        key = self.key(message)
-        if key is None:
-            return False
-        nodes = self.cache.get(("message", key))
-        if nodes is None:
-            return False
-        self._found[key] = nodes
-        return True
+    def known(self, messages: Sequence[Any]) -> list[bool]:
+        """Whether each of ``messages`` was parsed before: it is then plain JSON data as
+        is. One pass for the whole history (every request asks it of every message), with
+        one lookup in the cache."""
+        keys = [self.key(message) for message in messages]
+        entries = self.cache.get_many([("message", key) for key in keys if key is not None])
+        known: list[bool] = []
+        at = 0
+        for key in keys:
+            if key is None:
+                known.append(False)
+                continue
+            nodes = entries[at]
+            at += 1
+            if nodes is not None:
+                self._found[key] = nodes
+            known.append(nodes is not None)
+        return known
 
     def parse(
         self,
@@ -87,7 +95,8 @@ class MessageMemo:
         if key is None:
             check(message, index)
             return parse(message, index)
-        # One entry per message, holding its node per wire format it was read as.
+        # One entry per message, holding its node per wire format it was read as (and
+        # per way of reading it again, :meth:`variant`).
         nodes = self._found.get(key)
         if nodes is None:
             nodes = self.cache.get(("message", key))
@@ -100,11 +109,48 @@ class MessageMemo:
                 parsed.role, parsed.blocks, meta=parsed.meta, raw_chars=value_chars(private)
             )
             if nodes is None:
-                # The pickle, the parsed structure (about as large), and the results'
-                # texts, which the derived data of results is keyed by: counted once.
-                texts = tuple(b.text for b in found.blocks if isinstance(b, ToolResult))
-                rest = max(len(key) - sum(len(t) for t in texts), 0)
-                self.cache.put(("message", key), {codec: found}, len(key) + rest, texts)
+                nodes = {codec: found}
+                self._store(key, nodes)
             else:
                 nodes[codec] = found
+        self._found[key] = nodes
         return found.rebound(message, index, found.raw_chars)
+
+    def variant(
+        self,
+        codec: str,
+        how: Hashable,
+        message: Any,
+        index: int,
+        read: Callable[[dict[str, Any], Node], Node],
+    ) -> Node | None:
+        """The node ``read(private copy, parsed node)`` gives for ``message`` (which
+        :meth:`parse` read as ``codec`` in this call), kept with the message under ``how``
+        (what else it depends on); ``None`` when the message is not kept."""
+        key = self._keys.get(id(message))
+        nodes = None if key is None else self._found.get(key)
+        if key is None or nodes is None or codec not in nodes:
+            return None
+        found = nodes.get((codec, how))
+        if found is None:
+            found = read(pickle.loads(key), nodes[codec])
+            nodes[(codec, how)] = found
+            self._store(key, nodes)  # counted again with the texts it now holds
+        return found.rebound(message, index, found.raw_chars)
+
+    def _store(self, key: bytes, nodes: dict[Hashable, Node]) -> None:
+        """Keep ``nodes`` for the message ``key`` is the copy of: counted as the pickle,
+        the parsed structure (about as large; its results' texts are part of it), and
+        every result text the entry holds (what derived data of results is keyed by; a
+        :meth:`variant` was read from a copy of its own), each text once."""
+        texts: dict[int, str] = {}
+        parsed_chars = 0
+        for how, node in nodes.items():
+            for block in node.blocks:
+                if isinstance(block, ToolResult):
+                    text = block.text
+                    texts.setdefault(id(text), text)
+                    if isinstance(how, str):  # parsed as a wire format
+                        parsed_chars += len(text)
+        rest = max(len(key) - parsed_chars, 0)
+        self.cache.put(("message", key), nodes, len(key) + rest, tuple(texts.values()))

@@ -65,7 +65,17 @@ class Codec(ABC):
         for i, node in enumerate(nodes):
             if node.role == "user" and not node.results:
                 previous = nodes[i - 1].role if i else None
-                nodes[i] = self._mark_text_protocol(node, messages[i], rule, previous)
+                marked = None
+                if memo is not None:  # read as tool output once per message and session
+                    marked = memo.variant(
+                        self.name, (rule, previous), messages[i], i,
+                        lambda private, parsed: self._mark_text_protocol(
+                            parsed, private, rule, previous  # noqa: B023 (called at once)
+                        ),
+                    )  # fmt: skip
+                if marked is None:
+                    marked = self._mark_text_protocol(node, messages[i], rule, previous)
+                nodes[i] = marked
         return Conversation(self.name, nodes, messages, text_protocol=why)
 
     def render(self, conversation: Conversation) -> list[Any]:

@@ -59,10 +59,11 @@ def read_request(
     format: str = "auto",
     *,
     continuation: bool = False,
-    known: Callable[[Any], bool] | None = None,
+    known: Callable[[Sequence[Any]], list[bool]] | None = None,
 ) -> Request:
-    """Read what ``process()`` was given. ``known(item)`` says an element is a message
-    seen before as plain JSON data, which is then not walked for SDK objects again.
+    """Read what ``process()`` was given. ``known(items)`` says which elements are
+    messages seen before as plain JSON data, which are then not walked for SDK objects
+    again.
 
     :raises HistoryError: ``value`` is neither a message list nor a request body.
     """
@@ -88,7 +89,10 @@ def read_request(
     if known is None:
         history = [plain(item) for item in originals]
     else:
-        history = [item if known(item) else plain(item) for item in originals]
+        history = [
+            item if seen else plain(item)
+            for item, seen in zip(originals, known(originals), strict=True)
+        ]
     return Request(history, originals, body, fmt, source if fmt != format else None, continuation)
 
 

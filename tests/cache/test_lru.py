@@ -181,3 +181,14 @@ def test_an_entry_over_a_quarter_of_the_budget_is_not_kept() -> None:
     cache.put("big text", 3, 0, ("x" * (1_000 + ENTRY_OVERHEAD),))
     assert cache.get("small") == 1
     assert cache.get("big") is None and cache.get("big text") is None
+
+
+def test_get_many_looks_up_in_one_pass_and_marks_what_it_found_as_used() -> None:
+    cache = DerivedCache(4 * (ENTRY_OVERHEAD + 10))  # four entries of 10 bytes fit
+    for key in ("a", "b", "c", "d"):
+        cache.put(key, key.upper(), 10)
+    assert cache.get_many(["c", "x", "a"]) == ["C", None, "A"]
+    stats = cache.stats()
+    assert (stats.hits, stats.misses) == (2, 1)
+    cache.put("e", "E", 10)  # evicts the least recently used: b, not a or c
+    assert cache.get_many(["a", "b", "c", "d", "e"]) == ["A", None, "C", "D", "E"]
