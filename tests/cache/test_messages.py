@@ -10,6 +10,7 @@ from typing import Any
 import middleware
 from middleware.cache import DerivedCache
 from middleware.policy import load_policy
+from tests.text_agent_builders import mini
 
 POLICY = load_policy(None, env={}, dotenv_path=False)
 
@@ -126,20 +127,6 @@ def test_an_unpicklable_value_takes_the_ordinary_path() -> None:
     assert result.messages[0] is messages[0]
 
 
-def text_agent(outputs: list[str]) -> list[dict[str, Any]]:
-    """A mini-swe-agent history (plain user messages that read as tool output)."""
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "You run bash."},
-        {"role": "user", "content": "Fix the bug."},
-    ]
-    for i, output in enumerate(outputs):
-        messages += [
-            {"role": "assistant", "content": f"THOUGHT: step {i}.\n\n```bash\ncat f{i}.py\n```"},
-            {"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{output}</output>"},
-        ]
-    return messages
-
-
 def count_readings(monkeypatch: Any) -> list[int]:
     """Indexes of the messages the codec reads as tool output, as it reads them."""
     from middleware.formats.base import Codec
@@ -159,20 +146,20 @@ def test_a_text_agents_observations_are_read_as_tool_output_once(monkeypatch: An
     outputs = [f"line {i}\n" * 300 for i in range(8)]
     read = count_readings(monkeypatch)
     with middleware.Pipeline(POLICY, session_id="memo") as pipe:
-        first = pipe.process(text_agent(outputs[:7]))
+        first = pipe.process(mini(outputs[:7]))
         once = len(read)
-        second = pipe.process(text_agent(outputs))
+        second = pipe.process(mini(outputs))
         # Only the new observation, and the first user message (not tool output) of
         # neither request, are read again: 8 user messages were read the first time.
         assert once == 8 and len(read) - once == 1
     with middleware.Pipeline(POLICY, session_id="memo", cache=DerivedCache(0)) as plain:
-        assert wire(first) == wire(plain.process(text_agent(outputs[:7])))
-        assert wire(second) == wire(plain.process(text_agent(outputs)))
+        assert wire(first) == wire(plain.process(mini(outputs[:7])))
+        assert wire(second) == wire(plain.process(mini(outputs)))
     assert second.report.text_protocol == first.report.text_protocol is not None
 
 
 def test_an_observation_edited_after_a_request_is_read_afresh() -> None:
-    messages = text_agent([f"line {i}\n" * 300 for i in range(6)])
+    messages = mini([f"line {i}\n" * 300 for i in range(6)])
     with middleware.Pipeline(POLICY, session_id="memo") as pipe:
         pipe.process(messages)
         messages[3]["content"] = messages[3]["content"].replace("line 0", "edited 0")
@@ -184,7 +171,7 @@ def test_an_observation_edited_after_a_request_is_read_afresh() -> None:
 def test_the_rule_a_message_was_read_by_is_part_of_what_is_kept() -> None:
     """One cache, two policies: an observation read as tool output under one rule is read
     afresh under another that does not match it."""
-    messages = text_agent([f"line {i}\n" * 300 for i in range(6)])
+    messages = mini([f"line {i}\n" * 300 for i in range(6)])
     shared = DerivedCache(1 << 26)
     outputs = {}
     for pattern in ("<returncode>", "^NEVER"):
@@ -201,7 +188,7 @@ def test_the_rule_a_message_was_read_by_is_part_of_what_is_kept() -> None:
 
 
 def test_what_a_message_keeps_in_the_cache_counts_the_texts_it_was_read_as() -> None:
-    big = text_agent(["x" * 100_000])
+    big = mini(["x" * 100_000])
     sizes = []
     for enabled in (False, True):
         policy = load_policy(

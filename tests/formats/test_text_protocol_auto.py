@@ -20,22 +20,9 @@ from middleware.formats.text_protocol import (
 from middleware.policy import load_policy
 from middleware.replay.transcripts import MINI_SWE_AGENT_RULE
 from middleware.view import Node
+from tests.text_agent_builders import mini
 
 FOOTER = "\n(Open file: n/a)\n(Current directory: /repo)\nbash-$"
-
-
-def mini(outputs: list[str], system: str = "You run bash.") -> list[dict[str, Any]]:
-    """A mini-swe-agent history: one ```bash action and one observation per output."""
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system},
-        {"role": "user", "content": "Fix the bug."},
-    ]
-    for i, output in enumerate(outputs):
-        messages += [
-            {"role": "assistant", "content": f"THOUGHT: step {i}.\n\n```bash\ncat f{i}.py\n```"},
-            {"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{output}</output>"},
-        ]
-    return messages
 
 
 def swe(outputs: list[str]) -> list[dict[str, Any]]:
