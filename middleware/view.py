@@ -357,7 +357,7 @@ class Conversation:
             if not since:
                 if node.changed or node.raw is None:
                     new.append((i, node))
-            elif not (aligned and node is since[i]) and not known.node(node):
+            elif not known.node(node):  # (one at its own place in since is not a candidate)
                 new.append((i, node))
         for i, node in new:
             _check_node(node, f"conversation.nodes[{i}]")

@@ -128,14 +128,14 @@ def test_an_unpicklable_value_takes_the_ordinary_path() -> None:
 
 
 def count_readings(monkeypatch: Any) -> list[int]:
-    """Indexes of the messages the codec reads as tool output, as it reads them."""
+    """One entry per message the codec reads as tool output, as it reads it."""
     from middleware.formats.base import Codec
 
     read: list[int] = []
     original = Codec._mark_text_protocol
 
     def counted(self: Codec, node: Any, message: Any, rule: Any, previous: Any) -> Any:
-        read.append(len(read))
+        read.append(1)
         return original(self, node, message, rule, previous)
 
     monkeypatch.setattr(Codec, "_mark_text_protocol", counted)
