@@ -7,3 +7,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 TRAJECTORIES = REPO.parent / "shared" / "data" / "trajectories"
+#: Requests the real agent CLIs sent to the provider stand-in (headers and bodies, long
+#: texts trimmed), one file per agent and version.
+RECORDED = REPO / "tests" / "recorded"

@@ -14,7 +14,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from middleware.conversations.sessions import SessionKey, SessionPool, session_of
+from middleware.conversations.keys import SessionKey, session_of
+from middleware.conversations.sessions import SessionPool
 from middleware.errors import FormatError, HistoryError, InputError
 from middleware.formats import jsonio
 from middleware.formats.bodies import read_body

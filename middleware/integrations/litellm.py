@@ -30,7 +30,8 @@ except ImportError as exc:  # pragma: no cover - exercised by the extras test
 
 import anyio.to_thread
 
-from middleware.conversations.sessions import SessionPool, session_of
+from middleware.conversations.keys import session_of
+from middleware.conversations.sessions import SessionPool
 from middleware.errors import FormatError, HistoryError
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy, load_policy

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import anyio.to_thread
 import httpx
@@ -56,6 +57,8 @@ CLEANED: dict[str, tuple[Provider, str]] = {
     "/v1/responses": ("openai", "responses"),
 }
 POLICY_PREFIX = "/policy/"
+#: The answer header naming the session a cleaned request was filed under.
+SESSION_ANSWER_HEADER = "x-chatcli-session"
 
 
 @dataclass
@@ -141,9 +144,13 @@ class Proxy:
         if self.http is None:
             raise RuntimeError("the proxy's upstream pool starts with the app's lifespan")
         headers = forwarded_headers(request.headers.items(), drop=REQUEST_DROPPED)
+        # The session the request was filed under, for a client that will end it
+        # (``DELETE /sessions/{id}`` takes it as it is written here).
+        ours = [(SESSION_ANSWER_HEADER, quote(cleaned.session.session, safe=""))] if (
+            cleaned.session is not None) else []  # fmt: skip
         return Relay(
             self.http, request.method, url, headers, cleaned.body,
-            on_headers=on_headers, on_done=on_done, on_error=on_error,
+            on_headers=on_headers, on_done=on_done, on_error=on_error, answer_headers=ours,
         )  # fmt: skip
 
     async def _read_body(self, request: Request) -> bytes | None:
@@ -327,8 +334,8 @@ def create_app(proxy: Proxy) -> Starlette:
         routes=[
             Route("/healthz", proxy.healthz, methods=["GET"]),
             Route("/metrics", proxy.metrics_text, methods=["GET"]),
-            Route("/recall/{session}/{file}", proxy.recall, methods=["GET"]),
-            Route("/sessions/{session}", proxy.end_session, methods=["DELETE"]),
+            Route("/recall/{session:path}/{file}", proxy.recall, methods=["GET"]),
+            Route("/sessions/{session:path}", proxy.end_session, methods=["DELETE"]),
             Route("/{path:path}", proxy.forward, methods=methods),
         ],
         lifespan=lifespan,

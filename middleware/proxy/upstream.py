@@ -71,7 +71,8 @@ class Relay:
 
     ``on_headers`` is called with the upstream status once its headers arrived (for the
     access log and the latency histogram); ``on_done`` when the answer ended, with whether
-    it was relayed whole.
+    it was relayed whole. ``answer_headers`` are added to the upstream's (the proxy's own,
+    such as the session it filed the request under).
     """
 
     def __init__(
@@ -85,6 +86,7 @@ class Relay:
         on_headers: Callable[[int, float], None],
         on_done: Callable[[bool], None],
         on_error: Callable[[Exception], tuple[int, bytes]],
+        answer_headers: Iterable[tuple[str, str]] = (),
     ) -> None:
         self.http = http
         self.method = method
@@ -94,6 +96,7 @@ class Relay:
         self.on_headers = on_headers
         self.on_done = on_done
         self.on_error = on_error
+        self.answer_headers = list(answer_headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         whole = False
@@ -127,6 +130,7 @@ class Relay:
         try:
             self.on_headers(response.status_code, time.perf_counter() - started)
             headers = forwarded_headers(response.headers.multi_items(), drop=HOP_BY_HOP)
+            headers += self.answer_headers
             await send(
                 {
                     "type": "http.response.start",

@@ -176,8 +176,12 @@ def session_of_last_request(stack: Stack) -> set[str]:
 def test_sessions_come_from_headers_metadata_or_the_opening(stack: Stack) -> None:
     post = lambda body, **h: httpx.post(stack.url + "/v1/messages", json=body,  # noqa: E731
                                         headers={**ANTHROPIC, **h})  # fmt: skip
-    post(BROKEN_ANTHROPIC)
+    answer = post(BROKEN_ANTHROPIC)
     assert session_of_last_request(stack) == {"1f0e6a2c-5b3d-4e8f-9a7b-0c1d2e3f4a5b"}
+    # The answer says which session the request was filed under (to end it with DELETE).
+    assert answer.headers["x-chatcli-session"] == "1f0e6a2c-5b3d-4e8f-9a7b-0c1d2e3f4a5b"
+    odd = post(BROKEN_ANTHROPIC, **{"x-chatcli-session": "team/alice 1"})
+    assert odd.headers["x-chatcli-session"] == "team%2Falice%201"
     plain = {k: v for k, v in BROKEN_ANTHROPIC.items() if k != "metadata"}
     post(plain, **{"x-claude-code-session-id": "cc-session-7"})
     post(plain, **{"x-chatcli-session": "mine"})
@@ -278,23 +282,24 @@ def test_recall_by_lines_and_the_end_of_a_session(stack: Stack) -> None:
     output = "".join(f"line {i}\n" for i in range(1, 5001))
     body = {**BROKEN_CHAT, "messages": [*BROKEN_CHAT["messages"][:3],
             {"role": "tool", "tool_call_id": "call_1", "content": output}]}  # fmt: skip
-    httpx.post(stack.url + "/v1/chat/completions", json=body,
-               headers={**OPENAI, "x-chatcli-session": "ends"})  # fmt: skip
+    answer = httpx.post(stack.url + "/v1/chat/completions", json=body,
+                        headers={**OPENAI, "x-chatcli-session": "team/ends 1"})  # fmt: skip
+    session = answer.headers["x-chatcli-session"]  # as a path segment: team%2Fends%201
     preview = stack.provider.accepted[-1][2]["messages"][3]["content"]
     path = Path(preview.split("full output saved to ")[1].split("]")[0])
-    part = httpx.get(f"{stack.url}/recall/ends/{path.name}?offset=4999&limit=5")
+    part = httpx.get(f"{stack.url}/recall/{session}/{path.name}?offset=4999&limit=5")
     assert part.text == "line 4999\nline 5000\n"
     assert part.headers["x-chatcli-lines"] == "4999-5000/5000"
-    assert httpx.get(f"{stack.url}/recall/ends/{path.name}?offset=5001").status_code == 416
-    assert httpx.get(f"{stack.url}/recall/ends/{path.name}?limit=many").status_code == 400
+    assert httpx.get(f"{stack.url}/recall/{session}/{path.name}?offset=5001").status_code == 416
+    assert httpx.get(f"{stack.url}/recall/{session}/{path.name}?limit=many").status_code == 400
     assert len(stack.proxy.sessions) == 1
-    ended = httpx.delete(f"{stack.url}/sessions/ends")
-    assert ended.json() == {"session": "ends", "released": 1, "removed": True}
+    ended = httpx.delete(f"{stack.url}/sessions/{session}")
+    assert ended.json() == {"session": "team/ends 1", "released": 1, "removed": True}
     assert not path.exists() and not path.parent.parent.exists()
     assert len(stack.proxy.sessions) == 0
-    assert httpx.get(f"{stack.url}/recall/ends/{path.name}").status_code == 404
-    again = httpx.delete(f"{stack.url}/sessions/ends")
-    assert again.json() == {"session": "ends", "released": 0, "removed": False}
+    assert httpx.get(f"{stack.url}/recall/{session}/{path.name}").status_code == 404
+    again = httpx.delete(f"{stack.url}/sessions/{session}")
+    assert again.json() == {"session": "team/ends 1", "released": 0, "removed": False}
 
 
 def test_recall_and_session_end_refuse_other_machines_without_the_token(stack: Stack) -> None:
