@@ -25,6 +25,10 @@ class Policy:
     #: dotted key -> where its value came from ("default", "file:line", "env CHATCLI_X",
     #: ".env (path) CHATCLI_X", "override").
     origins: Mapping[str, str] = field(default_factory=dict)
+    #: The files a user edits that the policy was read from: its own and those it
+    #: ``extends``, base first (shipped presets and the default policy are not among them).
+    #: Hot reload watches these and nothing else.
+    files: tuple[str, ...] = ()
     #: Settings objects already bound from this snapshot (see ``settings.bind``).
     _bound: dict[type, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 

@@ -31,7 +31,12 @@ from middleware.policy.files import (
     schema_errors,
 )
 from middleware.policy.limits import FILE_SIZE, MAX_EXTENDS, MAX_FILE_BYTES, ValueProblem, plain
-from middleware.policy.resources import PRESET_PREFIX, default_policy_path, resolve_policy_path
+from middleware.policy.resources import (
+    PRESET_PREFIX,
+    data_dir,
+    default_policy_path,
+    resolve_policy_path,
+)
 from middleware.policy.schema import defaults
 from middleware.policy.templates import template_problems
 
@@ -62,7 +67,7 @@ def load_policy(
     if path is None and environ.get(POLICY_ENV):
         path = environ[POLICY_ENV]
     origins: dict[str, str] = {}
-    document, source = _files_layer(path, origins)
+    document, source, files = _files_layer(path, origins)
     for key, (value, origin) in _dotenv_layer(dotenv_path).items():
         _set(document, key, value)
         origins[key] = origin
@@ -79,12 +84,14 @@ def load_policy(
         origins[key] = "override"
     document.pop("extends", None)
     document = _checked(document, origins, source)
-    return Policy(freeze(document), source, MappingProxyType(origins))
+    return Policy(freeze(document), source, MappingProxyType(origins), files)
 
 
-def _files_layer(path: str | Path | None, origins: dict[str, str]) -> tuple[dict[str, Any], str]:
+def _files_layer(
+    path: str | Path | None, origins: dict[str, str]
+) -> tuple[dict[str, Any], str, tuple[str, ...]]:
     """The schema defaults, the default policy file, then ``path`` and what it extends;
-    and the policy's source."""
+    the policy's source; and the files of those a user edits (not the shipped ones)."""
     document = defaults()
     origins.update(dict.fromkeys(_dotted_leaves(document), "default"))
     default_file = default_policy_path()
@@ -92,7 +99,7 @@ def _files_layer(path: str | Path | None, origins: dict[str, str]) -> tuple[dict
     _merge(document, identity)
     _record(identity, "", lines, origins, where=f"default ({default_file}", suffix=")")
     if path is None:
-        return document, "embedded default"
+        return document, "embedded default", ()
     given = str(path)
     resolved = resolve_policy_path(path)
     layered = _read_with_extends(resolved, set())
@@ -104,7 +111,9 @@ def _files_layer(path: str | Path | None, origins: dict[str, str]) -> tuple[dict
         # the policy it extends ("default" would hide which file is in effect).
         document["name"] = given
         origins["name"] = f"{given} (its path: the file sets no name)"
-    return document, str(resolved)
+    shipped = data_dir("policies").resolve()
+    files = tuple(f for _, _, f in layered if not Path(f).resolve().is_relative_to(shipped))
+    return document, str(resolved), files
 
 
 def _checked(document: dict[str, Any], origins: Mapping[str, str], source: str) -> dict[str, Any]:

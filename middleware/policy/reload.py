@@ -1,9 +1,14 @@
-"""Hot reload: watch the policy's folder, re-read every layer, swap one immutable snapshot.
+"""Hot reload: watch the policy's files, re-read every layer, swap one immutable snapshot.
 
-The folder is watched, not the file: editors save by writing a temporary file and renaming
-it over the old one, and Kubernetes ConfigMaps swap a ``..data`` symlink; both defeat a
-watch on the file itself. Any change in a watched folder re-reads all layers; an invalid
-edit keeps the last good policy and is reported.
+What is watched is the policy's own file and the files its ``extends`` chain names (and
+the ``.env`` file, when one is given), nothing else: a shipped preset watches nothing, and
+files written beside the policy (logs, spill folders, other policies) never cause a
+re-read. Each file is watched through its folder, not by itself, and not recursively:
+editors save by writing a temporary file and renaming it over the old one, and Kubernetes
+ConfigMaps swap a ``..data`` symlink in the mounted folder; both defeat a watch on the file
+itself. A change to one of those names (or to a ConfigMap's ``..`` entries) re-reads all
+layers; an invalid edit keeps the last good policy and is reported; an edit that changes
+the ``extends`` chain moves the watch to the new files.
 
 The watcher thread must outlive anything: whatever a reload raises is recorded in the
 status (``last_reload_ok=False``) and watching goes on; a watched folder that is deleted
@@ -96,12 +101,9 @@ class PolicyWatcher:
         policy = self.load()
         self.status = PolicyStatus(str(self.path), 1, policy.digest, last_success_at=time.time())
         self.policy = policy
-        # The folder as named, not resolved: a ConfigMap's resolved folder is replaced on
-        # every update, while the mount folder stays (recursive watch covers ..data/).
-        folders = {self.path.absolute().parent}
-        if dotenv_path:
-            folders.add(Path(dotenv_path).absolute().parent)
-        self._folders = sorted(folders)
+        self._dotenv = Path(dotenv_path).absolute() if dotenv_path else None
+        self._targets = self._targets_of(policy)
+        self._folders = sorted(self._targets)
         #: Reload once the next watch is in place: an edit made before a watch is armed (just
         #: after start, or while a deleted folder was coming back) raises no event.
         self._rearmed = True
@@ -110,8 +112,37 @@ class PolicyWatcher:
     def load(self) -> Policy:
         return load_policy(self.path, **self._load_args)
 
+    @property
+    def watching(self) -> tuple[Path, ...]:
+        """The files watched (none for a shipped preset)."""
+        return tuple(sorted(folder / name for folder, names in self._targets.items()
+                            for name in names))  # fmt: skip
+
     def start(self) -> None:
-        self._thread.start()
+        """Start watching, if there is a file to watch (a preset has none)."""
+        if self._targets:
+            self._thread.start()
+
+    def _targets_of(self, policy: Policy) -> dict[Path, frozenset[str]]:
+        """The folders to watch and, in each, the names that matter. A folder as named,
+        not resolved: a ConfigMap's resolved folder is replaced on every update, while the
+        mount folder stays."""
+        files = [Path(f).absolute() for f in policy.files]
+        if self._dotenv is not None:
+            files.append(self._dotenv)
+        targets: dict[Path, set[str]] = {}
+        for file in files:
+            targets.setdefault(file.parent, set()).add(file.name)
+        return {folder: frozenset(names) for folder, names in targets.items()}
+
+    def _relevant(self, change: object, path: str) -> bool:
+        """Whether a change reported in a watched folder concerns the policy: one of its
+        files, a ConfigMap's ``..data`` swap, or the folder itself."""
+        changed = Path(path)
+        names = self._targets.get(changed.parent)
+        if names is not None and (changed.name in names or changed.name.startswith("..")):
+            return True
+        return changed in self._targets
 
     def stop(self) -> None:
         """Stop watching and wait for the thread (it notices within a few milliseconds)."""
@@ -220,7 +251,8 @@ class PolicyWatcher:
             rust_timeout=200,
             yield_on_timeout=True,  # every 200 ms at least: check the folders are still there
             raise_interrupt=False,
-            watch_filter=None,  # any change re-reads; an unchanged digest swaps nothing
+            recursive=False,
+            watch_filter=self._relevant,
         ):
             if self._stop.is_set():
                 return
@@ -230,6 +262,12 @@ class PolicyWatcher:
                 self._settled_reload()
             if moved:
                 self._rearmed = True
+                return
+            targets = self._targets_of(self.policy)
+            if targets != self._targets:  # the extends chain changed: watch its files
+                logger.info("policy %s now reads %s", self.path, ", ".join(
+                    str(f) for f in self.policy.files))  # fmt: skip
+                self._targets, self._folders = targets, sorted(targets)
                 return
 
     def _identities(self) -> list[tuple[int, int] | None]:

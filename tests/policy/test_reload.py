@@ -307,3 +307,81 @@ def test_a_file_written_in_pieces_is_swapped_in_whole(policy: Path) -> None:
         assert wait_for(lambda: pipe.policy.name == "partially-written")
         assert pipe.policy.get("budget.max_result_chars") == 30000
     assert swapped == ["partially-written"]
+
+
+def counting_loads(pipe: middleware.Pipeline) -> list[float]:
+    """The times the pipeline's watcher reads the policy files from now on (once the read
+    that follows arming a watch is over)."""
+    watcher = pipe._watcher
+    assert watcher is not None
+    assert wait_for(lambda: not watcher._rearmed)
+    time.sleep(0.5)
+    reads: list[float] = []
+    real_load = watcher.load
+
+    def load() -> middleware.Policy:
+        reads.append(time.monotonic())
+        return real_load()
+
+    watcher.load = load  # type: ignore[method-assign]
+    return reads
+
+
+def test_files_written_beside_the_policy_are_never_read(policy: Path) -> None:
+    """A proxy's log, its spill folders or other policies next to the policy file: none is
+    watched (a recursive watch of the working folder once re-read the policy 119 times in
+    18 s while idle)."""
+    with middleware.Pipeline.from_policy(policy, watch=True) as pipe:
+        assert pipe._watcher is not None
+        assert pipe._watcher.watching == (policy.absolute(),)
+        reads = counting_loads(pipe)
+        nested = policy.parent / "spill" / "chatcli-agent-s" / "tool-results"
+        nested.mkdir(parents=True)
+        for i in range(100):
+            (policy.parent / f"other-{i}.yaml").write_text(PLAIN.format(name=i, cap=1000))
+            (nested / f"r-{i}.txt").write_text("x" * i)
+        with (policy.parent / "proxy.log").open("a") as log:
+            for i in range(100):
+                log.write(f"line {i}\n")
+                log.flush()
+        time.sleep(1.0)
+        assert reads == []
+        policy.write_text(PLAIN.format(name="two", cap=30000), encoding="utf-8")
+        assert wait_for(lambda: pipe.policy.name == "two")
+        assert reads  # the policy's own file still is
+
+
+def test_a_preset_watches_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the folder a preset's name used to resolve into
+    with middleware.Pipeline.from_policy("preset:claude-code", watch=True) as pipe:
+        watcher = pipe._watcher
+        assert watcher is not None
+        assert watcher.watching == () and not watcher._thread.is_alive()
+        assert pipe.policy_status.last_reload_ok
+
+
+def test_the_extends_chain_is_watched_and_followed_when_it_changes(tmp_path: Path) -> None:
+    shared, own = tmp_path / "shared", tmp_path / "own"
+    shared.mkdir()
+    own.mkdir()
+    base, other = shared / "base.yaml", shared / "other.yaml"
+    base.write_text("version: 1\nbudget:\n  max_result_chars: 1000\n", encoding="utf-8")
+    other.write_text("version: 1\nbudget:\n  max_result_chars: 3000\n", encoding="utf-8")
+    policy = own / "policy.yaml"
+    policy.write_text("version: 1\nname: mine\nextends: ../shared/base.yaml\n", encoding="utf-8")
+    cap = "budget.max_result_chars"
+    with middleware.Pipeline.from_policy(policy, watch=True) as pipe:
+        assert pipe._watcher is not None
+        assert set(pipe._watcher.watching) == {policy.absolute(), own / "../shared/base.yaml"}
+        base.write_text("version: 1\nbudget:\n  max_result_chars: 2000\n", encoding="utf-8")
+        assert wait_for(lambda: pipe.policy.get(cap) == 2000)
+        policy.write_text("version: 1\nname: mine\nextends: ../shared/other.yaml\n", "utf-8")
+        assert wait_for(lambda: pipe.policy.get(cap) == 3000)
+        watcher = pipe._watcher
+        assert wait_for(lambda: (own / "../shared/other.yaml") in watcher.watching)
+        reads = counting_loads(pipe)
+        base.write_text("version: 1\nbudget:\n  max_result_chars: 9\n", encoding="utf-8")
+        time.sleep(0.8)
+        assert reads == []  # no longer part of the policy
+        other.write_text("version: 1\nbudget:\n  max_result_chars: 4000\n", encoding="utf-8")
+        assert wait_for(lambda: pipe.policy.get(cap) == 4000)

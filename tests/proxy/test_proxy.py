@@ -208,6 +208,9 @@ def test_a_path_prefix_selects_a_preset_and_never_a_path(stack: Stack) -> None:
             f"{stack.url}/policy/{name}/v1/chat/completions", json=body, headers=OPENAI
         )
         assert wrong.status_code == 404 and "choose one of" in wrong.json()["error"]["message"]
+    # A preset is shipped, never edited: serving one watches nothing.
+    served = [stack.proxy.catalog.default, *stack.proxy.catalog._named.values()]
+    assert all(s._watcher is None or not s._watcher._thread.is_alive() for s in served)
 
 
 def test_a_policy_folder_serves_its_files_by_name(
