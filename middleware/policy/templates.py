@@ -22,6 +22,7 @@ PREVIEW_FIELDS = frozenset(
         "path",
         "tool",
         "outline",
+        "recall",
     }
 )
 #: Fields of a line rule's notices (pi's truncation notices).
@@ -32,7 +33,14 @@ NOTICE_FIELDS = frozenset(
     }
 )  # fmt: skip
 #: Fields of a microcompaction summary.
-SUMMARY_FIELDS = frozenset({"lines", "chars", "type", "path", "mentions", "errors"})
+SUMMARY_FIELDS = frozenset({"lines", "chars", "type", "path", "mentions", "errors", "recall"})
+#: Fields of the sentence that says how to read a spilled output back (``recall.*``).
+RECALL_FIELDS = frozenset(
+    {
+        "path", "quoted_path", "url", "key", "quoted_key",
+        "first", "last", "count", "hidden_first", "hidden_last", "lines",
+    }
+)  # fmt: skip
 
 #: Key patterns of templates and the fields each may use.
 TEMPLATE_RULES: tuple[tuple[str, frozenset[str]], ...] = (
@@ -44,6 +52,7 @@ TEMPLATE_RULES: tuple[tuple[str, frozenset[str]], ...] = (
     ("microcompact.summary_template", SUMMARY_FIELDS),
     ("microcompact.inputs.template", frozenset({"chars", "path", "tool"})),
     ("loop_guard.notice", frozenset({"reason"})),
+    ("recall.*_template", RECALL_FIELDS),
 )  # fmt: skip
 
 

@@ -69,6 +69,9 @@ def resolve(key: str, settings: SpillSettings) -> tuple[SpillRoot, str, str]:
     session, _, name = key.rpartition("/")
     if session and "/" not in session and session != RESULTS and is_result_name(name):
         return open_root(settings), session_folder_name(session), name
+    if is_local(key) and session and is_result_name(name) and not _is_results_path(session):
+        # A session id with a slash in it (``team/alice/NAME``): not a store's path.
+        return open_root(settings), session_folder_name(session), name
     if not is_local(key):
         parts = split_location(key)
         if parts is None:
@@ -81,6 +84,12 @@ def resolve(key: str, settings: SpillSettings) -> tuple[SpillRoot, str, str]:
     if path.parent.name != RESULTS:
         raise RecallError(f"{key!r} is not the path of a spilled output ({LAYOUT})")
     return LocalRoot(path.parent.parent.parent), path.parent.parent.name, path.name
+
+
+def _is_results_path(folder: str) -> bool:
+    """Whether ``folder`` is the results folder of a local store (``.../tool-results``)."""
+    local = local_path(folder)
+    return local is not None and local.name == RESULTS
 
 
 def lines_of(text: str, location: str, offset: int, limit: int | None) -> Recalled:

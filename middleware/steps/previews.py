@@ -12,13 +12,16 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Literal
 
 from middleware.cache.kept import KeptKind, KeptReadings
+from middleware.policy.schema import default_of
+from middleware.policy.settings import build
 from middleware.policy.templates import PREVIEW_FIELDS, template_fields
 from middleware.steps.outline import outline
+from middleware.steps.read_back import ReadBack
 
 #: The outline of a preview, kept for a process that starts cold (:mod:`middleware.cache.kept`).
 OUTLINE = KeptKind(
@@ -44,6 +47,9 @@ class PreviewStyle:
     #: Characters for the ``{outline}`` field: the lines of the omitted part that carry
     #: the most names the head and tail do not show (:mod:`.outline`); 0: none.
     outline_chars: int
+    #: How the ``{recall}`` field says to read the rest back (the ``recall`` section;
+    #: ``None``: its defaults).
+    read_back: ReadBack | None = field(default=None, metadata={"group": ReadBack, "key": "recall"})
 
     def __post_init__(self) -> None:
         if self.head < 0 or self.tail < 0:
@@ -63,10 +69,12 @@ def make_preview(
     path: str,
     tool: str | None = None,
     cache: KeptReadings | None = None,
+    session: str = "",
 ) -> str | None:
     """The preview replacing ``text``, or ``None`` when it would not be shorter. What reads
     the whole text (its size and lines, the outline of the omitted part) is read once per
-    text when a ``cache`` is given (the outline kept in its store too)."""
+    text when a ``cache`` is given (the outline kept in its store too). ``session`` is the
+    spill store's session, which a ``{recall}`` URL or command names."""
     head = _head(text, style)
     tail = _tail(text, style, len(head))
     omitted = len(text) - len(head) - len(tail)
@@ -86,8 +94,15 @@ def make_preview(
         if cache is None
         else cache.cache.derive(("measure", text), lambda: _measure(text), 64, (text,))
     )
+    recall = ""
+    if "{recall}" in style.template:
+        read_back = style.read_back or default_read_back()
+        recall = read_back.instruction(
+            text, path, len(head), len(text) - len(tail), session=session, total_lines=n_lines
+        )
     preview = style.template.format_map(
         {
+            "recall": recall,
             "outline": lines,
             "head": head,
             "tail": tail,
@@ -101,6 +116,11 @@ def make_preview(
         }
     )
     return preview if len(preview) < len(text) else None
+
+
+def default_read_back() -> ReadBack:
+    """The ``recall`` section's defaults, for a style made by hand."""
+    return build(ReadBack, "recall", default_of)
 
 
 def _measure(text: str) -> tuple[int, int]:
@@ -253,15 +273,21 @@ def fit_preview(
     tool: str | None,
     grow: bool = False,
     cache: KeptReadings | None = None,
+    session: str = "",
 ) -> str | None:
     """The preview of ``text`` in ``style`` if it fits in ``target`` characters (with
     ``grow``, head and tail enlarged in proportion to fill ``target``); else one shrunk to
     fit; else the bare marker. ``None`` when no preview is shorter than the text."""
-    preview = make_preview(text, style, path=path, tool=tool, cache=cache)
+    preview = make_preview(text, style, path=path, tool=tool, cache=cache, session=session)
     if preview is not None and len(preview) <= target and not grow:
         return preview
     bare = make_preview(
-        text, replace(style, head=0, tail=0, outline_chars=0), path=path, tool=tool, cache=cache
+        text,
+        replace(style, head=0, tail=0, outline_chars=0),
+        path=path,
+        tool=tool,
+        cache=cache,
+        session=session,
     )
     if bare is None:
         return None
@@ -277,7 +303,7 @@ def fit_preview(
     head = room * style.head // total if total else 0
     tail = room * style.tail // total if lines else room - head
     shares = replace(style, head=head, tail=tail, outline_chars=room - head - tail if lines else 0)
-    scaled = make_preview(text, shares, path=path, tool=tool, cache=cache)
+    scaled = make_preview(text, shares, path=path, tool=tool, cache=cache, session=session)
     for candidate in (scaled, preview):
         if candidate is not None and len(candidate) <= target:
             return candidate

@@ -59,9 +59,9 @@ def test_without_plugins_a_summary_is_made_once(
     made: list[str] = []
     summarize = MicrocompactSettings.summarize
 
-    def counting(self: MicrocompactSettings, text: str, *args: Any) -> str:
+    def counting(self: MicrocompactSettings, text: str, *args: Any, **kwargs: Any) -> str:
         made.append(text)
-        return summarize(self, text, *args)
+        return summarize(self, text, *args, **kwargs)
 
     monkeypatch.setattr(MicrocompactSettings, "summarize", counting)
     with pipeline(tmp_path) as pipe:

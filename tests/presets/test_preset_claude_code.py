@@ -51,14 +51,17 @@ def test_persisted_output_block_has_size_path_and_a_2000_byte_preview_cut_at_a_n
         (text,) = outputs(pipe.process(batch(("Bash", output))).messages)
         assert spilled_text(text) == output
     match = re.fullmatch(
-        r"<persisted-output>\nOutput too large \(70\.0 KB\)\. Full output saved to: (\S+)\n\n"
+        r"<persisted-output>\nOutput too large \(70\.0 KB\)\. Full output saved to: (\S+)\n"
+        r"Lines 29-1000 of 1000 are not shown: read them with the Read tool \(file_path (\S+), "
+        r"offset 29, limit 571\)\.\n\n"
         r"Preview \(first 2KB\):\n(.*)\n\.\.\.\n</persisted-output>",
         text,
         re.DOTALL,
     )
     assert match is not None, text[:300]
     assert "t0" in Path(match.group(1)).name  # named after the tool_use_id
-    preview = match.group(2)
+    assert match.group(2) == match.group(1)  # read back with Claude Code's Read tool
+    preview = match.group(3)
     assert len(preview.encode()) <= 2000
     assert preview.endswith("\n") and output.startswith(preview)  # whole lines only
     assert len(preview) == 2000 // 70 * 70

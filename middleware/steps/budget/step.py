@@ -231,7 +231,7 @@ class _BudgetRun:
         total = sum(len(c.result.text) for c in candidates)
         if total <= budget:
             return
-        style = self.settings.preview
+        style, session = self.settings.preview, self.context.session_id
         plan: list[tuple[_Candidate, str, str]] = []  # candidate, path, preview
         for cand in sorted(
             (c for c in candidates if not c.frozen),
@@ -246,13 +246,16 @@ class _BudgetRun:
                     self._spill_failed(cand, len(text) - (total - budget), "turn_budget", str(path))
                 )
                 continue
-            standard = make_preview(text, style, path=path, tool=tool, cache=self.context.kept)
+            standard = make_preview(
+                text, style, path=path, tool=tool, cache=self.context.kept, session=session
+            )
             floor = len(standard) if standard is not None else 0
             target = max(len(text) - (total - budget), floor)
             grow = self.settings.turn_previews == "fill"
             preview = fit_preview(
-                text, style, target, path=path, tool=tool, grow=grow, cache=self.context.kept
-            )
+                text, style, target, path=path, tool=tool, grow=grow, cache=self.context.kept,
+                session=session,
+            )  # fmt: skip
             if preview is not None:
                 plan.append((cand, path, preview))
                 total -= len(text) - len(preview)
@@ -266,6 +269,7 @@ class _BudgetRun:
                 path=path,
                 tool=cand.site.tool_name,
                 cache=self.context.kept,
+                session=session,
             )
             if smaller is not None and len(smaller) < len(preview):
                 total -= len(preview) - len(smaller)
@@ -292,6 +296,7 @@ class _BudgetRun:
             tool=cand.site.tool_name,
             grow=self.settings.fill_cap,
             cache=self.context.kept,
+            session=self.context.session_id,
         )
         if preview is not None:
             self._apply(cand, path, preview, reason)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from middleware.policy.settings import converted, group, section, setting
 from middleware.steps.microcompact.inputs import InputSettings
 from middleware.steps.previews import PreviewStyle, make_preview, parse_template, recover_preview
+from middleware.steps.read_back import ReadBack
 
 
 @section("microcompact")
@@ -39,17 +40,27 @@ class MicrocompactSettings:
     budget_preview: PreviewStyle = group(PreviewStyle, "budget.preview")
     #: Which old tool-call inputs are cleared, and how.
     inputs: InputSettings = group(InputSettings, "microcompact.inputs")
+    #: How a ``{recall}`` field says to read the full output back.
+    read_back: ReadBack = group(ReadBack, "recall")
 
-    def truncate(self, text: str, path: str) -> str | None:
+    def truncate(self, text: str, path: str, session: str = "") -> str | None:
         """Head + marker + tail, the marker giving the exact count left out and the file."""
-        return make_preview(text, self._truncate_style, path=path)
+        return make_preview(text, self._truncate_style, path=path, session=session)
 
     def summarize(
-        self, text: str, path: str, content_type: str, mentions: list[str], errors: list[str]
-    ) -> str:
+        self, text: str, path: str, content_type: str, mentions: list[str], errors: list[str],
+        *, session: str = "",
+    ) -> str:  # fmt: skip
         """One line naming what was cleared and where it is, then what the model is
         likely to need from it: the paths and identifiers it mentions, its error lines."""
+        recall = ""
+        if "{recall}" in self.summary_template:
+            lines = _line_count(text)
+            recall = self.read_back.instruction(
+                text, path, 0, len(text), session=session, total_lines=lines
+            )
         return self.summary_template.format_map({
+            "recall": recall,
             "lines": _line_count(text),
             "chars": len(text),
             "type": content_type,
@@ -94,6 +105,7 @@ class MicrocompactSettings:
             template=self.truncate_template,
             line_breaks=True,
             outline_chars=0,
+            read_back=self.read_back,
         )
 
 

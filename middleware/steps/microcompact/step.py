@@ -242,7 +242,7 @@ class _Compaction:
             if path is None:
                 continue
             if plan.level == "truncate":
-                new = self.settings.truncate(text, path)
+                new = self.settings.truncate(text, path, self.context.session_id)
             else:
                 new = self._summary(text, site.tool_name, path)
             if new is None or len(new) >= len(current):
@@ -265,7 +265,9 @@ class _Compaction:
         def built_in(kind: str | None = None) -> str | None:
             found, errors, detected, _ = self.readings.parts(text)
             kind = kind or detected
-            return self.settings.summarize(text, path, kind, list(found), list(errors))
+            return self.settings.summarize(
+                text, path, kind, list(found), list(errors), session=self.context.session_id
+            )
 
         if self._plugins_summarize:
             kind = self.context.content_type(text, tool_name)

@@ -1,0 +1,111 @@
+"""How a preview tells the agent to read back what it left out, in words it can act on.
+
+A preview that only names a file leaves the agent to guess how to read it, and a local
+path is useless to an agent that does not share the proxy's disk. The ``{recall}`` field
+of a preview (or summary) template is one sentence in the form ``recall.form`` picks:
+``path``, a shell command printing a line range of the file, for an agent on the machine
+that holds it; ``url``, the proxy's ``GET /recall/...`` for an agent elsewhere;
+``command``, ``chatcli-mw recall`` for one with the package; ``tool``, the recall tool an
+integration offers the model. ``auto`` takes ``path`` for a local store, else ``url`` when
+``recall.url`` names the proxy, else ``command``.
+
+The sentence names the lines the preview does not show and a first part of them that
+fits in ``recall.read_chars``, so what the agent reads back fits under the cap instead of
+being cut again. It depends only on the text, the location and the session: the same
+result gets the same words on every request and every replica.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import quote
+
+from middleware.policy.settings import section
+from middleware.spill.layout import RESULTS, is_result_name
+from middleware.spill.stores import is_local
+
+
+@section("recall")
+@dataclass(frozen=True)
+class ReadBack:
+    form: Literal["auto", "path", "url", "command", "tool"]
+    #: The proxy's address as the agent reaches it (``http://host:8787``), for ``url``.
+    url: str | None
+    #: Characters a suggested line range holds at most (one line at least).
+    read_chars: int
+    path_template: str
+    url_template: str
+    command_template: str
+    tool_template: str
+
+    def instruction(
+        self, text: str, location: str, head_end: int, tail_start: int, *, session: str,
+        total_lines: int,
+    ) -> str:  # fmt: skip
+        """The sentence for ``text`` saved at ``location``, of which the preview shows
+        ``text[:head_end]`` and ``text[tail_start:]`` (``total_lines`` lines in all)."""
+        hidden_first = text.count("\n", 0, head_end) + 1
+        hidden_last = total_lines - _whole_lines(text, tail_start)
+        hidden_last = max(hidden_last, hidden_first)
+        count = _lines_within(text, text.rfind("\n", 0, head_end) + 1, self.read_chars)
+        last = min(hidden_first + count - 1, hidden_last)
+        name = location.rsplit("/", 1)[-1]
+        ours = is_result_name(name) and location.rsplit("/", 2)[-2:-1] == [RESULTS]
+        key = f"{session}/{name}"
+        values = {
+            "path": location,
+            "quoted_path": shlex.quote(location),
+            "url": f"{(self.url or '').rstrip('/')}/recall/{quote(session, safe='')}/{name}",
+            "key": key,
+            "quoted_key": shlex.quote(key),
+            "first": hidden_first,
+            "last": last,
+            "count": last - hidden_first + 1,
+            "hidden_first": hidden_first,
+            "hidden_last": hidden_last,
+            "lines": total_lines,
+        }
+        return self._template(location, ours).format_map(values)
+
+    def _template(self, location: str, ours: bool) -> str:
+        """The template of the form in effect (``path`` for a location not laid out by a
+        spill store of this package: only its path is known)."""
+        form = self.form
+        if form == "auto":
+            form = "path" if is_local(location) else "url" if self.url else "command"
+        if form == "url" and self.url and ours:
+            return self.url_template
+        if form == "command" and ours:
+            return self.command_template
+        if form == "tool":
+            return self.tool_template
+        return self.path_template
+
+
+def _whole_lines(text: str, start: int) -> int:
+    """Lines of ``text`` that lie wholly in ``text[start:]``."""
+    if start >= len(text):
+        return 0
+    tail = text[start:]
+    lines = tail.count("\n") + (0 if tail.endswith("\n") else 1)
+    starts_a_line = start == 0 or text[start - 1] == "\n"
+    return lines if starts_a_line else lines - 1
+
+
+def _lines_within(text: str, start: int, budget: int) -> int:
+    """How many lines from ``start`` fit in ``budget`` characters (one at least); reads
+    no further than the budget."""
+    count, used, position = 0, 0, start
+    while position < len(text):
+        end = text.find("\n", position, position + budget - used + 1)
+        size = (len(text) if end == -1 else end + 1) - position
+        if count and used + size > budget:
+            break
+        count += 1
+        used += size
+        if end == -1 or used >= budget:
+            break
+        position = end + 1
+    return max(count, 1)

@@ -1,0 +1,173 @@
+"""The preview says how to read the rest back, and following its words gets exactly the
+lines it names: with a shell, from the proxy's recall URL, or with `chatcli-mw recall`."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import middleware
+from middleware.policy.settings import bind
+from middleware.spill.recall import lines_of
+from middleware.steps.previews import default_read_back, make_preview
+from middleware.steps.read_back import ReadBack
+
+COMMAND = re.compile(r"`([^`]+)`")
+
+
+def numbered(n: int, width: int = 60) -> str:
+    return "".join(f"line {i:05d} " + "x" * width + "\n" for i in range(1, n + 1))
+
+
+def spilled(policy_overrides: dict[str, Any], text: str, session: str, root: Path) -> str:
+    """The preview the default pipeline sends for one Bash result of ``text``."""
+    history = [
+        {"role": "user", "content": "run it"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "x"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": text}]},
+    ]  # fmt: skip
+    policy = middleware.load_policy(
+        env={}, dotenv_path=False, overrides={"spill.root": str(root), **policy_overrides}
+    )
+    with middleware.Pipeline(policy, session_id=session) as pipe:
+        out = pipe.process(history).messages[2]["content"][0]["content"]
+        assert isinstance(out, str)
+        return out
+
+
+def lines(text: str, first: int, last: int) -> str:
+    return "".join(text.splitlines(keepends=True)[first - 1 : last])
+
+
+def test_following_the_path_form_with_a_shell_gets_the_hidden_lines(tmp_path: Path) -> None:
+    text = numbered(400)
+    folder = tmp_path / "with space"
+    preview = spilled({"spill.keep": True}, text, "s1", folder)
+    said = re.search(r"\[Lines (\d+)-(\d+) of 400 are not shown: read them with `([^`]+)`, "
+                     r"(\d+) lines at a time\]", preview)  # fmt: skip
+    assert said is not None, preview
+    first, last = int(said.group(1)), int(said.group(2))
+    head, tail = preview.split("\n\n... [")[0], preview.rsplit("\n\n", 1)[1]
+    assert text.startswith(head) and text.endswith(tail)
+    assert first == head.count("\n") + 1 and last == 400 - tail.count("\n")
+    if shutil.which("sed") is None:
+        pytest.skip("no sed on this machine")
+    read = subprocess.run(["bash", "-c", said.group(3)], capture_output=True, text=True,
+                          check=True).stdout  # fmt: skip
+    count = int(said.group(4))
+    assert read == lines(text, first, first + count - 1)
+    assert len(read) <= 4000 < len(read) + len(lines(text, first + count, first + count))
+
+
+def test_the_url_form_names_the_proxys_recall_route_and_the_command_form_the_cli(
+    tmp_path: Path,
+) -> None:
+    text = numbered(300)
+    session = "team/alice 1"
+    via_url = spilled({"recall.form": "url", "recall.url": "http://10.0.0.5:8787/"}, text,
+                      session, tmp_path)  # fmt: skip
+    url = COMMAND.search(via_url.split("\n[Lines ")[1])
+    assert url is not None
+    assert url.group(1).startswith("curl -s 'http://10.0.0.5:8787/recall/team%2Falice%201/toolu_1-")
+    via_command = spilled({"recall.form": "command", "spill.keep": True}, text, session, tmp_path)
+    command = COMMAND.search(via_command.split("\n[Lines ")[1])
+    assert command is not None
+    argv = command.group(1).split(" ", 2)
+    assert argv[:2] == ["chatcli-mw", "recall"]
+    # Run what the preview says, with this interpreter's chatcli-mw and the same store.
+    tail = subprocess.run(
+        [sys.executable, "-m", "middleware", "recall", *_shell_words(argv[2])],
+        capture_output=True, text=True, check=True,
+        env={"CHATCLI_SPILL__ROOT": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    ).stdout  # fmt: skip
+    first = int(re.search(r"--offset (\d+)", command.group(1)).group(1))  # type: ignore[union-attr]
+    limit = int(re.search(r"--limit (\d+)", command.group(1)).group(1))  # type: ignore[union-attr]
+    assert tail == lines(text, first, first + limit - 1)
+
+
+def _shell_words(text: str) -> list[str]:
+    import shlex
+
+    return shlex.split(text)
+
+
+def test_auto_picks_the_form_from_where_the_output_is() -> None:
+    read_back = default_read_back()
+    local = "/tmp/chatcli-agent-s/tool-results/toolu_1-0123456789abcdef.txt"
+    remote = "s3://bucket/p/chatcli-agent-s/tool-results/toolu_1-0123456789abcdef.txt"
+    other = "plugin-store:42"
+    text = numbered(50)
+
+    def said(rb: ReadBack, location: str) -> str:
+        return rb.instruction(text, location, 100, len(text) - 100, session="s",
+                              total_lines=50)  # fmt: skip
+
+    assert "sed -n" in said(read_back, local)
+    assert "chatcli-mw recall s/toolu_1-0123456789abcdef.txt" in said(read_back, remote)
+    with_url = ReadBack(**{**read_back.__dict__, "url": "https://proxy.internal"})
+    assert "curl -s 'https://proxy.internal/recall/s/toolu_1-" in said(with_url, remote)
+    # A plugin's store names its own locations: only its path can be said.
+    assert "sed -n" in said(with_url, other) and "plugin-store:42" in said(with_url, other)
+
+
+def test_the_form_is_a_policy_setting_and_a_preset_says_it_its_way() -> None:
+    claude = bind(middleware.load_policy("preset:claude-code", env={}, dotenv_path=False),
+                  ReadBack)  # fmt: skip
+    assert "Read tool" in claude.path_template
+    with pytest.raises(middleware.PolicyError, match=r"recall.path_template.*\{nope\}"):
+        middleware.load_policy(env={}, dotenv_path=False,
+                               overrides={"recall.path_template": "read {nope}"})  # fmt: skip
+    with pytest.raises(middleware.PolicyError, match=r"recall\.form"):
+        middleware.load_policy(env={}, dotenv_path=False, overrides={"recall.form": "ftp"})
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    body=st.lists(st.text(alphabet="ab \t", max_size=120), min_size=1, max_size=200),
+    ends_with_newline=st.booleans(),
+    head=st.integers(0, 3000),
+    tail=st.integers(0, 3000),
+    read_chars=st.integers(1, 2000),
+)
+def test_the_named_lines_are_the_hidden_ones_and_fit_the_read_size(
+    body: list[str], ends_with_newline: bool, head: int, tail: int, read_chars: int
+) -> None:
+    text = "\n".join(body) + ("\n" if ends_with_newline else "")
+    style = bind(middleware.load_policy(env={}, dotenv_path=False,
+                                        overrides={"budget.preview.head": head,
+                                                   "budget.preview.tail": tail,
+                                                   "budget.preview.outline_chars": 0,
+                                                   "recall.read_chars": read_chars}),
+                 middleware.steps.budget.settings.BudgetSettings).preview  # fmt: skip
+    location = "/tmp/chatcli-agent-s/tool-results/toolu_1-0123456789abcdef.txt"
+    preview = make_preview(text, style, path=location, session="s")
+    if preview is None:
+        return
+    said = re.search(r"\[Lines (\d+)-(\d+) of (\d+) are not shown: read them with "
+                     r"`sed -n '(\d+),(\d+)p' \S+`, (\d+) lines at a time\]", preview)  # fmt: skip
+    assert said is not None, preview
+    hidden_first, hidden_last, total, first, last, count = map(int, said.groups())
+    every = lines_of(text, location, 1, None)
+    assert total == every.total
+    shown_head = preview.split("\n\n... [", 1)[0]
+    shown_tail = preview.rsplit("]\n\n", 1)[1] if tail else ""
+    # The first hidden line is the one the head does not show whole; the last likewise.
+    assert hidden_first == shown_head.count("\n") + 1
+    whole_tail_lines = shown_tail.count("\n") + (0 if shown_tail.endswith("\n") or not shown_tail
+                                                 else 1)  # fmt: skip
+    if shown_tail and not text[: len(text) - len(shown_tail)].endswith("\n"):
+        whole_tail_lines -= 1
+    assert hidden_last == max(total - whole_tail_lines, hidden_first)
+    assert first == hidden_first and last - first + 1 == count and last <= hidden_last
+    read = lines_of(text, location, first, count).text
+    assert count == 1 or len(read) <= read_chars
