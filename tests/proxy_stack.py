@@ -48,13 +48,20 @@ def running(
 
 
 @contextmanager
-def serve_process(upstream: str, overrides: Mapping[str, Any]) -> Iterator[str]:
+def serve_process(
+    upstream: str,
+    overrides: Mapping[str, Any],
+    *,
+    log: Path | None = None,
+    policy: str | None = None,
+) -> Iterator[str]:
     """``chatcli-mw serve`` in a process of its own (a replica), in front of ``upstream``,
-    with ``overrides`` of dotted keys set as ``CHATCLI_*`` variables; yields its base URL."""
+    with ``overrides`` of dotted keys set as ``CHATCLI_*`` variables; yields its base URL.
+    With ``log``, its stderr (the access log among it) is written there."""
     port = free_port()
     env = {
         **os.environ,
-        "CHATCLI_PROXY__ACCESS_LOG": "false",
+        "CHATCLI_PROXY__ACCESS_LOG": "true" if log is not None else "false",
         **{
             "CHATCLI_" + key.upper().replace(".", "__"): (
                 value if isinstance(value, str) else json.dumps(value)
@@ -65,15 +72,18 @@ def serve_process(upstream: str, overrides: Mapping[str, Any]) -> Iterator[str]:
     script = Path(sys.executable).parent / "chatcli-mw"
     command = [str(script), "serve", "--port", str(port), "--anthropic-upstream", upstream,
                "--openai-upstream", upstream]  # fmt: skip
+    if policy is not None:
+        command += ["--policy", policy]
     url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryFile("w+", encoding="utf-8") as log:  # a pipe could fill up
-        process = subprocess.Popen(command, env=env, stderr=log, text=True)
+    opened = log.open("w+", encoding="utf-8") if log is not None else None
+    with opened or tempfile.TemporaryFile("w+", encoding="utf-8") as written:  # a pipe fills
+        process = subprocess.Popen(command, env=env, stderr=written, text=True)
         try:
             deadline = time.monotonic() + 60
             while True:
                 if process.poll() is not None:
-                    log.seek(0)
-                    raise RuntimeError(f"chatcli-mw serve exited: {log.read()}")
+                    written.seek(0)
+                    raise RuntimeError(f"chatcli-mw serve exited: {written.read()}")
                 try:
                     if httpx.get(url + "/healthz", timeout=2).status_code == 200:
                         break
@@ -86,3 +96,14 @@ def serve_process(upstream: str, overrides: Mapping[str, Any]) -> Iterator[str]:
         finally:
             process.terminate()
             process.wait(timeout=60)
+
+
+def access_log(path: Path) -> list[dict[str, Any]]:
+    """The access-log lines (one JSON object per request) a serve process wrote to
+    ``path``, among its other log lines."""
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        start = line.find('{"method"')
+        if start != -1:
+            lines.append(json.loads(line[start:]))
+    return lines

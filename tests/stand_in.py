@@ -209,6 +209,10 @@ class Provider:
             for i, call in enumerate(calls):
                 yield chunk({"tool_calls": [{"index": i, **call}]})
             yield chunk({}, finish)
+            if (body.get("stream_options") or {}).get("include_usage"):
+                usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+                yield json.dumps({"id": ident, "object": "chat.completion.chunk", "created": 0,
+                                  "model": model, "choices": [], "usage": usage})  # fmt: skip
             yield "[DONE]"
 
         async def events() -> AsyncIterator[tuple[str | None, str]]:
@@ -333,7 +337,10 @@ async def _aiter(events: Any) -> AsyncIterator[tuple[str | None, str]]:
 
 def anthropic_events(message: dict[str, Any]) -> list[tuple[str, str]]:
     start = {**message, "content": [], "stop_reason": None}
-    events = [("message_start", {"type": "message_start", "message": start})]
+    events = [
+        ("message_start", {"type": "message_start", "message": start}),
+        ("ping", {"type": "ping"}),
+    ]
     for i, block in enumerate(message["content"]):
         if block["type"] == "text":
             events.append(
@@ -397,31 +404,43 @@ def anthropic_events(message: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def responses_events(response: dict[str, Any]) -> list[tuple[str, str]]:
-    created = {**response, "status": "in_progress", "output": []}
-    events: list[dict[str, Any]] = [{"type": "response.created", "response": created}]
+    """Every event a Responses client waits for, in the API's order: the response created
+    and in progress; per output item its ``added``, its content part or its arguments as
+    deltas, each ``done``; then ``response.completed`` (clients stall without them)."""
+    created = {**response, "status": "in_progress", "output": [], "usage": None}
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": created},
+        {"type": "response.in_progress", "response": created},
+    ]
     for i, item in enumerate(response["output"]):
-        events.append({"type": "response.output_item.added", "output_index": i, "item": item})
         if item["type"] == "message":
-            text = item["content"][0]["text"]
+            part = item["content"][0]
+            text = part["text"]
+            started = {**item, "status": "in_progress", "content": []}
+            events.append({"type": "response.output_item.added", "output_index": i,
+                           "item": started})  # fmt: skip
+            where = {"output_index": i, "item_id": item["id"], "content_index": 0}
+            events.append({"type": "response.content_part.added", **where,
+                           "part": {**part, "text": ""}})  # fmt: skip
             for piece in split(text):
-                events.append(
-                    {
-                        "type": "response.output_text.delta",
-                        "output_index": i,
-                        "item_id": item["id"],
-                        "content_index": 0,
-                        "delta": piece,
-                    }
-                )
-            events.append(
-                {
-                    "type": "response.output_text.done",
-                    "output_index": i,
-                    "item_id": item["id"],
-                    "content_index": 0,
-                    "text": text,
-                }
-            )
+                events.append({"type": "response.output_text.delta", **where, "delta": piece,
+                               "logprobs": []})  # fmt: skip
+            events.append({"type": "response.output_text.done", **where, "text": text,
+                           "logprobs": []})  # fmt: skip
+            events.append({"type": "response.content_part.done", **where, "part": part})
+        elif item["type"] == "function_call":
+            started = {**item, "status": "in_progress", "arguments": ""}
+            events.append({"type": "response.output_item.added", "output_index": i,
+                           "item": started})  # fmt: skip
+            where = {"output_index": i, "item_id": item["id"]}
+            for piece in split(item["arguments"]):
+                events.append({"type": "response.function_call_arguments.delta", **where,
+                               "delta": piece})  # fmt: skip
+            events.append({"type": "response.function_call_arguments.done", **where,
+                           "arguments": item["arguments"]})  # fmt: skip
+        else:
+            events.append({"type": "response.output_item.added", "output_index": i,
+                           "item": item})  # fmt: skip
         events.append({"type": "response.output_item.done", "output_index": i, "item": item})
     events.append({"type": "response.completed", "response": response})
     return [(e["type"], json.dumps({**e, "sequence_number": n})) for n, e in enumerate(events)]

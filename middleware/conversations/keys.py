@@ -22,15 +22,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-#: Request headers that name the agent's session, first match wins: (lower-case name,
-#: the source reported). Codex CLI sends ``session-id`` (and its ``thread-id``, which is
-#: the same for a main session); opencode ``x-session-id``.
-HEADERS: tuple[tuple[str, str], ...] = (
-    ("x-chatcli-session", "header"),
-    ("x-claude-code-session-id", "claude-code"),
-    ("session-id", "codex"),
-    ("session_id", "codex"),
-    ("x-session-id", "opencode"),
+#: Request headers that name the agent's session, first match wins. Codex CLI sends
+#: ``session-id`` (and its ``thread-id``, the same for a main session); opencode sends
+#: ``x-session-id`` (and ``session-id`` to OpenAI).
+HEADERS: tuple[str, ...] = (
+    "x-chatcli-session",
+    "x-claude-code-session-id",
+    "session-id",
+    "session_id",
+    "x-session-id",
 )
 #: Characters of a session id kept; a longer one is cut (its folder name carries a digest
 #: of the whole id, :func:`middleware.spill.layout.session_folder_name`).
@@ -47,28 +47,28 @@ _USER_TYPES = (None, "message")
 @dataclass(frozen=True)
 class SessionKey:
     session: str
-    #: How the session was found: ``header``, ``claude-code``, ``codex``, ``opencode``,
-    #: ``prompt-cache-key``, ``conversation``, ``metadata``, ``opening`` (a digest), or
-    #: ``given``.
+    #: Where the session was found: the header's name (:data:`HEADERS`),
+    #: ``prompt_cache_key``, ``conversation``, ``metadata.user_id``, ``opening`` (a
+    #: digest), or ``given`` (by the caller).
     source: str
 
 
 def session_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> SessionKey:
     """The conversation ``body`` belongs to (``headers`` with lower-case names)."""
-    for name, source in HEADERS:
+    for name in HEADERS:
         value = _usable(headers.get(name))
         if value:
-            return SessionKey(value, source)
+            return SessionKey(value, name)
     cache_key = _usable(body.get("prompt_cache_key"))
     if cache_key:
-        return SessionKey(cache_key, "prompt-cache-key")
+        return SessionKey(cache_key, "prompt_cache_key")
     stored = body.get("conversation")  # a Responses conversation the provider stores
     stored = _usable(stored.get("id") if isinstance(stored, Mapping) else stored)
     if stored:
         return SessionKey(stored, "conversation")
     from_metadata = _metadata_session(body.get("metadata"))
     if from_metadata:
-        return SessionKey(from_metadata, "metadata")
+        return SessionKey(from_metadata, "metadata.user_id")
     return SessionKey("conv-" + _conversation_digest(body), "opening")
 
 

@@ -208,6 +208,7 @@ class Proxy:
             "route": route,
             "status": status,
             "session": cleaned.session.session if cleaned.session else None,
+            "session_from": cleaned.session.source if cleaned.session else None,
             "ms": round((time.perf_counter() - started) * 1000, 1),
             "process_ms": round(cleaned.seconds * 1000, 2),
             "complete": whole,

@@ -28,10 +28,11 @@ def key_of(request: dict[str, Any]) -> SessionKey:
 @pytest.mark.parametrize(
     ("name", "source", "id_of"),
     [
-        ("claude-code-2.1.197.json", "claude-code",
+        ("claude-code-2.1.197.json", "x-claude-code-session-id",
          lambda r: r["headers"]["x-claude-code-session-id"]),
-        ("codex-0.171.0.json", "codex", lambda r: r["headers"]["session-id"]),
-        ("opencode-1.18.33.json", "opencode", lambda r: r["headers"]["x-session-id"]),
+        ("codex-0.171.0.json", "session-id", lambda r: r["headers"]["session-id"]),
+        ("opencode-1.18.33.json", "x-session-id", lambda r: r["headers"]["x-session-id"]),
+        ("opencode-1.18.33-openai.json", "session-id", lambda r: r["headers"]["x-session-id"]),
     ],
 )  # fmt: skip
 def test_each_agent_is_known_by_its_own_session_id(name: str, source: str, id_of: Any) -> None:
@@ -45,10 +46,10 @@ def test_an_agents_id_in_the_body_is_used_when_its_headers_are_gone() -> None:
     Claude Code's ``metadata.user_id`` still name the session."""
     codex = recorded("codex-0.171.0.json")[1]
     assert session_of({}, codex["body"]) == SessionKey(codex["body"]["prompt_cache_key"],
-                                                       "prompt-cache-key")  # fmt: skip
+                                                       "prompt_cache_key")  # fmt: skip
     claude = recorded("claude-code-2.1.197.json")[1]
     session = json.loads(claude["body"]["metadata"]["user_id"])["session_id"]
-    assert session_of({}, claude["body"]) == SessionKey(session, "metadata")
+    assert session_of({}, claude["body"]) == SessionKey(session, "metadata.user_id")
     stored = {"conversation": {"id": "conv_68a1"}, "input": [{"role": "user", "content": "hi"}]}
     assert session_of({}, stored) == SessionKey("conv_68a1", "conversation")
 
@@ -59,7 +60,7 @@ def test_the_clients_own_header_comes_first_and_blank_values_are_skipped() -> No
     assert session_of({**headers, "x-chatcli-session": "mine"}, opencode["body"]).session == "mine"
     blank = {**headers, "x-chatcli-session": "  ", "x-session-id": ""}
     assert session_of(blank, opencode["body"]).source == "opening"
-    assert HEADERS[0][0] == "x-chatcli-session"
+    assert HEADERS[0] == "x-chatcli-session"
 
 
 def anonymous(request: dict[str, Any]) -> dict[str, Any]:

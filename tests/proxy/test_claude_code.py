@@ -4,35 +4,28 @@ over the policy's cap) completes, streamed, and the bodies the provider received
 product's work while every field Claude Code sends passes through as it was.
 
 `.ci/run` installs the npm package into .cache/agents; set CHATCLI_TEST_CLAUDE to use
-another `claude` binary.
+another `claude` binary. tests/proxy/test_agents.py plays the scenarios every agent shares
+(read-back, resume, concurrent sessions, interruption).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from locations import REPO
+from agents import AGENT_BY_NAME, missing
 from servers import serving
 from stand_in import Call, Provider, Reply
 
 from middleware.proxy.build import build_proxy
 
-CLAUDE = Path(
-    os.environ.get("CHATCLI_TEST_CLAUDE", REPO / ".cache/agents/node_modules/.bin/claude")
-)
-if not CLAUDE.exists():
-    pytest.skip(
-        f"Claude Code is not installed at {CLAUDE}: npm install --prefix .cache/agents "
-        "@anthropic-ai/claude-code (.ci/run does)",
-        allow_module_level=True,
-    )
+if missing("claude"):
+    pytest.skip(missing("claude"), allow_module_level=True)
+CLAUDE = AGENT_BY_NAME["claude"]
 
 BIG = "python3 -c \"print(('x' * 99 + '\\n') * 250, end='')\""  # 25,000 characters
 COMMANDS = [BIG, BIG, "echo small one", "echo small two", "echo small three"]
@@ -102,22 +95,10 @@ def session(
         with serving(recorder) as url:
             home = tmp_path / "home"
             home.mkdir()
-            python = Path(shutil.which("python3") or "/usr/bin/python3").parent
-            env = {
-                "PATH": f"{python}:/usr/bin:/bin",
-                "HOME": str(home),
-                "ANTHROPIC_BASE_URL": url,
-                "ANTHROPIC_API_KEY": "sk-ant-test",
-                "IS_SANDBOX": "1",  # root may skip permission prompts in a sandbox
-                "DISABLE_TELEMETRY": "1",
-                "DISABLE_ERROR_REPORTING": "1",
-                "DISABLE_AUTOUPDATER": "1",
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            }
             done = subprocess.run(
-                [str(CLAUDE), "-p", "Run the five commands.", "--dangerously-skip-permissions",
-                 "--model", "claude-stand-in", "--output-format", "text"],
-                env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+                CLAUDE.argv("Run the five commands.", False),
+                env=CLAUDE.configure(home, tmp_path, url), cwd=tmp_path, capture_output=True,
+                text=True, timeout=300, check=False, stdin=subprocess.DEVNULL,
             )  # fmt: skip
             recorder.continued = proxy.metrics.registry.get_sample_value(
                 "chatcli_proxy_continued_total"

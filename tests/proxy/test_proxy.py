@@ -382,3 +382,25 @@ def test_a_request_naming_no_provider_goes_where_the_policy_says(
             assert httpx.head(stack.url + "/").status_code == status  # an agent's probe
             claude = httpx.get(stack.url + "/v1/nowhere", headers={"user-agent": "claude-cli/2"})
             assert claude.status_code == 404  # Claude Code is Anthropic's, whatever the policy
+
+
+def test_codex_code_mode_items_pass_through_and_their_outputs_are_budgeted(stack: Stack) -> None:
+    """Codex CLI 0.171 with its newer models declares tools in an ``additional_tools``
+    input item and calls them from JavaScript (``custom_tool_call``): the item goes through
+    as it was, and the call's output is budgeted like any other."""
+    tools = {"type": "additional_tools", "id": "at_01", "role": "developer", "tools": [
+        {"type": "namespace", "name": "functions", "description": "", "tools": [
+            {"type": "custom", "name": "exec", "description": "Run JavaScript"}]}]}  # fmt: skip
+    output = "".join(f"line {i}\n" for i in range(2000))
+    body = {"model": "gpt-6.2-sol", "stream": False, "input": [
+        tools,
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]},
+        {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_1", "name": "exec",
+         "input": "const r = await tools.exec_command({cmd: 'seq 2000'}); text(r);"},
+        {"type": "custom_tool_call_output", "call_id": "call_1", "output": output},
+    ]}  # fmt: skip
+    answer = httpx.post(stack.url + "/v1/responses", json=body, headers=OPENAI)
+    assert answer.status_code == 200
+    sent = stack.provider.accepted[-1][2]["input"]
+    assert sent[0] == tools and sent[2] == body["input"][2]
+    assert "full output saved to" in sent[3]["output"] and len(sent[3]["output"]) < 6000

@@ -1,0 +1,434 @@
+"""The real agent CLIs through ``chatcli-mw serve``: where each is installed, how it is
+pointed at the proxy (exactly as docs/proxy.md says), started and resumed, and a scripted
+model that drives any of them through the same scenarios by what the requests say.
+
+`.ci/run` installs the pinned npm packages into .cache/agents; a test of an agent that is
+not installed skips and says how to install it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from locations import REPO
+from stand_in import Call, Reply
+
+#: Where `.ci/run` installs the agents (npm --prefix).
+AGENTS = REPO / ".cache" / "agents"
+#: The pinned versions `.ci/run` installs (the recorded requests in tests/recorded/ are
+#: theirs).
+PINNED = {"claude": "2.1.197", "codex": "0.171.0", "opencode": "1.18.33"}
+NPM_PACKAGES = {
+    "claude": "@anthropic-ai/claude-code",
+    "codex": "@openai/codex",
+    "opencode": "opencode-ai",
+}
+
+#: The prompts the scripted model knows, each a scenario.
+RUN_BIG = "Run the big command."
+READ_AGAIN = "Read the big output again."
+SLEEP = "Start the slow command."
+GO_ON = "Go on."
+
+#: What the preview says to run to read lines back (path form), or to ask Read for.
+SHELL_READ = re.compile(r"read them with `([^`]+)`")
+READ_TOOL = re.compile(
+    r"read them with the Read tool \(file_path (.+?), offset (\d+), limit (\d+)\)"
+)
+LINES_SAID = re.compile(r"Lines (\d+)-(\d+) of (\d+) are not shown")
+
+
+def big_output(letter: str, lines: int = 80) -> str:
+    """The output of :func:`big_command`: numbered lines of 100 characters."""
+    return "".join(f"row {i:04d} {letter * 90}\n" for i in range(1, lines + 1))
+
+
+def big_command(letter: str, lines: int = 80) -> str:
+    """A shell command printing :func:`big_output` (8,000 characters by default: over the
+    default cap, under the limits the agents apply themselves, Codex CLI's 10,000)."""
+    return (f"python3 -c \"import sys; sys.stdout.write(''.join('row %04d ' % i + '{letter}' * 90 "
+            f"+ chr(10) for i in range(1, {lines + 1})))\"")  # fmt: skip
+
+
+def binary(name: str) -> Path:
+    """The installed CLI ``name`` (``claude``, ``codex``, ``opencode``); the environment
+    variable ``CHATCLI_TEST_<NAME>`` names another binary."""
+    return Path(os.environ.get(f"CHATCLI_TEST_{name.upper()}",
+                               AGENTS / "node_modules" / ".bin" / name))  # fmt: skip
+
+
+def missing(name: str) -> str | None:
+    """Why the agent ``name`` cannot run here, or ``None``."""
+    path = binary(name)
+    if not path.exists():
+        return (f"{name} is not installed at {path}: npm install --prefix .cache/agents "
+                f"{NPM_PACKAGES[name]}@{PINNED[name]} (.ci/run does)")  # fmt: skip
+    return None
+
+
+# -- what a request body says, in any wire format ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Event:
+    """One step of a conversation as the model sees it: a typed ``prompt``, a tool
+    ``call`` (its name and arguments) or a tool ``result`` (its text)."""
+
+    kind: str
+    text: str = ""
+    name: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(_text(block.get("text", block.get("content", ""))) if isinstance(block, dict)
+                       else str(block) for block in content)  # fmt: skip
+    return "" if content is None else json.dumps(content)
+
+
+def events(fmt: str, body: dict[str, Any]) -> list[Event]:
+    """The prompts, calls and results of a request body, in order."""
+    out: list[Event] = []
+    history = body.get("input" if fmt == "responses" else "messages") or []
+    for item in history if isinstance(history, list) else []:
+        if fmt == "responses":
+            kind = item.get("type", "message")
+            if kind == "function_call":
+                out.append(
+                    Event("call", name=item["name"], arguments=json.loads(item["arguments"]))
+                )
+            elif kind == "function_call_output":
+                out.append(Event("result", _text(item.get("output"))))
+            elif kind == "message" and item.get("role") == "user":
+                out.append(Event("prompt", _text(item.get("content"))))
+            continue
+        role, content = item.get("role"), item.get("content")
+        if fmt == "openai":
+            if role == "tool":
+                out.append(Event("result", _text(content)))
+            elif role == "user":
+                out.append(Event("prompt", _text(content)))
+            for call in item.get("tool_calls") or []:
+                function = call["function"]
+                out.append(Event("call", name=function["name"],
+                                 arguments=json.loads(function["arguments"] or "{}")))  # fmt: skip
+            continue
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        typed = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+        if role == "user" and typed:
+            out.append(Event("prompt", typed))
+        for block in blocks:
+            if block.get("type") == "tool_use":
+                out.append(Event("call", name=block["name"], arguments=block.get("input") or {}))
+            elif block.get("type") == "tool_result":
+                out.append(Event("result", _text(block.get("content"))))
+    return out
+
+
+def results(fmt: str, body: dict[str, Any]) -> list[str]:
+    return [e.text for e in events(fmt, body) if e.kind == "result"]
+
+
+# -- the scripted model ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tools:
+    """How the scripted model runs a shell command and reads a file with one agent's own
+    tools (their names and arguments as the agent declares them)."""
+
+    shell: Callable[[str], Call]
+    read: Callable[[str, int, int], Call] | None = None
+
+
+def follow(preview: str, tools: Tools) -> Call:
+    """The call an agent makes following only the words of ``preview``."""
+    said = READ_TOOL.search(preview)
+    if said is not None and tools.read is not None:
+        return tools.read(said.group(1), int(said.group(2)), int(said.group(3)))
+    command = SHELL_READ.search(preview)
+    if command is None:
+        raise AssertionError(f"the preview does not say how to read the rest:\n{preview[:3000]}")
+    return tools.shell(command.group(1))
+
+
+def scripted(tools: Tools, fmt: str) -> Callable[[str, dict[str, Any]], Reply]:
+    """The model's side of every scenario, decided from the request alone (so concurrent
+    sessions and resumed ones are played right): the last typed prompt names the scenario,
+    the tool results after it say how far it went."""
+
+    def script(_: str, body: dict[str, Any]) -> Reply:
+        if not body.get("tools"):  # a title or summary request the agent makes on the side
+            return Reply(text="Scripted session")
+        seen = events(fmt, body)
+        prompts = [i for i, e in enumerate(seen) if e.kind == "prompt" and _scenario(e.text)]
+        if not prompts:
+            return Reply(text="Nothing to do.")
+        start = prompts[-1]
+        scenario = _scenario(seen[start].text)
+        after = [e for e in seen[start + 1 :] if e.kind == "result"]
+        letter = _letter(seen[start].text)
+        if scenario == RUN_BIG:
+            if not after:
+                return Reply(calls=(tools.shell(big_command(letter)),))
+            if len(after) == 1:
+                return Reply(calls=(follow(after[0].text, tools),))
+            return Reply(text="Read it back.")
+        if scenario == READ_AGAIN:
+            if not after:
+                first = next(e.text for e in seen if e.kind == "result")
+                return Reply(calls=(follow(first, tools),))
+            return Reply(text="Read it again.")
+        if scenario == SLEEP:
+            if after:  # the agent ran it after all (it was not killed in time)
+                return Reply(text="The slow command ended.")
+            marker = re.search(r"marker ([^\s\"']+)", seen[start].text)
+            assert marker is not None
+            return Reply(calls=(tools.shell(f"touch {marker.group(1)} && sleep 300"),))
+        return Reply(text="Went on.")
+
+    return script
+
+
+def _scenario(text: str) -> str | None:
+    for prompt in (RUN_BIG, READ_AGAIN, SLEEP, GO_ON):
+        if prompt in text:
+            return prompt
+    return None
+
+
+def _letter(prompt: str) -> str:
+    """Concurrent sessions print different letters: ``Run the big command. (b)``."""
+    found = re.search(r"\(([a-z])\)", prompt)
+    return found.group(1) if found else "y"
+
+
+# -- running a CLI ----------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """One run of an agent CLI."""
+
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+    process: subprocess.Popen[str] | None = None
+    stdout: str = ""
+    stderr: str = ""
+
+    def start(self) -> Run:
+        self.process = subprocess.Popen(
+            self.argv, cwd=self.cwd, env=self.env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
+        return self
+
+    def wait(self, timeout: float = 300) -> Run:
+        assert self.process is not None
+        try:
+            self.stdout, self.stderr = self.process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+        return self
+
+    def kill(self) -> None:
+        """Kill the agent and every process it started (a tool it is running)."""
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.stdout, self.stderr = self.process.communicate(timeout=60)
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.process is None else self.process.returncode
+
+    def explain(self) -> str:
+        argv = " ".join(self.argv)
+        return f"{argv}\nexit {self.returncode}\n{self.stdout[-2000:]}\n{self.stderr[-3000:]}"
+
+
+def wait_for_file(path: Path, seconds: float = 120) -> bool:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def base_env(home: Path) -> dict[str, str]:
+    """A clean environment: its own HOME, this Python's folder first on PATH (the
+    scripted commands run python3), no telemetry or update checks."""
+    python = Path(shutil.which("python3") or "/usr/bin/python3").parent
+    node = Path(shutil.which("node") or "/usr/bin/node").parent
+    return {
+        "PATH": f"{python}:{node}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "NO_COLOR": "1",
+    }
+
+
+def recorded_files(root: Path) -> Iterator[Path]:
+    """The spill files under a store root."""
+    yield from sorted(root.glob("chatcli-agent-*/tool-results/*"))
+
+
+# -- the agents, set up as docs/proxy.md says ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Agent:
+    """One agent CLI: the wire format it speaks, its tools, how it is pointed at the proxy
+    and how it is started and resumed."""
+
+    #: The scenario's name: the CLI, and the provider when it can talk to several.
+    name: str
+    #: The CLI (``claude``, ``codex``, ``opencode``).
+    cli: str
+    fmt: str
+    tools: Tools
+    configure: Callable[[Path, Path, str], dict[str, str]]
+    argv: Callable[[str, bool], list[str]]
+    #: A command that sets up the agent's own state once (a user's first run does), so
+    #: that two sessions started at once do not race to create it.
+    prepare: tuple[str, ...] = ()
+
+    @property
+    def version(self) -> str:
+        return PINNED[self.cli]
+
+
+def _claude_env(home: Path, project: Path, url: str) -> dict[str, str]:
+    """Claude Code's environment as docs/proxy.md sets it (``ANTHROPIC_BASE_URL``)."""
+    said = re.search(r"ANTHROPIC_BASE_URL=(\S+) claude", documented("Claude Code", "sh"))
+    assert said is not None, "docs/proxy.md no longer says how to point Claude Code"
+    return {
+        **base_env(home),
+        "ANTHROPIC_BASE_URL": said.group(1).replace(DOCUMENTED_URL, url),
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+        "IS_SANDBOX": "1",  # root may skip permission prompts in a sandbox
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+
+
+def _claude_argv(prompt: str, resume: bool) -> list[str]:
+    return [str(binary("claude")), *(["-c"] if resume else []), "-p", prompt,
+            "--dangerously-skip-permissions", "--model", "claude-stand-in",
+            "--output-format", "text"]  # fmt: skip
+
+
+#: Where the setups the tests run are written for users.
+PROXY_DOCS = REPO / "docs" / "proxy.md"
+#: The address the setups in docs/proxy.md name (the default of ``chatcli-mw serve``).
+DOCUMENTED_URL = "http://127.0.0.1:8787"
+
+
+def documented(heading: str, language: str) -> str:
+    """The first ``language`` code block after ``### heading`` in docs/proxy.md: the
+    tests configure each agent with exactly what users are told to write."""
+    text = PROXY_DOCS.read_text("utf-8")
+    section = text.split(f"\n### {heading}\n", 1)[1]
+    return section.split(f"```{language}\n", 1)[1].split("```", 1)[0]
+
+
+def _codex_env(home: Path, project: Path, url: str) -> dict[str, str]:
+    """``~/.codex/config.toml`` with the proxy as a model provider, as docs/proxy.md says
+    (Codex CLI 0.171 ignores ``OPENAI_BASE_URL`` for its built-in provider)."""
+    (home / ".codex").mkdir(parents=True, exist_ok=True)
+    config = documented("Codex CLI", "toml").replace(DOCUMENTED_URL, url)
+    (home / ".codex" / "config.toml").write_text(config, "utf-8")
+    return {**base_env(home), "OPENAI_API_KEY": "sk-test"}
+
+
+def _codex_argv(prompt: str, resume: bool) -> list[str]:
+    return [str(binary("codex")), "exec", *(["resume", "--last"] if resume else []),
+            "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+            prompt]  # fmt: skip
+
+
+def _opencode(provider: str, model: str, key: str) -> Callable[[Path, Path, str], dict[str, str]]:
+    """``opencode.json`` in the project as docs/proxy.md says, using ``model`` of
+    ``provider``."""
+
+    def configure(home: Path, project: Path, url: str) -> dict[str, str]:
+        config = json.loads(documented("opencode", "json").replace(DOCUMENTED_URL, url))
+        config.update({"model": f"{provider}/{model}", "autoupdate": False, "share": "disabled"})
+        (project / "opencode.json").write_text(json.dumps(config, indent=2), "utf-8")
+        return {**base_env(home), key: "sk-test"}
+
+    return configure
+
+
+def _opencode_argv(prompt: str, resume: bool) -> list[str]:
+    return [str(binary("opencode")), "run", *(["-c"] if resume else []), prompt]
+
+
+OPENCODE_TOOLS = Tools(
+    shell=lambda command: Call("bash", {"command": command, "description": "run"}),
+    read=lambda path, offset, limit: Call("read", {"filePath": path, "offset": offset,
+                                                   "limit": limit}),
+)  # fmt: skip
+
+AGENT_LIST = (
+    Agent(
+        "claude",
+        "claude",
+        "anthropic",
+        Tools(
+            shell=lambda command: Call("Bash", {"command": command, "description": "run"}),
+            read=lambda path, offset, limit: Call(
+                "Read", {"file_path": path, "offset": offset, "limit": limit}
+            ),
+        ),
+        _claude_env,
+        _claude_argv,
+    ),
+    Agent(
+        "codex",
+        "codex",
+        "responses",
+        Tools(shell=lambda command: Call("exec_command", {"cmd": command})),
+        _codex_env,
+        _codex_argv,
+    ),
+    Agent(
+        "opencode",
+        "opencode",
+        "anthropic",
+        OPENCODE_TOOLS,
+        _opencode("anthropic", "claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
+        _opencode_argv,
+        prepare=("session", "list"),  # creates its database
+    ),
+    Agent(
+        "opencode-openai",
+        "opencode",
+        "responses",
+        OPENCODE_TOOLS,
+        _opencode("openai", "gpt-5", "OPENAI_API_KEY"),
+        _opencode_argv,
+        prepare=("session", "list"),
+    ),
+)
+AGENT_BY_NAME = {agent.name: agent for agent in AGENT_LIST}

@@ -1,0 +1,287 @@
+"""Claude Code, Codex CLI and opencode, the real CLIs, through ``chatcli-mw serve`` (a
+process of its own) against the strict provider stand-in, set up as docs/proxy.md says.
+For each agent:
+
+* a tool's output over the cap is spilled, and the next scripted turn reads it back with
+  the agent's own tool, following only the preview's words, and gets the original lines;
+* a resumed session (``claude -c``, ``codex exec resume --last``, ``opencode run -c``) is
+  the same proxy session and finds its earlier spill;
+* two sessions run at once in one folder stay apart (sessions, files, ``DELETE``);
+* a tool call interrupted mid-run (the agent killed) is repaired on the next request;
+* every request the stand-in receives is one the provider would accept.
+
+`.ci/run` installs the pinned CLIs; an agent that is not installed skips, saying how.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+from agents import (
+    AGENT_LIST,
+    AGENTS,
+    GO_ON,
+    LINES_SAID,
+    NPM_PACKAGES,
+    PINNED,
+    READ_AGAIN,
+    RUN_BIG,
+    SLEEP,
+    Agent,
+    Run,
+    big_output,
+    binary,
+    events,
+    missing,
+    results,
+    scripted,
+    wait_for_file,
+)
+from locations import REPO
+from proxy_stack import access_log, serve_process
+from servers import serving
+from stand_in import Provider
+
+from middleware.spill.layout import session_folder_name
+
+
+@dataclass
+class Setup:
+    """One agent pointed at a ``chatcli-mw serve`` in front of the stand-in."""
+
+    agent: Agent
+    provider: Provider
+    url: str
+    log: Path
+    spill: Path
+    project: Path
+    env: dict[str, str]
+    upstream: str
+
+    def run(self, prompt: str, *, resume: bool = False, timeout: float = 300) -> Run:
+        done = Run(self.agent.argv(prompt, resume), self.project, self.env).start().wait(timeout)
+        assert done.returncode == 0, done.explain()
+        return done
+
+    def start(self, prompt: str, *, resume: bool = False) -> Run:
+        return Run(self.agent.argv(prompt, resume), self.project, self.env).start()
+
+    def bodies(self) -> list[dict[str, Any]]:
+        """What the provider received on the agent's model route, in order."""
+        return [body for path, _, body in self.provider.accepted
+                if path in ("/v1/messages", "/v1/responses") and body.get("tools")]  # fmt: skip
+
+    def cleaned(self) -> list[dict[str, Any]]:
+        """The access-log lines of the requests the proxy cleaned."""
+        return [line for line in access_log(self.log) if line.get("session")]
+
+
+@pytest.fixture(params=AGENT_LIST, ids=[agent.name for agent in AGENT_LIST])
+def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
+    agent: Agent = request.param
+    why = missing(agent.cli)
+    if why is not None:
+        pytest.skip(why)
+    provider = Provider(script=scripted(agent.tools, agent.fmt))
+    home, project, spill = tmp_path / "home", tmp_path / "project", tmp_path / "spill"
+    for folder in (home, project):
+        folder.mkdir()
+    log = tmp_path / "serve.log"
+    with (
+        serving(provider.app()) as upstream,
+        serve_process(upstream, {"spill.root": str(spill)}, log=log) as url,
+    ):
+        env = agent.configure(home, project, url)
+        yield Setup(agent, provider, url, log, spill, project, env, upstream)
+    assert not provider.refused, [reason for _, reason, _ in provider.refused]
+
+
+def named_file(preview: str) -> Path:
+    """The spill file a preview names."""
+    saved = re.search(r"saved to:? (\S+?)\]?\n", preview)
+    assert saved is not None, preview
+    return Path(saved.group(1))
+
+
+def check_read_back(preview: str, result: str) -> None:
+    """``result`` holds exactly the lines ``preview`` said to read, of the output as the
+    agent sent it (the file the preview names)."""
+    said = LINES_SAID.search(preview)
+    count = re.search(r"(\d+) lines at a time|limit (\d+)", preview)
+    assert said is not None and count is not None, preview
+    first = int(said.group(1))
+    lines = named_file(preview).read_text("utf-8").splitlines(keepends=True)
+    wanted = "".join(lines[first - 1 : first - 1 + int(count.group(1) or count.group(2))])
+    assert wanted.rstrip("\n") in result, (preview[-800:], result[:800])  # agents may drop
+    # the last line break
+
+
+def read_back(setup: Setup, letter: str = "y", bodies: list[dict[str, Any]] | None = None) -> str:
+    """The preview of the big output of ``letter`` that the provider saw, checked: the
+    file it names holds the output whole, and the next result is what following its words
+    read back."""
+    for body in setup.bodies() if bodies is None else bodies:
+        texts = results(setup.agent.fmt, body)
+        for i, text in enumerate(texts[:-1]):
+            if LINES_SAID.search(text) and big_output(letter)[:200] in text:
+                assert big_output(letter).rstrip("\n") in named_file(text).read_text("utf-8")
+                check_read_back(text, texts[i + 1])
+                return text
+    raise AssertionError(f"no preview of the big output was read back ({letter})")
+
+
+def sessions(setup: Setup) -> set[str]:
+    return {line["session"] for line in setup.cleaned()}
+
+
+def workspaces(setup: Setup) -> dict[Path, str]:
+    """Each session folder of the spill store, and what its files hold."""
+    folders = {f.parent.parent for f in setup.spill.glob("chatcli-agent-*/tool-results/*")}
+    return {folder: "".join(p.read_text("utf-8") for p in sorted(folder.glob("tool-results/*")))
+            for folder in folders}  # fmt: skip
+
+
+def test_a_spilled_output_is_read_back_with_the_agents_own_tool_also_after_resume(
+    setup: Setup,
+) -> None:
+    setup.run(RUN_BIG)
+    preview = read_back(setup)
+    assert len(sessions(setup)) == 1, sessions(setup)
+    before = len(setup.bodies())
+
+    setup.run(READ_AGAIN, resume=True)
+    # The same proxy session: its old output is the same file, and reading it back again
+    # by the preview's words works.
+    assert len(sessions(setup)) == 1, sessions(setup)
+    resumed = setup.bodies()[before:]
+    assert resumed, "the resumed session sent nothing"
+    old = [text for text in results(setup.agent.fmt, resumed[0]) if LINES_SAID.search(text)]
+    assert old and named_file(old[0]) == named_file(preview)
+    texts = results(setup.agent.fmt, resumed[-1])
+    check_read_back(old[0], texts[-1])
+
+
+#: Where each agent's session id is found (middleware.conversations.keys).
+SESSION_FROM = {"claude": "x-claude-code-session-id", "codex": "session-id",
+                "opencode": "x-session-id", "opencode-openai": "session-id"}  # fmt: skip
+
+
+def test_two_sessions_at_once_in_one_folder_stay_apart(setup: Setup) -> None:
+    """The same prompt in the same folder at the same time (what made two ``codex exec``
+    runs one proxy session): two sessions, each known by the agent's own id, each with
+    its own workspace, and ending one leaves the other's files."""
+    if setup.agent.prepare:
+        argv = [str(binary(setup.agent.cli)), *setup.agent.prepare]
+        prepared = Run(argv, setup.project, setup.env).start().wait(120)
+        assert prepared.returncode == 0, prepared.explain()
+    one, two = setup.start(RUN_BIG), setup.start(RUN_BIG)
+    for run in (one, two):
+        assert run.wait().returncode == 0, run.explain()
+    assert len(sessions(setup)) == 2, sessions(setup)
+    assert {line["session_from"] for line in setup.cleaned()} == {SESSION_FROM[setup.agent.name]}
+    held = workspaces(setup)
+    assert len(held) == 2  # one workspace each
+    assert all(big_output("y").rstrip("\n") in text for text in held.values())
+    previews = [read_back(setup, bodies=[body]) for body in last_bodies(setup)]
+    assert len({named_file(p).parent.parent for p in previews}) == 2
+    ending = sorted(sessions(setup))[0]
+    ended = httpx.delete(f"{setup.url}/sessions/{quote(ending, safe='')}")
+    assert ended.status_code == 200 and ended.json()["removed"] is True
+    assert list(workspaces(setup)) == [
+        setup.spill / session_folder_name(sorted(sessions(setup))[1])
+    ]
+
+
+#: The header each agent names its session in.
+SESSION_HEADER = {**SESSION_FROM, "opencode": "x-session-id"}
+
+
+def last_bodies(setup: Setup) -> list[dict[str, Any]]:
+    """The last request of each session, as the provider received it, found by the
+    session header the agent sent (which the proxy passes on); the proxy's sessions are
+    those ids."""
+    last: dict[str, dict[str, Any]] = {}
+    for _, headers, body in setup.provider.accepted:
+        if body.get("tools"):
+            last[headers[SESSION_HEADER[setup.agent.name]]] = body
+    assert set(last) == sessions(setup)
+    return list(last.values())
+
+
+#: How each agent answers, on resume, a tool call it was killed in the middle of (the
+#: pinned versions all do: Claude Code drops the call from its record, Codex CLI and
+#: opencode send a result saying it was cut short).
+OWN_ANSWER = {"claude": None, "codex": "aborted", "opencode": "[Tool execution was interrupted]",
+              "opencode-openai": "[Tool execution was interrupted]"}  # fmt: skip
+
+
+def test_an_interrupted_tool_call_is_repaired_on_the_next_request(setup: Setup) -> None:
+    """The agent is killed while its tool runs, then resumed. The request it sends next
+    goes through: answered once (by the agent's own record, which the proxy leaves as it
+    is) and never twice; and that request as an agent without such a record sends it (the
+    agent's answer taken out) is repaired by the proxy, where the provider refuses it."""
+    marker = setup.project / "started"
+    run = setup.start(f"{SLEEP} Use marker {marker}")
+    assert wait_for_file(marker), run.explain()
+    run.kill()  # mid-tool: the call has no result in the agent's record
+    before = len(setup.provider.accepted)
+    setup.run(GO_ON, resume=True)
+    resumed = [(path, headers, body) for path, headers, body in setup.provider.accepted[before:]
+               if body.get("tools")]  # fmt: skip
+    assert resumed, "the resumed session sent nothing"
+    assert all(line["repairs"] == 0 for line in setup.cleaned())  # nothing to repair
+    path, headers, sent = resumed[0]
+    own = OWN_ANSWER[setup.agent.name]
+    seen = events(setup.agent.fmt, sent)
+    calls = [e for e in seen if e.kind == "call"]
+    answers = [e for e in seen if e.kind == "result"]
+    if own is None:  # dropped from the record: no call, no result
+        assert not calls and not answers
+        return
+    assert len(calls) == 1 and [a.text for a in answers] == [own]
+
+    # The same request without the agent's own answer: what agents without one send.
+    broken = without_results(setup.agent.fmt, sent)
+    forwarded = {k: v for k, v in headers.items() if k not in ("host", "content-length")}
+    direct = httpx.post(setup.upstream + path, json=broken, headers=forwarded)
+    assert direct.status_code == 400  # the provider's own refusal
+    setup.provider.refused.clear()
+    repaired = httpx.post(setup.url + path, json=broken, headers=forwarded, timeout=60)
+    assert repaired.status_code == 200, repaired.text
+    fixed = setup.provider.accepted[-1][2]
+    assert "Tool result missing" in json.dumps(fixed)
+    assert setup.cleaned()[-1]["repairs"] == 1
+
+
+def without_results(fmt: str, body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with every tool result taken out."""
+    out = copy.deepcopy(body)
+    if fmt == "responses":
+        out["input"] = [i for i in out["input"] if i.get("type") != "function_call_output"]
+        return out
+    for message in out["messages"]:
+        if isinstance(message.get("content"), list):
+            message["content"] = [b for b in message["content"]
+                                  if b.get("type") != "tool_result"]  # fmt: skip
+    out["messages"] = [m for m in out["messages"] if m.get("content") != []]
+    return out
+
+
+def test_ci_installs_the_pinned_version_of_each_agent() -> None:
+    """`.ci/run` installs the versions the scenarios and tests/recorded/ were made with, and
+    an agent installed here is that version."""
+    script = (REPO / ".ci" / "run").read_text("utf-8")
+    for name, version in PINNED.items():
+        assert f"{NPM_PACKAGES[name]}@{version}" in script
+        manifest = AGENTS / "node_modules" / NPM_PACKAGES[name] / "package.json"
+        if manifest.exists() and binary(name) == AGENTS / "node_modules" / ".bin" / name:
+            assert json.loads(manifest.read_text("utf-8"))["version"] == version
