@@ -6,7 +6,9 @@ messages are read as Chat Completions messages (``AIMessage.tool_calls``,
 step changed is the agent's own object; a changed one is a copy of it with the new content
 (its id, name and metadata kept); a result the repair adds is a ``ToolMessage`` with
 ``status="error"``. The agent's state keeps the full history: only what the model sees is
-cleaned, so the spill files named in it hold everything cut.
+cleaned, so the spill files named in it hold everything cut. With ``recall_tool=True`` the
+agent is also given a ``recall`` tool that reads lines of a spilled output, and previews
+say to use it: an agent without file tools still reaches what was cut.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ try:
         SystemMessage,
         ToolMessage,
     )
+    from langchain_core.tools import BaseTool, StructuredTool
 except ImportError as exc:  # pragma: no cover - exercised by the extras test
     raise MissingExtraError(
         "langchain", "langchain>=1.0", "middleware.integrations.langchain"
@@ -38,7 +41,11 @@ import anyio.to_thread
 
 from middleware.pipeline import Pipeline
 from middleware.policy import Policy, load_policy
+from middleware.policy.settings import bind
 from middleware.report import Report
+from middleware.spill import SpillError, SpillSettings
+from middleware.spill.recall import RecallError, recall
+from middleware.steps.read_back import ReadBack
 
 logger = logging.getLogger(__name__)
 
@@ -52,14 +59,31 @@ class ChatcliMiddleware(AgentMiddleware):
     :param policy: a policy file, ``preset:NAME``, a loaded :class:`Policy`, or ``None``
         for ``$CHATCLI_POLICY`` else the embedded default.
     :param session_id: the spill workspace's session (default: one per middleware).
+    :param recall_tool: give the agent a ``recall`` tool that reads lines of a spilled
+        output, and have previews say to use it (``recall.form: tool``).
     """
 
     def __init__(
-        self, policy: str | Path | Policy | None = None, session_id: str | None = None
+        self,
+        policy: str | Path | Policy | None = None,
+        session_id: str | None = None,
+        *,
+        recall_tool: bool = False,
     ) -> None:
         super().__init__()
-        loaded = policy if isinstance(policy, Policy) else load_policy(policy)
+        if isinstance(policy, Policy):
+            loaded = policy
+            if recall_tool and bind(policy, ReadBack).form != "tool":
+                raise ValueError(
+                    "recall_tool=True needs previews that name the tool: set recall.form: "
+                    "tool in the policy, or pass its path instead of a loaded Policy"
+                )
+        else:
+            overrides = {"recall.form": "tool"} if recall_tool else None
+            loaded = load_policy(policy, overrides=overrides)
         self.pipeline = Pipeline(loaded, session_id=session_id or f"lc-{uuid.uuid4().hex[:12]}")
+        #: The tools the agent is given besides its own (LangChain reads this).
+        self.tools: list[BaseTool] = [recall_tool_for(self.pipeline)] if recall_tool else []
         #: The report of the last model call.
         self.last_report: Report | None = None
 
@@ -87,6 +111,26 @@ class ChatcliMiddleware(AgentMiddleware):
     def close(self) -> None:
         """Release the spill workspace (its files go unless ``spill.keep``)."""
         self.pipeline.close()
+
+
+def recall_tool_for(pipeline: Pipeline) -> BaseTool:
+    """A ``recall`` tool reading lines of the outputs ``pipeline`` spilled."""
+    settings = bind(pipeline.policy, SpillSettings)
+
+    def read(path: str, offset: int = 1, limit: int = 200) -> str:
+        try:
+            return recall(path, settings, offset=offset, limit=limit).text
+        except (RecallError, SpillError) as exc:  # the model is told, the agent goes on
+            return f"Error: {exc}"
+
+    return StructuredTool.from_function(
+        read,
+        name="recall",
+        description=(
+            "Read lines of a tool output that was cut short. path: the file its preview "
+            "names; offset: the first line to read (1 is the first); limit: how many lines."
+        ),
+    )
 
 
 def _to_chat(message: BaseMessage, index: int) -> dict[str, Any]:

@@ -4,6 +4,7 @@ chat model (issue 15, item 3)."""
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from langchain.agents import create_agent
@@ -75,3 +76,66 @@ def test_a_create_agent_loop_sees_paired_and_bounded_messages() -> None:
 
 def test_the_async_loop_too() -> None:
     check(*agent_run(use_async=True))
+
+
+class FollowingModel(GenericFakeChatModel):
+    """A model that runs ``dump_numbered``, then does what the preview it sees says."""
+
+    #: The names of the tools it was offered.
+    offered: list[str]
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> FollowingModel:
+        self.offered.extend(t.name for t in tools)
+        return self
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        from langchain_core.outputs import ChatGeneration, ChatResult
+
+        results = [m for m in messages if isinstance(m, ToolMessage)]
+        if not results:
+            reply = AIMessage(content="", tool_calls=[{"id": "c1", "name": "dump_numbered",
+                                                      "args": {}}])  # fmt: skip
+        elif len(results) == 1:
+            said = re.search(r"recall tool \(path (\S+), offset (\d+), limit (\d+)\)",
+                             str(results[0].content))  # fmt: skip
+            assert said is not None, results[0].content
+            args = {"path": said.group(1), "offset": int(said.group(2)),
+                    "limit": int(said.group(3))}  # fmt: skip
+            reply = AIMessage(content="", tool_calls=[{"id": "c2", "name": "recall", "args": args}])
+        else:
+            reply = AIMessage(content="Read it.")
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def test_an_agent_without_file_tools_reads_the_rest_with_the_recall_tool() -> None:
+    chatcli = ChatcliMiddleware(recall_tool=True)
+    model = FollowingModel(messages=iter([]), offered=[])
+    agent = create_agent(model, [dump_numbered], middleware=[chatcli])
+    out = agent.invoke({"messages": [HumanMessage("Dump the log.")]})
+    assert "recall" in model.offered
+    preview = out["messages"][2].content
+    read = out["messages"][4]
+    assert isinstance(read, ToolMessage) and read.name == "recall"
+    said = re.search(r"offset (\d+), limit (\d+)", chatcli.clean(out["messages"])[2].content)
+    assert said is not None and "recall tool" not in preview  # the agent's state is whole
+    first, count = int(said.group(1)), int(said.group(2))
+    assert read.content == "".join(f"log line {i}\n" for i in range(first, first + count))
+    assert out["messages"][-1].content == "Read it."
+    chatcli.close()
+
+
+@tool
+def dump_numbered() -> str:
+    """Print the numbered build log."""
+    return "".join(f"log line {i}\n" for i in range(1, 3001))
+
+
+def test_a_loaded_policy_must_name_the_tool_form() -> None:
+    import pytest
+
+    import middleware
+
+    with pytest.raises(ValueError, match=r"recall\.form: tool"):
+        ChatcliMiddleware(middleware.load_policy(None), recall_tool=True)
+    tool_policy = middleware.load_policy(None, overrides={"recall.form": "tool"})
+    ChatcliMiddleware(tool_policy, recall_tool=True).close()
