@@ -73,12 +73,15 @@ __all__ = [
 ]
 
 
-def wrap(client: ClientT, policy: Any = None, session_id: str | None = None) -> ClientT:
+def wrap(
+    client: ClientT, policy: Any = None, session_id: str | None = None, *, recall_tool: bool = False
+) -> ClientT:
     """A copy of an ``anthropic`` or ``openai`` SDK client whose model requests have their
-    history cleaned first (see :func:`middleware.integrations.sdk.wrap`)."""
+    history cleaned first, offering the model a ``recall`` tool if asked (see
+    :func:`middleware.integrations.sdk.wrap`)."""
     from middleware.integrations.sdk import wrap as wrap_client  # noqa: PLC0415 - needs httpx
 
-    return wrap_client(client, policy, session_id)
+    return wrap_client(client, policy, session_id, recall_tool=recall_tool)
 
 
 def __getattr__(name: str) -> Any:

@@ -39,12 +39,12 @@ except ImportError as exc:  # pragma: no cover - exercised by the extras test
 
 import anyio.to_thread
 
+from middleware.integrations import recall
 from middleware.pipeline import Pipeline
 from middleware.policy import Policy, load_policy
 from middleware.policy.settings import bind
 from middleware.report import Report
-from middleware.spill import SpillError, SpillSettings
-from middleware.spill.recall import RecallError, recall
+from middleware.spill import SpillSettings
 from middleware.steps.read_back import ReadBack
 
 logger = logging.getLogger(__name__)
@@ -117,20 +117,10 @@ def recall_tool_for(pipeline: Pipeline) -> BaseTool:
     """A ``recall`` tool reading lines of the outputs ``pipeline`` spilled."""
     settings = bind(pipeline.policy, SpillSettings)
 
-    def read(path: str, offset: int = 1, limit: int = 200) -> str:
-        try:
-            return recall(path, settings, offset=offset, limit=limit).text
-        except (RecallError, SpillError) as exc:  # the model is told, the agent goes on
-            return f"Error: {exc}"
+    def read(path: str, offset: int = 1, limit: int = recall.DEFAULT_LIMIT) -> str:
+        return recall.read(settings, {"path": path, "offset": offset, "limit": limit})
 
-    return StructuredTool.from_function(
-        read,
-        name="recall",
-        description=(
-            "Read lines of a tool output that was cut short. path: the file its preview "
-            "names; offset: the first line to read (1 is the first); limit: how many lines."
-        ),
-    )
+    return StructuredTool.from_function(read, name=recall.NAME, description=recall.DESCRIPTION)
 
 
 def _to_chat(message: BaseMessage, index: int) -> dict[str, Any]:

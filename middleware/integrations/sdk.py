@@ -8,10 +8,16 @@ in one call of the transport, while method names, signatures and helpers change 
 SDK version to the next. The SDK's retries, streaming and errors sit above the transport and
 stay as they are; the wrapped client is ``client.with_options(http_client=...)``, a copy
 that shares the original's connection pool.
+
+With ``recall_tool=True``, a request that is not streamed and declares tools is offered a
+``recall`` tool (:mod:`.recall`) and its previews say to use it; the transport answers the
+model's recall calls itself and asks again, so the agent's loop gets the model's final
+answer and never a call to a tool it does not know.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from dataclasses import dataclass, field
@@ -21,8 +27,13 @@ from typing import Any, TypeVar
 
 from middleware.conversations.cleaning import Cleaned, clean_body
 from middleware.conversations.sessions import SessionPool
+from middleware.formats import jsonio
+from middleware.integrations import recall
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy, load_policy
+from middleware.policy.settings import bind
+from middleware.spill import SpillSettings
+from middleware.steps.read_back import ReadBack
 
 logger = logging.getLogger(__name__)
 
@@ -48,13 +59,20 @@ def route(method: str, path: str) -> str | None:
     return next((fmt for ending, fmt in ROUTES if path.endswith(ending)), None)
 
 
+#: Times the model is asked again after its recall calls were answered, at most.
+RECALL_ROUNDS = 8
+
+
 @dataclass
 class Cleaner:
-    """What a wrapped client cleans with: one policy, one pipeline per conversation."""
+    """What a wrapped client cleans with: one policy, one pipeline per conversation, and
+    (with ``tool_policy``) the recall tool."""
 
     policy: Policy
     session_id: str | None = None
     host: PluginHost = field(default_factory=PluginHost.create)
+    #: The policy of requests offered the recall tool (its previews name the tool).
+    tool_policy: Policy | None = None
 
     def __post_init__(self) -> None:
         self.pool = SessionPool(self.host, idle_seconds=3600)
@@ -62,16 +80,55 @@ class Cleaner:
         self.last: Cleaned | None = None
 
     def clean(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> bytes:
+        return self.prepare(method, path, headers, raw)[0]
+
+    def prepare(
+        self, method: str, path: str, headers: dict[str, str], raw: bytes
+    ) -> tuple[bytes, dict[str, Any] | None]:
+        """The body to send, and the request as sent if it offers the recall tool."""
         fmt = route(method, path)
         if fmt is None:
-            return raw
+            return raw, None
+        offered = self._offer(fmt, path, raw)
+        policy = ("recall", self.tool_policy) if offered is not None and self.tool_policy else (
+            "wrapped", self.policy)  # fmt: skip
         cleaned = clean_body(
-            raw, fmt, headers, self.pool, ("wrapped", self.policy), session=self.session_id
-        )
+            raw if offered is None else json.dumps(offered).encode("utf-8"),
+            fmt, headers, self.pool, policy, session=self.session_id,
+        )  # fmt: skip
         self.last = cleaned
         if cleaned.error is not None:
             logger.error("sent a %s request unchanged: %s", fmt, cleaned.error)
-        return cleaned.body
+        if offered is None:
+            return cleaned.body, None
+        return cleaned.body, jsonio.loads(cleaned.body)
+
+    def _offer(self, fmt: str, path: str, raw: bytes) -> dict[str, Any] | None:
+        if self.tool_policy is None or path.endswith("/count_tokens"):
+            return None
+        try:
+            body = jsonio.loads(raw)
+        except Exception:  # not JSON: cleaning leaves it as it is
+            return None
+        return body if isinstance(body, dict) and recall.offer(fmt, body) else None
+
+    def answer_recalls(
+        self, path: str, sent: dict[str, Any], answer: dict[str, Any]
+    ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """What to do with the model's ``answer`` to the request ``sent``: ``(None,
+        answer)`` to hand it to the agent (its recall calls taken out when it also calls
+        the agent's own tools), or the follow-up request to send instead."""
+        fmt = route("POST", path) or "anthropic"
+        found, total = recall.calls(fmt, answer)
+        if not found:
+            return None, answer
+        settings = bind(self.tool_policy or self.policy, SpillSettings)
+        if len(found) < total:  # the agent's own tools too: it gets those
+            logger.info("the model called recall beside other tools; its recall calls are "
+                        "dropped from the answer")  # fmt: skip
+            return None, recall.without_calls(fmt, answer)
+        results = [(call_id, recall.read(settings, arguments)) for call_id, arguments in found]
+        return recall.follow_up(fmt, sent, answer, results), answer
 
     def close(self) -> None:
         self.pool.close()
@@ -81,6 +138,8 @@ def wrap(
     client: ClientT,
     policy: str | Path | Policy | None = None,
     session_id: str | None = None,
+    *,
+    recall_tool: bool = False,
 ) -> ClientT:
     """A copy of ``client`` (``anthropic.Anthropic``, ``AsyncAnthropic``, ``openai.OpenAI``,
     ``AsyncOpenAI`` or a variant) whose Messages, Chat Completions and Responses requests
@@ -91,6 +150,9 @@ def wrap(
     :param session_id: the conversation's spill workspace; ``None``: found from each request
         (Claude Code's session, else a digest of the conversation's opening), so one client
         can serve several conversations.
+    :param recall_tool: offer the model a ``recall`` tool on requests that are not streamed
+        and declare tools, have their previews name it, and answer its calls in the
+        transport (see the module docstring).
     """
     inner = getattr(client, "_client", None)
     with_options = getattr(client, "with_options", None)
@@ -100,7 +162,16 @@ def wrap(
             f"{type(client).__name__}"
         )
     loaded = policy if isinstance(policy, Policy) else load_policy(policy)
-    cleaner = Cleaner(loaded, session_id)
+    tool_policy = None
+    if recall_tool:
+        if isinstance(policy, Policy) and bind(policy, ReadBack).form != "tool":
+            raise ValueError(
+                "recall_tool=True with a loaded Policy needs recall.form: tool in it; or pass "
+                "the policy's path"
+            )
+        tool_policy = policy if isinstance(policy, Policy) else load_policy(
+            policy, overrides={"recall.form": "tool"})  # fmt: skip
+    cleaner = Cleaner(loaded, session_id, tool_policy=tool_policy)
     http = _module_of(inner)
     is_async = isinstance(inner, http.AsyncClient)
     transport = getattr(inner, "_transport", None) or (
@@ -140,18 +211,49 @@ def _transport_class(http: ModuleType, is_async: bool) -> type:
     if key in _CLASSES:
         return _CLASSES[key]
 
-    def rebuilt(request: Any, cleaner: Cleaner, raw: bytes) -> Any:
-        headers = {k.lower(): v for k, v in request.headers.items()}
-        body = cleaner.clean(request.method, request.url.path, headers, raw)
-        if body is raw:
-            return request
-        new_headers = [
-            (k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"
-        ]
+    def rebuilt(request: Any, body: bytes) -> Any:
+        headers = [(k, v) for k, v in request.headers.multi_items()
+                   if k.lower() not in ("content-length", "accept-encoding")]  # fmt: skip
+        headers.append(("accept-encoding", "identity"))  # an answer the transport can read
         return http.Request(
-            request.method, request.url, headers=new_headers, content=body,
+            request.method, request.url, headers=headers, content=body,
             extensions=request.extensions,
         )  # fmt: skip
+
+    def prepared(request: Any, cleaner: Cleaner, raw: bytes) -> tuple[Any, Any]:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        body, offered = cleaner.prepare(request.method, request.url.path, headers, raw)
+        if body is raw:
+            return request, None
+        if offered is None:
+            new_headers = [
+                (k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"
+            ]
+            return http.Request(
+                request.method, request.url, headers=new_headers, content=body,
+                extensions=request.extensions,
+            ), None  # fmt: skip
+        return rebuilt(request, body), offered
+
+    def answered(
+        request: Any, response: Any, content: bytes, cleaner: Cleaner, sent: dict[str, Any]
+    ) -> tuple[Any, Any, dict[str, Any] | None]:
+        """The response to hand on, or the next request to send and what it sends."""
+        try:
+            answer = jsonio.loads(content)
+        except Exception:
+            answer = None
+        if response.status_code != 200 or not isinstance(answer, dict):
+            return _again(http, response, content), None, None
+        follow, final = cleaner.answer_recalls(request.url.path, sent, answer)
+        if follow is None:
+            if final is answer:
+                return _again(http, response, content), None, None
+            return _again(http, response, json.dumps(final).encode("utf-8")), None, None
+        raw = json.dumps(follow).encode("utf-8")
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        body, offered = cleaner.prepare(request.method, request.url.path, headers, raw)
+        return None, rebuilt(request, body), offered or follow
 
     if is_async:
         import anyio.to_thread  # noqa: PLC0415 - httpx's own dependency, async clients only
@@ -161,10 +263,22 @@ def _transport_class(http: ModuleType, is_async: bool) -> type:
                 self.inner, self.cleaner = inner, cleaner
 
             async def handle_async_request(self, request: Any) -> Any:
-                if route(request.method, request.url.path) is not None:
-                    raw = await request.aread()
-                    request = await anyio.to_thread.run_sync(rebuilt, request, self.cleaner, raw)
-                return await self.inner.handle_async_request(request)
+                if route(request.method, request.url.path) is None:
+                    return await self.inner.handle_async_request(request)
+                raw = await request.aread()
+                request, sent = await anyio.to_thread.run_sync(prepared, request, self.cleaner, raw)
+                for _ in range(RECALL_ROUNDS + 1):
+                    response = await self.inner.handle_async_request(request)
+                    if sent is None:
+                        return response
+                    content = await response.aread()
+                    await response.aclose()
+                    done, request, sent = await anyio.to_thread.run_sync(
+                        answered, request, response, content, self.cleaner, sent
+                    )
+                    if done is not None:
+                        return done
+                return _again(http, response, content)
 
             async def aclose(self) -> None:
                 self.cleaner.close()  # the inner transport is the original client's
@@ -177,12 +291,32 @@ def _transport_class(http: ModuleType, is_async: bool) -> type:
                 self.inner, self.cleaner = inner, cleaner
 
             def handle_request(self, request: Any) -> Any:
-                if route(request.method, request.url.path) is not None:
-                    request = rebuilt(request, self.cleaner, request.read())
-                return self.inner.handle_request(request)
+                if route(request.method, request.url.path) is None:
+                    return self.inner.handle_request(request)
+                request, sent = prepared(request, self.cleaner, request.read())
+                for _ in range(RECALL_ROUNDS + 1):
+                    response = self.inner.handle_request(request)
+                    if sent is None:
+                        return response
+                    content = response.read()
+                    response.close()
+                    done, request, sent = answered(request, response, content, self.cleaner, sent)
+                    if done is not None:
+                        return done
+                return _again(http, response, content)
 
             def close(self) -> None:
                 self.cleaner.close()  # the inner transport is the original client's
 
         _CLASSES[key] = Cleaning
     return _CLASSES[key]
+
+
+def _again(http: ModuleType, response: Any, content: bytes) -> Any:
+    """A response like ``response`` (already read) with ``content`` as its body."""
+    dropped = ("content-length", "content-encoding", "transfer-encoding")
+    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in dropped]
+    return http.Response(
+        response.status_code, headers=headers, content=content,
+        extensions={k: v for k, v in response.extensions.items() if k != "network_stream"},
+    )  # fmt: skip

@@ -4,12 +4,14 @@ history cleaned, whatever method sent it; the client is otherwise the same (issu
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import anthropic
 import openai
 import pytest
-from stand_in import Provider
+from agents import events
+from stand_in import Call, Provider, Reply
 
 import middleware
 from middleware.integrations.sdk import cleaner_of
@@ -118,3 +120,162 @@ def test_a_failing_pipeline_sends_the_request_as_it_was(
 def test_only_sdk_clients_can_be_wrapped() -> None:
     with pytest.raises(TypeError, match="official anthropic or openai SDK"):
         middleware.wrap(object())
+
+
+BIG = "".join(f"build step {i}\n" for i in range(1, 2001))
+RECALL_SAID = re.compile(r"recall tool \(path (\S+), offset (\d+), limit (\d+)\)")
+
+
+def recalling(fmt: str, body: dict[str, Any]) -> Reply:
+    """The model: runs the agent's ``build`` tool, then reads on with ``recall`` as the
+    preview says, then answers with what it read back."""
+    seen = events(fmt, body)
+    outputs = [e.text for e in seen if e.kind == "result"]
+    if not outputs:
+        return Reply(calls=(Call("build", {}),))
+    said = RECALL_SAID.search(outputs[0])
+    if len(outputs) == 1:
+        if said is None:  # a streamed request: not offered the tool
+            return Reply(text="The preview names no recall tool.")
+        args = {"path": said.group(1), "offset": int(said.group(2)), "limit": int(said.group(3))}
+        return Reply(calls=(Call("recall", args),))
+    first_line = outputs[1].split("\n", 1)[0]
+    return Reply(text=f"read back {outputs[1].count(chr(10))} lines from {first_line!r}")
+
+
+def agent_loop(send: Any, fmt: str) -> tuple[str, list[dict[str, Any]]]:
+    """A plain agent loop that knows one tool, ``build``: it would crash on a call to any
+    other, so a recall call must never reach it."""
+    history: list[dict[str, Any]] = (
+        [{"type": "message", "role": "user", "content": "Build it."}] if fmt == "responses"
+        else [{"role": "user", "content": "Build it."}]
+    )  # fmt: skip
+    for _ in range(4):
+        answer = send(history)
+        calls = events(fmt, {"messages": [answer]} if fmt != "responses" else {"input": answer})
+        names = [e.name for e in calls if e.kind == "call"]
+        if not names:
+            return _text_of(answer), history
+        assert names == ["build"], names
+        history += _answered(fmt, answer, BIG)
+    raise AssertionError("the loop did not end")
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai", "responses"])
+def test_the_recall_tool_is_answered_in_the_transport(
+    fmt: str, provider: tuple[Provider, str]
+) -> None:
+    stand_in, url = provider
+    stand_in.script = recalling
+    tools_of = {
+        "anthropic": [{"name": "build", "description": "b", "input_schema": {"type": "object"}}],
+        "openai": [{"type": "function", "function": {"name": "build", "parameters": {}}}],
+        "responses": [{"type": "function", "name": "build", "parameters": {}}],
+    }
+    plain: Any = (
+        anthropic.Anthropic(base_url=url, **KW) if fmt == "anthropic"
+        else openai.OpenAI(base_url=f"{url}/v1", **KW)
+    )  # fmt: skip
+    client: Any = middleware.wrap(plain, recall_tool=True)
+
+    def send(history: list[dict[str, Any]]) -> Any:
+        if fmt == "anthropic":
+            return client.messages.create(model="m", max_tokens=99, messages=history,
+                                          tools=tools_of[fmt]).model_dump()  # fmt: skip
+        if fmt == "openai":
+            answer = client.chat.completions.create(model="m", messages=history,
+                                                    tools=tools_of[fmt])  # fmt: skip
+            return answer.choices[0].message.model_dump()
+        output = client.responses.create(model="m", input=history, tools=tools_of[fmt]).output
+        return [item.model_dump() for item in output]
+
+    text, _ = agent_loop(send, fmt)
+    bodies = [b for _, _, b in stand_in.accepted]
+    said = RECALL_SAID.search(events(fmt, bodies[1])[-1].text)
+    assert said is not None
+    first, count = int(said.group(2)), int(said.group(3))
+    assert text == f"read back {count} lines from 'build step {first}'"
+    read = [e.text for e in events(fmt, bodies[2]) if e.kind == "result"][-1]
+    assert read == "".join(f"build step {i}\n" for i in range(first, first + count))
+    assert all(any(recall_name(t) == "recall" for t in b["tools"]) for b in bodies)
+    client.close()
+
+
+def recall_name(tool: dict[str, Any]) -> Any:
+    return tool.get("name") or tool.get("function", {}).get("name")
+
+
+def _text_of(answer: Any) -> str:
+    if isinstance(answer, list):  # Responses output items
+        return "".join(c["text"] for i in answer if i["type"] == "message" for c in i["content"])
+    content = answer.get("content")
+    if isinstance(content, list):
+        return "".join(b.get("text", "") for b in content)
+    return str(content or "")
+
+
+def _answered(fmt: str, answer: Any, output: str) -> list[dict[str, Any]]:
+    """The agent's turn and its ``build`` results, in the history's format."""
+    if fmt == "responses":
+        calls = [i for i in answer if i["type"] == "function_call"]
+        return [*({k: v for k, v in i.items() if v is not None} for i in answer),
+                *({"type": "function_call_output", "call_id": c["call_id"], "output": output}
+                  for c in calls)]  # fmt: skip
+    if fmt == "openai":
+        message = {k: v for k, v in answer.items() if v is not None or k == "content"}
+        return [message, *({"role": "tool", "tool_call_id": c["id"], "content": output}
+                           for c in answer["tool_calls"])]  # fmt: skip
+    blocks = [b for b in answer["content"] if b["type"] == "tool_use"]
+    return [{"role": "assistant", "content": [
+                {k: v for k, v in b.items() if v is not None} for b in answer["content"]]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": b["id"],
+                                          "content": output} for b in blocks]}]  # fmt: skip
+
+
+def test_the_async_client_answers_recall_too_and_a_streamed_request_is_not_offered_it(
+    provider: tuple[Provider, str],
+) -> None:
+    stand_in, url = provider
+    stand_in.script = recalling
+    tools = [{"name": "build", "description": "b", "input_schema": {"type": "object"}}]
+    client: Any = middleware.wrap(anthropic.AsyncAnthropic(base_url=url, **KW), recall_tool=True)
+
+    async def send(history: list[dict[str, Any]]) -> Any:
+        answer = await client.messages.create(model="m", max_tokens=9, messages=history,
+                                              tools=tools)  # fmt: skip
+        return answer.model_dump()
+
+    async def run() -> str:
+        history: list[dict[str, Any]] = [{"role": "user", "content": "Build it."}]
+        first = await send(history)
+        history += _answered("anthropic", first, BIG)
+        final = await send(history)
+        # Streamed, the answer would reach the agent before a recall call could be
+        # answered: the tool is not offered and the preview says how to read with a shell.
+        async with client.messages.stream(model="m", max_tokens=9, messages=history,
+                                          tools=tools) as stream:  # fmt: skip
+            await stream.get_final_message()
+        await client.close()
+        return _text_of(final)
+
+    assert asyncio.run(run()).startswith("read back ")
+    streamed = stand_in.accepted[-1][2]
+    assert streamed["stream"] is True and [t["name"] for t in streamed["tools"]] == ["build"]
+    assert "sed -n" in events("anthropic", streamed)[-1].text
+
+
+def test_recall_beside_the_agents_own_tools_is_taken_out_of_the_answer(
+    provider: tuple[Provider, str],
+) -> None:
+    stand_in, url = provider
+
+    def both(fmt: str, body: dict[str, Any]) -> Reply:
+        return Reply(calls=(Call("recall", {"path": "/nowhere"}), Call("build", {})))
+
+    stand_in.script = both
+    tools = [{"type": "function", "function": {"name": "build", "parameters": {}}}]
+    client: Any = middleware.wrap(openai.OpenAI(base_url=f"{url}/v1", **KW), recall_tool=True)
+    answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "go"}],
+                                            tools=tools)  # fmt: skip
+    assert [c.function.name for c in answer.choices[0].message.tool_calls] == ["build"]
+    client.close()
