@@ -1,25 +1,48 @@
-"""The outline of what a preview leaves out: the lines of the omitted middle that carry the
-most distinctive tokens (names, paths, identifiers) the head and tail do not show.
+"""The outline of what a preview leaves out: the error and warning lines of the omitted
+middle first, then the lines that carry the most distinctive tokens (names, paths,
+identifiers) the head and tail do not show.
 
-A head + tail preview hides what the model most often comes back for in a long output: the
-definitions and names in the middle of a file, the matching lines of a long search. The
-outline keeps, within a character budget, the lines that add the most such tokens per
-character, each with its line number so the model can read around it in the spill file.
-Lines are chosen greedily (most new tokens per character first, earliest line on ties,
-while a line shows at least one new token per 100 characters) and shown in file order: a
-pure function of the text, so the preview never changes.
+A head + tail preview hides what the model most often comes back for in a long output:
+the failures in the middle of a test run or a build log, the definitions and names in
+the middle of a file, the matching lines of a long search. The outline keeps, within a
+character budget and in this order (:mod:`.line_kinds` says what each line is):
+
+1. the lines reporting an error, in file order;
+2. the stack frame nearest each of them (the ``File "...", line N`` before a Python
+   exception, the ``at ...`` line after a Java or JavaScript one);
+3. the warning lines, in file order, in at most :data:`WARNING_SHARE` of the budget;
+4. the lines that break a run of alike lines (a ``SKIPPED`` among ``PASSED``, a ``WARN``
+   among ``INFO``) and show a name the head and tail do not, in at most
+   :data:`UNLIKE_SHARE` of the budget;
+5. with the room left, the lines that add the most new tokens per character (earliest
+   line on ties, while a line shows at least one new token per 100 characters).
+
+When not every error or warning line fits, a last line says how many were left out and
+where (``… and 7 more error lines (lines 410–1290)``): the model knows to read the spill
+file. Lines are shown with their numbers, in file order: a pure function of the text, so
+the preview never changes.
 
 A line is shown clipped, and only the tokens its clipped part shows count. Long lines (a
 lock file's entries, minified JSON) carry what the model wants at their start (a name, a
-version) and a long tail of dependencies or hashes after it, so the outline is built at
-each of :data:`LINE_WIDTHS` and the one that shows the most tokens is kept: many short
+version) and a long tail of dependencies or hashes after it, so the token cover is built
+at each of :data:`LINE_WIDTHS` and the one that shows the most tokens is kept: many short
 lines, or fewer whole ones.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 
+from middleware.steps.line_kinds import (
+    ERROR,
+    WARNING,
+    breaking_runs,
+    frames,
+    kinds,
+    nearest_frames,
+    severities,
+)
 from middleware.steps.mentions import cut_between_tokens, distinctive_tokens, tokens_of
 
 #: Characters of one outline line kept at most, tried in order (the first wins a tie).
@@ -30,60 +53,201 @@ MIN_TOKENS_PER_CHAR = 1 / 100
 #: Characters of the omitted part looked at, from its start: a 50 MB log is outlined from
 #: its first 200,000 characters, in bounded time and memory.
 MAX_SCAN = 200_000
+#: Characters of the omitted part searched for error and warning lines: only the few lines
+#: holding a severity's word are read past :data:`MAX_SCAN`.
+MAX_REPORT_SCAN = 1_000_000
 #: The first line of an outline.
 HEADING = "\nLines from the omitted part:"
+#: Share of the budget warning lines may take (errors may take all of it): a linter's
+#: hundred findings leave room for the names of the rest.
+WARNING_SHARE = 1 / 2
+#: Share of the budget the lines that break a run may take.
+UNLIKE_SHARE = 1 / 4
+#: A line reporting an error or a warning this short is shown only with a name in it
+#: (a bare ``[ERROR]`` says nothing).
+MIN_REPORT_CHARS = 12
+
+_Line = tuple[int, str, frozenset[str]]  # number, rendered line, the new tokens it shows
 
 
 def outline(text: str, start: int, end: int, budget: int) -> str:
     """The outline of ``text[start:end]`` in at most ``budget`` characters, or ``""``.
 
-    Only lines wholly inside the span (and within :data:`MAX_SCAN` of its start) are
-    shown; a token already in the rest of the text (the head and tail the preview keeps)
-    adds nothing.
+    Only lines wholly inside the span are shown: any line within :data:`MAX_SCAN` of its
+    start, and error and warning lines within :data:`MAX_REPORT_SCAN`. A token already in
+    the rest of the text (the head and tail the preview keeps) adds nothing.
     """
     if budget <= len(HEADING) or end <= start:
         return ""
     first = text.find("\n", start - 1) + 1 if start > 0 and text[start - 1] != "\n" else start
     shown = distinctive_tokens(text[:start]) | distinctive_tokens(text[end:])
-    end = min(end, first + MAX_SCAN)
-    number = text.count("\n", 0, first) + 1
-    # Per width: (line number, rendered line, the new tokens its clipped part shows).
-    lines: dict[int, list[tuple[int, str, frozenset[str]]]] = {w: [] for w in LINE_WIDTHS}
-    position = first
-    while position < end:
-        stop = text.find("\n", position, end)
-        if stop == -1:
-            break  # the last line runs past the span: the tail shows its end
-        line = text[position:stop].strip()
-        entry: tuple[int, str, frozenset[str]] | None = None
-        for width in LINE_WIDTHS if line else ():
-            if entry is None or len(line) > width:  # a short line is the same at any width
-                clipped = cut_between_tokens(line, width)
-                tokens = frozenset(tokens_of(clipped)) - shown
-                entry = (number, f"{number}: {clipped}", tokens)
-            if entry[2]:
-                lines[width].append(entry)
-        position = stop + 1
-        number += 1
+    scan = _Scan(text, first, text.rfind("\n", first, min(end, first + MAX_SCAN)) + 1, shown)
+    scan.add_reports(text.rfind("\n", first, min(end, first + MAX_REPORT_SCAN)) + 1)
+    return _render(_Selection(budget - len(HEADING), scan))
+
+
+class _Scan:
+    """The lines of ``text[first:last]`` (each ends before ``last``) as the outline may
+    show them: at each width with the new tokens they show, and what :mod:`.line_kinds`
+    says they are."""
+
+    def __init__(self, text: str, first: int, last: int, shown: set[str]) -> None:
+        self.text, self.shown, self.last = text, shown, last
+        self.lines: dict[int, list[_Line]] = {w: [] for w in LINE_WIDTHS}
+        self.wide: dict[int, _Line] = {}  # each line at the widest width, by number
+        self.reports: dict[int, list[_Line]] = {ERROR: [], WARNING: []}
+        self.framed: list[int] = []  # numbers of the frame lines, in order
+        self.kinds: list[tuple[int, str]] = []  # (number, kind) of the lines with a word
+        severity, frame, kind = (
+            severities(text, first, last),
+            frames(text, first, last),
+            kinds(text, first, last),
+        )
+        self.number = text.count("\n", 0, first) + 1  # of the line being read
+        position = first
+        while position < last:
+            stop = text.find("\n", position, last)
+            line = " ".join(text[position:stop].split())
+            entry: _Line | None = None
+            for width in LINE_WIDTHS if line else ():
+                if entry is None or len(line) > width:  # a short line is the same at any width
+                    entry = self._entry(line, width)
+                    self.wide.setdefault(self.number, entry)
+                if entry[2]:
+                    self.lines[width].append(entry)
+            if line:
+                self._report(severity.get(position), line)
+                if position in frame:
+                    self.framed.append(self.number)
+                if position in kind:
+                    self.kinds.append((self.number, kind[position]))
+            position = stop + 1
+            self.number += 1
+
+    def add_reports(self, last: int) -> None:
+        """Also the error and warning lines from where the scan stopped to ``last``."""
+        counted = self.last
+        for position, level in severities(self.text, self.last, last).items():
+            self.number += self.text.count("\n", counted, position)
+            counted = position
+            stop = self.text.find("\n", position, last)
+            self._report(level, " ".join(self.text[position:stop].split()))
+
+    def _entry(self, line: str, width: int) -> _Line:
+        clipped = cut_between_tokens(line, width)
+        return (
+            self.number,
+            f"{self.number}: {clipped}",
+            frozenset(tokens_of(clipped)) - self.shown,
+        )
+
+    def _report(self, level: int | None, line: str) -> None:
+        if not level or not line:
+            return
+        entry = self.wide.get(self.number) or self._entry(line, LINE_WIDTHS[0])
+        self.wide[self.number] = entry
+        if len(line) >= MIN_REPORT_CHARS or entry[2]:
+            self.reports[level].append(entry)
+
+
+class _Selection:
+    """The lines of one outline, chosen in the order the module says, within ``room``."""
+
+    def __init__(self, room: int, scan: _Scan) -> None:
+        self.room = room
+        self.scan = scan
+        self.chosen: dict[int, str] = {}
+        self.notices: list[str] = []
+        errors, warnings = scan.reports[ERROR], scan.reports[WARNING]
+        # The warnings' notice is kept room for while errors are chosen: if errors do
+        # not all fit, no warning does, and the model must still hear of them.
+        reserve = len(_notice(warnings, 0, "warning"))
+        if self._take(errors, self.room - reserve, "error"):
+            if reserve <= self.room:
+                self.notices.append(_notice(warnings, 0, "warning"))
+                self.room -= reserve
+        else:
+            shown = [n for n, _, _ in errors]
+            self._fit(scan.wide[n] for n in nearest_frames(shown, scan.framed))
+            share = max(int(room * WARNING_SHARE), reserve)
+            self._take(warnings, min(self.room, share), "warning")
+        unlike = int(room * UNLIKE_SHARE)
+        for number in breaking_runs(scan.kinds):
+            _, rendered, tokens = scan.wide[number]
+            if tokens and number not in self.chosen and len(rendered) + 1 <= min(unlike, self.room):
+                self.chosen[number] = rendered
+                self.room -= len(rendered) + 1
+                unlike -= len(rendered) + 1
+
+    def _take(self, reports: list[_Line], room: int, noun: str) -> bool:
+        """Choose the longest prefix of ``reports`` that fits in ``room`` with the notice
+        of the rest; ``True`` if some are left out."""
+        used, best, notice = 0, -1, ""
+        for i in range(len(reports) + 1):
+            rest = _notice(reports, i, noun)
+            if used + len(rest) <= room:
+                best, notice = i, rest
+            if i == len(reports):
+                break
+            used += len(reports[i][1]) + 1
+            if used > room:
+                break
+        if best < 0:
+            return bool(reports)
+        for number, rendered, _ in reports[:best]:
+            self.chosen[number] = rendered
+            self.room -= len(rendered) + 1
+        if notice:
+            self.notices.append(notice)
+            self.room -= len(notice)
+        return best < len(reports)
+
+    def _fit(self, candidates: Iterable[_Line]) -> None:
+        for number, rendered, _ in candidates:
+            if number not in self.chosen and len(rendered) + 1 <= self.room:
+                self.chosen[number] = rendered
+                self.room -= len(rendered) + 1
+
+
+def _render(selection: _Selection) -> str:
+    """The chosen lines, those of the token cover of the room left (at the width that
+    shows the most tokens), in file order, and the notices."""
+    scan, covered = selection.scan, set[str]()
+    for number in selection.chosen:
+        covered |= scan.wide[number][2]
     best: list[tuple[int, str]] = []
-    most = 0
+    most = -1
     for width in LINE_WIDTHS:
-        chosen, covered = _choose(lines[width], budget - len(HEADING))
-        if covered > most:
-            best, most = chosen, covered
-    if not best:
+        free = [line for line in scan.lines[width] if line[0] not in selection.chosen]
+        chosen, count = _choose(free, selection.room, covered)
+        if count > most:
+            best, most = chosen, count
+    shown = sorted([*selection.chosen.items(), *best])
+    if not shown and not selection.notices:
         return ""
-    return HEADING + "".join(f"\n{rendered}" for _, rendered in sorted(best))
+    return HEADING + "".join(f"\n{r}" for _, r in shown) + "".join(selection.notices)
+
+
+def _notice(reports: list[_Line], shown: int, noun: str) -> str:
+    """``… and 7 more error lines (lines 410–1290)``: of the ``reports`` past the first
+    ``shown``."""
+    left = len(reports) - shown
+    if left <= 0:
+        return ""
+    if left == 1:
+        return f"\n… and 1 more {noun} line (line {reports[-1][0]})"
+    return f"\n… and {left} more {noun} lines (lines {reports[shown][0]}–{reports[-1][0]})"
 
 
 def _choose(
-    lines: list[tuple[int, str, frozenset[str]]], budget: int
+    lines: list[_Line], budget: int, covered: set[str]
 ) -> tuple[list[tuple[int, str]], int]:
     """Lazy greedy cover: the line adding the most uncovered tokens per character next,
     down to :data:`MIN_TOKENS_PER_CHAR`. Returns the lines chosen and how many distinct
-    tokens they show."""
-    covered: set[str] = set()
-    heap = [(-len(tokens) / (len(rendered) + 1), number, i)
+    tokens they show besides ``covered``."""
+    covered = set(covered)
+    before = len(covered)
+    heap = [(-len(tokens - covered) / (len(rendered) + 1), number, i)
             for i, (number, rendered, tokens) in enumerate(lines)]  # fmt: skip
     heapq.heapify(heap)
     chosen: list[tuple[int, str]] = []
@@ -106,4 +270,4 @@ def _choose(
         chosen.append((number, rendered))
         covered |= tokens
         used += cost
-    return chosen, len(covered)
+    return chosen, len(covered) - before

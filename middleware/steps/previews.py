@@ -26,7 +26,7 @@ from middleware.steps.read_back import ReadBack
 #: The outline of a preview, kept for a process that starts cold (:mod:`middleware.cache.kept`).
 OUTLINE = KeptKind(
     "outline",
-    ("middleware.steps.outline", "middleware.steps.mentions"),
+    ("middleware.steps.outline", "middleware.steps.mentions", "middleware.steps.line_kinds"),
     encode=lambda lines: lines,
     decode=lambda value: value if isinstance(value, str) else None,
 )

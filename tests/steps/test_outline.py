@@ -1,5 +1,6 @@
-"""The outline of a preview's omitted part: the lines that show the most names the head and
-tail do not, with their line numbers, within a budget (issue 17)."""
+"""The outline of a preview's omitted part: its error and warning lines first (issue 25),
+then the lines that show the most names the head and tail do not, with their line
+numbers, within a budget (issue 17)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import middleware
+from middleware.steps.line_kinds import ERROR, WARNING, frames, severities
 from middleware.steps.mentions import distinctive_tokens
 from middleware.steps.outline import HEADING, outline
 
@@ -93,7 +95,8 @@ def test_an_outline_fits_its_budget_and_only_quotes_the_omitted_lines(
     for line in shown.splitlines()[2:]:
         number, quoted = line.split(": ", 1)
         assert distinctive_tokens(quoted)
-        assert text.splitlines()[int(number) - 1].strip().startswith(quoted)
+        # Runs of whitespace are shown as one space.
+        assert " ".join(text.splitlines()[int(number) - 1].split()).startswith(quoted)
 
 
 def test_a_spilled_preview_carries_the_outline_and_stays_lossless_and_idempotent() -> None:
@@ -124,3 +127,144 @@ def test_a_line_must_show_a_new_token_per_hundred_characters() -> None:
     assert outline(sparse, 5, len(sparse) - 5, 3_000) == ""
     dense = "head\n" + "lonely_name = 1\n" + "tail\n"
     assert "lonely_name" in outline(dense, 5, len(dense) - 5, 3_000)
+
+
+REPORTS = {
+    "src/a.c:3:5: error: 'x' undeclared (first use in this function)": ERROR,
+    "src/app/router.ts(41,7): error TS2345: Argument of type 'string'": ERROR,
+    "error[E0308]: mismatched types": ERROR,
+    "error: could not compile `crate_19` (lib) due to 1 previous error": ERROR,
+    "tests/test_a.py::test_parse FAILED                      [ 9%]": ERROR,
+    "FAILED tests/test_a.py::test_parse - AssertionError: assert 1 == 2": ERROR,
+    "E       AssertionError: assert 1776 == 1777": ERROR,
+    "tests/test_a.py:186: AssertionError": ERROR,
+    "Traceback (most recent call last):": ERROR,
+    "KeyError: 'database_url'": ERROR,
+    "Caused by: java.lang.IllegalStateException: card expired": ERROR,
+    "npm ERR! code E404": ERROR,
+    "npm error code 3": ERROR,
+    "fatal: not a git repository (or any of the parent directories): .git": ERROR,
+    "panic: runtime error: index out of range [3] with length 3": ERROR,
+    "thread 'main' panicked at src/main.rs:4:5:": ERROR,
+    "[ERROR] Failed to execute goal org.apache.maven.plugins:maven-compiler-plugin": ERROR,
+    "2026-03-02 09:14:07,112 ERROR orders.import: batch 131 skipped": ERROR,
+    "CONFLICT (content): Merge conflict in docs/page_041.md": ERROR,
+    "make: *** [Makefile:10: build/codec_37.o] Error 1": ERROR,
+    "F401 [*] `os` imported but unused": ERROR,
+    "=========== 10 failed, 390 passed in 0.69s ===========": ERROR,
+    "src/a.c:6:9: warning: unused variable 'scratch' [-Wunused-variable]": WARNING,
+    "warning: unused variable: `unused_10`": WARNING,
+    "npm warn deprecated inflight@1.0.6: This module is not supported": WARNING,
+    "  /tmp/project/tests/test_a.py:331: DeprecationWarning: run_all() is deprecated": WARNING,
+    "[WARNING] Service00.java:[5,25] Integer(int) has been deprecated": WARNING,
+}
+NOT_REPORTS = (
+    "    except ValueError:",
+    "        raise KeyError(name)",
+    "    def record_error(self, error: Exception) -> None:",
+    "        if error:",
+    "    error = None",
+    "tests/test_errors.py::test_error_is_raised PASSED                  [ 40%]",
+    "    Raises:",
+    "        ValueError: if the name is empty.",
+    "LEVELS = ['ERROR', 'WARNING']",
+    "logger.setLevel(logging.ERROR)",
+    "=========== 400 passed in 0.69s ===========",
+    "Compiling crate_07 v0.1.7 (/tmp/project/crates/crate_07)",
+)
+
+
+def test_error_and_warning_lines_are_told_from_code_that_names_errors() -> None:
+    text = "\n".join([*REPORTS, *NOT_REPORTS]) + "\n"
+    found = severities(text, 0, len(text))
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    levels = {
+        line: found.get(start, 0) for line, start in zip(text.splitlines(), starts, strict=False)
+    }
+    assert {line: levels[line] for line in REPORTS} == REPORTS
+    assert {line: levels[line] for line in NOT_REPORTS} == dict.fromkeys(NOT_REPORTS, 0)
+
+
+def test_stack_frames_are_found() -> None:
+    lines = [
+        '  File "/tmp/project/worker.py", line 13, in depth',
+        "    at com.example.billing.Billing.charge(Billing.java:11)",
+        "    at domainOf (/tmp/project/sync.js:3:49)",
+        "   --> crates/crate_19/src/lib.rs:2:22",
+        "pipeline/stage_03.py:9: in run",
+        "    return a + b",
+    ]
+    text = "\n".join(lines) + "\n"
+    starts = sorted(frames(text, 0, len(text)))
+    assert [text[s : text.index("\n", s)] for s in starts] == lines[:5]
+
+
+TRACE = (
+    "".join(f"2026-03-02 09:14:{n % 60:02d} INFO worker: item {n} imported\n" for n in range(80))
+    + "Traceback (most recent call last):\n"
+    + '  File "/tmp/project/run.py", line 40, in <module>\n'
+    + "    main()\n"
+    + '  File "/tmp/project/importer.py", line 12, in parse_order\n'
+    + "    return order['customer']['email']\n"
+    + "KeyError: 'email'\n"
+    + "".join(f"2026-03-02 09:15:{n % 60:02d} INFO worker: item {n} imported\n" for n in range(80))
+)
+
+
+def test_an_error_comes_with_the_frame_that_locates_it() -> None:
+    start, end = 2_000, len(TRACE) - 500
+    shown = outline(TRACE, start, end, 3_000)
+    assert "\n86: KeyError: 'email'" in shown
+    assert "\n81: Traceback (most recent call last):" in shown
+    assert '\n84: File "/tmp/project/importer.py", line 12, in parse_order' in shown
+
+
+def test_a_line_that_breaks_a_run_is_shown_before_the_token_cover() -> None:
+    lines = [f"tests/test_api.py::test_endpoint_{n:03d} PASSED" for n in range(300)]
+    lines[150] = "tests/test_api.py::test_endpoint_150 SKIPPED (needs network_access)"
+    text = "\n".join(lines) + "\n"
+    shown = outline(text, 2_000, len(text) - 500, 600)
+    assert "\n151: tests/test_api.py::test_endpoint_150 SKIPPED (needs network_access)" in shown
+
+
+LOG_LINE = st.sampled_from(
+    [
+        "alpha_1 ok",
+        "x",
+        "FAILED tests/t.py::test_a",
+        "error: boom in beta.py",
+        '  File "a.py", line 3, in f',
+        "ValueError: bad gamma:2",
+        "WARNING: slow delta_4",
+        "plain  words",
+        "",
+    ]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(LOG_LINE, max_size=300), st.integers(min_value=0, max_value=3_000), st.data())
+def test_an_outline_of_a_log_fits_and_quotes_its_lines_in_order(
+    lines: list[str], budget: int, data: st.DataObject
+) -> None:
+    text = "\n".join(lines) + "\n"
+    start = data.draw(st.integers(min_value=0, max_value=len(text)))
+    end = data.draw(st.integers(min_value=start, max_value=len(text)))
+    shown = outline(text, start, end, budget)
+    assert len(shown) <= budget
+    assert shown == outline(text, start, end, budget)  # a pure function of its inputs
+    if not shown:
+        return
+    assert shown.startswith(HEADING)
+    body = shown.splitlines()[2:]
+    quoted = [line for line in body if not line.startswith("… and ")]
+    notices = body[len(quoted) :]
+    assert all(line.startswith("… and ") for line in notices)  # the notices come last
+    numbers = [int(line.split(": ", 1)[0]) for line in quoted]
+    assert numbers == sorted(set(numbers))  # file order, each line once
+    first = text.count("\n", 0, start) + 1 + (start > 0 and text[start - 1] != "\n")
+    for number, line in zip(numbers, quoted, strict=True):
+        assert first <= number and text[:end].count("\n") >= number  # wholly omitted
+        assert " ".join(lines[number - 1].split()).startswith(line.split(": ", 1)[1])
