@@ -73,10 +73,16 @@ def env_overrides(environ: Mapping[str, str], origin: str) -> dict[str, tuple[An
         elif "__" in name:
             parts = name[len(PREFIX) :].lower().split("__")
             if parts[0] not in sections:
-                logger.debug("ignoring %s: not a policy section of chatcli-middleware", name)
-                continue
+                raise PolicyError(_no_section(name, parts[0], sections), source=origin)
             key = ".".join(parts)
         else:
+            meant = _single_underscore(name, sections)
+            if meant is not None:
+                raise PolicyError(
+                    f"{name}: a section and its key are joined by two underscores; did you "
+                    f"mean {meant}?",
+                    source=origin,
+                )
             logger.debug("ignoring %s: not a chatcli-middleware variable", name)
             continue
         schema = _subschema(key, name)
@@ -90,6 +96,28 @@ def env_overrides(environ: Mapping[str, str], origin: str) -> dict[str, tuple[An
             )
         out[key] = (value, f"{origin} {name}")
     return out
+
+
+def _no_section(name: str, section: str, sections: Mapping[str, Any]) -> str:
+    """Why ``CHATCLI_<SECTION>__...`` names nothing (a variable with ``__`` is always
+    ours: ChatCLI's own names have none), with the section probably meant."""
+    close = difflib.get_close_matches(section, list(sections), n=1, cutoff=0.6)
+    hint = f"; did you mean {PREFIX}{close[0].upper()}__...?" if close else ""
+    known = ", ".join(sorted(k for k, v in sections.items() if "properties" in v))
+    return f"{name}: the policy has no section {section!r}{hint} (sections: {known})"
+
+
+def _single_underscore(name: str, sections: Mapping[str, Any]) -> str | None:
+    """The variable ``name`` was probably meant to be, if it is a section and one of its
+    keys joined by one underscore (``CHATCLI_PROXY_HOST``), else ``None``."""
+    rest = name[len(PREFIX) :].lower()
+    for section, schema in sections.items():
+        if not rest.startswith(section + "_") or "properties" not in schema:
+            continue
+        key = rest[len(section) + 1 :]
+        if key in schema["properties"]:
+            return env_name(f"{section}.{key}")
+    return None
 
 
 def _subschema(key: str, variable: str) -> Mapping[str, Any]:
@@ -130,6 +158,10 @@ def coerce(raw: str, schema: Mapping[str, Any], variable: str) -> Any:
         value = float(text)
         if not math.isfinite(value):  # 1e309
             raise _invalid(variable, raw, f"{_expected(schema)} ({NUMBER_RANGE})")
+        mantissa = re.split("[eE]", text)[0]
+        if value == 0 and any(digit in mantissa for digit in "123456789"):  # 1e-400
+            raise _invalid(variable, raw, f"{_expected(schema)} (it is too small to "
+                           "tell from 0: write 0, or a number above 1e-300)")  # fmt: skip
     elif "boolean" in types:
         if text.lower() not in _TRUE | _FALSE:
             raise _invalid(variable, raw, "true or false")

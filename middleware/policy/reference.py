@@ -33,6 +33,9 @@ budget:
 Precedence, lowest first: the defaults below < the policy file (and what it `extends`) <
 `.env` < the environment < explicit overrides. An environment value is parsed as the key's
 type (`20k` or `-5` is an error naming the variable); a list or mapping is written as JSON.
+A variable with a double underscore must name a section (`CHATCLI_PROXI__HOST` is an error
+saying `CHATCLI_PROXY__`), and a section and key joined by one (`CHATCLI_PROXY_HOST`) is an
+error naming the variable meant; other `CHATCLI_*` names are left to the host application.
 `chatcli-mw config --show-origin` prints every value in effect and where it came from.
 """
 

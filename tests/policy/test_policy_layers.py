@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -176,9 +177,34 @@ def test_conflicting_alias_and_dunder_spellings_are_an_error() -> None:
 
 
 def test_other_chatcli_variables_belong_to_the_host_and_are_ignored() -> None:
-    env = {"CHATCLI_MAX_PAYLOAD": "5MB", "CHATCLI_COMPRESSION": "lossy", "CHATCLI_FOO__BAR": "x",
+    env = {"CHATCLI_MAX_PAYLOAD": "5MB", "CHATCLI_COMPRESSION": "lossy", "CHATCLI_PROXY_X": "1",
            "CHATCLI_LOAD_PLUGINS": "", "CHATCLI_HISTORY_REWRITE_PRESSURE": "2"}  # fmt: skip
     assert load(env=env).digest == load().digest
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        # A double underscore is always ours (ChatCLI's names have none): its section must
+        # exist, and the message names the one probably meant.
+        ("CHATCLI_PROXI__HOST", "0.0.0.0", "no section 'proxi'; did you mean CHATCLI_PROXY__"),
+        ("CHATCLI_BUGDET__MAX_RESULT_CHARS", "9000", "did you mean CHATCLI_BUDGET__"),
+        ("CHATCLI_FOO__BAR", "x", "the policy has no section 'foo' (sections: budget"),
+        # A section and one of its keys joined by one underscore.
+        ("CHATCLI_PROXY_HOST", "0.0.0.0", "did you mean CHATCLI_PROXY__HOST?"),
+        ("CHATCLI_BUDGET_MAX_RESULT_CHARS", "9000", "did you mean CHATCLI_BUDGET__MAX_RESULT_"),
+        # A number too small to tell from 0 is not silently 0.
+        ("CHATCLI_MICROCOMPACT__SCHEDULE__REWRITE_COST", "1e-400", "too small to tell from 0"),
+    ],
+)
+def test_an_operators_typo_is_an_error_naming_the_variable(
+    variable: str, value: str, said: str
+) -> None:
+    with pytest.raises(PolicyError, match=re.escape(variable)) as info:
+        load(env={variable: value})
+    assert said in str(info.value)
+    assert load(env={"CHATCLI_MICROCOMPACT__SCHEDULE__REWRITE_COST": "0e5"}).get(
+        "microcompact.schedule.rewrite_cost") == 0  # fmt: skip
 
 
 @given(st.integers(min_value=256, max_value=10**9))
