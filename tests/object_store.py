@@ -84,3 +84,36 @@ def s3_server() -> Iterator[S3Server]:
         yield running
     finally:
         server.stop()
+
+
+@contextmanager
+def hanging_server() -> Iterator[str]:
+    """A server on loopback that accepts every connection and never answers (a store
+    behind a dead load balancer); yields its endpoint."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(512)
+    listener.settimeout(0.05)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        for connection in held:
+            connection.close()
+        listener.close()

@@ -41,7 +41,7 @@ from middleware.proxy.metrics import Metrics
 from middleware.proxy.policies import PolicyCatalog, PolicySource
 from middleware.proxy.settings import ProxySettings
 from middleware.proxy.upstream import REQUEST_DROPPED, Relay, client, forwarded_headers
-from middleware.spill import SpillError, SpillSettings, open_root
+from middleware.spill import SpillError, SpillSettings, SpillTimeout, open_root
 from middleware.spill.layout import session_folder_name
 from middleware.spill.recall import RecallError, lines_of
 from middleware.spill.retention import forget
@@ -233,10 +233,13 @@ class Proxy:
 
     async def healthz(self, request: Request) -> Response:
         statuses = self.catalog.statuses()
-        healthy = all(s.last_reload_ok for s in statuses.values())
+        store = open_root(bind(self.catalog.default.policy, SpillSettings))
+        trouble = store.trouble  # an object store that failed, or hung, lately
+        healthy = all(s.last_reload_ok for s in statuses.values()) and trouble is None
         return JSONResponse(
             {
                 "status": "ok" if healthy else "degraded",
+                "spill": {"url": store.url, "error": trouble},
                 "sessions": len(self.sessions),
                 "policies": {
                     name: {
@@ -271,9 +274,10 @@ class Proxy:
         root = open_root(bind(self.catalog.default.policy, SpillSettings))
         try:
             text = await anyio.to_thread.run_sync(root.read, session_folder_name(session), name)
-        except SpillError as exc:
+        except SpillError as exc:  # missed its deadline: 504; failed, or still down: 502
             logger.error("recall: %s", exc)
-            return PlainTextResponse(f"the spill store cannot be read: {exc}", 502)
+            status = 504 if isinstance(exc, SpillTimeout) else 502
+            return PlainTextResponse(f"the spill store cannot be read: {exc}", status)
         if text is None:
             return PlainTextResponse(f"no spilled output {name!r} in session {session!r}", 404)
         try:

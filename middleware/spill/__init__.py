@@ -3,7 +3,7 @@ workspace, or an object store that replicas share), read back and removed."""
 
 from __future__ import annotations
 
-from middleware.spill.layout import SpillError, spill_file_name
+from middleware.spill.layout import SpillError, SpillTimeout, spill_file_name
 from middleware.spill.settings import SpillSettings
 from middleware.spill.stores import open_root, open_store
 from middleware.spill.workspace import SpillWorkspace
@@ -11,6 +11,7 @@ from middleware.spill.workspace import SpillWorkspace
 __all__ = [
     "SpillError",
     "SpillSettings",
+    "SpillTimeout",
     "SpillWorkspace",
     "open_root",
     "open_store",

@@ -40,6 +40,10 @@ class SpillError(MiddlewareError, OSError):
     unsafe, an object store that is down or refuses the credentials)."""
 
 
+class SpillTimeout(SpillError):
+    """An object store that did not answer within ``spill.timeout_seconds``."""
+
+
 def describe(exc: BaseException) -> str:
     """``Type: message``: how a store's own error is named in a :class:`SpillError`."""
     return f"{type(exc).__name__}: {exc}"

@@ -25,6 +25,11 @@ class LocalRoot:
     def url(self) -> str:
         return str(self.path)
 
+    @property
+    def trouble(self) -> None:
+        """A local folder is never counted as down: each write says if it fails."""
+        return None
+
     def read(self, folder: str, name: str) -> str | None:
         if not is_session_folder(folder) or not is_result_name(name):
             return None

@@ -14,7 +14,10 @@ its name.
 A store that fails (down, refusing the credentials, no such bucket) raises
 :class:`~middleware.spill.layout.SpillError`, which the steps handle as ``spill.on_error``
 says; for ``spill.retry_after_seconds`` after a failure, new saves fail at once and reads
-find nothing, so a store that is down costs one timeout, not one per result.
+find nothing, so a store that is down costs one timeout, not one per result. Every call
+has a deadline (``spill.timeout_seconds``, retries included): a store that accepts
+connections and never answers fails like one that is down. The call runs on the root's
+own threads, so a hung store never takes the threads that serve requests.
 
 Nothing here removes a session's objects when a pipeline closes: replicas share them.
 ``chatcli-mw gc`` and the proxy's ``DELETE /sessions/{id}`` do, through
@@ -23,6 +26,7 @@ Nothing here removes a session's objects when a pipeline closes: replicas share 
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import threading
@@ -30,13 +34,14 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from middleware.spill.layout import (
     MARKER,
     RESULTS,
     SpillError,
     SpillKey,
+    SpillTimeout,
     describe,
     is_result_name,
     is_session_folder,
@@ -65,6 +70,11 @@ KNOWN_ENTRIES = 100_000
 MARK_SECONDS = 3600.0
 #: Bytes of read results kept in memory per root (they never change).
 CACHE_BYTES = 32 * 2**20
+#: Threads a root calls its store on: calls of a store that hangs hold these, never the
+#: threads that serve requests.
+STORE_THREADS = 8
+
+T = TypeVar("T")
 
 
 class ObjectRoot:
@@ -77,6 +87,7 @@ class ObjectRoot:
         base: str,
         *,
         retry_after: float,
+        timeout: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._fs = fs
@@ -97,6 +108,10 @@ class ObjectRoot:
         self._cache: OrderedDict[str, tuple[str, int]] = OrderedDict()
         self._cached_bytes = 0
         self._down: tuple[float, str] | None = None
+        self.timeout = timeout
+        self._calls = concurrent.futures.ThreadPoolExecutor(
+            STORE_THREADS, thread_name_prefix="chatcli-store"
+        )
 
     def workspace(self, session_id: str) -> ObjectWorkspace:
         """The store of one session under this root."""
@@ -122,15 +137,16 @@ class ObjectRoot:
             return location
         self._check_up(f"cannot save spilled output to {location}")
         data = content.encode("utf-8", "surrogatepass")
-        try:
+
+        def write() -> None:
             self._mark(folder)
             existing = self._get(path)
             if existing is None:
                 self._create(path, data)
             elif existing != data:  # not what its name says: write it right
                 self._put(path, data)
-        except Exception as exc:  # any backend's error: botocore's are not OSErrors
-            raise self._failed(f"cannot save spilled output to {location}", exc) from exc
+
+        self._within(write, f"cannot save spilled output to {location}")
         self._up()
         self._remember(path)
         self._keep(path, content, len(data))
@@ -211,10 +227,7 @@ class ObjectRoot:
             return None
         path = self._path(folder, RESULTS, name)
         self._check_up(f"cannot read {self.location(folder, name)}")
-        try:
-            data = self._get(path)
-        except Exception as exc:
-            raise self._failed(f"cannot read {self.location(folder, name)}", exc) from exc
+        data = self._within(lambda: self._get(path), f"cannot read {self.location(folder, name)}")
         self._up()
         if data is None:
             return None
@@ -240,12 +253,15 @@ class ObjectRoot:
 
     def sessions(self) -> list[SessionFolder]:
         """The folders under the root that hold a marker, with their newest object's time."""
-        return folders_in(self._fs, self._base, self.url)
+        return self._within(lambda: folders_in(self._fs, self._base, self.url),
+                            f"cannot list the sessions of {self.url}", down=False)  # fmt: skip
 
     def remove(self, folder: str) -> bool:
         """Remove what a store wrote in ``folder`` (see :func:`remove_folder`), and forget
         it here."""
-        if not remove_folder(self._fs, self._base, self.url, folder):
+        removed = self._within(lambda: remove_folder(self._fs, self._base, self.url, folder),
+                               f"cannot remove {self.url}/{folder}", down=False)  # fmt: skip
+        if not removed:
             return False
         prefix = self._path(folder) + "/"
         with self._lock:
@@ -257,6 +273,29 @@ class ObjectRoot:
         return True
 
     # -- helpers -------------------------------------------------------------------------
+
+    def _within(self, call: Callable[[], T], doing: str, *, down: bool = True) -> T:
+        """``call()`` on the root's threads, within ``timeout`` seconds in all; any
+        failure, or the deadline missed, is a :class:`SpillError` (and, with ``down``, the
+        store counts as down). A call that misses it runs on in its thread: the request
+        does not wait for it."""
+        try:
+            future = self._calls.submit(call)
+        except RuntimeError as exc:  # shut down: the process is ending
+            raise SpillError(f"{doing}: the spill store is closed ({exc})") from exc
+        try:
+            return future.result(timeout=self.timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()  # if it has not started: never run it late
+            reason = TimeoutError(f"no answer within {self.timeout:g} s (spill.timeout_seconds)")
+            if down:
+                self._failed(doing, reason)
+            raise SpillTimeout(f"{doing}: {describe(reason)}") from None
+        except SpillError:
+            raise
+        except Exception as exc:  # any backend's error: botocore's are not OSErrors
+            raise (self._failed(doing, exc) if down else SpillError(
+                f"{doing}: {describe(exc)}")) from exc  # fmt: skip
 
     def _path(self, *parts: str) -> str:
         return "/".join((self._base, *parts))
@@ -297,6 +336,15 @@ class ObjectRoot:
             if self._down is not None:
                 logger.info("the spill store %s answers again", self.url)
             self._down = None
+
+    @property
+    def trouble(self) -> str | None:
+        """Why the store counts as down now, or ``None`` (for health checks)."""
+        with self._lock:
+            down = self._down
+        if down is None or self._clock() - down[0] >= self.retry_after:
+            return None
+        return f"failed {self._clock() - down[0]:.0f} s ago: {down[1]}"
 
     def _failed(self, doing: str, exc: BaseException) -> SpillError:
         """Count the store as down from now, and say what failed."""

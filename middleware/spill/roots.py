@@ -30,6 +30,12 @@ class SpillRoot(Protocol):
         """The root as the policy's ``spill.url`` names it (a folder or a URL)."""
         ...
 
+    @property
+    def trouble(self) -> str | None:
+        """Why the store counts as down now (it failed, or missed its deadline, lately),
+        or ``None``: what a health check reports."""
+        ...
+
     def read(self, folder: str, name: str) -> str | None:
         """The result ``name`` of session folder ``folder``, if a store saved it there
         (never anything else), else ``None``; :class:`~middleware.spill.layout.SpillError`

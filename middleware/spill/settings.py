@@ -19,6 +19,8 @@ class SpillSettings:
     storage_options: Mapping[str, Any]
     #: Seconds during which new spills fail at once after an object store failed.
     retry_after_seconds: float
+    #: Seconds one object-store call may take in all before it counts as failed.
+    timeout_seconds: float
     #: Folder holding session workspaces; ``None``: the system temporary folder.
     root: str | None
     #: Keep a local workspace when the pipeline closes.

@@ -79,12 +79,18 @@ def object_root(settings: SpillSettings) -> ObjectRoot:
     if url is None or is_local(url):
         raise ValueError(f"not an object-store URL: {url!r}")
     options = dict(settings.storage_options)
-    identity = json.dumps([url, options, settings.retry_after_seconds], sort_keys=True, default=str)
+    identity = json.dumps(
+        [url, options, settings.retry_after_seconds, settings.timeout_seconds],
+        sort_keys=True, default=str,
+    )  # fmt: skip
     with _roots_lock:
         root = _roots.get(identity)
         if root is None:
             fs, base = _filesystem(url, options)
-            root = _roots[identity] = ObjectRoot(fs, base, retry_after=settings.retry_after_seconds)
+            root = _roots[identity] = ObjectRoot(
+                fs, base, retry_after=settings.retry_after_seconds,
+                timeout=settings.timeout_seconds,
+            )  # fmt: skip
         return root
 
 

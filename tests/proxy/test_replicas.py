@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from object_store import S3Server
+from object_store import S3Server, hanging_server, set_credentials
 from proxy_stack import serve_process
 from stand_in import Provider
 
@@ -94,3 +94,29 @@ def test_requests_alternating_between_two_replicas_reach_the_provider_as_from_on
         assert ended.status_code == 200 and ended.json()["removed"] is True
         assert httpx.get(f"{first}/recall/{SESSION}/{name}").status_code == 404
         assert not [k for k in s3.filesystem().find(f"{shared_bucket}/mw") if SESSION in k]
+
+
+def test_a_hung_store_costs_a_request_one_deadline_and_shows_on_healthz(
+    provider: tuple[Provider, str],
+) -> None:
+    """A store that accepts connections and never answers (issue 26, item 1): requests go
+    through with their results whole within the store's deadline, recall answers 504, and
+    /healthz says the store is in trouble."""
+    stand_in, upstream = provider
+    set_credentials()
+    with hanging_server() as endpoint:
+        hung = {"spill.url": "s3://hung/mw", "spill.timeout_seconds": 1,
+                "spill.storage_options": {"client_kwargs": {"endpoint_url": endpoint}}}  # fmt: skip
+        with serve_process(upstream, hung) as url:
+            headers = {**HEADERS, "x-chatcli-session": "hung"}
+            answers = [httpx.post(url + "/v1/messages", json=conversation(n), headers=headers,
+                                  timeout=60) for n in (1, 1, 2)]  # fmt: skip
+            assert [a.status_code for a in answers] == [200, 200, 200]
+            sent = stand_in.accepted[-1][2]["messages"]
+            assert sent[-1]["content"][0]["content"] == output(1)  # kept whole, not lost
+            health = httpx.get(url + "/healthz").json()
+            assert health["status"] == "degraded"
+            assert "spill.timeout_seconds" in health["spill"]["error"]
+            name = "toolu_01-0123456789abcdef.txt"
+            recalled = httpx.get(f"{url}/recall/hung/{name}", timeout=60)
+            assert recalled.status_code in (502, 504)  # 504 when it hangs, 502 while down

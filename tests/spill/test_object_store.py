@@ -13,13 +13,13 @@ import time
 from typing import Any
 
 import pytest
-from object_store import S3Server, s3_server
+from object_store import S3Server, hanging_server, s3_server, set_credentials
 from replica import Replica
 from session_builders import tool_session
 
 from middleware import Pipeline, load_policy
 from middleware.policy.settings import bind
-from middleware.spill import SpillError, SpillSettings, open_root, open_store
+from middleware.spill import SpillError, SpillSettings, SpillTimeout, open_root, open_store
 from middleware.spill.layout import spill_file_name
 from middleware.spill.objects import ObjectRoot, ObjectWorkspace
 from middleware.spill.retention import collect, forget
@@ -305,3 +305,53 @@ def test_a_store_without_conditional_writes_gets_plain_ones(
     for n in range(3):
         location = store.save(f"k{n}", f"output {n}")
         assert store.load(location) == f"output {n}"
+
+
+def test_a_store_that_never_answers_costs_one_deadline_not_the_request() -> None:
+    """A store that accepts connections and never answers (issue 26, item 1): a spilling
+    request once held 700 s. Each call now has a deadline, retries included; the result
+    stays whole (spill.on_error), the store counts as down, and later spills fail at once."""
+    set_credentials()
+    with hanging_server() as endpoint:
+        overrides = {
+            "spill.url": "s3://hung/prefix",
+            "spill.storage_options": {"client_kwargs": {"endpoint_url": endpoint}},
+            "spill.timeout_seconds": 1,
+            "spill.retry_after_seconds": 60,
+        }
+        policy = load_policy(None, overrides=overrides, dotenv_path=False)
+        root = open_root(bind(policy, SpillSettings))
+        with Pipeline(policy, session_id="hung") as pipe:
+            started = time.monotonic()
+            first = pipe.process(tool_session(("bash", "a " * 20_000), ("bash", "b " * 20_000)))
+            elapsed = time.monotonic() - started
+            failed = [a for a in first.report.actions if a.kind == "spill_failed"]
+            assert [a.detail["action"] for a in failed] == ["kept whole", "kept whole"]
+            assert "no answer within 1 s (spill.timeout_seconds)" in failed[0].detail["error"]
+            assert "spill.retry_after_seconds" in failed[1].detail["error"]  # at once
+            assert first.messages[-1]["content"] == "b " * 20_000
+            assert elapsed < 20  # one deadline (s3fs alone would wait minutes)
+            assert root.trouble is not None and "spill.timeout_seconds" in root.trouble
+            with pytest.raises(SpillError, match="retry_after_seconds"):
+                root.read("chatcli-agent-hung", spill_file_name("k", "text", ".txt"))
+
+
+def test_listing_and_removing_in_a_hung_store_miss_their_deadline_too() -> None:
+    set_credentials()
+    with hanging_server() as endpoint:
+        fs = s3fs_for(endpoint)
+        root = ObjectRoot(fs, "hung/prefix", retry_after=60, timeout=0.5)
+        with pytest.raises(SpillTimeout):
+            root.sessions()
+        with pytest.raises(SpillTimeout):
+            root.remove("chatcli-agent-x")
+        with pytest.raises(SpillTimeout):
+            root.read("chatcli-agent-x", spill_file_name("k", "text", ".txt"))
+        assert root.trouble is not None  # a read that hung counts the store as down
+
+
+def s3fs_for(endpoint: str) -> Any:
+    import s3fs
+
+    return s3fs.S3FileSystem(skip_instance_cache=True, client_kwargs={"endpoint_url": endpoint},
+                             config_kwargs={"retries": {"max_attempts": 1}})  # fmt: skip
