@@ -99,6 +99,10 @@ def _configure_logging() -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root.addHandler(handler)
         root.setLevel(logging.INFO)
+    # The HTTP client logs every upstream URL at INFO, its query too: Gemini clients put
+    # their API key there. The access log says what each request did, without either.
+    for noisy in ("httpx", "httpcore", "httpx2", "httpcore2"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     access = logging.getLogger("middleware.proxy.access")
     plain = logging.StreamHandler(sys.stderr)
     plain.setFormatter(logging.Formatter("%(message)s"))

@@ -143,7 +143,8 @@ class Relay:
             await send({"type": "http.response.body", "body": b""})
             return True
         except httpx.HTTPError as exc:  # the upstream broke off mid-answer: end ours too
-            logger.warning("upstream %s broke off its answer: %s", self.url, exc)
+            where = self.url.split("?", 1)[0]  # a query may hold an API key (Gemini's)
+            logger.warning("upstream %s broke off its answer: %s", where, exc)
             return False
         except OSError:  # the client went away while we wrote to it
             return False

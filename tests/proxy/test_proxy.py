@@ -404,3 +404,24 @@ def test_codex_code_mode_items_pass_through_and_their_outputs_are_budgeted(stack
     sent = stack.provider.accepted[-1][2]["input"]
     assert sent[0] == tools and sent[2] == body["input"][2]
     assert "full output saved to" in sent[3]["output"] and len(sent[3]["output"]) < 6000
+
+
+def test_an_api_key_in_a_query_string_is_never_logged(
+    provider: tuple[Provider, str], tmp_path: Path
+) -> None:
+    """Gemini clients put their key in the query (issue 26, item 8): the access log names
+    the path only, and the HTTP client's per-request INFO line (the URL, query included)
+    is not written."""
+    from proxy_stack import serve_process
+
+    _, upstream = provider
+    log = tmp_path / "serve.log"
+    with serve_process(upstream, {"spill.root": str(tmp_path)}, log=log) as url:
+        secret = "AIzaSyD-secret-key-0123456789"
+        for path in ("/v1beta/models/gemini-x:generateContent", "/v1/messages"):
+            httpx.post(f"{url}{path}?key={secret}", json=BROKEN_ANTHROPIC, headers=ANTHROPIC,
+                       timeout=30)  # fmt: skip
+        httpx.get(f"{url}/v1/models?key={secret}", timeout=30)
+    written = log.read_text("utf-8")
+    assert "/v1/messages" in written  # the access log has its lines
+    assert secret not in written
