@@ -82,6 +82,7 @@ class Provider:
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
                 Route("/v1/responses", self.responses, methods=["POST"]),
                 Route("/v1/models", self.models, methods=["GET"]),
+                Route("/v1/echo-headers", self.echo_headers, methods=["GET", "POST"]),
             ]
         )
 
@@ -276,6 +277,14 @@ class Provider:
         listing = {"object": "list", "data": [{"id": "stand-in", "object": "model"}]}
         echo = {"x-stand-in-saw": ",".join(sorted(request.headers.keys()))}
         return JSONResponse(listing, headers={"request-id": "req_stand_in", **echo})
+
+    async def echo_headers(self, request: Request) -> Response:
+        """The request's headers as their bytes came (latin-1 text of them), answered with a
+        header whose value is UTF-8 (what some providers send)."""
+        seen = {k.decode("latin-1"): v.decode("latin-1") for k, v in request.headers.raw}
+        answer = JSONResponse(seen)
+        answer.raw_headers.append((b"x-stand-in-title", "café ✓".encode()))
+        return answer
 
     async def slow_stream(self, request: Request) -> Response:
         """One chunk, then the next only once the test releases it (or forever)."""

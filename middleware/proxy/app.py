@@ -143,7 +143,7 @@ class Proxy:
 
         if self.http is None:
             raise RuntimeError("the proxy's upstream pool starts with the app's lifespan")
-        headers = forwarded_headers(request.headers.items(), drop=REQUEST_DROPPED)
+        headers = forwarded_headers(request.headers.raw, drop=REQUEST_DROPPED)
         # The session the request was filed under, for a client that will end it
         # (``DELETE /sessions/{id}`` takes it as it is written here).
         ours = [(SESSION_ANSWER_HEADER, quote(cleaned.session.session, safe=""))] if (

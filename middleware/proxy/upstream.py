@@ -34,17 +34,21 @@ REQUEST_DROPPED = HOP_BY_HOP | {"host", "content-length"}
 
 
 def forwarded_headers(
-    headers: Iterable[tuple[str, str]], *, drop: frozenset[str] = REQUEST_DROPPED
-) -> list[tuple[str, str]]:
-    """``headers`` without the hop-by-hop ones (and those ``Connection`` names)."""
+    headers: Iterable[tuple[bytes, bytes]], *, drop: frozenset[str] = REQUEST_DROPPED
+) -> list[tuple[bytes, bytes]]:
+    """``headers`` without the hop-by-hop ones (and those ``Connection`` names), as the
+    bytes that came: a value in UTF-8 (``X-Title: café``) or any other bytes goes on as
+    it was, never decoded and encoded again."""
     pairs = list(headers)
     named = {
         token.strip().lower()
         for name, value in pairs
-        if name.lower() == "connection"
-        for token in value.split(",")
+        if name.lower() == b"connection"
+        for token in value.decode("latin-1").split(",")
     }
-    return [(name, value) for name, value in pairs if name.lower() not in drop | named]
+    dropped = drop | named
+    return [(name, value) for name, value in pairs
+            if name.decode("latin-1").lower() not in dropped]  # fmt: skip
 
 
 def client(settings: ProxySettings) -> httpx.AsyncClient:
@@ -80,7 +84,7 @@ class Relay:
         http: httpx.AsyncClient,
         method: str,
         url: str,
-        headers: list[tuple[str, str]],
+        headers: list[tuple[bytes, bytes]],
         body: bytes,
         *,
         on_headers: Callable[[int, float], None],
@@ -129,14 +133,10 @@ class Relay:
             return False
         try:
             self.on_headers(response.status_code, time.perf_counter() - started)
-            headers = forwarded_headers(response.headers.multi_items(), drop=HOP_BY_HOP)
-            headers += self.answer_headers
+            headers = forwarded_headers(response.headers.raw, drop=HOP_BY_HOP)
+            headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in self.answer_headers]
             await send(
-                {
-                    "type": "http.response.start",
-                    "status": response.status_code,
-                    "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers],
-                }
+                {"type": "http.response.start", "status": response.status_code, "headers": headers}
             )
             async for chunk in _chunks(response):
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})

@@ -425,3 +425,22 @@ def test_an_api_key_in_a_query_string_is_never_logged(
     written = log.read_text("utf-8")
     assert "/v1/messages" in written  # the access log has its lines
     assert secret not in written
+
+
+def test_header_values_of_any_bytes_pass_both_ways_as_they_came(stack: Stack) -> None:
+    """``X-Title: café`` in UTF-8 once got a plain-text 500, and a UTF-8 answer header a
+    500 the access log counted as 200 (issue 26, item 5): headers are relayed as bytes."""
+    title = "café ✓".encode()
+    for path in ("/v1/echo-headers", "/v1/messages"):
+        answer = httpx.post(stack.url + path, json=BROKEN_ANTHROPIC,
+                            headers={**ANTHROPIC, "x-title": title})  # fmt: skip
+        assert answer.status_code == 200, answer.text
+    echoed = httpx.post(stack.url + "/v1/echo-headers", json={}, headers={"x-title": title})
+    assert echoed.json()["x-title"].encode("latin-1") == title  # the bytes, unchanged
+    assert echoed.headers.raw[[k for k, _ in echoed.headers.raw].index(b"x-stand-in-title")][
+        1] == "café ✓".encode()  # fmt: skip
+    assert stack.provider.accepted[-1][1]["x-title"].encode("latin-1") == title
+    requests = stack.proxy.metrics.registry.get_sample_value(
+        "chatcli_proxy_requests_total", {"route": "other", "status": "200"}
+    )
+    assert requests == 2
