@@ -93,7 +93,10 @@ class Proxy:
         route_label = path if route else "other"
         started = time.perf_counter()
         try:
-            source = self.catalog.get(policy_name)
+            source = (
+                self.catalog.default if policy_name is None
+                else await anyio.to_thread.run_sync(self.catalog.get, policy_name)
+            )  # fmt: skip
         except LookupError as exc:
             return self._answer(route_label, provider, 404, "not_found", str(exc))
         except MiddlewareError as exc:  # the named policy file is not valid

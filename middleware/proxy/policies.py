@@ -5,12 +5,15 @@ selects with the path prefix ``/policy/NAME/``: a shipped preset (``preset:pi``)
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from middleware.errors import MiddlewareError
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy, load_policy
 from middleware.policy.reload import PolicyStatus, PolicyWatcher
@@ -19,6 +22,9 @@ from middleware.report import ProblemReport
 
 logger = logging.getLogger(__name__)
 
+#: Seconds a named file that failed to load is not parsed again while it is unchanged
+#: (what it extends may have changed: it is then tried again).
+RECHECK_SECONDS = 10.0
 #: What a ``/policy/NAME/`` segment may be (besides ``preset:NAME``).
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 
@@ -75,10 +81,17 @@ class PolicyCatalog:
 
     def __post_init__(self) -> None:
         self._named: dict[str, PolicySource] = {}
+        #: Why a named file could not be loaded, by name: (the file as it was, when, the
+        #: error), so a request for it does not parse it again until it changes.
+        self._failed: dict[str, tuple[tuple[int, int, int] | None, float, MiddlewareError]] = {}
+        self._loading: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
     def get(self, name: str | None) -> PolicySource:
-        """The policy ``name`` selects (``None``: the proxy's own).
+        """The policy ``name`` selects (``None``: the proxy's own). A named one is loaded
+        on first use (a file can take a while: call this off the event loop); a file that
+        failed to load fails again at once until it changes (or :data:`RECHECK_SECONDS`
+        passed, for a change in what it extends).
 
         :raises LookupError: no preset or file of the folder has that name (the message
             says which names exist).
@@ -88,8 +101,30 @@ class PolicyCatalog:
             return self.default
         with self._lock:
             source = self._named.get(name)
-            if source is None:
-                source = PolicySource(name, self._path(name), self.host, self.overrides)
+        if source is not None:
+            return source
+        path = self._path(name)  # a name that is no policy is refused before anything is kept
+        with self._lock:
+            loading = self._loading.setdefault(name, threading.Lock())
+        with loading:  # one load per name at a time; others wait for it, not for all
+            with self._lock:
+                source = self._named.get(name)
+                failed = self._failed.get(name)
+            if source is not None:
+                return source
+            seen = _identity(path)
+            if failed is not None and failed[0] == seen and (
+                time.monotonic() - failed[1] < RECHECK_SECONDS
+            ):  # fmt: skip
+                raise failed[2]
+            try:
+                source = PolicySource(name, path, self.host, self.overrides)
+            except MiddlewareError as exc:
+                with self._lock:
+                    self._failed[name] = (seen, time.monotonic(), exc)
+                raise
+            with self._lock:
+                self._failed.pop(name, None)
                 self._named[name] = source
             return source
 
@@ -106,11 +141,11 @@ class PolicyCatalog:
         return str(path)
 
     def _offer(self) -> str:
-        names = [f"{PRESET_PREFIX}{n}" for n in preset_names()]
-        if self.folder is not None and self.folder.is_dir():
-            files = sorted(p.stem for p in self.folder.glob("*.yaml") if _NAME.match(p.stem))
-            names = files + names
-        return "choose one of " + ", ".join(names)
+        """What a client may name (the presets; the folder's files are not listed to
+        whoever reaches the port)."""
+        names = ", ".join(f"{PRESET_PREFIX}{n}" for n in preset_names())
+        folder = "" if self.folder is None else ", or the name of a policy the proxy serves"
+        return f"choose one of {names}{folder}"
 
     def statuses(self) -> dict[str, PolicyStatus]:
         with self._lock:
@@ -122,3 +157,12 @@ class PolicyCatalog:
         with self._lock:
             for source in self._named.values():
                 source.close()
+
+
+def _identity(path: str) -> tuple[int, int, int] | None:
+    """Which version of the file ``path`` is (inode, size, modification time)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns

@@ -444,3 +444,51 @@ def test_header_values_of_any_bytes_pass_both_ways_as_they_came(stack: Stack) ->
         "chatcli_proxy_requests_total", {"route": "other", "status": "200"}
     )
     assert requests == 2
+
+
+def test_an_invalid_policy_of_the_folder_is_parsed_once_and_off_the_event_loop(
+    provider: tuple[Provider, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An invalid file in --policies-dir was parsed again on every request for it, on the
+    event loop (0.6 s per request for 1 MiB; /healthz waited 7-25 s) (issue 26, item 4)."""
+    import threading
+
+    from middleware.proxy import policies
+
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    (folder / "bad.yaml").write_text("version: 1\nbudget:\n  max_result_char: 5\n", "utf-8")
+    (folder / "secret-team.yaml").write_text("version: 1\n", "utf-8")
+    parses: list[str] = []
+    release = threading.Event()
+    real = policies.PolicySource
+
+    class Slow(real):  # type: ignore[misc,valid-type]
+        def __init__(self, key: str, *args: Any) -> None:
+            parses.append(key)
+            release.wait(10)  # a 1 MiB file takes this long to read
+            super().__init__(key, *args)
+
+    monkeypatch.setattr(policies, "PolicySource", Slow)
+    with running(provider, tmp_path, **{"proxy.policies_dir": str(folder)}) as stack:
+        url = f"{stack.url}/policy/bad/v1/chat/completions"
+        first = threading.Thread(target=httpx.post, args=(url,), kwargs={
+            "json": BROKEN_CHAT, "headers": OPENAI, "timeout": 30})  # fmt: skip
+        first.start()
+        while not parses:
+            time.sleep(0.01)
+        # While the file is read, the proxy answers everything else.
+        assert httpx.get(stack.url + "/healthz", timeout=5).status_code == 200
+        release.set()
+        first.join()
+        answers = [httpx.post(url, json=BROKEN_CHAT, headers=OPENAI, timeout=30) for _ in range(20)]
+        assert {a.status_code for a in answers} == {404}
+        assert "max_result_char" in answers[0].json()["error"]["message"]
+        assert parses == ["bad"]  # once, not once per request
+        # Fixed, it is read again and served; the 404 never lists the folder's files.
+        time.sleep(0.01)
+        (folder / "bad.yaml").write_text("version: 1\nbudget:\n  max_result_chars: 900\n")
+        assert httpx.post(url, json=BROKEN_CHAT, headers=OPENAI, timeout=30).status_code == 200
+        missing = httpx.post(f"{stack.url}/policy/nope/v1/chat/completions", json=BROKEN_CHAT,
+                             headers=OPENAI)  # fmt: skip
+        assert "secret-team" not in missing.text and "preset:pi" in missing.text
