@@ -68,6 +68,7 @@ def run_serve(args: argparse.Namespace) -> int:
         import uvicorn  # noqa: PLC0415 - the [proxy] extra, imported only to serve
 
         from middleware.proxy.build import build_proxy  # noqa: PLC0415 - needs the extra
+        from middleware.proxy.listening import uvicorn_options  # noqa: PLC0415 - likewise
     except ImportError as exc:
         raise MissingExtraError("proxy", "starlette>=0.37", "chatcli-mw serve") from exc
     overrides: dict[str, Any] = {
@@ -86,7 +87,7 @@ def run_serve(args: argparse.Namespace) -> int:
     )  # fmt: skip
     uvicorn.run(
         app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
-        timeout_graceful_shutdown=30,
+        timeout_graceful_shutdown=30, **uvicorn_options(settings),
     )  # fmt: skip
     return 0
 

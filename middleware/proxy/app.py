@@ -101,7 +101,16 @@ class Proxy:
             return self._answer(route_label, provider, 404, "not_found", str(exc))
         except MiddlewareError as exc:  # the named policy file is not valid
             return self._answer(route_label, provider, 404, "not_found", str(exc))
-        body = await self._read_body(request)
+        try:
+            with anyio.fail_after(self.settings.body_timeout_seconds):
+                body = await self._read_body(request)
+        except TimeoutError:
+            seconds = self.settings.body_timeout_seconds
+            return self._answer(
+                route_label, provider, 408, "request_timeout",
+                f"the request body did not arrive within {seconds:g} s "
+                "(proxy.body_timeout_seconds)",
+            )  # fmt: skip
         if body is None:
             limit = self.settings.max_body_bytes
             return self._answer(

@@ -15,6 +15,7 @@ _KINDS: dict[str, tuple[str, str, str | None]] = {
     "upstream_unreachable": ("api_error", "server_error", "upstream_unreachable"),
     "not_found": ("not_found_error", "invalid_request_error", "not_found"),
     "forbidden": ("permission_error", "invalid_request_error", "forbidden"),
+    "request_timeout": ("timeout_error", "invalid_request_error", "request_timeout"),
 }
 
 

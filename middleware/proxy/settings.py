@@ -23,5 +23,8 @@ class ProxySettings:
     connect_timeout_seconds: float
     read_timeout_seconds: float
     max_connections: int
+    client_connections: int
+    header_timeout_seconds: float
+    body_timeout_seconds: float
     session_idle_seconds: float
     access_log: bool

@@ -1,0 +1,89 @@
+"""chatcli-mw serve against clients that never finish: half-open connections are closed
+after the request head deadline, connections over the cap get a 503 at once, a body that
+stalls gets a 408, and meanwhile a normal request is answered (issue 26, item 2)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from proxy_stack import serve_process
+from stand_in import Provider
+
+HEADERS = {"authorization": "Bearer sk-test"}
+BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.fixture
+def served(provider: tuple[Provider, str], tmp_path: Path) -> Iterator[str]:
+    limits = {"proxy.header_timeout_seconds": 1.5, "proxy.body_timeout_seconds": 1.5,
+              "proxy.client_connections": 40, "spill.root": str(tmp_path)}  # fmt: skip
+    with serve_process(provider[1], limits) as url:
+        yield url
+
+
+def half_open(url: str, count: int) -> list[socket.socket]:
+    """``count`` connections that start a request and never finish its headers."""
+    host, port = url.removeprefix("http://").split(":")
+    held = []
+    for _ in range(count):
+        sock = socket.create_connection((host, int(port)))
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Ty")
+        held.append(sock)
+    return held
+
+
+def closed_by_the_server(sock: socket.socket, seconds: float) -> bool:
+    sock.settimeout(seconds)
+    try:
+        return sock.recv(1024) == b""
+    except (TimeoutError, ConnectionResetError):
+        return False
+
+
+def test_half_open_connections_are_closed_and_never_starve_a_request(served: str) -> None:
+    held = half_open(served, 30)
+    try:
+        answer = httpx.post(served + "/v1/chat/completions", json=BODY, headers=HEADERS,
+                            timeout=10)  # fmt: skip
+        assert answer.status_code == 200
+        started = time.monotonic()
+        assert all(closed_by_the_server(sock, 10) for sock in held)
+        assert time.monotonic() - started < 8  # the deadline, not forever
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_connections_over_the_cap_get_a_503_at_once_until_the_others_go(served: str) -> None:
+    held = half_open(served, 45)  # over the cap of 40
+    try:
+        over = httpx.post(served + "/v1/chat/completions", json=BODY, headers=HEADERS, timeout=5)
+        assert over.status_code == 503
+    finally:
+        for sock in held:
+            sock.close()
+    time.sleep(0.5)
+    ok = httpx.post(served + "/v1/chat/completions", json=BODY, headers=HEADERS, timeout=10)
+    assert ok.status_code == 200
+
+
+def test_a_body_that_stalls_gets_a_408_in_the_providers_shape(served: str) -> None:
+    host, port = served.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: k\r\n"
+                     b"anthropic-version: 2023-06-01\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n{\"model\": ")  # fmt: skip
+        sock.settimeout(10)
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 408")
+    assert b'"type":"timeout_error"' in answer.replace(b" ", b"")
