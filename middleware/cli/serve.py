@@ -80,6 +80,7 @@ def run_serve(args: argparse.Namespace) -> int:
     proxy, app = build_proxy(args.policy, overrides)
     settings = proxy.settings
     _configure_logging()
+    _warn_if_exposed(settings)
     logging.getLogger(__name__).info(
         "chatcli-mw proxy on http://%s:%d (Anthropic -> %s, OpenAI -> %s), policy %s",
         settings.host, settings.port, settings.anthropic_upstream, settings.openai_upstream,
@@ -90,6 +91,26 @@ def run_serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=30, **uvicorn_options(settings),
     )  # fmt: skip
     return 0
+
+
+def _warn_if_exposed(settings: Any) -> None:
+    """Say what anyone who reaches the port may do, when it is not on loopback only."""
+    import ipaddress  # noqa: PLC0415
+
+    try:
+        loopback = ipaddress.ip_address(settings.host).is_loopback
+    except ValueError:
+        loopback = settings.host == "localhost"
+    if loopback:
+        return
+    log = logging.getLogger(__name__)
+    if settings.status_token is None:
+        log.warning("listening on %s: /healthz and /metrics answer anyone who reaches the "
+                    "port (set proxy.status_token to require a token)", settings.host)  # fmt: skip
+    if settings.recall_token is None:
+        log.warning("listening on %s: spilled outputs (/recall) and session ends (DELETE) "
+                    "are open to loopback only; set proxy.recall_token for other machines",
+                    settings.host)  # fmt: skip
 
 
 def _configure_logging() -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -57,6 +58,7 @@ CLEANED: dict[str, tuple[Provider, str]] = {
     "/v1/responses": ("openai", "responses"),
 }
 POLICY_PREFIX = "/policy/"
+_SLASHES = re.compile(r"/{2,}")
 #: The answer header naming the session a cleaned request was filed under.
 SESSION_ANSWER_HEADER = "x-chatcli-session"
 
@@ -84,7 +86,9 @@ class Proxy:
     # -- the catch-all route: clean if it is a model request, then forward ---------------
 
     async def forward(self, request: Request) -> Response | Relay:
-        path = request.url.path
+        # ``ANTHROPIC_BASE_URL=http://host:8787/`` makes SDKs send ``//v1/messages``: the
+        # same route, which must be cleaned too.
+        path = _SLASHES.sub("/", request.url.path)
         policy_name, path = _policy_prefix(path)
         route = CLEANED.get(path) if request.method == "POST" else None
         provider: Provider = (
@@ -244,6 +248,8 @@ class Proxy:
     # -- the proxy's own routes ----------------------------------------------------------
 
     async def healthz(self, request: Request) -> Response:
+        if not self._may_see_status(request):
+            return _forbidden("the proxy's status", "proxy.status_token")
         statuses = self.catalog.statuses()
         store = open_root(bind(self.catalog.default.policy, SpillSettings))
         trouble = store.trouble  # an object store that failed, or hung, lately
@@ -268,6 +274,8 @@ class Proxy:
         )
 
     async def metrics_text(self, request: Request) -> Response:
+        if not self._may_see_status(request):
+            return _forbidden("the proxy's metrics", "proxy.status_token")
         return Response(self.metrics.exposition(), media_type="text/plain; version=0.0.4")
 
     async def recall(self, request: Request) -> Response:
@@ -320,14 +328,13 @@ class Proxy:
         return JSONResponse({"session": session, "released": released, "removed": removed})
 
     def _may_recall(self, request: Request) -> bool:
-        token = self.settings.recall_token
-        if token is not None and request.headers.get("authorization") == f"Bearer {token}":
-            return True
-        host = request.client.host if request.client is not None else ""
-        try:
-            return ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            return False
+        return _allowed(request, self.settings.recall_token)
+
+    def _may_see_status(self, request: Request) -> bool:
+        """``/healthz`` and ``/metrics``: open to all unless ``proxy.status_token`` is set,
+        then to clients on loopback and those that send it."""
+        token = self.settings.status_token
+        return token is None or _allowed(request, token)
 
     def close(self) -> None:
         self.sessions.close()
@@ -359,12 +366,23 @@ def create_app(proxy: Proxy) -> Starlette:
     )
 
 
-def _forbidden(what: str) -> Response:
+def _forbidden(what: str, key: str = "proxy.recall_token") -> Response:
     return PlainTextResponse(
         f"{what} is open to clients on this machine, or with the token set in "
-        "proxy.recall_token (Authorization: Bearer <token>)",
+        f"{key} (Authorization: Bearer <token>)",
         403,
     )
+
+
+def _allowed(request: Request, token: str | None) -> bool:
+    """Whether ``request`` comes from loopback or carries ``token`` as its bearer."""
+    if token is not None and request.headers.get("authorization") == f"Bearer {token}":
+        return True
+    host = request.client.host if request.client is not None else ""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _optional_int(value: str | None) -> int | None:

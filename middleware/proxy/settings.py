@@ -20,6 +20,7 @@ class ProxySettings:
     max_body_bytes: int
     policies_dir: str | None
     recall_token: str | None
+    status_token: str | None
     connect_timeout_seconds: float
     read_timeout_seconds: float
     max_connections: int

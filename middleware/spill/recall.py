@@ -28,6 +28,9 @@ from middleware.spill.settings import SpillSettings
 from middleware.spill.stores import is_local, local_path, open_root, with_url
 
 LAYOUT = "<store>/chatcli-agent-<session>/tool-results/<name>-<digest16>.<suffix>"
+#: URL schemes of the object stores a key may name; ``http://`` and the like never (a key
+#: from a preview an agent quotes must not make the process fetch a web address).
+STORE_SCHEMES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "memory"})
 
 
 class RecallError(MiddlewareError, LookupError):
@@ -73,6 +76,13 @@ def resolve(key: str, settings: SpillSettings) -> tuple[SpillRoot, str, str]:
         # A session id with a slash in it (``team/alice/NAME``): not a store's path.
         return open_root(settings), session_folder_name(session), name
     if not is_local(key):
+        scheme = key.split("://", 1)[0].lower()
+        if scheme not in STORE_SCHEMES:
+            raise RecallError(
+                f"{key!r} is not in a spill store: recall reads a local path, an object "
+                f"store's URL ({', '.join(sorted(STORE_SCHEMES))}) or SESSION/NAME, never a "
+                "web address"
+            )
         parts = split_location(key)
         if parts is None:
             raise RecallError(f"{key!r} is not the URL of a spilled output ({LAYOUT})")

@@ -492,3 +492,49 @@ def test_an_invalid_policy_of_the_folder_is_parsed_once_and_off_the_event_loop(
         missing = httpx.post(f"{stack.url}/policy/nope/v1/chat/completions", json=BROKEN_CHAT,
                              headers=OPENAI)  # fmt: skip
         assert "secret-team" not in missing.text and "preset:pi" in missing.text
+
+
+def test_a_base_url_with_a_trailing_slash_is_still_cleaned(stack: Stack) -> None:
+    """``ANTHROPIC_BASE_URL=http://host:8787/`` makes SDKs send ``//v1/messages``; that
+    request once went through uncleaned (issue 26, item 10)."""
+    answer = httpx.post(stack.url + "//v1/messages", json=BROKEN_ANTHROPIC, headers=ANTHROPIC)
+    assert answer.status_code == 200
+    assert stack.provider.accepted[-1][0] == "/v1/messages"
+    assert stack.provider.accepted[-1][2]["messages"][2]["content"][0]["type"] == "tool_result"
+
+
+def test_status_routes_can_require_a_token_beyond_loopback(
+    provider: tuple[Provider, str], tmp_path: Path
+) -> None:
+    from starlette.testclient import TestClient  # its client address is not loopback
+
+    from middleware.proxy.app import create_app
+
+    token = "status-token-0123456789"
+    with running(provider, tmp_path, **{"proxy.status_token": token}) as stack:
+        assert httpx.get(stack.url + "/healthz").status_code == 200  # loopback
+        with TestClient(create_app(stack.proxy)) as client:
+            for path in ("/healthz", "/metrics"):
+                refused = client.get(path)
+                assert refused.status_code == 403 and "proxy.status_token" in refused.text
+                allowed = client.get(path, headers={"authorization": f"Bearer {token}"})
+                assert allowed.status_code == 200
+    with running(provider, tmp_path) as open_stack, TestClient(create_app(open_stack.proxy)) as c:
+        assert c.get("/metrics").status_code == 200  # no token set: open, as before
+
+
+def test_serve_warns_when_it_listens_beyond_loopback(caplog: pytest.LogCaptureFixture) -> None:
+    from middleware.cli.serve import _warn_if_exposed
+    from middleware.policy.settings import bind
+    from middleware.proxy.settings import ProxySettings
+
+    def settings(**overrides: Any) -> ProxySettings:
+        return bind(middleware.load_policy(None, overrides=overrides, dotenv_path=False),
+                    ProxySettings)  # fmt: skip
+
+    with caplog.at_level(logging.WARNING):
+        _warn_if_exposed(settings())
+        assert not caplog.records
+        _warn_if_exposed(settings(**{"proxy.host": "0.0.0.0"}))
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "proxy.status_token" in said and "proxy.recall_token" in said

@@ -40,3 +40,39 @@ def test_a_file_url_is_a_local_path(tmp_path: Path) -> None:
     spill = bind(load_policy(None, dotenv_path=False), SpillSettings)
     assert recall(f"file://{path}", spill).text == "a\nb\n"
     assert recall(path, spill, offset=2).text == "b\n"
+
+
+def test_a_web_address_is_never_fetched(tmp_path: Path) -> None:
+    """A key is what a preview names, and an agent can be made to quote anything: recall
+    never makes the process fetch a web address (issue 26, item 10)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    hits: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        settings = bind(load_policy(None, overrides={"spill.root": str(tmp_path)},
+                                    dotenv_path=False), SpillSettings)  # fmt: skip
+        for scheme in ("http", "https", "ftp"):
+            key = (
+                f"{scheme}://127.0.0.1:{port}/p/chatcli-agent-s/tool-results/a-0123456789abcdef.txt"
+            )
+            with pytest.raises(RecallError, match="never a web address"):
+                recall(key, settings)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert hits == []
