@@ -45,7 +45,6 @@ from middleware.policy import Policy, load_policy
 from middleware.policy.settings import bind
 from middleware.report import Report
 from middleware.spill import SpillSettings
-from middleware.steps.read_back import ReadBack
 
 logger = logging.getLogger(__name__)
 
@@ -71,16 +70,10 @@ class ChatcliMiddleware(AgentMiddleware):
         recall_tool: bool = False,
     ) -> None:
         super().__init__()
-        if isinstance(policy, Policy):
-            loaded = policy
-            if recall_tool and bind(policy, ReadBack).form != "tool":
-                raise ValueError(
-                    "recall_tool=True needs previews that name the tool: set recall.form: "
-                    "tool in the policy, or pass its path instead of a loaded Policy"
-                )
+        if recall_tool:
+            loaded = recall.tool_policy(policy)
         else:
-            overrides = {"recall.form": "tool"} if recall_tool else None
-            loaded = load_policy(policy, overrides=overrides)
+            loaded = policy if isinstance(policy, Policy) else load_policy(policy)
         self.pipeline = Pipeline(loaded, session_id=session_id or f"lc-{uuid.uuid4().hex[:12]}")
         #: The tools the agent is given besides its own (LangChain reads this).
         self.tools: list[BaseTool] = [recall_tool_for(self.pipeline)] if recall_tool else []

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from middleware.policy import Policy, load_policy
+from middleware.policy.settings import bind
 from middleware.spill import SpillError, SpillSettings
 from middleware.spill.recall import RecallError, recall
+from middleware.steps.read_back import ReadBack
 
 NAME = "recall"
 DESCRIPTION = (
@@ -56,17 +60,29 @@ def definition(fmt: str) -> dict[str, Any]:
     return {"type": "function", "name": NAME, "description": DESCRIPTION, "parameters": PARAMETERS}
 
 
-def offer(fmt: str, body: dict[str, Any]) -> bool:
-    """Add the tool to ``body`` (in place) if the request is not streamed and declares
-    tools of its own; returns whether it did. A streamed answer reaches the agent as it
-    comes, so its recall calls could not be answered before the agent sees them."""
+def offered(fmt: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``body`` with the tool added, if the request is not streamed and declares tools of
+    its own; else ``None``. A streamed answer reaches the agent as it comes, so its recall
+    calls could not be answered before the agent sees them."""
     tools = body.get("tools")
     if body.get("stream") or not isinstance(tools, list) or not tools:
-        return False
+        return None
     if any(_tool_name(tool) == NAME for tool in tools if isinstance(tool, Mapping)):
-        return False  # the agent has a tool of that name: never shadow it
-    body["tools"] = [*tools, definition(fmt)]
-    return True
+        return None  # the agent has a tool of that name: never shadow it
+    return {**body, "tools": [*tools, definition(fmt)]}
+
+
+def tool_policy(policy: str | Path | Policy | None) -> Policy:
+    """The policy whose previews name the tool (``recall.form: tool``): ``policy`` loaded
+    with that override, or a loaded one that sets it already."""
+    if not isinstance(policy, Policy):
+        return load_policy(policy, overrides={"recall.form": "tool"})
+    if bind(policy, ReadBack).form != "tool":
+        raise ValueError(
+            "the recall tool needs previews that name it: set recall.form: tool in the "
+            "policy, or pass the policy's path instead of a loaded Policy"
+        )
+    return policy
 
 
 def calls(fmt: str, answer: Mapping[str, Any]) -> tuple[list[tuple[str, dict[str, Any]]], int]:

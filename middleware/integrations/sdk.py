@@ -33,7 +33,6 @@ from middleware.plugin.host import PluginHost
 from middleware.policy import Policy, load_policy
 from middleware.policy.settings import bind
 from middleware.spill import SpillSettings
-from middleware.steps.read_back import ReadBack
 
 logger = logging.getLogger(__name__)
 
@@ -79,38 +78,43 @@ class Cleaner:
         #: What became of the last request the client sent (its report, if processed).
         self.last: Cleaned | None = None
 
-    def clean(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> bytes:
-        return self.prepare(method, path, headers, raw)[0]
-
     def prepare(
-        self, method: str, path: str, headers: dict[str, str], raw: bytes
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        raw: bytes,
+        parsed: dict[str, Any] | None = None,
     ) -> tuple[bytes, dict[str, Any] | None]:
-        """The body to send, and the request as sent if it offers the recall tool."""
+        """The body to send, and, if it offers the recall tool, the request as the agent
+        made it (what a follow-up extends: offered the tool and cleaned again, it reads
+        as every other request of the conversation). ``parsed``: ``raw`` already read."""
         fmt = route(method, path)
         if fmt is None:
             return raw, None
-        offered = self._offer(fmt, path, raw)
-        policy = ("recall", self.tool_policy) if offered is not None and self.tool_policy else (
+        agents = parsed if parsed is not None else self._parsed(path, raw)
+        with_tool = recall.offered(fmt, agents) if agents is not None else None
+        policy = ("recall", self.tool_policy) if with_tool and self.tool_policy else (
             "wrapped", self.policy)  # fmt: skip
+        sent = with_tool if with_tool is not None else parsed
         cleaned = clean_body(
-            raw if offered is None else json.dumps(offered).encode("utf-8"),
+            raw if sent is None else json.dumps(sent).encode("utf-8"),
             fmt, headers, self.pool, policy, session=self.session_id,
         )  # fmt: skip
         self.last = cleaned
         if cleaned.error is not None:
             logger.error("sent a %s request unchanged: %s", fmt, cleaned.error)
-        if offered is None:
-            return cleaned.body, None
-        return cleaned.body, jsonio.loads(cleaned.body)
+        return cleaned.body, agents if with_tool is not None else None
 
-    def _offer(self, fmt: str, path: str, raw: bytes) -> dict[str, Any] | None:
+    def _parsed(self, path: str, raw: bytes) -> dict[str, Any] | None:
+        """The request body, if it may be offered the recall tool."""
         if self.tool_policy is None or path.endswith("/count_tokens"):
             return None
         try:
             body = jsonio.loads(raw)
         except Exception:  # not JSON: cleaning leaves it as it is
             return None
-        return body if isinstance(body, dict) and recall.offer(fmt, body) else None
+        return body if isinstance(body, dict) else None
 
     def answer_recalls(
         self, path: str, sent: dict[str, Any], answer: dict[str, Any]
@@ -162,15 +166,7 @@ def wrap(
             f"{type(client).__name__}"
         )
     loaded = policy if isinstance(policy, Policy) else load_policy(policy)
-    tool_policy = None
-    if recall_tool:
-        if isinstance(policy, Policy) and bind(policy, ReadBack).form != "tool":
-            raise ValueError(
-                "recall_tool=True with a loaded Policy needs recall.form: tool in it; or pass "
-                "the policy's path"
-            )
-        tool_policy = policy if isinstance(policy, Policy) else load_policy(
-            policy, overrides={"recall.form": "tool"})  # fmt: skip
+    tool_policy = recall.tool_policy(policy) if recall_tool else None
     cleaner = Cleaner(loaded, session_id, tool_policy=tool_policy)
     http = _module_of(inner)
     is_async = isinstance(inner, http.AsyncClient)
@@ -250,10 +246,9 @@ def _transport_class(http: ModuleType, is_async: bool) -> type:
             if final is answer:
                 return _again(http, response, content), None, None
             return _again(http, response, json.dumps(final).encode("utf-8")), None, None
-        raw = json.dumps(follow).encode("utf-8")
         headers = {k.lower(): v for k, v in request.headers.items()}
-        body, offered = cleaner.prepare(request.method, request.url.path, headers, raw)
-        return None, rebuilt(request, body), offered or follow
+        body, agents = cleaner.prepare(request.method, request.url.path, headers, b"", follow)
+        return None, rebuilt(request, body), agents or follow
 
     if is_async:
         import anyio.to_thread  # noqa: PLC0415 - httpx's own dependency, async clients only

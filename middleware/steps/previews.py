@@ -118,8 +118,9 @@ def make_preview(
     return preview if len(preview) < len(text) else None
 
 
+@lru_cache(maxsize=1)
 def default_read_back() -> ReadBack:
-    """The ``recall`` section's defaults, for a style made by hand."""
+    """The ``recall`` section's defaults, for a style made by hand (bound once)."""
     return build(ReadBack, "recall", default_of)
 
 

@@ -198,6 +198,9 @@ def test_the_recall_tool_is_answered_in_the_transport(
     read = [e.text for e in events(fmt, bodies[2]) if e.kind == "result"][-1]
     assert read == "".join(f"build step {i}\n" for i in range(first, first + count))
     assert all(any(recall_name(t) == "recall" for t in b["tools"]) for b in bodies)
+    # The follow-up the transport sends shows the agent's output as the first request did.
+    previews = next(e.text for e in events(fmt, bodies[2]) if e.kind == "result")
+    assert previews == events(fmt, bodies[1])[-1].text
     client.close()
 
 
