@@ -102,7 +102,9 @@ def access_log(path: Path) -> list[dict[str, Any]]:
     """The access-log lines (one JSON object per request) a serve process wrote to
     ``path``, among its other log lines."""
     lines = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+        if not line.endswith("\n"):
+            break  # still being written
         start = line.find('{"method"')
         if start != -1:
             lines.append(json.loads(line[start:]))

@@ -18,7 +18,8 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,9 +81,17 @@ class Setup:
         return [body for path, _, body in self.provider.accepted
                 if path in ("/v1/messages", "/v1/responses") and body.get("tools")]  # fmt: skip
 
-    def cleaned(self) -> list[dict[str, Any]]:
-        """The access-log lines of the requests the proxy cleaned."""
-        return [line for line in access_log(self.log) if line.get("session")]
+    def cleaned(
+        self, until: Callable[[list[dict[str, Any]]], bool] | None = None
+    ) -> list[dict[str, Any]]:
+        """The access-log lines of the requests the proxy cleaned; with ``until``, once
+        they satisfy it (a line is written after its answer has gone out), or after 10 s."""
+        deadline = time.monotonic() + 10
+        while True:
+            lines = [line for line in access_log(self.log) if line.get("session")]
+            if until is None or until(lines) or time.monotonic() > deadline:
+                return lines
+            time.sleep(0.05)
 
 
 @pytest.fixture(params=AGENT_LIST, ids=[agent.name for agent in AGENT_LIST])
@@ -259,7 +268,8 @@ def test_an_interrupted_tool_call_is_repaired_on_the_next_request(setup: Setup) 
     assert repaired.status_code == 200, repaired.text
     fixed = setup.provider.accepted[-1][2]
     assert "Tool result missing" in json.dumps(fixed)
-    assert setup.cleaned()[-1]["repairs"] == 1
+    logged = setup.cleaned(until=lambda lines: any(line["repairs"] for line in lines))
+    assert [line["repairs"] for line in logged if line["repairs"]] == [1]
 
 
 def without_results(fmt: str, body: dict[str, Any]) -> dict[str, Any]:
