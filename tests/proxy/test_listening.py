@@ -87,3 +87,19 @@ def test_a_body_that_stalls_gets_a_408_in_the_providers_shape(served: str) -> No
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 408")
     assert b'"type":"timeout_error"' in answer.replace(b" ", b"")
+
+
+def test_a_connection_idle_for_longer_than_a_clients_expiry_still_takes_its_next_request(
+    served: str,
+) -> None:
+    """The proxy holds an idle connection longer than clients do (httpx: 5 s), so a
+    client's next request never meets a connection the proxy is closing."""
+    host, port = served.removeprefix("http://").split(":")
+    request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    with socket.create_connection((host, int(port))) as sock:
+        sock.settimeout(10)
+        sock.sendall(request)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        time.sleep(6)  # past httpx's keep-alive expiry, and uvicorn's default
+        sock.sendall(request)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
