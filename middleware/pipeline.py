@@ -34,14 +34,13 @@ from middleware.spill.remembered import RememberedStore
 from middleware.steps.budget.admission import Admission, ToolOutput, batch_conversation, check_batch
 from middleware.steps.budget.settings import BudgetSettings, Cap, TurnLimits, resolve_cap
 from middleware.steps.loop_guard import guard_loops
-from middleware.steps.microcompact.step import CARRIED
 from middleware.view import Conversation
 
 #: Hooks whose third-party implementations decide what old turns become: a request is then
 #: always processed in full.
 _DECIDING_HOOKS = (
     "enforce_budget", "microcompact", "tool_result_cap", "summarize_result",
-    "detect_content_type",
+    "detect_content_type", "compact_before_spill",
 )  # fmt: skip
 
 
@@ -249,9 +248,10 @@ class Pipeline:
         reading = (Identity(policy), fmt, conversation.text_protocol)
         previous = None
         if keys and not repaired and not contexts[0].problems:
+            resumed: dict[str, Any] = {}  # the later steps' own: discarded if refused
 
             def run(step: tuple[str, str], resume: Resume) -> StepContext:
-                return self._run_step(step, policy, codec, conversation, request, {}, resume)
+                return self._run_step(step, policy, codec, conversation, request, resumed, resume)
 
             previous = self._continuations.run(
                 conversation, keys, reading=reading, decisions=len(self.decisions),
@@ -266,13 +266,13 @@ class Pipeline:
             report.actions.extend(context.actions)
             # One line per problem: the same plugin failing alike in two steps is one problem.
             report.problems.extend(p for p in context.problems if p not in report.problems)
-        carried = contexts[-1].shared.get(CARRIED)
+        # What each step left for the next request; none left anything: nothing to continue.
+        carried = {c.step: c.carry for c in contexts if c.carry is not None}
         failed = any(context.problems for context in contexts)
         if keys and not repaired and carried and not failed:
             self._continuations.remember(Previous(
                 reading, keys, tuple(conversation.nodes),
-                {c.step: copies(c.actions) for c in contexts}, {"microcompact": carried},
-                len(self.decisions),
+                {c.step: copies(c.actions) for c in contexts}, carried, len(self.decisions),
             ))  # fmt: skip
 
         report.loop_alerts.extend(guard_loops(conversation, policy))

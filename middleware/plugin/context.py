@@ -11,7 +11,7 @@ from middleware.cache.lru import DerivedCache
 from middleware.plugin.settings import time_limit
 from middleware.plugin.spill_guard import GuardedSpillStore
 from middleware.report import Action, ProblemReport
-from middleware.session.resume import Resume
+from middleware.session.resume import Carry, Resume
 from middleware.spill.remembered import RememberedStore
 
 if TYPE_CHECKING:
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from middleware.plugin.capabilities import DeclaredCap, SpillStore
     from middleware.policy import Policy
     from middleware.session.decisions import DecisionLedger
+    from middleware.view import ConversationIndex
 
 T = TypeVar("T")
 #: Tells a cached ``None`` from a miss.
@@ -54,6 +55,12 @@ class Capabilities(Protocol):
         """The content type a plugin names for a result."""
         ...
 
+    def compact_before_spill(
+        self, index: ConversationIndex, before_turn: int, context: StepContext
+    ) -> int | None:
+        """The characters a plugin's compaction promises to take off the history."""
+        ...
+
 
 @dataclass(frozen=True)
 class Dispatch:
@@ -79,8 +86,10 @@ class StepContext:
     #: Decisions frozen per call id (admitted results, and all of them when the policy
     #: freezes decisions); ``None`` outside a pipeline.
     decisions: DecisionLedger | None = None
-    #: State one step hands to a later one within the same ``process()`` call (the budget
-    #: step's request to compact old results first, for example).
+    #: State a plugin hands from one of its hook implementations to another within the
+    #: same ``process()`` call, under a key of its own: the dictionary is the same for
+    #: every step of the call (the microcompaction plugin keeps there what it promised
+    #: the budget step through ``compact_before_spill``).
     shared: dict[str, Any] = field(default_factory=dict)
     #: Set by ``Pipeline.admit``: the number of calls dispatched together and the history
     #: size before them.
@@ -90,6 +99,10 @@ class StepContext:
     continuation: bool = False
     #: Set when this request continues the session's previous one (:class:`Resume`).
     resume: Resume | None = None
+    #: What this step leaves for the next request of the conversation, which may then
+    #: continue from this one (``resume.carried[step]`` there). The pipeline remembers a
+    #: request for that only when a step left something.
+    carry: Carry | None = None
     #: Derived data of results reused across requests (keys are exact inputs, so it never
     #: changes what a step computes); outside a pipeline, one that keeps nothing.
     cache: DerivedCache = field(default_factory=lambda: DerivedCache(0))
@@ -117,11 +130,12 @@ class StepContext:
         return replace(self, actions=[], problems=[], shared=dict(self.shared))
 
     def adopt(self, fork: StepContext) -> None:
-        """Take over the actions and shared state of a :meth:`fork` that finished in time
-        (its problems are the caller's to take, whether it succeeded or not)."""
+        """Take over the actions, shared state and carry of a :meth:`fork` that finished in
+        time (its problems are the caller's to take, whether it succeeded or not)."""
         self.actions.extend(fork.actions)
         self.shared.clear()
         self.shared.update(fork.shared)
+        self.carry = fork.carry
 
     def verified(
         self,
@@ -195,3 +209,9 @@ class StepContext:
     def content_type(self, text: str, tool_name: str | None) -> str | None:
         """The content type a plugin names for a result, if any plugin does."""
         return self.host.detect_content_type(text, tool_name, self.problems, policy=self.policy)
+
+    def compaction_promised(self, index: ConversationIndex, before_turn: int) -> int | None:
+        """The characters a plugin's compaction promises to take off the history by
+        compacting the results of turns before ``before_turn`` later in this call;
+        ``None``: no plugin promises anything (count the history as it is)."""
+        return self.host.compact_before_spill(index, before_turn, self)

@@ -3,7 +3,9 @@
 The three *step* hooks are called by the host in a fixed order, whatever order plugins were
 registered in: :func:`repair_pairing`, then :func:`enforce_budget`, then :func:`microcompact`.
 The other hooks are *capabilities* the steps ask for (a tool's result cap, content types,
-the spill store) and notifications.
+the spill store, what compaction promises the budget step) and notifications. The built-in
+steps are plugins like any other: they reach each other only through these hooks, so
+blocking one (``CHATCLI_BLOCK_PLUGINS``) leaves the others keeping their own guarantees.
 
 Implement a hook with the :data:`middleware.hookimpl` marker, in a module or class that you
 register through the ``chatcli_middleware`` entry-point group::
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from middleware.plugin.capabilities import SpillStore, ToolCap
     from middleware.plugin.context import StepContext
     from middleware.policy import Policy
-    from middleware.view import Conversation
+    from middleware.view import Conversation, ConversationIndex
 
 PROJECT_NAME = "chatcli_middleware"
 
@@ -117,6 +119,31 @@ def summarize_result(text: str, tool_name: str | None, content_type: str, path: 
     :param tool_name: the tool that produced it, when known.
     :param content_type: what ``detect_content_type`` (or the built-in rules) called it.
     :param path: where the full text is saved.
+    """
+
+
+@hookspec(firstresult=True)
+def compact_before_spill(
+    index: ConversationIndex, before_turn: int, context: StepContext
+) -> int | None:
+    """Promise to compact, later in this ``process()`` call, the old results of turns
+    before ``before_turn``, and return how many characters that will take off the history.
+
+    The budget step asks when the context is tight (``budget.context_aware`` with
+    ``compact_before_spill``) and a result of a later turn would be cut: it counts the
+    history as that much smaller, so the new result keeps more of its text (Hermes). It
+    relies on the promise, so keep it in your ``microcompact`` implementation: hand it
+    the work in ``context.shared``, under a key of your own (the same dictionary is
+    given to every step of the call). Return ``None`` to promise nothing. When no plugin
+    answers (the microcompaction step blocked), the budget step counts the history as it
+    is and its caps hold on their own. The first answer that is not ``None`` wins.
+
+    :param index: ``conversation.index()`` of the history the budget step works on.
+    :param before_turn: results of earlier turns may be compacted (those of the turns
+        from ``before_turn`` on are kept as they are).
+    :param context: the budget step's context (the policy snapshot, the spill store, the
+        call's shared state).
+    :returns: the characters the compaction will remove (an ``int`` of at least 0).
     """
 
 

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from middleware.formats.base import Codec
     from middleware.plugin.context import StepContext
     from middleware.policy import Policy
-    from middleware.view import Conversation, Node
+    from middleware.view import Conversation, ConversationIndex, Node
 
 logger = logging.getLogger(__name__)
 
@@ -313,6 +313,55 @@ class PluginHost:
             if isinstance(value, str) and value:
                 return value if path in value else f"{value}\nFull output: {path}"
             self._wrong_type(problems, plugin_name, "summarize_result", "a string", value)
+        return None
+
+    def compact_before_spill(
+        self, index: ConversationIndex, before_turn: int, context: StepContext
+    ) -> int | None:
+        """The characters the first plugin that answers promises its compaction will take
+        off the history (results of turns before ``before_turn``, later in this call);
+        ``None`` when none does, the microcompaction step blocked for one: the budget step
+        then counts the history as it is. An answer that is not an ``int`` of at least 0
+        is reported and counts as none.
+
+        The implementation keeps its promise through ``context.shared``: a third-party one
+        works on a :meth:`~StepContext.fork` of ``context``, taken over only if it answered
+        in time with a count, so a late one touches nothing the request uses."""
+        hook = "compact_before_spill"
+        for impl in self._ordered_impls(hook):
+            plugin = impl.plugin_name
+            own = plugin in self._builtin
+            work = context if own else context.fork()
+            kwargs = {"index": index, "before_turn": before_turn, "context": work}
+            if own:
+                try:
+                    value = self._call(impl, hook, kwargs)
+                except Exception as exc:
+                    self._report(context.problems, plugin, hook, exc)
+                    continue
+            else:
+                limit = time_limit(context.policy)
+                outcome = self._limits.run(
+                    (plugin, hook), partial(self._call, impl, hook, kwargs), limit
+                )
+                if not outcome.finished:
+                    self._late(
+                        context.problems, plugin, hook, limit=limit, skipped=outcome.skipped,
+                        consequence="counted as no promise",
+                    )  # fmt: skip
+                    continue
+                context.problems.extend(p for p in work.problems if p not in context.problems)
+                if outcome.error is not None:
+                    self._report(context.problems, plugin, hook, outcome.error)
+                    continue
+                value = outcome.value
+            if value is None:
+                continue
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                if not own:
+                    context.adopt(work)
+                return value
+            self._wrong_type(context.problems, plugin, hook, "an int >= 0", value)
         return None
 
     def spill_store(

@@ -184,6 +184,44 @@ def test_hook_summarize_result() -> None:
         assert pipe.spill.load(path) == csv
 
 
+def test_hook_compact_before_spill(tmp_path: Path) -> None:
+    """The example replaces the built-in compaction (blocked): when the context is tight,
+    the budget step counts on its promise to clear old search results, so the new result
+    goes out whole, and the example's own step keeps the promise."""
+    host = PluginHost.create(
+        load_entrypoints=False, env={"CHATCLI_BLOCK_PLUGINS": "middleware.steps.microcompact"}
+    )
+    host.register(example("compact_before_spill"), name="search-cleanup")
+    overrides = {"spill.root": str(tmp_path), "budget.context_aware.window_tokens": 32_768}
+    policy = middleware.load_policy("preset:hermes", env={}, dotenv_path=False, overrides=overrides)
+    history: list[dict[str, Any]] = [{"role": "user", "content": "find the bug"}]
+    outputs = [f"{tool} {i}\n" + "match\n" * 5_000 for i, tool in enumerate(["search"] * 4)]
+    outputs.append("build log\n" * 3_000)
+    for i, (tool, output) in enumerate(zip(["search"] * 4 + ["bash"], outputs, strict=True)):
+        history += [
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": f"t{i}", "name": tool, "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": f"t{i}", "content": output}]},
+        ]  # fmt: skip
+    with middleware.Pipeline(policy, host=host) as pipe:
+        result = pipe.process(history)
+        cleared = [a for a in result.report.actions if a.kind == "search_cleared"]
+        assert [(a.step, a.tool_call_id) for a in cleared] == [
+            ("microcompact", "t0"), ("microcompact", "t1")]  # fmt: skip
+        for action, output in zip(cleared, outputs, strict=False):
+            assert pipe.spill.load(action.detail["path"]) == output
+        assert result.messages[-1]["content"][0]["content"] == outputs[-1]  # room was made
+        assert result.messages[6]["content"][0]["content"] == outputs[2]  # protected turns
+        assert not result.report.problems
+        assert pipe.process(result.messages).messages == result.messages
+    with middleware.Pipeline(policy, host=PluginHost.create(
+        load_entrypoints=False, env={"CHATCLI_BLOCK_PLUGINS": "middleware.steps.microcompact"}
+    )) as pipe:  # fmt: skip
+        alone = pipe.process(history)  # nobody promises: the budget step spills instead
+    assert [a.kind for a in alone.report.actions] == ["spilled"]
+
+
 def test_hook_spill_store() -> None:
     with pipeline("spill_store") as pipe:
         result = pipe.process(big("bash", 30_000))

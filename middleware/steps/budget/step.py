@@ -4,6 +4,11 @@ A result over its cap is saved whole to the session's spill store and replaced b
 preview that says where the full text is. Decisions depend only on the result, its turn
 and the policy, so the same history always gives the same bytes (prompt-cache stability),
 and a preview is recognised as one, so processing the output again changes nothing.
+
+When the context is tight, the step asks the ``compact_before_spill`` hook how much the
+compaction of old results will give back before it lowers a new result's cap; it imports
+no other step, and with no plugin answering (microcompaction blocked) its caps count the
+history as it is, so they hold on their own.
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ from middleware.policy.settings import bind
 from middleware.steps.budget.line_rules import LineRule, cut_lines, line_rule, recover_line_cut
 from middleware.steps.budget.settings import BudgetSettings, Cap, TurnLimits, resolve_cap
 from middleware.steps.loop_guard import without_notices
-from middleware.steps.microcompact.before_spill import compact_first
 from middleware.steps.previews import fit_preview, make_preview, recover_preview
 from middleware.steps.sizes import chars_before_turns, node_chars
 from middleware.view import Conversation, ResultSite, ToolResult
@@ -94,8 +98,13 @@ class _BudgetRun:
                 and aware.tight(history)
                 and self._would_cut(sites, limits)
             ):
-                history = compact_first(index, turn, history, aware.protect_turns, self.context)
-                limits = TurnLimits.of(self.settings, calls, history)
+                # The plugin that answers promises to compact those results later in
+                # this call; with none (microcompaction blocked), the history counts as
+                # it is.
+                reclaimed = self.context.compaction_promised(index, turn - aware.protect_turns)
+                if reclaimed is not None:
+                    history = max(history - reclaimed, 0)
+                    limits = TurnLimits.of(self.settings, calls, history)
             candidates = [self._candidate(site, limits) for site in sites]
             for cand in candidates:
                 if cand.frozen:

@@ -24,7 +24,7 @@ from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
 from middleware.session.resume import Resume
-from middleware.steps.microcompact.before_spill import SHARED_KEY as COMPACT_FIRST
+from middleware.steps.microcompact.before_spill import promised
 from middleware.steps.microcompact.inputs import clear_input
 from middleware.steps.microcompact.readings import Readings
 from middleware.steps.microcompact.schedule import Carried, Decided, Gain, TurnGains, boundary
@@ -34,10 +34,6 @@ from middleware.steps.sizes import node_chars
 from middleware.view import CallSite, Conversation, ConversationIndex, ResultSite, ToolCall
 
 logger = logging.getLogger(__name__)
-
-#: Where the step leaves what it weighed (:class:`.schedule.Carried`) in the shared state,
-#: for the session's next request.
-CARRIED = "microcompact.carried"
 
 
 @dataclass(frozen=True)
@@ -49,7 +45,9 @@ class _Plan:
 @hookimpl(tryfirst=True)
 def microcompact(conversation: Conversation, context: StepContext) -> None:
     settings = bind(context.policy, MicrocompactSettings)
-    requested = context.shared.get(COMPACT_FIRST, set())
+    # What this plugin promised the budget step (compact_before_spill), whether or not
+    # compaction by age is enabled: the budget step's caps count on it.
+    requested = promised(context)
     if requested:
         _Compaction(settings, context, conversation).summarize_requested(requested)
     if settings.enabled:
@@ -99,7 +97,7 @@ class _Compaction:
         if not s.keep_results and s.window_tokens is None:  # nothing else decides: the next
             # request of the session can continue from here, or from before compaction
             before = tuple(self.conversation.nodes)
-            self.context.shared[CARRIED] = weighed._replace(before=before)
+            self.context.carry = weighed._replace(before=before)
         self._apply(
             self._plan(index.results, weighed.boundary, s.truncate_turns, s.summarize_turns)
         )
@@ -121,7 +119,7 @@ class _Compaction:
         logger.warning("request still over the %d-token window after compaction", window)
 
     def summarize_requested(self, requested: set[tuple[int, int]]) -> None:
-        """Summarise the results the budget step asked for (compaction before spill)."""
+        """Summarise the results promised to the budget step (compaction before spill)."""
         index = self.conversation.index()
         self._apply(
             [
@@ -139,7 +137,7 @@ class _Compaction:
         A boundary that moves, or new turns before it (the previous request's last turns
         came back changed), compact the whole request again, from the messages as the
         budget step left them (the previous request's, and this one's new turns)."""
-        carried = resume.carried.get("microcompact")
+        carried = resume.carried.get(self.context.step)
         start = resume.from_node
         if not isinstance(carried, Carried) or not (
             len(carried.sizes) == len(carried.node_turns) == len(carried.before) == start
@@ -171,7 +169,7 @@ class _Compaction:
         if moved == carried.boundary and resume.from_turn >= moved:
             # The new turns are all after the boundary: too young to compact.
             before = carried.before + tuple(self.conversation.nodes[start:])
-            self.context.shared[CARRIED] = weighed._replace(before=before)
+            self.context.carry = weighed._replace(before=before)
             return
         nodes = self.conversation.nodes
         for i, made in enumerate(carried.before):
