@@ -32,7 +32,7 @@ from middleware.plugin.capabilities import DeclaredCap, SpillStore, ToolCap
 from middleware.plugin.markers import hookimpl
 from middleware.policy import Policy, load_policy, validate_policy_file
 from middleware.policy.resources import preset_names
-from middleware.report import Action, LoopAlert, ProblemReport, Report
+from middleware.report import Action, LoopAlert, ProblemReport, Report, SealedBlock
 from middleware.session.decisions import Decision, DecisionLedger
 from middleware.steps.budget.admission import Admission, ToolOutput
 
@@ -58,6 +58,7 @@ __all__ = [
     "ProblemReport",
     "ProcessResult",
     "Report",
+    "SealedBlock",
     "SpillStore",
     "ToolCap",
     "ToolOutput",

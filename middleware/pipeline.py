@@ -25,7 +25,7 @@ from middleware.plugin.spill_guard import GuardedSpillStore
 from middleware.policy import Policy, load_policy
 from middleware.policy.reload import PolicyStatus, PolicyWatcher
 from middleware.policy.settings import bind
-from middleware.report import ProblemReport, Report
+from middleware.report import ProblemReport, Report, SealedBlock
 from middleware.session.decisions import Decision, DecisionLedger
 from middleware.session.resume import FORMATS as CONTINUED_FORMATS
 from middleware.session.resume import Continuations, Previous, Resume, copies
@@ -34,7 +34,7 @@ from middleware.spill.remembered import RememberedStore
 from middleware.steps.budget.admission import Admission, ToolOutput, batch_conversation, check_batch
 from middleware.steps.budget.settings import BudgetSettings, Cap, TurnLimits, resolve_cap
 from middleware.steps.loop_guard import guard_loops
-from middleware.view import Conversation
+from middleware.view import Conversation, ToolCall, ToolResult
 
 #: Hooks whose third-party implementations decide what old turns become: a request is then
 #: always processed in full.
@@ -234,6 +234,7 @@ class Pipeline:
             text_protocol=conversation.text_protocol, messages_before=len(messages),
         )  # fmt: skip
         report.result_chars_before = _results(conversation)[1]
+        report.sealed.extend(_sealed(conversation))
         report.problems.extend(self._setup_problems)
 
         parsed = conversation.checkpoint()
@@ -444,6 +445,15 @@ class Pipeline:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _sealed(conversation: Conversation) -> Iterator[SealedBlock]:
+    for node in conversation.nodes:
+        for block in node.blocks:
+            if isinstance(block, ToolCall) and block.sealed:
+                yield SealedBlock(node.origin, "tool_call", block.id)
+            elif isinstance(block, ToolResult) and block.sealed:
+                yield SealedBlock(node.origin, "tool_result", block.call_id)
 
 
 def _results(conversation: Conversation) -> tuple[int, int]:

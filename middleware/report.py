@@ -59,6 +59,17 @@ class Action:
 
 
 @dataclass(frozen=True)
+class SealedBlock:
+    """A tool call or result nested too deep to read (more than 128 levels): it was sent
+    exactly as it came, and no step shortened it (docs/pairing.md, "Malformed histories")."""
+
+    message_index: int | None
+    kind: Literal["tool_call", "tool_result"]
+    #: The call's id, or the id the result answers.
+    tool_call_id: str
+
+
+@dataclass(frozen=True)
 class ProblemReport:
     """A plugin that failed inside a hook; the default behaviour was used instead."""
 
@@ -111,6 +122,8 @@ class Report:
     problems: list[ProblemReport] = field(default_factory=list)
     #: Loop guards that tripped in the current user turn.
     loop_alerts: list[LoopAlert] = field(default_factory=list)
+    #: Calls and results sent as they came because they are nested too deep to read.
+    sealed: list[SealedBlock] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:

@@ -35,6 +35,9 @@ class ToolCall:
     arguments: Any
     #: The original wire block; ``None`` when a step created the call.
     raw: Any = None
+    #: Nested too deep to read (:mod:`middleware.formats.structure`): ``arguments`` is a
+    #: cut copy, and the block is written as ``raw`` (its id and name aside).
+    sealed: bool = False
 
     @property
     def canonical_arguments(self) -> str:
@@ -75,6 +78,10 @@ class ToolResult:
     #: sets it when it spills), so later steps can work from the original. Never written
     #: to the wire.
     original: str | None = None
+    #: Nested too deep to read (:mod:`middleware.formats.structure`): ``content`` is a
+    #: cut copy, and the block is written as ``raw`` (its call id and error flag aside).
+    #: Steps leave its content alone.
+    sealed: bool = False
 
     @property
     def text(self) -> str:
@@ -124,7 +131,7 @@ class ToolResult:
         # The constructor, not dataclasses.replace: every request rewrites many results.
         return ToolResult(
             self.call_id, content, self.is_error, self.raw, self.text_protocol, self.tool_name,
-            self.original if original is None else original,
+            self.original if original is None else original, self.sealed,
         )  # fmt: skip
 
 

@@ -86,15 +86,14 @@ class MessageMemo:
         codec: str,
         message: dict[str, Any],
         index: int,
-        check: Callable[[dict[str, Any], int], None],
-        parse: Callable[[dict[str, Any], int], Node],
+        read: Callable[[dict[str, Any], int], Node],
     ) -> Node:
         """The node of ``message`` at ``index``: reused when an equal message was parsed
-        before, else checked and parsed (from a private copy, which is what is kept)."""
+        before, else checked and parsed by ``read`` (from a private copy, which is what is
+        kept)."""
         key = self.key(message)
         if key is None:
-            check(message, index)
-            return parse(message, index)
+            return read(message, index)
         # One entry per message, holding its node per wire format it was read as (and
         # per way of reading it again, :meth:`variant`).
         nodes = self._found.get(key)
@@ -102,9 +101,8 @@ class MessageMemo:
             nodes = self.cache.get(("message", key))
         found = None if nodes is None else nodes.get(codec)
         if found is None:
-            check(message, index)
             private = pickle.loads(key)  # our own bytes, from this process
-            parsed = parse(private, index)
+            parsed = read(private, index)
             found = Node(
                 parsed.role, parsed.blocks, meta=parsed.meta, raw_chars=value_chars(private)
             )

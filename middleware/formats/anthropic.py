@@ -129,14 +129,11 @@ class AnthropicCodec(Codec):
                     "input": block.arguments,
                 }
             raw_call = block.raw
-            if (
-                raw_call.get("id") == block.id
-                and raw_call.get("name") == block.name
-                and raw_call.get("input", {}) == block.arguments
-            ):
+            same_input = block.sealed or raw_call.get("input", {}) == block.arguments
+            if raw_call.get("id") == block.id and raw_call.get("name") == block.name and same_input:
                 return raw_call
             out_call = {**raw_call, "id": block.id, "name": block.name}
-            if raw_call.get("input", {}) != block.arguments:
+            if not same_input:
                 out_call["input"] = block.arguments
             return out_call
         raw = block.raw
@@ -150,7 +147,9 @@ class AnthropicCodec(Codec):
                 out["is_error"] = True
             return out
         same_id = raw.get("tool_use_id") == block.call_id
-        same_content = result_content(raw.get("content"), 0, "content") == block.content
+        same_content = (
+            block.sealed or result_content(raw.get("content"), 0, "content") == block.content
+        )
         same_flag = bool(raw.get("is_error", False)) == block.is_error
         if same_id and same_content and same_flag:
             return raw

@@ -10,9 +10,9 @@ from typing import Any, ClassVar
 
 from middleware.cache.messages import MessageMemo
 from middleware.errors import HistoryError
-from middleware.formats.structure import check_message
+from middleware.formats.structure import TooDeep, check_message, cut_deep
 from middleware.formats.text_protocol import AutoTextProtocol, TextProtocol, TextProtocolRule
-from middleware.view import Conversation, Node, ToolCall, ToolResult, is_text_part
+from middleware.view import Block, Conversation, Node, Opaque, ToolCall, ToolResult, is_text_part
 
 
 class Codec(ABC):
@@ -50,10 +50,9 @@ class Codec(ABC):
             if not isinstance(message, dict):
                 raise HistoryError(f"expected a JSON object, got {type(message).__name__}", index=i)
             if memo is None:
-                check_message(message, i)
-                nodes.append(self.parse_message(message, i))
+                nodes.append(self.read_message(message, i))
             else:
-                nodes.append(memo.parse(self.name, message, i, check_message, self.parse_message))
+                nodes.append(memo.parse(self.name, message, i, self.read_message))
         why: str | None = "policy rule"
         if isinstance(rule, AutoTextProtocol):
             agent = rule.recognise(nodes, lambda i: content_text(self.message_content(messages[i])))
@@ -77,6 +76,20 @@ class Codec(ABC):
                     marked = self._mark_text_protocol(node, messages[i], rule, previous)
                 nodes[i] = marked
         return Conversation(self.name, nodes, messages, text_protocol=why)
+
+    def read_message(self, message: dict[str, Any], index: int) -> Node:
+        """Check ``message`` (:func:`.structure.check_message`) and parse it. A message
+        nested too deep is read from a cut copy: the tool calls and results whose values
+        were cut are sealed (written as they came), and the rest reads as usual."""
+        try:
+            check_message(message, index)
+        except TooDeep:
+            cut, originals = cut_deep(message)
+            check_message(cut, index)  # anything else wrong is refused all the same
+            node = self.parse_message(cut, index)
+            blocks = tuple(_sealed(block, originals) for block in node.blocks)
+            return Node(node.role, blocks, raw=message, origin=node.origin, meta=node.meta)
+        return self.parse_message(message, index)
 
     def render(self, conversation: Conversation) -> list[Any]:
         """Write the conversation back in this format (a new list)."""
@@ -147,6 +160,17 @@ class Codec(ABC):
     def synthetic_result(self, call: ToolCall, text: str) -> ToolResult:
         """The error result that stands in for a missing answer to ``call``."""
         return ToolResult(call_id=call.id, content=text, is_error=True)
+
+
+def _sealed(block: Block, originals: dict[int, Any]) -> Block:
+    """``block`` of a cut copy, bound to its original wire object when the cut reached
+    into it (a call or result is then sealed)."""
+    raw = originals.get(id(block.raw))
+    if raw is None:
+        return block
+    if isinstance(block, Opaque):
+        return Opaque(raw)
+    return replace(block, raw=raw, sealed=True)
 
 
 def content_text(content: str | list[Any] | None) -> str:

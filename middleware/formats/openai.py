@@ -88,7 +88,9 @@ class OpenAIChatCodec(Codec):
             }
         out = dict(node.raw)
         out["tool_call_id"] = result.call_id
-        if result_content(node.raw.get("content"), 0, "content") != result.content:
+        if not result.sealed and result_content(node.raw.get("content"), 0, "content") != (
+            result.content
+        ):
             out["content"] = wire_content(result.content)
         return out
 
@@ -146,10 +148,12 @@ def _render_call(call: ToolCall) -> Any:
     kind = raw.get("type", "function")
     body = raw[kind]
     key = "arguments" if kind == "function" else "input"
-    same_body = body.get("name") == call.name and body.get(key) == call.arguments
+    same_body = body.get("name") == call.name and (call.sealed or body.get(key) == call.arguments)
     if raw.get("id") == call.id and same_body:
         return raw
     out = {**raw, "id": call.id}
     if not same_body:
-        out[kind] = {**body, "name": call.name, key: call.arguments}
+        out[kind] = {**body, "name": call.name}
+        if not call.sealed:
+            out[kind][key] = call.arguments
     return out

@@ -105,7 +105,7 @@ class ResponsesCodec(Codec):
             out = {**call.raw, "call_id": call.id}
             if call_spec.name_key is not None:
                 out[call_spec.name_key] = call.name
-            if call.raw.get(call_spec.arguments_key) != call.arguments:
+            if not call.sealed and call.raw.get(call_spec.arguments_key) != call.arguments:
                 out[call_spec.arguments_key] = call.arguments
             return out
         (result,) = node.results
@@ -121,7 +121,7 @@ class ResponsesCodec(Codec):
         spec = items.output_item(raw) or items.OUTPUTS["function_call_output"]
         id_key = next((key for key in spec.id_keys if key in raw), spec.id_keys[0])
         out = {**raw, id_key: result.call_id}
-        if spec.text_key is not None:
+        if spec.text_key is not None and not result.sealed:
             kind = items.item_type(raw)
             if _text_content(raw, kind, spec, 0) != result.content:
                 out[spec.text_key] = wire_content(result.content)

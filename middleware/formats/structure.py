@@ -5,7 +5,11 @@ Every codec runs :func:`check_message` on each message at parse time (``Codec.pa
 one place, with a :class:`HistoryError` naming the message and a JSON path. Everything
 downstream (sizes, digests for generated ids, the report's JSON) may then recurse over a
 message without hitting Python's recursion limit: the walk here is iterative, so even a
-value nested a hundred thousand levels deep is refused in linear time.
+value nested a hundred thousand levels deep is found in linear time.
+
+Depth alone costs only the block that has it (:class:`TooDeep`): the codec reads the
+message from :func:`cut_deep`'s copy, whose too-deep values are replaced by a note, and
+the blocks they sat in are *sealed*: sent exactly as they came, never read or changed.
 """
 
 from __future__ import annotations
@@ -31,6 +35,18 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 _Frame = tuple[Iterator[tuple[Any, Any]], bool]  # (items, holds an object's members)
+
+#: What stands for a too-deep value in the copy a codec reads (never sent).
+DEEP_NOTE = f"[nested deeper than {MAX_DEPTH} levels: sent as it came, not read]"
+
+
+class TooDeep(HistoryError):
+    """A message nested deeper than :data:`MAX_DEPTH` levels (and nothing else wrong up
+    to there): a codec seals what holds the deep value rather than refusing the message."""
+
+    def __init__(self, reason: str, index: int, path: list[Any]) -> None:
+        super().__init__(reason, index=index)
+        self.path = path
 
 
 def check_message(message: dict[str, Any], index: int) -> None:
@@ -66,11 +82,12 @@ def check_message(message: dict[str, Any], index: int) -> None:
                 if container is None:
                     continue
             if len(stack) >= MAX_DEPTH:
-                raise _error(
+                path = [*keys, key]
+                raise TooDeep(
+                    f"{json_path(path)}: nested deeper than {MAX_DEPTH} levels; send such "
+                    "data as a JSON string or flatten it",
                     index,
-                    [*keys, key],
-                    f"nested deeper than {MAX_DEPTH} levels; send such data as a JSON string "
-                    "or flatten it",
+                    path,
                 )
             keys.append(key)
             if isinstance(container, dict):
@@ -82,6 +99,36 @@ def check_message(message: dict[str, Any], index: int) -> None:
             stack.pop()
             if keys:
                 keys.pop()
+
+
+def cut_deep(message: dict[str, Any]) -> tuple[dict[str, Any], dict[int, Any]]:
+    """A copy of ``message`` in which every object or array deeper than :data:`MAX_DEPTH`
+    levels is :data:`DEEP_NOTE`, and, by ``id``, the original of each container copied on
+    the way to one (the rest is shared, not copied). The copy is what a codec reads; the
+    originals are what is sent."""
+    originals: dict[int, Any] = {}
+
+    def cut(value: Any, level: int) -> Any:
+        if isinstance(value, dict):
+            if level > MAX_DEPTH:
+                return DEEP_NOTE
+            members = {key: cut(item, level + 1) for key, item in value.items()}
+            if all(members[key] is item for key, item in value.items()):
+                return value
+            originals[id(members)] = value
+            return members
+        if isinstance(value, list):
+            if level > MAX_DEPTH:
+                return DEEP_NOTE
+            items = [cut(item, level + 1) for item in value]
+            if all(a is b for a, b in zip(items, value, strict=True)):
+                return value
+            originals[id(items)] = value
+            return items
+        return value
+
+    out = cut(message, 1)
+    return out, originals
 
 
 def _subclass_container(

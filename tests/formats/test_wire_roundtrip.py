@@ -891,11 +891,12 @@ def test_edits_carry_every_other_field_over() -> None:
     # the copies carry it (and this test gives it a value).
     assert [f.name for f in fields(ToolResult)] == [
         "call_id", "content", "is_error", "raw", "text_protocol", "tool_name", "original",
+        "sealed",
     ]  # fmt: skip
     assert [f.name for f in fields(Node)] == [
         "role", "blocks", "raw", "origin", "changed", "meta", "raw_chars",
     ]  # fmt: skip
-    result = ToolResult("c1", "text", True, {"raw": 1}, True, "Bash", "the original")
+    result = ToolResult("c1", "text", True, {"raw": 1}, True, "Bash", "the original", True)
     copy = result.with_text("new")
     for f in fields(ToolResult):
         if f.name != "content":

@@ -132,6 +132,8 @@ class _BudgetRun:
     def _candidate(self, site: ResultSite, limits: TurnLimits) -> _Candidate:
         incoming = site.result.text
         cap = limits.cap_for(self._cap(site.tool_name))
+        if site.result.sealed:  # nested too deep to read: sent as it came
+            return _Candidate(site, site.result, cap, True, None, incoming)
         decided = self._decided(site)
         if decided is not None:
             return _Candidate(site, decided, cap, True, None, incoming)

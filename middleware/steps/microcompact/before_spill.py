@@ -38,7 +38,7 @@ def compact_before_spill(
     for site in index.results:
         if site.turn is None or site.turn >= before_turn:
             continue
-        if site.result.is_error or site.tool_name in compaction.exempt_tools:
+        if site.result.is_error or site.result.sealed or site.tool_name in compaction.exempt_tools:
             continue
         text = site.result.text
         if len(text) < max(compaction.min_content, SUMMARY_ESTIMATE * 2):

@@ -221,7 +221,7 @@ class _Compaction:
         return plans
 
     def _exempt(self, site: ResultSite) -> bool:
-        if (site.node, site.block) in self.recent:
+        if (site.node, site.block) in self.recent or site.result.sealed:
             return True
         if site.result.is_error and self.settings.keep_errors:
             return True
@@ -290,7 +290,7 @@ class _Compaction:
             if boundary - 1 - site.turn < settings.clear_turns:
                 continue
             call = self.conversation.nodes[site.node].blocks[site.block]
-            if not isinstance(call, ToolCall):
+            if not isinstance(call, ToolCall) or call.sealed:
                 continue
             key = f"{call.id or call.name}-input"
 

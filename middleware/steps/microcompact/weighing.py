@@ -75,6 +75,8 @@ class Weighing:
             if call.turn >= cleared_before:
                 later.append((call.turn, call.node, call.block))
                 continue
+            if call.call.sealed:
+                continue
             removable = clearable_chars(call.call, self.settings.inputs, self.cache)
             if removable > 0:
                 gains.append(Gain(call.turn, call.node, cleared=removable))
