@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from middleware.cli.common import add_command
@@ -14,7 +13,7 @@ from middleware.policy import load_policy
 from middleware.policy.settings import bind
 from middleware.spill import SpillSettings, open_root
 from middleware.spill.recall import recall
-from middleware.spill.retention import collect, parse_age
+from middleware.spill.retention import collect, parse_age, utc
 from middleware.steps.previews import human_size
 
 if TYPE_CHECKING:
@@ -60,8 +59,10 @@ def add_gc(commands: Subcommands) -> None:
         description="Remove the session folders of the policy's spill store (a local folder "
         "or an object store, spill.url) where nothing was written for --older-than, and "
         "only what a spill store wrote in them; a local workspace a running process holds "
-        "is left alone. The age must be longer than proxy.session_idle_seconds: a proxy "
-        "still holding a session names its files.",
+        "is left alone, and so is an object-store session whose hold has not ended (a "
+        "process serving it said until when it may still use it, by its own policy). The "
+        "age must be longer than proxy.session_idle_seconds: a proxy still holding a "
+        "session names its files.",
         examples=[
             "chatcli-mw gc --older-than 7d",
             "CHATCLI_SPILL__URL=s3://team-spill/mw chatcli-mw gc --older-than 14d --dry-run",
@@ -104,17 +105,23 @@ def _gc(args: argparse.Namespace) -> int:
             "longer age, or lower proxy.session_idle_seconds in the policy"
         )
     root = open_root(bind(policy, SpillSettings))
-    gone = collect(root, older_than, dry_run=args.dry_run)
+    done = collect(root, older_than, dry_run=args.dry_run)
     verb = "would remove" if args.dry_run else "removed"
-    for folder in gone:
-        written = datetime.fromtimestamp(folder.last_modified, timezone.utc)
+    for folder in done.removed:
         sys.stdout.write(
             f"{verb} {root.url}/{folder.name}: {folder.files} results, "
-            f"{human_size(folder.size)}, last written {written:%Y-%m-%d %H:%M} UTC\n"
+            f"{human_size(folder.size)}, last written {utc(folder.last_modified)}\n"
         )
-    total = sum(folder.size for folder in gone)
+    for folder in done.held:
+        sys.stdout.write(
+            f"kept {root.url}/{folder.name}: {folder.files} results, last written "
+            f"{utc(folder.last_modified)}, held until {utc(folder.held_until)} by a process "
+            "serving it\n"
+        )
+    total = sum(folder.size for folder in done.removed)
+    held = f"; {len(done.held)} as old kept, held by a process serving them" if done.held else ""
     sys.stderr.write(
-        f"chatcli-mw: {verb} {len(gone)} sessions ({human_size(total)}) idle for more than "
-        f"{args.older_than} in {root.url}\n"
+        f"chatcli-mw: {verb} {len(done.removed)} sessions ({human_size(total)}) idle for more "
+        f"than {args.older_than} in {root.url}{held}\n"
     )
     return 0

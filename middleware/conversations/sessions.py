@@ -14,6 +14,7 @@ from middleware.pipeline import Pipeline
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy
 from middleware.policy.settings import bind
+from middleware.spill.objects import hold_session
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +71,8 @@ class SessionPool:
                 released.append(stale)
         for old in released:
             old.pipeline.close()
+        # An object store's gc may run another policy: tell it the session is in use.
+        hold_session(entry.pipeline.spill, self.idle_seconds)
         return entry.pipeline
 
     def end(self, session: str) -> int:

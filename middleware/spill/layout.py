@@ -11,6 +11,7 @@ a reader can check that what it reads is what was saved under that name.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass
 
@@ -26,6 +27,13 @@ READINGS = "readings"
 #: The marker a store writes in a session folder it creates (a local workspace writes
 #: ``keep`` or ``remove`` in it: what happens when its last user closes).
 MARKER = ".chatcli-workspace"
+#: What an object store's marker holds.
+SHARED = b"shared\n"
+#: Beside its marker, each process that serves a session from an object store keeps a
+#: hold, ``.chatcli-held-until-<POSIX seconds>-<process>``: the time until which it may
+#: still use the session, whatever the policy of the one who runs ``gc``. The time is in
+#: the name, so a listing tells it.
+HOLD_PREFIX = ".chatcli-held-until-"
 PREFIX = "chatcli-agent-"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -33,6 +41,7 @@ _SUFFIX = re.compile(r"^\.[a-z0-9]{1,8}$")
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}-(?P<digest>[0-9a-f]{16})\.[a-z0-9]{1,8}$")
 _READING = re.compile(r"^[a-z][a-z-]{0,31}-[0-9a-f]{40}$")
 _FOLDER = re.compile(r"^chatcli-agent-[A-Za-z0-9_-]{1,64}(?:\.[0-9a-f]{16})?$")
+_HOLD = re.compile(r"^\.chatcli-held-until-(?P<until>[0-9]{1,12})-[0-9a-f]{12}$")
 
 
 class SpillError(MiddlewareError, OSError):
@@ -85,6 +94,18 @@ def is_reading_name(name: str) -> bool:
 def is_session_folder(name: str) -> bool:
     """Whether ``name`` is one :func:`session_folder_name` gives."""
     return _FOLDER.match(name) is not None
+
+
+def hold_name(until: float, process: str) -> str:
+    """The name of the hold that ``process`` (12 hex digits) keeps until POSIX time
+    ``until`` (rounded up: a hold never reads shorter than it was meant)."""
+    return f"{HOLD_PREFIX}{math.ceil(until)}-{process}"
+
+
+def held_until(name: str) -> float | None:
+    """The POSIX time a hold named ``name`` lasts until; ``None`` if it is not a hold."""
+    match = _HOLD.match(name)
+    return float(match["until"]) if match is not None else None
 
 
 def verified_text(name: str, data: bytes) -> str | None:

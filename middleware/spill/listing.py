@@ -1,5 +1,5 @@
-"""What retention needs of an object store: its session folders with their age, and the
-removal of what a store wrote in one of them (nothing else)."""
+"""What retention needs of an object store: its session folders with their age and holds,
+and the removal of what a store wrote in one of them (nothing else)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from typing import Any
 from middleware.spill.layout import (
     MARKER,
     RESULTS,
+    SHARED,
     SpillError,
     describe,
+    held_until,
     is_result_name,
     is_session_folder,
 )
@@ -23,7 +25,8 @@ logger = logging.getLogger(__name__)
 
 def folders_in(fs: Any, base: str, url: str) -> list[SessionFolder]:
     """The session folders under ``base`` of ``fs`` (``url``) that hold a store's marker,
-    each with its newest object's time and its results."""
+    each with its newest object's time, its results and its latest hold (read from the
+    holds' names: no request per folder)."""
     try:
         listing = fs.find(base, detail=True)
     except FileNotFoundError:
@@ -45,14 +48,21 @@ def folders_in(fs: Any, base: str, url: str) -> list[SessionFolder]:
             continue
         results = [o for o in objects if _is_result(o["rest"])]
         size = sum(int(o.get("size") or 0) for o in results)
-        folders.append(SessionFolder(folder, max(times), len(results), size))
+        holds = [t for t in (held_until(o["rest"]) for o in objects) if t is not None]
+        held = max(holds) if holds else None
+        folders.append(SessionFolder(folder, max(times), len(results), size, held_until=held))
     return folders
 
 
 def remove_folder(fs: Any, base: str, url: str, folder: str) -> bool:
-    """Remove the results, the leftovers of interrupted writes and the marker of
-    ``folder`` (the marker last: a folder half removed is still found by ``gc``);
-    ``False`` if it holds no marker."""
+    """Remove the results, the leftovers of interrupted writes, the holds and the marker
+    of ``folder`` (the marker last: a folder half removed is still found by ``gc``);
+    ``False`` if it holds no marker.
+
+    A process still writing into the folder may add a result meanwhile: the folder is
+    listed again once the marker is gone, and if a store wrote anything since, the marker
+    is put back, so what was written is removed by a later ``gc`` instead of left for good.
+    """
     if not is_session_folder(folder):
         return False
     prefix = f"{base}/{folder}"
@@ -65,14 +75,39 @@ def remove_folder(fs: Any, base: str, url: str, folder: str) -> bool:
     marker = f"{prefix}/{MARKER}"
     if marker not in paths:
         return False
-    ours = [p for p in paths if p != marker and _is_result(p[len(prefix) + 1 :], partial=True)]
+    ours = [p for p in paths if p != marker and _is_ours(p[len(prefix) + 1 :])]
     try:
         if ours:
             fs.rm(ours)
         fs.rm_file(marker)
+        since = written_in(fs, base, folder)
+        if since:
+            fs.pipe_file(marker, SHARED)
     except Exception as exc:
         raise SpillError(f"cannot remove {url}/{folder}: {describe(exc)}") from exc
+    if since:
+        logger.warning(
+            "%s/%s: %d objects were written while it was being removed; its marker is back, "
+            "so a later gc removes them", url, folder, len(since),
+        )  # fmt: skip
     return True
+
+
+def written_in(fs: Any, base: str, folder: str) -> list[str]:
+    """The paths of what a store wrote in ``folder`` besides its marker (results,
+    leftovers of interrupted writes, holds): one listing."""
+    prefix = f"{base}/{folder}"
+    try:
+        found: list[str] = fs.find(prefix)
+    except FileNotFoundError:
+        return []
+    return [path for path in found if _is_ours(path[len(prefix) + 1 :])]
+
+
+def _is_ours(rest: str) -> bool:
+    """Whether ``rest`` (a path inside a session folder) is something a store writes there
+    besides its marker: a result, the leftover of an interrupted write, a hold."""
+    return _is_result(rest, partial=True) or held_until(rest) is not None
 
 
 def _is_result(rest: str, *, partial: bool = False) -> bool:

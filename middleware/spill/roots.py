@@ -19,6 +19,13 @@ class SessionFolder:
     size: int
     #: Open by a process that is still running (a local workspace's live lease).
     in_use: bool = False
+    #: POSIX time until which a process serving the session said it may still use it
+    #: (an object store's latest hold); ``None``: none said (a store of an older version).
+    held_until: float | None = None
+
+    def held_at(self, now: float) -> bool:
+        """Whether a process serving the session may still use it at POSIX time ``now``."""
+        return self.held_until is not None and self.held_until > now
 
 
 class SpillRoot(Protocol):

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from middleware.policy.settings import section
+from middleware.policy.settings import section, setting
 
 
 @section("spill")
@@ -27,3 +27,6 @@ class SpillSettings:
     keep: bool
     #: When the full text cannot be saved: keep the result whole, or cut it and report.
     on_error: Literal["keep", "truncate"]
+    #: How long a session may still be used after a request: what an object store's hold
+    #: tells ``gc``, whatever ``gc``'s own policy says.
+    session_idle_seconds: float = setting("proxy.session_idle_seconds")

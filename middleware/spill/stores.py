@@ -37,7 +37,7 @@ def open_store(session_id: str, settings: SpillSettings) -> SpillWorkspace | Obj
     folder = local_folder(settings)
     if folder is not None:
         return SpillWorkspace(session_id, folder, keep=settings.keep)
-    return object_root(settings).workspace(session_id)
+    return object_root(settings).workspace(session_id, hold=settings.session_idle_seconds)
 
 
 def open_root(settings: SpillSettings) -> SpillRoot:

@@ -28,7 +28,9 @@ def test_any_fsspec_url_is_an_object_store() -> None:
     assert location.startswith("memory:///spill-tests/any/chatcli-agent-m/tool-results/k-")
     assert store.load(location) == "in memory"
     assert [f.name for f in open_root(spill).sessions()] == ["chatcli-agent-m"]
-    assert [f.name for f in collect(open_root(spill), 60, now=10**10)] == ["chatcli-agent-m"]
+    assert [f.name for f in collect(open_root(spill), 60, now=10**10).removed] == [
+        "chatcli-agent-m"
+    ]
     assert fsspec.filesystem("memory").find("spill-tests/any") == []
 
 

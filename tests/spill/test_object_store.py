@@ -225,12 +225,12 @@ def test_gc_removes_old_sessions_and_only_what_a_store_wrote(s3: S3Server, bucke
     fs.pipe_file(f"{bucket}/gc/chatcli-agent-stray/tool-results/x-0123456789abcdef.txt", b"?")
     root = open_root(spill)
     assert {f.name for f in root.sessions()} == {"chatcli-agent-old", "chatcli-agent-ended"}
-    assert collect(root, 3600) == []  # written just now
+    assert collect(root, 3600).removed == []  # written just now
     later = time.time() + 8 * 86400
-    listed = collect(root, 7 * 86400, now=later, dry_run=True)
+    listed = collect(root, 7 * 86400, now=later, dry_run=True).removed
     assert {f.name for f in listed} == {"chatcli-agent-old", "chatcli-agent-ended"}
     assert forget(root, "ended")
-    assert [f.name for f in collect(root, 7 * 86400, now=later)] == ["chatcli-agent-old"]
+    assert [f.name for f in collect(root, 7 * 86400, now=later).removed] == ["chatcli-agent-old"]
     left = sorted(fs.find(f"{bucket}/gc"))
     assert left == [
         f"{bucket}/gc/chatcli-agent-old/notes.txt",
