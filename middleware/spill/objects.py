@@ -22,29 +22,22 @@ own threads, so a hung store never takes the threads that serve requests.
 Nothing here removes a session's objects when a pipeline closes: replicas share them.
 ``chatcli-mw gc`` and the proxy's ``DELETE /sessions/{id}`` do, through
 :meth:`ObjectRoot.remove`. So that ``gc`` never takes a session a process still serves,
-whatever ``gc``'s own policy says, each process that uses a session keeps a *hold* in its
-folder (:data:`~middleware.spill.layout.HOLD_PREFIX`): until when it may still use it,
-its idle horizon (``proxy.session_idle_seconds``) plus :data:`MARK_SECONDS` past its last
-use, renewed as it goes on using it. And since ``gc`` (or ``DELETE`` on another replica)
-may still remove a folder a process writes into, a process that wrote new results checks
-within :data:`CHECK_SECONDS`, or when it closes, that its hold is still there, and if not
-puts the marker and its hold back: what it wrote stays something ``gc`` removes later.
+each process keeps a *hold* in the folders it uses (:mod:`middleware.spill.holds`).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import json
 import logging
 import threading
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from middleware.spill.holds import HOLD_SECONDS, Background, Holds, HoldStore
 from middleware.spill.layout import (
     MARKER,
     RESULTS,
@@ -53,7 +46,6 @@ from middleware.spill.layout import (
     SpillKey,
     SpillTimeout,
     describe,
-    hold_name,
     is_result_name,
     is_session_folder,
     session_folder_name,
@@ -76,17 +68,6 @@ S3_READ = {"max_concurrency": 1}
 #: removes only sessions idle for much longer.
 KNOWN_SECONDS = 600.0
 KNOWN_ENTRIES = 100_000
-#: A process using a session writes its marker and its hold again this often, so the
-#: folder's age counts from the last use of any replica and the hold (which reaches this
-#: far beyond the process's idle horizon) never lapses while it uses the session.
-MARK_SECONDS = 3600.0
-#: A process that wrote new results into a session checks, at its next save or request
-#: this long after its last check (or when it closes the session), that its hold is still
-#: there: ``gc`` or ``DELETE /sessions/...`` on another replica may have removed the folder.
-CHECK_SECONDS = 60.0
-#: How long a pipeline may still use its session after its last use of the store, when
-#: nothing says otherwise: the default ``proxy.session_idle_seconds``.
-HOLD_SECONDS = 3600.0
 #: Bytes of read results kept in memory per root (they never change).
 CACHE_BYTES = 32 * 2**20
 #: Threads a root calls its store on: calls of a store that hangs hold these, never the
@@ -94,21 +75,6 @@ CACHE_BYTES = 32 * 2**20
 STORE_THREADS = 8
 
 T = TypeVar("T")
-
-
-@dataclass
-class _Held:
-    """What this process declared in one session folder."""
-
-    #: The hold's name, and the POSIX time it lasts until.
-    name: str
-    until: float
-    #: When (on the root's clock) the hold was last written or found in the store.
-    checked: float
-    #: Results this process wrote into the folder, and how many of them were followed by a
-    #: check that the folder is still there.
-    writes: int = 0
-    verified: int = 0
 
 
 class ObjectRoot:
@@ -137,18 +103,8 @@ class ObjectRoot:
         self._read_options: Mapping[str, Any] = S3_READ if s3 else {}
         self.retry_after = retry_after
         self._clock = clock
-        #: POSIX time, which holds are written in (``gc`` reads them on another machine).
-        self._wall = wall
-        #: Names this process's holds.
-        self._process = uuid.uuid4().hex[:12]
         self._lock = threading.Lock()
         self._known: OrderedDict[str, float] = OrderedDict()
-        self._held: dict[str, _Held] = {}
-        #: One lock per folder: a hold is declared or checked by one thread at a time.
-        self._holding: dict[str, threading.Lock] = {}
-        #: Folders with a hold being kept in the background, and those calls.
-        self._pending: set[str] = set()
-        self._background: set[concurrent.futures.Future[None]] = set()
         self._cache: OrderedDict[str, tuple[str, int]] = OrderedDict()
         self._cached_bytes = 0
         self._down: tuple[float, str] | None = None
@@ -156,6 +112,8 @@ class ObjectRoot:
         self._calls = concurrent.futures.ThreadPoolExecutor(
             STORE_THREADS, thread_name_prefix="chatcli-store"
         )
+        #: This process's holds in the folders under the root (``wall``: their POSIX times).
+        self.holds = Holds(self._hold_store(), clock=clock, wall=wall)
 
     def workspace(self, session_id: str, *, hold: float = HOLD_SECONDS) -> ObjectWorkspace:
         """The store of one session under this root, which its process may still use
@@ -184,7 +142,7 @@ class ObjectRoot:
         data = content.encode("utf-8", "surrogatepass")
 
         def write() -> None:
-            self._hold(folder, hold)
+            self.holds.keep(folder, hold)
             existing = self._get(path)
             if existing is None:
                 self._create(path, data)
@@ -192,7 +150,7 @@ class ObjectRoot:
                 self._put(path, data)
             else:
                 return  # there already: nothing written that could be left behind
-            self._wrote(folder, hold)
+            self.holds.wrote(folder, hold)
 
         self._within(write, f"cannot save spilled output to {location}")
         self._up()
@@ -202,161 +160,25 @@ class ObjectRoot:
 
     # -- holds -------------------------------------------------------------------------
 
-    def hold(
-        self, folder: str, seconds: float, *, using: bool = False
-    ) -> concurrent.futures.Future[None] | None:
-        """This process may use ``folder`` for ``seconds`` more (what a session pool says
-        with each request; a workspace, when it reads from the folder, with ``using``).
-
-        A store call is made only when one is due, in the background (the caller never
-        waits for the store): when the hold this process declared ends within
-        ``seconds`` (about once per :data:`MARK_SECONDS`), or when results it wrote have
-        gone :data:`CHECK_SECONDS` without a check that the folder is still there. A
-        folder this process never wrote or read gets no hold (``using``: it read it).
-        Returns the background call, or ``None`` when none was due.
-        """
-        now, wall = self._clock(), self._wall()
-        with self._lock:
-            held = self._held.get(folder)
-            if held is None:
-                due = using
-            else:
-                unchecked = held.writes > held.verified and now - held.checked >= CHECK_SECONDS
-                due = held.until < wall + seconds or unchecked
-            if not due or folder in self._pending or self._is_down(now):
-                return None
-
-        def keep() -> None:
-            self._verify(folder, seconds)
-            self._hold(folder, seconds)
-
-        return self._in_background(folder, keep)
-
-    def release(self, folder: str, seconds: float) -> concurrent.futures.Future[None] | None:
-        """A pipeline using ``folder`` closed: check, in the background, that what this
-        process wrote there since its last check is in a folder ``gc`` still sees."""
-        with self._lock:
-            held = self._held.get(folder)
-            if held is None or held.writes == held.verified:
-                return None
-        return self._in_background(folder, lambda: self._verify(folder, seconds))
-
-    def _in_background(
-        self, folder: str, call: Callable[[], None]
-    ) -> concurrent.futures.Future[None] | None:
-        def run() -> None:
-            try:
-                call()
-            except Exception as exc:  # the next save or request tries again
-                logger.warning("cannot keep the hold on %s/%s: %s", self.url, folder,
-                               describe(exc))  # fmt: skip
-            finally:
-                with self._lock:
-                    self._pending.discard(folder)
-
-        with self._lock:
-            self._pending.add(folder)
-        try:
-            future = self._calls.submit(run)
-        except RuntimeError:  # shut down: the process is ending
-            with self._lock:
-                self._pending.discard(folder)
-            return None
-        with self._lock:
-            self._background.add(future)
-        future.add_done_callback(self._done)
-        return future
-
-    def _done(self, future: concurrent.futures.Future[None]) -> None:
-        with self._lock:
-            self._background.discard(future)
-
     def settle(self, timeout: float | None = None) -> None:
         """Wait up to ``timeout`` seconds for the holds being kept in the background (a
         process about to exit, or a test, that wants them in the store)."""
-        with self._lock:
-            running = list(self._background)
-        concurrent.futures.wait(running, timeout)
+        self.holds.settle(timeout)
 
-    def _folder_lock(self, folder: str) -> threading.Lock:
-        with self._lock:
-            return self._holding.setdefault(folder, threading.Lock())
-
-    def _hold(self, folder: str, seconds: float) -> None:
-        """Declare that this process may use ``folder`` for ``seconds`` more, unless
-        what it declared last says so already (on the store's threads)."""
-        with self._folder_lock(folder):
-            with self._lock:
-                held = self._held.get(folder)
-            if held is None or held.until < self._wall() + seconds:
-                self._declare(folder, seconds, held)
-
-    def _declare(self, folder: str, seconds: float, previous: _Held | None) -> None:
-        """Write the folder's marker (a folder without it is not one a store created, and
-        ``gc`` leaves it alone) and this process's hold, lasting ``seconds`` plus
-        :data:`MARK_SECONDS` (the hold is written again before that margin runs out), then
-        remove its previous hold. The caller holds the folder's lock."""
-        with self._lock:
-            current = self._held.get(folder)
-            # what was written before the marker goes in is in a folder gc sees
-            covered = current.writes if current is not None else 0
-        until = self._wall() + seconds + MARK_SECONDS
-        name = hold_name(until, self._process)
-        self._put(self._path(folder, MARKER), SHARED)
-        held = {"held_until": until, "idle_seconds": seconds, "process": self._process}
-        self._put(self._path(folder, name), (json.dumps(held) + "\n").encode())
-        if previous is not None and previous.name != name:
-            with contextlib.suppress(FileNotFoundError):
-                self._fs.rm_file(self._path(folder, previous.name))
-        with self._lock:
-            current = self._held.get(folder)
-            writes = current.writes if current is not None else 0
-            self._held[folder] = _Held(name, until, self._clock(), writes, covered)
-
-    def _wrote(self, folder: str, seconds: float) -> None:
-        """A result was written into ``folder``: check that the folder is still there if
-        the last check is :data:`CHECK_SECONDS` old."""
-        with self._lock:
-            held = self._held.get(folder)
-            due = held is not None and self._clock() - held.checked >= CHECK_SECONDS
-            if held is not None:
-                held.writes += 1
-        if held is None:  # this process removed the folder meanwhile: mark it again
-            self._hold(folder, seconds)
-        elif due:
-            self._verify(folder, seconds)
-
-    def _verify(self, folder: str, seconds: float) -> None:
-        """Check that this process's hold in ``folder`` is still there if it wrote results
-        since the last check. If it is gone, ``gc`` or another replica removed the folder:
-        forget what this process knew of it, and if results were written since (the folder
-        holds any), write the marker and the hold again, so that a later ``gc`` removes
-        them instead of leaving them for good."""
-        with self._folder_lock(folder):
-            with self._lock:
-                held = self._held.get(folder)
-                if held is None or held.writes == held.verified:
-                    return
-                writes = held.writes
-            if self._get(self._path(folder, held.name)) is not None:
-                with self._lock:
-                    held.checked = self._clock()
-                    held.verified = max(held.verified, writes)
-                return
-            self._forget(folder)
-            left = written_in(self._fs, self._base, folder)
-            if not left:  # removed with all this process wrote: nothing left behind
-                with self._lock:
-                    self._held.pop(folder, None)
-                logger.info("%s/%s was removed while this process used it", self.url, folder)
-                return
-            logger.warning(
-                "%s/%s was removed while this process still uses it (gc, or DELETE "
-                "/sessions on another replica), and %d objects were written there since: "
-                "writing its marker again, so that gc removes them later", self.url, folder,
-                len(left),
-            )  # fmt: skip
-            self._declare(folder, seconds, None)
+    def _hold_store(self) -> HoldStore:
+        """The store calls :class:`Holds` may make: plain requests, which it makes on this
+        root's threads (they look ``_fs`` up when called, so a wrapped one counts them)."""
+        return HoldStore(
+            url=self.url,
+            mark=lambda folder: self._put(self._path(folder, MARKER), SHARED),
+            put=lambda folder, name, data: self._put(self._path(folder, name), data),
+            get=lambda folder, name: self._get(self._path(folder, name)),
+            delete=lambda folder, name: self._fs.rm_file(self._path(folder, name)),
+            written=lambda folder: written_in(self._fs, self._base, folder),
+            forget=self._forget,
+            submit=self._calls.submit,
+            down=lambda: self.trouble is not None,
+        )
 
     def _create(self, path: str, data: bytes) -> None:
         """Write ``path`` only if nothing is there yet (S3's conditional ``PUT``), so two
@@ -458,8 +280,7 @@ class ObjectRoot:
                                f"cannot remove {self.url}/{folder}", down=False)  # fmt: skip
         if not removed:
             return False
-        with self._lock:
-            self._held.pop(folder, None)
+        self.holds.forget(folder)
         self._forget(folder)
         return True
 
@@ -515,10 +336,6 @@ class ObjectRoot:
             self._known.move_to_end(path)
             while len(self._known) > KNOWN_ENTRIES:
                 self._known.popitem(last=False)
-
-    def _is_down(self, now: float) -> bool:
-        """Whether the store counts as down at ``now`` (call with the lock held)."""
-        return self._down is not None and now - self._down[0] < self.retry_after
 
     def _check_up(self, doing: str) -> None:
         """Raise at once while the store counts as down (``spill.retry_after_seconds``)."""
@@ -583,14 +400,14 @@ class ObjectWorkspace:
             )
         return self.root.save(self.folder, name, content, hold=self.horizon)
 
-    def hold(self, seconds: float) -> concurrent.futures.Future[None] | None:
+    def hold(self, seconds: float) -> Background | None:
         """The session is in use, and may be for ``seconds`` more (a session pool's idle
         horizon, with each request): keep its hold in the store (see
-        :meth:`ObjectRoot.hold`: a store call about once an hour, in the background)."""
+        :meth:`Holds.hold`: a store call about once an hour, in the background)."""
         if self._closed:
             return None
         self.horizon = seconds
-        return self.root.hold(self.folder, seconds)
+        return self.root.holds.hold(self.folder, seconds)
 
     def load(self, location: str) -> str | None:
         """The content saved at ``location`` by this session's store, else ``None`` (also
@@ -604,7 +421,7 @@ class ObjectWorkspace:
             logger.warning("%s", exc)
             return None
         if text is not None and not self._closed:  # the session uses what is there
-            self.root.hold(self.folder, self.horizon, using=True)
+            self.root.holds.hold(self.folder, self.horizon, using=True)
         return text
 
     def close(self) -> None:
@@ -612,7 +429,7 @@ class ObjectWorkspace:
         hold until it ends (another pipeline of the process may use the session)."""
         if not self._closed:
             self._closed = True
-            self.root.release(self.folder, self.horizon)
+            self.root.holds.release(self.folder, self.horizon)
 
 
 def hold_session(store: object, seconds: float) -> None:

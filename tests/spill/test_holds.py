@@ -24,8 +24,9 @@ from middleware.plugin.host import PluginHost
 from middleware.policy import Policy
 from middleware.policy.settings import bind
 from middleware.spill import SpillSettings, retention
+from middleware.spill.holds import CHECK_SECONDS, MARK_SECONDS
 from middleware.spill.layout import HOLD_PREFIX, MARKER, held_until
-from middleware.spill.objects import CHECK_SECONDS, MARK_SECONDS, ObjectRoot
+from middleware.spill.objects import ObjectRoot
 from middleware.spill.retention import collect, forget
 from middleware.spill.stores import object_root
 
@@ -116,7 +117,8 @@ def serving(
     clocks = Clocks()
     root = object_root(bind(policy, SpillSettings))
     monkeypatch.setattr(root, "_clock", clocks.monotonic)
-    monkeypatch.setattr(root, "_wall", clocks.posix)
+    monkeypatch.setattr(root.holds, "_clock", clocks.monotonic)
+    monkeypatch.setattr(root.holds, "_wall", clocks.posix)
     monkeypatch.setattr(root, "_fs", Counting(root._fs))
     pool = SessionPool(PluginHost.create(load_entrypoints=False), 7200, clocks.monotonic)
     yield pool, policy, root, clocks
