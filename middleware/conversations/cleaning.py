@@ -8,7 +8,6 @@ body no step changed is returned byte for byte.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Mapping
@@ -85,6 +84,5 @@ def clean_body(
     seconds = time.perf_counter() - started
     body_out = raw
     if result.changed:
-        written = json.dumps(result.output, ensure_ascii=False, separators=(",", ":"))
-        body_out = written.encode("utf-8")
+        body_out = jsonio.wire(result.output)
     return Cleaned(body_out, key, result.report, seconds=seconds, continued=result.continued)
