@@ -356,21 +356,21 @@ def _assign(calls: list[CallEntry], results: list[ResultEntry], rules: Rules) ->
     """Pair the calls sharing one id with the results carrying it (all in order). When
     there are more results than calls, real outputs are kept before error and synthetic
     ones, the first among equals."""
-    codec = rules.codec
+    waiting = _Waiting(calls, rules.codec)
     fitting: list[ResultEntry] = []
     for entry in results:
-        if any(codec.answers(entry.result, c.call) for c in calls):
+        if waiting.fits(entry.result):
             fitting.append(entry)
         else:
-            kinds = ", ".join(sorted({_kind(c.call.raw) for c in calls}))
-            entry.reason = f"a {_kind(entry.result.raw)} does not answer the {kinds} with this id"
+            entry.reason = (
+                f"a {_kind(entry.result.raw)} does not answer the {waiting.kinds()} with this id"
+            )
     order: list[int] = list(range(len(fitting)))
     if len(fitting) > len(calls):
         order = sorted(order, key=lambda i: (rules.placeholder(fitting[i].result), i))
     keep = set(order[: len(calls)])
-    queue = deque(calls)
     for i, entry in enumerate(fitting):
-        match = _take(queue, entry.result, codec) if i in keep else None
+        match = waiting.take(entry.result) if i in keep else None
         if match is None and not calls[0].dropped:
             entry.fate, entry.call = "duplicate", calls[0]
             entry.reason = "another result already answers this call"
@@ -384,6 +384,60 @@ def _assign(calls: list[CallEntry], results: list[ResultEntry], rules: Rules) ->
         entry.fate, entry.call = "claimed", match
         if match.call.id != entry.result.call_id:
             entry.result = replace(entry.result, call_id=match.call.id)
+
+
+class _Waiting:
+    """The calls sharing one id that no result has taken yet, in order, grouped by kind.
+
+    :meth:`Codec.answers` looks at the kinds of a result and a call only (the wire type of
+    the block), so the first call of a kind answers for all of that kind: finding the
+    first call a result can answer costs one check per kind, not one per call. Thousands
+    of calls can share an id in one turn (unnamed calls are dropped before duplicates are,
+    and never renamed); scanning them all for each of thousands of results of another kind
+    was quadratic."""
+
+    def __init__(self, calls: list[CallEntry], codec: Codec) -> None:
+        self.calls = calls
+        self.codec = codec
+        #: kind -> (its first call, the calls of that kind not taken yet with their order)
+        self._groups: dict[object, tuple[CallEntry, deque[tuple[int, CallEntry]]]] = {}
+        for position, call in enumerate(calls):
+            group = self._groups.setdefault(_call_kind(call.call), (call, deque()))
+            group[1].append((position, call))
+        self._kinds: str | None = None
+
+    def fits(self, result: ToolResult) -> bool:
+        """Whether ``result`` is of a kind that answers one of the calls (taken or not)."""
+        return any(self.codec.answers(result, first.call) for first, _ in self._groups.values())
+
+    def take(self, result: ToolResult) -> CallEntry | None:
+        """Remove and return the first waiting call ``result`` can answer."""
+        best: deque[tuple[int, CallEntry]] | None = None
+        for first, queue in self._groups.values():
+            if not queue or (best is not None and best[0][0] < queue[0][0]):
+                continue
+            if self.codec.answers(result, first.call):
+                best = queue
+        return best.popleft()[1] if best is not None else None
+
+    def kinds(self) -> str:
+        """The wire types of the calls, for a reason (worked out once)."""
+        if self._kinds is None:
+            self._kinds = ", ".join(sorted({_kind(c.call.raw) for c in self.calls}))
+        return self._kinds
+
+
+def _call_kind(call: ToolCall) -> object:
+    """What :meth:`Codec.answers` reads of a call: its block's wire type (with Responses,
+    ``item_type``: the ``type`` string, else whether it has a role; ``None`` for a call
+    with no wire form). A call whose wire form is not an object is a kind of its own."""
+    raw = call.raw
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        return ("call", id(call))
+    kind = raw.get("type")
+    return ("type", kind) if isinstance(kind, str) else ("untyped", "role" in raw)
 
 
 def _record_drops(plan: Plan, nodes: Sequence[Node], region: Region, record: Recorder) -> None:
@@ -425,15 +479,6 @@ def sanitized_id(original: str) -> str:
     digest = hashlib.sha256(original.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     stem = re.sub(r"[^a-zA-Z0-9_-]", "_", original)[: MAX_ID_LENGTH - len(digest) - 1]
     return f"{stem}_{digest}"
-
-
-def _take(queue: deque[CallEntry], result: ToolResult, codec: Codec) -> CallEntry | None:
-    """Remove and return the first waiting call ``result`` can answer."""
-    for i, call in enumerate(queue):
-        if codec.answers(result, call.call):
-            del queue[i]
-            return call
-    return None
 
 
 def _kind(raw: Any) -> str:
