@@ -217,6 +217,8 @@ class Pipeline:
                 report = Report("responses", "the request body's 'input' text", policy.name)
                 return ProcessResult([], report, messages)
             result = self._process(policy, request, memo)
+            if isinstance(self._spill, RememberedStore):
+                self._spill.sync()  # every file a preview names is on disk before it leaves
             restored, output = request.output(result.messages)
             return ProcessResult(restored, result.report, output, result.continued)
 

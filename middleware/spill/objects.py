@@ -390,6 +390,10 @@ class ObjectWorkspace:
         self.horizon = hold
         self._closed = False
 
+    def location(self, key: str, content: str, *, suffix: str = ".txt") -> str:
+        """Where :meth:`save` would store ``content`` (nothing is written)."""
+        return self.root.location(self.folder, spill_file_name(key, content, suffix))
+
     def save(self, key: str, content: str, *, suffix: str = ".txt") -> str:
         """Store ``content`` and return its URL; an object already holding it is reused."""
         name = spill_file_name(key, content, suffix)

@@ -65,6 +65,17 @@ class RememberedStore:
                 self.cache.put(entry, content, _ENTRY_BYTES, (content,))
         return content
 
+    def location(self, key: str, content: str, *, suffix: str = ".txt") -> str | None:
+        """Where the store would save ``content``, if it can say so without saving."""
+        where = getattr(self.store, "location", None)
+        return where(key, content, suffix=suffix) if callable(where) else None
+
+    def sync(self) -> None:
+        """Sync what the store saved, if it syncs in batches (a local workspace)."""
+        sync = getattr(self.store, "sync", None)
+        if callable(sync):
+            sync()
+
     def close(self) -> None:
         self._closed = True
         self.store.close()

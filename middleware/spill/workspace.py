@@ -5,6 +5,12 @@ atomically, and reused when present with the same content, so the same result al
 yields the same path and therefore the same preview bytes (prompt-cache stability).
 Nothing is ever written outside the workspace or through a symbolic link.
 
+A saved file is visible at once (written to a temporary name, then renamed) but synced to
+disk only by :meth:`SpillWorkspace.sync`, which a pipeline calls before it returns the
+previews that name the files: the files of one request are synced together, in parallel,
+instead of one after another as they are written (a request that spills 50 results waited
+for 50 ``fsync`` calls in a row).
+
 Several pipelines may share a workspace (the same session id, in one process or several):
 each holds a lease in it while open, and the folder is removed when the last one closes,
 only if a workspace created it and none of its users asked to keep it. A folder the
@@ -22,6 +28,7 @@ import stat
 import tempfile
 import threading
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from middleware.spill.layout import (
@@ -52,6 +59,18 @@ logger = logging.getLogger(__name__)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 LEASES = ".leases"
+#: Files synced at once: a journaling file system commits concurrent syncs together.
+SYNC_THREADS = 16
+_syncing_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _sync_pool() -> ThreadPoolExecutor:
+    global _syncing_pool  # noqa: PLW0603 - one pool for the process, made when first needed
+    with _pool_lock:
+        if _syncing_pool is None:
+            _syncing_pool = ThreadPoolExecutor(SYNC_THREADS, thread_name_prefix="chatcli-sync")
+        return _syncing_pool
 
 
 def read_result(path: Path) -> str | None:
@@ -91,11 +110,18 @@ class SpillWorkspace:
         self._known: dict[Path, tuple[int, int, int]] = {}
         #: Whether this workspace made (or checked) the folder of readings.
         self._readings_ready = False
+        #: Files written and not synced yet, and the syncs under way (:meth:`sync`).
+        self._unsynced: list[Path] = []
+        self._syncing: dict[Path, Future[None]] = {}
 
     @classmethod
     def from_settings(cls, session_id: str, settings: SpillSettings) -> SpillWorkspace:
         """The workspace the policy's ``spill`` section describes."""
         return cls(session_id, settings.root, keep=settings.keep)
+
+    def location(self, key: str, content: str, *, suffix: str = ".txt") -> str:
+        """Where :meth:`save` would store ``content`` (nothing is written)."""
+        return str(self.results_dir / spill_file_name(key, content, suffix))
 
     def save(self, key: str, content: str, *, suffix: str = ".txt") -> str:
         """Store ``content`` and return its path; a file already holding it is reused."""
@@ -110,19 +136,52 @@ class SpillWorkspace:
             try:
                 with os.fdopen(fd, "wb") as handle:
                     handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
                 # rename() replaces a planted symlink itself; it never writes through it.
                 os.replace(tmp, target)
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
             self._remember(target)
+            with self._lock:
+                self._unsynced.append(target)
         except OSError as exc:
             if isinstance(exc, SpillError):
                 raise
             raise SpillError(f"cannot save spilled output to {target}: {exc}") from exc
         return str(target)
+
+    def sync(self) -> None:
+        """Sync to disk every file saved so far (and the renames that named them): when
+        this returns, no crash can take a file a preview names. The files waiting are
+        synced in parallel; a sync another request started is waited for too.
+
+        :raises SpillError: the file system refused to sync one.
+        """
+        with self._lock:
+            todo, self._unsynced = self._unsynced, []
+            for path in todo:
+                if path not in self._syncing:
+                    self._syncing[path] = _sync_pool().submit(_sync_file, path)
+            waiting = list(self._syncing.items())
+        if not waiting:
+            return
+        failed: list[str] = []
+        for path, future in waiting:
+            try:
+                future.result()
+            except OSError as exc:
+                failed.append(f"{path.name}: {exc}")
+        with self._lock:
+            for path, future in waiting:
+                if self._syncing.get(path) is future:
+                    del self._syncing[path]
+        if todo and os.name != "nt":  # the folder's entries: the renames themselves
+            try:
+                _sync_file(self.results_dir, directory=True)
+            except OSError as exc:
+                failed.append(f"{self.results_dir}: {exc}")
+        if failed:
+            raise SpillError(f"cannot sync spilled output to disk: {'; '.join(failed)}")
 
     def load(self, location: str) -> str | None:
         """The content of a file this workspace saved, or ``None`` for anything else (a
@@ -289,6 +348,15 @@ def _private_file(info: os.stat_result) -> bool:
         and stat.S_IMODE(info.st_mode) == 0o600
         and (not hasattr(os, "getuid") or info.st_uid == os.getuid())
     )
+
+
+def _sync_file(path: Path, *, directory: bool = False) -> None:
+    flags = os.O_RDONLY if directory else os.O_RDWR
+    fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -265,6 +265,21 @@ def _preview_pattern(template: str) -> re.Pattern[str]:
     return re.compile("".join(parts), re.DOTALL)
 
 
+#: Texts longer than this always have a shorter preview (the bare marker is far shorter).
+_SURELY_LONGER = 4096
+
+
+def could_shorten(
+    text: str, style: PreviewStyle, *, path: str | None, tool: str | None, session: str = ""
+) -> bool:
+    """Whether some preview of ``text`` naming ``path`` (unknown: ``None``, the shortest,
+    an empty one) can be shorter than the text: if not, nothing is worth saving for it."""
+    if len(text) > _SURELY_LONGER:
+        return True
+    bare = replace(style, head=0, tail=0, outline_chars=0)
+    return make_preview(text, bare, path=path or "", tool=tool, session=session) is not None
+
+
 def fit_preview(
     text: str,
     style: PreviewStyle,

@@ -27,7 +27,7 @@ from middleware.policy.settings import bind
 from middleware.steps.budget.line_rules import LineRule, cut_lines, line_rule, recover_line_cut
 from middleware.steps.budget.settings import BudgetSettings, Cap, TurnLimits, resolve_cap
 from middleware.steps.loop_guard import without_notices
-from middleware.steps.previews import fit_preview, make_preview, recover_preview
+from middleware.steps.previews import could_shorten, fit_preview, make_preview, recover_preview
 from middleware.steps.sizes import chars_before_turns, node_chars
 from middleware.view import Conversation, ResultSite, ToolResult
 
@@ -251,6 +251,11 @@ class _BudgetRun:
             if total <= budget:
                 break
             text, tool = cand.result.text, cand.site.tool_name
+            if not could_shorten(
+                text, style, path=self._location(cand), tool=tool, session=session
+            ):
+                continue  # no preview is shorter: nothing to save (20,000 tiny results
+                # in one turn once meant 20,000 files nothing named)
             path = self._save(cand)
             if isinstance(path, OSError):
                 total -= len(text) - len(
@@ -295,6 +300,11 @@ class _BudgetRun:
     def _spill_to(self, cand: _Candidate, target: int, reason: str) -> None:
         """Save ``cand``'s text and replace it by a preview of at most ``target``
         characters (or the shortest possible one)."""
+        style, tool = self.settings.preview, cand.site.tool_name
+        where = self._location(cand)
+        if not could_shorten(cand.result.text, style, path=where, tool=tool,
+                             session=self.context.session_id):  # fmt: skip
+            return
         path = self._save(cand)
         if isinstance(path, OSError):
             self._spill_failed(cand, target, reason, str(path))
@@ -314,11 +324,19 @@ class _BudgetRun:
 
     def _save(self, cand: _Candidate) -> str | OSError:
         text = cand.result.text
-        key = cand.result.call_id or cand.site.tool_name or "result"
         try:
-            return self.context.spill.save(key, text, suffix=".json" if _is_json(text) else ".txt")
+            return self.context.spill.save(_key(cand), text, suffix=_suffix(text))
         except OSError as exc:
             return exc
+
+    def _location(self, cand: _Candidate) -> str | None:
+        """Where the store would save ``cand``'s text, if it can say without saving."""
+        where = getattr(self.context.spill, "location", None)
+        if not callable(where):
+            return None
+        text = cand.result.text
+        found = where(_key(cand), text, suffix=_suffix(text))
+        return found if isinstance(found, str) else None
 
     def _apply(self, cand: _Candidate, path: str, preview: str, reason: str) -> None:
         before = len(cand.result.text)
@@ -399,3 +417,11 @@ def _has_text(text: str) -> bool:
     """``bool(text.strip())`` without copying a 50 MB text: ``isspace`` stops at the first
     character that is not blank."""
     return bool(text) and not text.isspace()
+
+
+def _key(cand: _Candidate) -> str:
+    return cand.result.call_id or cand.site.tool_name or "result"
+
+
+def _suffix(text: str) -> str:
+    return ".json" if _is_json(text) else ".txt"

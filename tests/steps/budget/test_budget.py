@@ -334,3 +334,17 @@ def test_a_result_of_several_text_blocks_is_spilled_with_its_block_boundaries(
         (action,) = result.report.actions
         saved = pipe.spill.load(action.detail["path"])
     assert saved == first + "\nagentId: a8f3 (for resuming)"
+
+
+def test_results_no_preview_can_shorten_are_not_saved(tmp_path: Path) -> None:
+    """A turn of many short results over the turn budget: none has a shorter preview, so
+    none is written to the store (20,000 of them once meant 20,000 files nothing named,
+    most of 21 s); a long one beside them is spilled as before."""
+    short = [(f"s{i}", "bash", f"ok {i} " * 20) for i in range(300)]
+    long = ("big", "bash", "row\n" * 20_000)
+    messages = history(turn(*short, long))
+    result = pipeline(tmp_path, budget={"turn_budget_chars": 5_000}).process(messages)
+    spilled = [a for a in result.report.actions if a.kind == "spilled"]
+    assert [a.tool_call_id for a in spilled] == ["big"]
+    files = list((tmp_path / "spill").rglob("tool-results/*"))
+    assert [Path(a.detail["path"]) for a in spilled] == files
