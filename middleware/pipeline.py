@@ -13,7 +13,7 @@ from typing import Any
 
 from middleware.cache import CacheSettings, DerivedCache, Identity
 from middleware.cache.kept import ReadingStore
-from middleware.cache.messages import MessageMemo
+from middleware.cache.messages import MessageMemo, forget_messages
 from middleware.formats import detect_format, get_codec
 from middleware.formats.base import Codec
 from middleware.formats.requests import Request, read_request
@@ -313,6 +313,22 @@ class Pipeline:
         """Requests that continued the previous request of their conversation and were
         worked on in their new part only (:mod:`middleware.session.resume`)."""
         return self._continuations.continued
+
+    @property
+    def held_bytes(self) -> int:
+        """Memory the session's state holds between requests (an estimate: the recent
+        requests it may continue, its frozen decisions), which a session pool budgets."""
+        return self._continuations.bytes + self.decisions.bytes
+
+    def forget(self, *, cached: bool = False) -> None:
+        """Drop the session's state held between requests: the next request is processed
+        as a restarted process would (the spilled files and readings are found again;
+        decisions, admitted ones too, are made again). ``cached``: what the cache keeps of
+        its last messages goes too (an ended session)."""
+        keys = self._continuations.clear()
+        self.decisions.clear()
+        if cached:
+            forget_messages(self.cache, keys)
 
     def admit(
         self,

@@ -2,12 +2,13 @@
 
 Keys are the exact inputs of a pure function (the text itself, not a digest of it), so a
 hit can never return what another input would have given: output is byte-identical with
-the cache on or off, in any process. Sizes are estimates (the length of the text an entry
+the cache on or off, in any process. Sizes are estimates (the memory of the texts an entry
 keeps alive plus the size of what was derived), which is what dominates memory here.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
@@ -52,8 +53,9 @@ class DerivedCache:
         self.max_bytes = max_bytes
         self._entries: OrderedDict[Hashable, tuple[Any, int, tuple[str, ...]]] = OrderedDict()
         #: Texts entries share (a result's text keys its digest, its mentions, its
-        #: outline...): id -> [text, entries holding it]. Each is counted once, however
-        #: many entries name it, so the budget measures memory rather than references.
+        #: outline...): id -> [text, entries holding it, bytes counted]. Each is counted
+        #: once, however many entries name it, so the budget measures memory rather than
+        #: references.
         self._texts: dict[int, list[Any]] = {}
         self._bytes = 0
         self._lock = threading.Lock()
@@ -111,7 +113,7 @@ class DerivedCache:
         would evict a great deal to serve one text (a 50 MB result is a new object on
         every request anyway)."""
         cost = size + ENTRY_OVERHEAD
-        if cost + sum(len(t) for t in texts) > self.max_bytes // MAX_ENTRY_SHARE:
+        if cost + sum(map(text_bytes, texts)) > self.max_bytes // MAX_ENTRY_SHARE:
             return
         with self._lock:
             if self._thrashing(key, cost, texts):
@@ -124,8 +126,9 @@ class DerivedCache:
             for text in texts:
                 held = self._texts.get(id(text))
                 if held is None:
-                    self._texts[id(text)] = [text, 1]
-                    self._bytes += len(text)
+                    counted = text_bytes(text)
+                    self._texts[id(text)] = [text, 1, counted]
+                    self._bytes += counted
                 else:
                     held[1] += 1
             while self._bytes > self.max_bytes:
@@ -147,11 +150,38 @@ class DerivedCache:
         recently used, so what is no longer asked for still goes."""
         if key in self._entries:
             return False
-        added = cost + sum(len(t) for t in texts if id(t) not in self._texts)
+        added = cost + sum(text_bytes(t) for t in texts if id(t) not in self._texts)
         if self._bytes + added <= self.max_bytes or hash(key) not in self._evicted:
             return False
         self._readmissions += 1
         return self._readmissions % READMIT_EVERY != 0
+
+    def peek_many(self, keys: Sequence[Hashable]) -> list[Any]:
+        """The values stored for ``keys`` (``None`` where missing), neither marked as
+        used nor counted as lookups."""
+        with self._lock:
+            return [None if (entry := self._entries.get(key)) is None else entry[0]
+                    for key in keys]  # fmt: skip
+
+    def discard(self, keys: Sequence[Hashable] = (), texts: Sequence[str] = ()) -> int:
+        """Drop the entries of ``keys``, and every entry holding one of ``texts``: what an
+        ended session alone needed. Walks every entry when ``texts`` are given. Returns
+        the bytes released."""
+        wanted = frozenset(texts)
+        with self._lock:
+            before = self._bytes
+            for key in keys:
+                entry = self._entries.pop(key, None)
+                if entry is not None:
+                    self._release(entry)
+            if wanted:
+                gone = [
+                    key for key, (_, _, kept) in self._entries.items()
+                    if any(text in wanted for text in kept)
+                ]  # fmt: skip
+                for key in gone:
+                    self._release(self._entries.pop(key))
+            return before - self._bytes
 
     def _release(self, entry: tuple[Any, int, tuple[str, ...]]) -> None:
         self._bytes -= entry[1]
@@ -160,7 +190,7 @@ class DerivedCache:
             held[1] -= 1
             if held[1] == 0:
                 del self._texts[id(text)]
-                self._bytes -= len(text)
+                self._bytes -= held[2]
 
     def derive(
         self,
@@ -217,6 +247,15 @@ class DerivedCache:
 
 
 _ABSENT = object()
+
+
+def text_bytes(text: str) -> int:
+    """The memory ``text`` takes, in constant time: one to four bytes a character, as its
+    widest needs (an output with one emoji takes four times its length), and for a text
+    that is not ASCII, its UTF-8 form too, which Python keeps beside it once a request
+    holding it is written (about one byte a character: such texts are mostly ASCII)."""
+    size = sys.getsizeof(text)
+    return size if text.isascii() else size + len(text)
 
 
 class Identity:

@@ -152,3 +152,18 @@ class MessageMemo:
                         parsed_chars += len(text)
         rest = max(len(key) - parsed_chars, 0)
         self.cache.put(("message", key), nodes, len(key) + rest, tuple(texts.values()))
+
+
+def forget_messages(cache: DerivedCache, keys: Sequence[bytes]) -> int:
+    """Drop what ``cache`` keeps of the messages known by ``keys`` (an ended session's):
+    their parsed nodes, and every entry holding the text of one of their results (its
+    digest, preview, summary...). Another session that has the same messages parses them
+    again. Returns the bytes released."""
+    texts: list[str] = []
+    entries = [("message", key) for key in keys]
+    for nodes in cache.peek_many(entries):
+        if nodes is None:
+            continue
+        for node in nodes.values():
+            texts.extend(block.text for block in node.results)
+    return cache.discard(entries, texts)

@@ -1,15 +1,24 @@
 """The state kept for each conversation: one pipeline (one spill workspace, one set of
-frozen decisions) per policy and session, as :mod:`.keys` names the session."""
+frozen decisions) per policy and session, as :mod:`.keys` names the session.
+
+What a pipeline keeps between requests (the requests it may continue, its frozen
+decisions) is held under a byte budget: over it, the sessions used least recently forget
+theirs, and their next request is processed as a restarted process would process it (from
+the spilled files and readings, which stay). Memory is bounded by the budget, not by how
+long sessions stay idle.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from middleware.cache import CacheSettings, DerivedCache
+from middleware.cache.allocator import give_back
 from middleware.pipeline import Pipeline
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy
@@ -24,12 +33,15 @@ class _Entry:
     pipeline: Pipeline
     last_used: float
     requests: int = 0
+    #: :attr:`.Pipeline.held_bytes` when last counted.
+    held: int = 0
 
 
 @dataclass
 class SessionPool:
     """One pipeline per (policy, session), released after ``idle_seconds`` without a
-    request (its spill files stay: the previews the agent holds name them)."""
+    request (its spill files stay: the previews the agent holds name them), whose state
+    between requests is held under ``max_bytes`` (least recently used forgotten first)."""
 
     host: PluginHost
     idle_seconds: float
@@ -38,14 +50,20 @@ class SessionPool:
     #: policy's ``cache.max_bytes``): the same tool output or system prompt seen by two
     #: sessions is read once.
     cache: DerivedCache | None = None
-    _entries: dict[tuple[str, str], _Entry] = field(default_factory=dict)
+    #: Bytes of session state (:attr:`.Pipeline.held_bytes`, an estimate) kept at most;
+    #: ``None``: no bound. Checked as each request starts and at :meth:`trim`.
+    max_bytes: int | None = None
+    #: Times a session's state was forgotten to stay under ``max_bytes``.
+    evictions: int = 0
+    #: Least recently used first.
+    _entries: OrderedDict[tuple[str, str], _Entry] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def pipeline(self, policy_key: str, policy: Policy, session: str) -> Pipeline:
         """The pipeline of ``session`` under the policy named ``policy_key``, on the
         policy's latest snapshot."""
-        now = self.clock()
         with self._lock:
+            now = self.clock()
             entry = self._entries.get((policy_key, session))
             stale = None
             if entry is not None and now - entry.last_used > self.idle_seconds:
@@ -59,29 +77,81 @@ class SessionPool:
                 self._entries[(policy_key, session)] = entry
             elif entry.pipeline.policy is not policy:
                 entry.pipeline.replace_policy(policy)
+            self._entries.move_to_end((policy_key, session))
             entry.last_used = now
             entry.requests += 1
-            idle = [
-                key
-                for key, other in self._entries.items()
-                if now - other.last_used > self.idle_seconds
-            ]
-            released = [self._entries.pop(key) for key in idle]
+            released = []
+            for key, other in self._entries.items():  # the idle ones come first
+                if now - other.last_used <= self.idle_seconds:
+                    break
+                released.append(key)
+            released_entries = [self._entries.pop(key) for key in released]
             if stale is not None:
-                released.append(stale)
-        for old in released:
+                released_entries.append(stale)
+            forgotten = self._over_budget()
+        for old in released_entries:
             old.pipeline.close()
+        self._forget(forgotten)
         # An object store's gc may run another policy: tell it the session is in use.
         hold_session(entry.pipeline.spill, self.idle_seconds)
         return entry.pipeline
 
+    def trim(self) -> None:
+        """Forget the state of the sessions used least recently while the pool holds more
+        than ``max_bytes`` (a host calls this when a request is done: what it left is
+        counted then, not at the next request)."""
+        with self._lock:
+            forgotten = self._over_budget()
+        self._forget(forgotten)
+
+    def _over_budget(self) -> list[tuple[Pipeline, int]]:
+        """Count what each pipeline holds; take the state of the least recently used
+        ones, the last one used too if it alone is over, until the rest fit (the pool's
+        lock is held)."""
+        if self.max_bytes is None:
+            return []
+        held = 0
+        for entry in self._entries.values():
+            entry.held = entry.pipeline.held_bytes
+            held += entry.held
+        forgotten = []
+        for entry in self._entries.values():
+            if held <= self.max_bytes:
+                break
+            if entry.held:
+                forgotten.append((entry.pipeline, entry.held))
+                held -= entry.held
+                entry.held = 0
+                self.evictions += 1
+        return forgotten
+
+    def _forget(self, forgotten: list[tuple[Pipeline, int]]) -> None:
+        for pipe, held in forgotten:
+            logger.debug("session %s forgets %d bytes of state", pipe.session_id, held)
+            pipe.forget()
+        if forgotten:
+            give_back(sum(held for _, held in forgotten))
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes the pipelines' state holds now (an estimate)."""
+        with self._lock:
+            entries = list(self._entries.values())
+        return sum(entry.pipeline.held_bytes for entry in entries)
+
     def end(self, session: str) -> int:
-        """Release ``session``'s pipelines (under every policy); returns how many."""
+        """Release ``session``'s pipelines (under every policy), with what the shared
+        cache keeps of their messages; returns how many."""
         with self._lock:
             keys = [key for key in self._entries if key[1] == session]
             ended = [self._entries.pop(key) for key in keys]
+        freed = 0
         for entry in ended:
             entry.pipeline.close()
+            freed += entry.pipeline.held_bytes
+            entry.pipeline.forget(cached=True)
+        if ended:
+            give_back(freed)
         return len(ended)
 
     def __len__(self) -> int:
@@ -90,6 +160,6 @@ class SessionPool:
 
     def close(self) -> None:
         with self._lock:
-            entries, self._entries = list(self._entries.values()), {}
+            entries, self._entries = list(self._entries.values()), OrderedDict()
         for entry in entries:
             entry.pipeline.close()

@@ -37,6 +37,10 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 #: Found by mapping digits to 1 and the rest to 0 (seven times faster than a regex).
 _DIGITS = bytes(49 if 48 <= byte <= 57 else 48 for byte in range(256))
 _LONG_RUN = b"1" * 19
+#: Larger bodies are read by ``json``: orjson's reader takes fourteen times the body while
+#: it reads (``json``: three times; 450 MB against 100 MB for a 32 MB body), and is hardly
+#: faster there (92 ms against 113 ms).
+ORJSON_MAX_BYTES = 4 * 1024 * 1024
 
 
 def loads(data: bytes | str) -> Any:
@@ -45,7 +49,7 @@ def loads(data: bytes | str) -> Any:
     :raises InputError: not text in a JSON encoding, not JSON, nested too deeply, a number
         JSON does not have (NaN, Infinity) or one too long to read.
     """
-    if orjson is not None and not _long_digits(data):
+    if orjson is not None and len(data) <= ORJSON_MAX_BYTES and not _long_digits(data):
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:

@@ -8,6 +8,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 
+from middleware.cache import allocator
 from middleware.plugin.host import PluginHost
 from middleware.policy.settings import bind
 from middleware.proxy.app import Proxy, create_app
@@ -30,6 +31,7 @@ def build_proxy(
     store without its extra, a URL fsspec does not know) is an error here, not at the
     first request.
     """
+    allocator.tune()  # before the worker threads start: fewer arenas of free memory
     layered = {"spill.keep": True, **(overrides or {})}
     plugins = host if host is not None else PluginHost.create()
     default = PolicySource("default", policy, plugins, layered)

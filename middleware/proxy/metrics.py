@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from typing import Protocol
 
 from prometheus_client import (
     CollectorRegistry,
@@ -14,6 +15,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from middleware.cache import DerivedCache
 from middleware.policy.reload import PolicyStatus
 from middleware.report import Report
 
@@ -22,10 +24,27 @@ PROCESS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 UPSTREAM_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 
+class Sessions(Protocol):
+    """What the metrics read of the session pool when scraped."""
+
+    @property
+    def held_bytes(self) -> int: ...
+
+    @property
+    def evictions(self) -> int: ...
+
+    @property
+    def cache(self) -> DerivedCache | None: ...
+
+    def __len__(self) -> int: ...
+
+
 class Metrics:
     """The proxy's counters and histograms."""
 
-    def __init__(self, policies: Callable[[], Mapping[str, PolicyStatus]]) -> None:
+    def __init__(
+        self, policies: Callable[[], Mapping[str, PolicyStatus]], sessions: Sessions | None = None
+    ) -> None:
         disable_created_metrics()  # type: ignore[no-untyped-call]  # `_created` doubles a scrape
         self.registry = CollectorRegistry()
         r = self.registry
@@ -63,6 +82,8 @@ class Metrics:
             "upstream's response headers.", ["upstream"], buckets=UPSTREAM_BUCKETS, registry=r,
         )  # fmt: skip
         self.registry.register(_PolicyCollector(policies))
+        if sessions is not None:
+            self.registry.register(_SessionCollector(sessions))
 
     def record_report(self, report: Report) -> None:
         for action in report.actions:
@@ -97,3 +118,33 @@ class _PolicyCollector(Collector):
             last_ok.add_metric([name], 1.0 if status.last_reload_ok else 0.0)
         yield reloads
         yield last_ok
+
+
+class _SessionCollector(Collector):
+    """The session pool's memory, read when scraped."""
+
+    def __init__(self, sessions: Sessions) -> None:
+        self.sessions = sessions
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        yield GaugeMetricFamily(
+            "chatcli_proxy_sessions", "Conversations whose pipeline the proxy holds.",
+            value=len(self.sessions),
+        )  # fmt: skip
+        yield GaugeMetricFamily(
+            "chatcli_proxy_session_state_bytes", "Bytes the conversations' state holds "
+            "between requests (an estimate; bounded by proxy.session_memory_bytes).",
+            value=self.sessions.held_bytes,
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "chatcli_proxy_session_evictions", "Times a conversation's state was forgotten "
+            "to stay under proxy.session_memory_bytes (its next request is processed in "
+            "full).", value=self.sessions.evictions,
+        )  # fmt: skip
+        cache = self.sessions.cache
+        if cache is not None:  # made at the first request
+            stats = cache.stats()
+            yield GaugeMetricFamily(
+                "chatcli_proxy_cache_bytes", "Bytes the cache of reused work holds (an "
+                "estimate; bounded by cache.max_bytes).", value=stats.bytes,
+            )  # fmt: skip

@@ -28,4 +28,6 @@ class ProxySettings:
     header_timeout_seconds: float
     body_timeout_seconds: float
     session_idle_seconds: float
+    session_memory_bytes: int
+    cleaning_bytes: int
     access_log: bool

@@ -18,6 +18,9 @@ from typing import Any, Literal
 
 from middleware.cache import DerivedCache
 
+#: Bytes a decision holds besides its text: the record, its id and digest, the map's slot.
+DECISION_BYTES = 400
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -57,9 +60,12 @@ class DecisionLedger:
         self._cache = cache if cache is not None else DerivedCache(0)
         self._lock = threading.Lock()
         self._by_id: dict[str, Decision] = {}
+        #: Bytes the decisions hold (an estimate: their texts, and a record each).
+        self.bytes = 0
         for item in decisions:
             decision = item if isinstance(item, Decision) else _from_mapping(item)
-            self._by_id.setdefault(decision.call_id, decision)
+            if self._by_id.setdefault(decision.call_id, decision) is decision:
+                self.bytes += _size(decision)
 
     def lookup(self, call_id: str, text: str) -> Decision | None:
         """The decision made for this call id, if it was made for this text or its
@@ -83,7 +89,18 @@ class DecisionLedger:
             call_id, self._digest(before), None if after == before else after, made_by
         )
         with self._lock:
-            return self._by_id.setdefault(call_id, decision)
+            kept = self._by_id.setdefault(call_id, decision)
+            if kept is decision:
+                self.bytes += _size(decision)
+            return kept
+
+    def clear(self) -> None:
+        """Forget every decision: results are decided again, from the history and the
+        policy, as a restarted process decides them (a session pool that needs the memory
+        does this)."""
+        with self._lock:
+            self._by_id.clear()
+            self.bytes = 0
 
     def _digest(self, text: str) -> str:
         return self._cache.derive(("text-digest", text), lambda: text_digest(text), 100, (text,))
@@ -99,6 +116,10 @@ class DecisionLedger:
     def export(self) -> list[dict[str, str | None]]:
         """The decisions as JSON-ready dicts (store them with the session to resume it)."""
         return [decision.as_dict() for decision in self]
+
+
+def _size(decision: Decision) -> int:
+    return DECISION_BYTES + len(decision.call_id) + (len(decision.text or ""))
 
 
 def _from_mapping(item: Mapping[str, Any]) -> Decision:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar
 
 from middleware.cache import Identity
@@ -30,6 +30,12 @@ MAX_CONVERSATIONS = 8
 FORMATS = frozenset({"anthropic", "openai"})
 #: Actions whose ``age`` is counted from the latest turn.
 AGED_KINDS = frozenset({"truncated", "summarized"})
+#: Bytes a remembered request holds for each byte of its messages' exact copies: the copy,
+#: the parsed blocks (shared with the message cache while it keeps them) and what the steps
+#: carry (measured on real sessions: benchmarks/memory_benchmark.py).
+BYTES_PER_KEY_BYTE = 4
+#: And for each message besides: its node, its share of the steps' carried weights.
+BYTES_PER_MESSAGE = 600
 
 
 class Carry(Protocol):
@@ -98,9 +104,12 @@ class Continuations:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_opening: OrderedDict[bytes, Previous] = OrderedDict()
+        #: What each conversation's last request left, and the bytes it holds.
+        self._by_opening: OrderedDict[bytes, tuple[Previous, int]] = OrderedDict()
         #: Requests that were worked on in their new part only.
         self.continued = 0
+        #: Bytes the remembered requests hold (an estimate, :func:`held_bytes`).
+        self.bytes = 0
 
     def resume(
         self,
@@ -118,7 +127,8 @@ class Continuations:
         request's last messages often come back changed: the turns before the first
         changed message are still shared."""
         with self._lock:
-            previous = self._by_opening.get(keys[0]) if keys else None
+            found = self._by_opening.get(keys[0]) if keys else None
+        previous = found[0] if found is not None else None
         if previous is None or previous.reading != reading or previous.decisions != decisions:
             return None
         nodes = conversation.nodes
@@ -184,11 +194,89 @@ class Continuations:
     def remember(self, previous: Previous) -> None:
         if not previous.keys or len(previous.keys) != len(previous.nodes):
             return  # messages and nodes must match one to one
+        opening = previous.keys[0]
         with self._lock:
-            self._by_opening[previous.keys[0]] = previous
-            self._by_opening.move_to_end(previous.keys[0])
+            earlier = self._by_opening.get(opening)
+        kept = detached(previous, earlier[0] if earlier is not None else None)
+        size = held_bytes(kept)
+        with self._lock:
+            replaced = self._by_opening.pop(opening, None)
+            if replaced is not None:
+                self.bytes -= replaced[1]
+            self._by_opening[opening] = (kept, size)
+            self.bytes += size
             while len(self._by_opening) > MAX_CONVERSATIONS:
-                self._by_opening.popitem(last=False)
+                self.bytes -= self._by_opening.popitem(last=False)[1][1]
+
+    def clear(self) -> list[bytes]:
+        """Forget every conversation: the next request of each is processed in full, as
+        by a pipeline that never saw it. Returns the exact copies of the messages that
+        were remembered (what the message cache knows them by)."""
+        with self._lock:
+            remembered, self._by_opening = self._by_opening, OrderedDict()
+            self.bytes = 0
+        return [key for previous, _ in remembered.values() for key in previous.keys]
+
+
+def held_bytes(previous: Previous) -> int:
+    """An estimate of the memory ``previous`` keeps alive, from the sizes of its messages'
+    exact copies (known already: no object is walked)."""
+    copies = sum(map(len, previous.keys))
+    return copies * BYTES_PER_KEY_BYTE + len(previous.nodes) * BYTES_PER_MESSAGE
+
+
+def detached(previous: Previous, earlier: Previous | None = None) -> Previous:
+    """``previous`` holding none of its request's wire messages, to be remembered: a node
+    names the message it stands for (:attr:`.Node.raw`), and keeping it would keep the
+    whole parsed request alive until the conversation's next request, which puts each
+    node in place of its own message (:meth:`.Node.in_place_of`) anyway. Nodes of
+    ``earlier`` (the conversation's request before) that stand for the same content at
+    the same place are reused, so a request that continued costs one node per new
+    message."""
+    old = earlier.nodes if earlier is not None else ()
+    made: dict[int, Node] = {}
+    nodes = []
+    for i, node in enumerate(previous.nodes):
+        kept = old[i] if i < len(old) else None
+        if kept is None or not _alike(kept, node):
+            kept = _without_raw(node)
+        made[id(node)] = kept
+        nodes.append(kept)
+    carried = {step: _detached_carry(carry, made) for step, carry in previous.carried.items()}
+    return replace(previous, nodes=tuple(nodes), carried=carried)
+
+
+def _without_raw(node: Node) -> Node:
+    return node if node.raw is None else node.rebound(None, node.origin, node.raw_chars)
+
+
+def _alike(kept: Node, node: Node) -> bool:
+    """Whether ``kept`` (detached) is ``node`` but for its wire message."""
+    return (
+        kept.blocks is node.blocks
+        and kept.origin == node.origin
+        and kept.changed == node.changed
+        and kept.role == node.role
+        and kept.raw_chars == node.raw_chars
+        and kept.meta == node.meta
+    )
+
+
+def _detached_carry(carry: Carry, made: Mapping[int, Node]) -> Carry:
+    """``carry`` with the nodes it holds detached (``made``: those already detached, by
+    the id of the node they stand for). A step's carry is its own named tuple
+    (:class:`~middleware.steps.microcompact.schedule.Carried` keeps the conversation as
+    the step found it): its fields that are tuples of nodes are the ones replaced."""
+    fields: tuple[str, ...] = getattr(carry, "_fields", ())
+    changes: dict[str, tuple[Node, ...]] = {}
+    for name in fields:
+        value = getattr(carry, name)
+        if isinstance(value, tuple) and value and isinstance(value[0], Node):
+            changes[name] = tuple(made.get(id(node)) or _without_raw(node) for node in value)
+    if not changes:
+        return carry
+    replaced: Carry = getattr(carry, "_replace")(**changes)  # noqa: B009 (a named tuple's)
+    return replaced
 
 
 def _cut(previous: Previous, node: int) -> Previous:

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from middleware.cache import DerivedCache, Identity
-from middleware.cache.lru import ENTRY_OVERHEAD
+from middleware.cache.lru import ENTRY_OVERHEAD, text_bytes
 
 
 def test_the_least_recently_used_entry_goes_first_when_the_budget_is_full() -> None:
@@ -148,26 +148,41 @@ def test_a_text_several_entries_hold_is_counted_once() -> None:
     text = "t" * 10_000
     cache.put(("digest", text), "d", 10, (text,))
     cache.put(("outline", text), "o", 10, (text,))
-    assert cache.stats().bytes == 2 * (10 + ENTRY_OVERHEAD) + len(text)
+    assert cache.stats().bytes == 2 * (10 + ENTRY_OVERHEAD) + text_bytes(text)
     # An equal text that is another object is other memory: counted again.
     copy = "".join(["t" * 5_000, "t" * 5_000])
     cache.put(("mentions", copy), "m", 10, (copy,))
-    assert cache.stats().bytes == 3 * (10 + ENTRY_OVERHEAD) + 2 * len(text)
+    assert cache.stats().bytes == 3 * (10 + ENTRY_OVERHEAD) + 2 * text_bytes(text)
+
+
+def test_a_text_is_counted_as_the_memory_it_takes() -> None:
+    """Python keeps a text at one to four bytes a character, as its widest character
+    needs: one emoji makes a whole output four times as large."""
+    ascii_text = "t" * 10_000
+    wide = "t" * 9_999 + "\N{GRINNING FACE}"
+    assert len(wide) == len(ascii_text)
+    assert text_bytes(wide) > 4.9 * text_bytes(ascii_text)
+    cache = DerivedCache(1 << 20)
+    cache.put("ascii", 1, 10, (ascii_text,))
+    narrow = cache.stats().bytes
+    cache.put("wide", 1, 10, (wide,))
+    assert cache.stats().bytes - narrow == 10 + ENTRY_OVERHEAD + text_bytes(wide)
+    assert narrow == 10 + ENTRY_OVERHEAD + text_bytes(ascii_text) < 10_300
 
 
 def test_a_shared_text_is_uncounted_when_its_last_entry_goes() -> None:
     small = 10 + ENTRY_OVERHEAD
     text = "t" * 1_000
-    cache = DerivedCache(4 * (small + len(text)))
+    cache = DerivedCache(4 * (small + text_bytes(text)))
     cache.put("a", 1, 10, (text,))
     cache.put("b", 2, 10, (text,))
-    assert cache.stats().bytes == 2 * small + len(text)
+    assert cache.stats().bytes == 2 * small + text_bytes(text)
     fillers = 0
     while "a" in cache:  # fill until a is evicted (b was put after it)
         cache.put(f"x{fillers}", 0, 10)
         fillers += 1
     assert "b" in cache
-    assert cache.stats().bytes == small * cache.stats().entries + len(text)
+    assert cache.stats().bytes == small * cache.stats().entries + text_bytes(text)
     while "b" in cache:
         cache.put(f"x{fillers}", 0, 10)
         fillers += 1
@@ -192,3 +207,34 @@ def test_get_many_looks_up_in_one_pass_and_marks_what_it_found_as_used() -> None
     assert (stats.hits, stats.misses) == (2, 1)
     cache.put("e", "E", 10)  # evicts the least recently used: b, not a or c
     assert cache.get_many(["a", "b", "c", "d", "e"]) == ["A", None, "C", "D", "E"]
+
+
+# -- an ended session's entries can be dropped ---------------------------------------------
+
+
+def test_peek_many_neither_marks_as_used_nor_counts() -> None:
+    cache = DerivedCache(4 * (10 + ENTRY_OVERHEAD))  # four entries of 10 bytes fit
+    for key in ("a", "b", "c", "d"):
+        cache.put(key, key.upper(), 10)
+    assert cache.peek_many(["a", "x"]) == ["A", None]
+    cache.put("e", "E", 10)  # a is still the least recently used: it goes
+    assert "a" not in cache and "b" in cache
+    assert (cache.stats().hits, cache.stats().misses) == (0, 0)
+
+
+def test_discard_drops_the_keys_and_every_entry_holding_the_texts() -> None:
+    cache = DerivedCache(1 << 20)
+    mine, theirs = "m" * 5_000, "t" * 5_000
+    cache.put(("digest", mine), "d1", 10, (mine,))
+    cache.put(("outline", mine), "o1", 10, (mine,))
+    cache.put(("digest", theirs), "d2", 10, (theirs,))
+    cache.put(("message", b"mine"), "node", 100)
+    cache.put(("message", b"theirs"), "node", 100)
+    before = cache.stats().bytes
+    equal = "".join(["m" * 2_500, "m" * 2_500])  # an equal text, another object
+    freed = cache.discard([("message", b"mine"), ("message", b"absent")], [equal])
+    gone = 2 * (10 + ENTRY_OVERHEAD) + text_bytes(mine) + 100 + ENTRY_OVERHEAD
+    assert freed == before - cache.stats().bytes == gone
+    assert ("digest", theirs) in cache and ("message", b"theirs") in cache
+    assert cache.stats().entries == 2
+    assert cache.discard() == 0
