@@ -1,10 +1,10 @@
 """The proxy as a long-lived service: 200 agents in growing conversations at once, some of
 them slow to send and slow to read, while the object store they spill to hangs for a
 minute mid-run. Every request must be answered (a 200) within its deadline, and the
-proxy's memory must stay flat after the first minute (``tests/soak.py`` does the work).
+proxy's memory must stay flat after the first minute (``tests/soak_stack.py`` does the work).
 
     python benchmarks/soak.py [--conversations 200] [--minutes 4] [--hang-at 1.5]
-                              [--hang-for 1] [--slow 0.2]
+                              [--hang-for 1] [--slow 0.2] [--think 2 8]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from soak import Plan, soak
+from soak_stack import Plan, soak
 
 
 def main() -> int:
@@ -25,9 +25,16 @@ def main() -> int:
     parser.add_argument("--hang-at", type=float, default=1.5, help="minutes into the run")
     parser.add_argument("--hang-for", type=float, default=1, help="minutes")
     parser.add_argument("--slow", type=float, default=0.2, help="share of slow clients")
+    parser.add_argument(
+        "--think",
+        type=float,
+        nargs=2,
+        default=(2.0, 8.0),
+        help="seconds between an answer and the next request (min max)",
+    )
     args = parser.parse_args()
     plan = Plan(args.conversations, args.minutes * 60, args.hang_at * 60, args.hang_for * 60,
-                args.slow)  # fmt: skip
+                args.slow, think=tuple(args.think))  # fmt: skip
     outcome = soak(plan, echo=print)
     print("PASS" if outcome.passed else "FAIL")
     return 0 if outcome.passed else 1

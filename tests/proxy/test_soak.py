@@ -1,4 +1,4 @@
-"""A short soak of ``chatcli-mw serve`` (``tests/soak.py``; ``benchmarks/soak.py`` runs the
+"""A short soak of ``chatcli-mw serve`` (``tests/soak_stack.py``; ``benchmarks/soak.py`` runs the
 full one): 24 agents in growing conversations, a quarter of them slow to send and to read,
 while the object store they spill to hangs for 12 s mid-run. Every request is answered with
 a 200 within its deadline (the store's is 2 s here), and memory stays flat once the
@@ -7,7 +7,7 @@ the run: a session's state and the shared cache, 16 MiB each) (issue 26)."""
 
 from __future__ import annotations
 
-from soak import Plan, soak
+from soak_stack import Plan, soak
 
 
 def test_agents_are_answered_in_time_while_the_store_hangs_and_memory_stays_flat() -> None:
@@ -15,7 +15,7 @@ def test_agents_are_answered_in_time_while_the_store_hangs_and_memory_stays_flat
         conversations=24, seconds=50, hang_at=15, hang_for=12, slow=0.25, settled_after=25,
         overrides=(("spill.timeout_seconds", 2), ("cache.max_bytes", 16 * 2**20),
                    ("proxy.session_memory_bytes", 16 * 2**20)),
-        deadline=20, max_messages=40,
+        deadline=20, max_messages=40, think=(0.2, 1.5),
     )  # fmt: skip
     lines: list[str] = []
     outcome = soak(plan, echo=lines.append)

@@ -178,6 +178,7 @@ async def agent(
     tally: Tally,
     deadline: float = DEADLINE_SECONDS,
     max_messages: int = 120,
+    think: tuple[float, float] = (2.0, 8.0),
 ) -> None:
     rng = random.Random(number)
     client = httpx.AsyncClient(timeout=deadline * 2)
@@ -220,7 +221,7 @@ async def agent(
             history.append({"role": "user", "content": "go on"})
             if len(history) > max_messages:  # the agent compacts its history, as agents do
                 history = history[:1] + history[-(max_messages // 2) :]
-            await asyncio.sleep(rng.uniform(0.2, 1.5))  # the model and the tool take time
+            await asyncio.sleep(rng.uniform(*think))  # the model and the tool take time
 
 
 def rss_mb(pid: int) -> float:
@@ -281,6 +282,9 @@ class Plan:
     deadline: float = DEADLINE_SECONDS
     #: Messages an agent's history grows to before it compacts it to half.
     max_messages: int = 120
+    #: Seconds between an answer and the agent's next request (the model's answer and
+    #: the tool's run; a real model takes seconds to answer, the stand-in none).
+    think: tuple[float, float] = (2.0, 8.0)
 
 
 @dataclass
