@@ -25,7 +25,6 @@ import asyncio
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from proxy_benchmark import free_port, wait_until_up
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "trajectories"
@@ -52,24 +52,6 @@ uvicorn.run(provider.app(), host="127.0.0.1", port={port}, log_level="warning",
 """
 # (Idle connections stay open as a provider's do: uvicorn's 5 s closes some just as the
 # proxy reuses them under 200 conversations, a 502 that is no part of what is measured.)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def wait_until_up(url: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(url + "/v1/models", headers=HEADERS, timeout=2)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not start")
 
 
 @contextmanager

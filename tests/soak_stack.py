@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from servers import free_port
 
 TESTS = Path(__file__).resolve().parent
 
@@ -46,13 +47,6 @@ uvicorn.run(provider.app(), host="127.0.0.1", port={port}, log_level="warning")
 #: What a request may take at most: the store's deadline (spill.timeout_seconds, 10 s)
 #: twice over (a spill and a reading), the slow client's own pace, and some room.
 DEADLINE_SECONDS = 45.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class Relay:
