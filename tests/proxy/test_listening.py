@@ -99,7 +99,29 @@ def test_a_connection_idle_for_longer_than_a_clients_expiry_still_takes_its_next
     with socket.create_connection((host, int(port))) as sock:
         sock.settimeout(10)
         sock.sendall(request)
-        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        assert _read_response(sock).startswith(b"HTTP/1.1 200")
         time.sleep(6)  # past httpx's keep-alive expiry, and uvicorn's default
         sock.sendall(request)
-        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        assert _read_response(sock).startswith(b"HTTP/1.1 200")
+
+
+def _read_response(sock: socket.socket) -> bytes:
+    """One whole response (head and Content-Length body): a single recv may stop at the
+    head, leaving the body to be mistaken for the next response."""
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        chunk = sock.recv(65536)
+        assert chunk, f"connection closed mid-response: {answer!r}"
+        answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, f"connection closed mid-body: {answer!r}"
+        body += chunk
+    assert len(body) == length, "more bytes than one response"
+    return head + b"\r\n\r\n" + body
