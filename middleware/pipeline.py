@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Any
 
 from middleware.cache import CacheSettings, DerivedCache, Identity
+from middleware.cache.digests import request_scope
 from middleware.cache.kept import ReadingStore
 from middleware.cache.messages import MessageMemo, forget_messages
 from middleware.formats import detect_format, get_codec
@@ -209,7 +210,7 @@ class Pipeline:
             history alone.
         :raises HistoryError: the history is malformed; the message says which message.
         """
-        with self._in_flight():
+        with self._in_flight(), request_scope():
             policy = self._policy  # one snapshot for the whole call
             memo = MessageMemo(self.cache, bind(policy, CacheSettings).max_message_bytes)
             request = read_request(messages, format, continuation=continuation, known=memo.known)

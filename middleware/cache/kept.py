@@ -4,9 +4,11 @@ cold.
 A restarted proxy (or a second process on the same spill folder) gets the session's whole
 history again with an empty cache, and the readings that scan a result's text (the
 outline of a preview, what a summary keeps) are most of what a cold request costs. Each
-is a pure function of the text, a few numbers and this product's code, so it is kept in
-the session's local workspace under a name digested from all three, and read back
-instead of worked out again.
+is a pure function of the text, a few numbers and this product's code, so it is kept
+under a name digested from all three and read back instead of worked out again: in
+memory (:attr:`DerivedCache.readings`, which outlives the entries keyed by whole texts
+when more sessions are live than the cache holds the texts of), and in the session's
+local workspace.
 
 A reading is only taken from a private file of this user's whose content names the same
 digest and decodes to the right shape; anything else is worked out and written again.
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from middleware.cache.digests import text_digest
 from middleware.cache.lru import DerivedCache
 
 logger = logging.getLogger(__name__)
@@ -84,21 +87,40 @@ class KeptReadings:
         texts: tuple[str, ...] = (),
     ) -> T:
         """:meth:`DerivedCache.derive` of ``key`` (``(kind.name, text, *numbers)``); on a
-        miss, the reading kept in the store when there is one, else ``compute()``, kept."""
-        if self.store is None or not self.cache.enabled:
-            return self.cache.derive(key, compute, size, texts)
+        miss, the reading kept by digest in memory or in the store, else ``compute()``,
+        kept in both."""
+        if not self.cache.enabled:
+            return compute()
         found = self.cache.get(key, _ABSENT)
         if found is not _ABSENT:
             value: T = found
             return value
-        value = self._kept(kind, key, compute)
-        self.cache.put(key, value, size if isinstance(size, int) else size(value), texts)
+        measure = size if callable(size) else lambda _: size
+        value = self._remembered(kind, key, compute, measure)
+        self.cache.put(key, value, measure(value), texts)
         return value
 
-    def _kept(self, kind: KeptKind, key: tuple[Hashable, ...], compute: Callable[[], T]) -> T:
-        assert self.store is not None
+    def _remembered(
+        self,
+        kind: KeptKind,
+        key: tuple[Hashable, ...],
+        compute: Callable[[], T],
+        measure: Callable[[T], int],
+    ) -> T:
         name = reading_name(kind, key)
-        if name is None:
+        memory = self.cache.readings
+        if name is None or memory is None:
+            return self._kept(kind, name, compute)
+        found = memory.get(name, _ABSENT)
+        if found is not _ABSENT:
+            value: T = found
+            return value
+        value = self._kept(kind, name, compute)
+        memory.put(name, value, measure(value) + len(name))
+        return value
+
+    def _kept(self, kind: KeptKind, name: str | None, compute: Callable[[], T]) -> T:
+        if self.store is None or name is None:
             return compute()
         content = self.store.load_reading(name)
         if content is not None:
@@ -121,8 +143,7 @@ def reading_name(kind: KeptKind, key: tuple[Hashable, ...]) -> str | None:
     code = _code_digest(kind.modules)
     if code is None:
         return None
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    inputs = json.dumps([FORMAT, kind.name, code, digest, list(rest)], default=repr)
+    inputs = json.dumps([FORMAT, kind.name, code, text_digest(text), list(rest)], default=repr)
     return f"{kind.name}-{hashlib.sha256(inputs.encode()).hexdigest()[:40]}"
 
 

@@ -26,6 +26,9 @@ MAX_ENTRY_SHARE = 4
 READMIT_EVERY = 16
 #: Hashes of evicted keys remembered at most (about 10 MB), outside the byte budget.
 MAX_EVICTED = 100_000
+#: The readings kept by digest (:attr:`DerivedCache.readings`) get this fraction of the
+#: budget on top of it.
+READINGS_SHARE = 8
 
 
 @dataclass(frozen=True)
@@ -47,10 +50,20 @@ class DerivedCache:
     and between pipelines: one process-wide instance serves every session of a proxy.
     """
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, *, with_readings: bool = True) -> None:
         if max_bytes < 0:
             raise ValueError(f"cache max_bytes must be at least 0, got {max_bytes}")
         self.max_bytes = max_bytes
+        #: Readings of long texts (an outline, what a summary keeps) by the digest of
+        #: their inputs (:func:`middleware.cache.kept.reading_name`), in a budget of their
+        #: own. An entry here holds a few hundred bytes, not its text: it outlives the
+        #: entries keyed by the text, so when more sessions are live than this cache holds
+        #: the texts of, their results are digested again but not read again.
+        self.readings: DerivedCache | None = (
+            DerivedCache(max_bytes // READINGS_SHARE, with_readings=False)
+            if with_readings
+            else None
+        )
         self._entries: OrderedDict[Hashable, tuple[Any, int, tuple[str, ...]]] = OrderedDict()
         #: Texts entries share (a result's text keys its digest, its mentions, its
         #: outline...): id -> [text, entries holding it, bytes counted]. Each is counted
@@ -237,6 +250,8 @@ class DerivedCache:
             self._texts.clear()
             self._evicted.clear()
             self._bytes = 0
+        if self.readings is not None:
+            self.readings.clear()
 
     def stats(self) -> CacheStats:
         with self._lock:

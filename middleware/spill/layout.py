@@ -15,6 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from middleware.cache.digests import text_digest
 from middleware.errors import MiddlewareError
 
 #: Longest id fragment kept in a name; the content hash keeps names unique.
@@ -77,8 +78,7 @@ def spill_file_name(key: str, content: str, suffix: str = ".txt") -> str:
     """The name a result gets: sanitised key, 16 hex digits of SHA-256, suffix."""
     if not _SUFFIX.match(suffix):
         raise ValueError(f"invalid spill file suffix {suffix!r} (expected e.g. '.txt')")
-    digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"{safe_fragment(key)}-{digest}{suffix}"
+    return f"{safe_fragment(key)}-{text_digest(content)[:16]}{suffix}"
 
 
 def is_result_name(name: str) -> bool:

@@ -225,3 +225,47 @@ def test_short_texts_are_worked_out_not_kept(tmp_path: Path) -> None:
     assert value == "o" and calls == [1]
     assert not os.path.exists(store.session_dir / READINGS)
     store.close()
+
+
+def test_a_reading_outlives_the_text_the_cache_let_go(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """More sessions live than the cache holds the texts of (on an object store, which
+    keeps no readings): the entries keyed by a session's texts are evicted, and on its
+    next request each text is digested again but its outline and summary are not worked
+    out again; the output is what a cacheless pipeline sends."""
+    counted = Counted(monkeypatch)
+    request = history()
+    texts = [m["content"][0]["content"] for m in request[2::2]]
+    cache = DerivedCache(64_000_000)
+    assert cache.readings is not None
+    first = sent(pipeline(tmp_path / "a", cache=cache), request)
+    worked = (counted.outlines, counted.mentions)
+    assert worked[0] > 0 and worked[1] > 0
+    assert cache.discard(texts=texts) > sum(map(len, texts))  # every text-keyed entry
+    again = sent(pipeline(tmp_path / "b", cache=cache), request)
+    assert (counted.outlines, counted.mentions) == worked
+    assert cache.readings.stats().hits == worked[0] + worked[1]
+    bare = sent(pipeline(tmp_path / "c", cache=DerivedCache(0)), request)
+    assert first.replace(str(tmp_path / "a"), "~") == bare.replace(str(tmp_path / "c"), "~")
+    assert again.replace(str(tmp_path / "b"), "~") == bare.replace(str(tmp_path / "c"), "~")
+
+
+def test_a_reading_is_found_by_its_texts_digest_only_for_that_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A text of the same length and shape but one character changed is read anew."""
+    counted = Counted(monkeypatch)
+    cache = DerivedCache(10_000_000)
+    kept_readings = KeptReadings(cache, None)
+    text = output(1, 400)
+    other = text.replace("value_1_200 ", "value_1_201 ", 1)
+    assert len(other) == len(text) and other != text
+    span = (1_000, len(text) - 1_000, 600)
+    for subject in (text, other, text):
+        cache.discard(texts=(subject,))  # the text-keyed entry gone: only the digest is left
+        kept_readings.derive(
+            previews.OUTLINE, ("outline", subject, *span),
+            lambda s=subject: previews.outline(s, *span), 600, (subject,),
+        )  # fmt: skip
+    assert counted.outlines == 2
