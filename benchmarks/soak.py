@@ -5,6 +5,7 @@ proxy's memory must stay flat after the first minute (``tests/soak_stack.py`` do
 
     python benchmarks/soak.py [--conversations 200] [--minutes 4] [--hang-at 1.5]
                               [--hang-for 1] [--slow 0.2] [--think 2 8]
+                              [--large-every 10]
 """
 
 from __future__ import annotations
@@ -32,9 +33,15 @@ def main() -> int:
         default=(2.0, 8.0),
         help="seconds between an answer and the next request (min max)",
     )
+    parser.add_argument(
+        "--large-every",
+        type=int,
+        default=10,
+        help="turns between two large (spilled) tool outputs; the others are ordinary",
+    )
     args = parser.parse_args()
     plan = Plan(args.conversations, args.minutes * 60, args.hang_at * 60, args.hang_for * 60,
-                args.slow, think=tuple(args.think))  # fmt: skip
+                args.slow, think=tuple(args.think), large_every=args.large_every)  # fmt: skip
     outcome = soak(plan, echo=print)
     print("PASS" if outcome.passed else "FAIL")
     return 0 if outcome.passed else 1

@@ -149,9 +149,19 @@ class Tally:
     during_hang: list[float] = field(default_factory=list)
 
 
-def tool_output(rng: random.Random, turn: int) -> str:
-    """A tool's output: mostly a few KB, now and then large enough to be spilled."""
-    lines = rng.choice([40, 80, 200, 200, 3_000]) if turn % 4 else 3_000
+#: Lines of a tool's output on an ordinary turn, one drawn at random (lines of about 45
+#: characters: 135 B to 18 KB, median 0.8 KB). Real agents' outputs are smaller still: in
+#: the recorded Claude Code sessions the median is 250 characters, 90% are under 3.3 KB
+#: and 99% under 22 KB (the CLI cuts a command's output at 30,000 characters).
+ORDINARY_LINES = (3, 5, 8, 10, 15, 20, 40, 70, 150, 400)
+#: Lines of the large output of every ``large_every``-th turn (about 110 KB: a build log,
+#: a whole file), over any cap: spilled, so the store is used.
+LARGE_LINES = 2_500
+
+
+def tool_output(rng: random.Random, turn: int, large_every: int = 10) -> str:
+    """A tool's output: an ordinary one, or on every ``large_every``-th turn a large one."""
+    lines = LARGE_LINES if turn % large_every == 0 else rng.choice(ORDINARY_LINES)
     return "".join(f"{turn:04d} line {i}: {'x' * rng.randint(10, 60)}\n" for i in range(lines))
 
 
@@ -173,21 +183,27 @@ async def agent(
     deadline: float = DEADLINE_SECONDS,
     max_messages: int = 120,
     think: tuple[float, float] = (2.0, 8.0),
+    large_every: int = 10,
+    under_way: bool = False,
+    join_within: float = 0.0,
 ) -> None:
+    """One agent's conversation until ``until``. ``under_way``: it holds some turns
+    already (half to a full history, at random) when its first request comes, as after a
+    proxy's restart; it sends that request within ``join_within`` seconds of the start."""
     rng = random.Random(number)
     client = httpx.AsyncClient(timeout=deadline * 2)
     history: list[dict[str, Any]] = [{"role": "user", "content": f"task {number}: fix it"}]
     session = {"x-chatcli-session": f"soak-{number}"}
-    turn = 0
+    # An agent's history grows from half full to full, then is compacted to half: at
+    # any moment it is anywhere between, at random.
+    turn = rng.randrange(max_messages // 8, max_messages // 4) if under_way else 0
+    for earlier in range(1, turn + 1):
+        history += [*_tool_turn(rng, number, earlier, large_every), *_ANSWERED]
+    await asyncio.sleep(rng.uniform(0, join_within))
     async with client:
         while time.monotonic() < until:
             turn += 1
-            call = {"type": "tool_use", "id": f"t{number}_{turn}", "name": "Bash",
-                    "input": {"command": f"step {turn}"}}  # fmt: skip
-            result = {"type": "tool_result", "tool_use_id": call["id"],
-                      "content": tool_output(rng, turn)}  # fmt: skip
-            history = [*history, {"role": "assistant", "content": [call]},
-                       {"role": "user", "content": [result]}]  # fmt: skip
+            history = [*history, *_tool_turn(rng, number, turn, large_every)]
             body = {"model": "soak", "max_tokens": 100, "stream": True, "messages": history}
             data = httpx.Request("POST", url, json=body).content
             started = time.monotonic()
@@ -211,11 +227,25 @@ async def agent(
                 tally.failures.append(f"conversation {number} turn {turn}: HTTP {status}")
             if took > deadline:
                 tally.late.append(took)
-            history.append({"role": "assistant", "content": "ok"})
-            history.append({"role": "user", "content": "go on"})
+            history += _ANSWERED
             if len(history) > max_messages:  # the agent compacts its history, as agents do
                 history = history[:1] + history[-(max_messages // 2) :]
             await asyncio.sleep(rng.uniform(*think))  # the model and the tool take time
+
+
+#: The model's answer to a tool's result, and the user's next word.
+_ANSWERED = ({"role": "assistant", "content": "ok"}, {"role": "user", "content": "go on"})
+
+
+def _tool_turn(
+    rng: random.Random, number: int, turn: int, large_every: int
+) -> list[dict[str, Any]]:
+    """The model's tool call of ``turn`` and the tool's result."""
+    call = {"type": "tool_use", "id": f"t{number}_{turn}", "name": "Bash",
+            "input": {"command": f"step {turn}"}}  # fmt: skip
+    result = {"type": "tool_result", "tool_use_id": call["id"],
+              "content": tool_output(rng, turn, large_every)}  # fmt: skip
+    return [{"role": "assistant", "content": [call]}, {"role": "user", "content": [result]}]
 
 
 def rss_mb(pid: int) -> float:
@@ -279,6 +309,17 @@ class Plan:
     #: Seconds between an answer and the agent's next request (the model's answer and
     #: the tool's run; a real model takes seconds to answer, the stand-in none).
     think: tuple[float, float] = (2.0, 8.0)
+    #: Every this many turns, a tool's output is large (spilled); the others are
+    #: ordinary (:func:`tool_output`). With 120 messages, a history holds about 0.8 MB at
+    #: 10 (twice the largest real Claude Code request), 3.3 MB at 2.
+    large_every: int = 10
+    #: Conversations are under way when the run starts (each holds half to a full
+    #: history, at random, as at any moment of a long run), as after a proxy's restart:
+    #: memory is near its steady state from the first minute, instead of growing with
+    #: the histories for minutes.
+    under_way: bool = True
+    #: Seconds within which the agents send their first request (at random).
+    join_within: float = 30.0
 
 
 @dataclass
@@ -307,7 +348,20 @@ async def _run(plan: Plan, url: str, pid: int, relay: Relay, echo: Any) -> Outco
     slow = [rng.random() < plan.slow for _ in range(plan.conversations)]
     agents = [
         asyncio.create_task(
-            agent(n, url, until=until, slow=slow[n], hang=hang, tally=tally, deadline=plan.deadline)
+            agent(
+                n,
+                url,
+                until=until,
+                slow=slow[n],
+                hang=hang,
+                tally=tally,
+                deadline=plan.deadline,
+                max_messages=plan.max_messages,
+                think=plan.think,
+                large_every=plan.large_every,
+                under_way=plan.under_way,
+                join_within=plan.join_within,
+            )
         )
         for n in range(plan.conversations)
     ]
@@ -324,7 +378,8 @@ async def _run(plan: Plan, url: str, pid: int, relay: Relay, echo: Any) -> Outco
             frozen = False
             echo(f"  {now - start:5.0f} s  the store answers again")
         samples.append((now - start, rss_mb(pid)))
-        echo(f"  {now - start:5.0f} s  RSS {samples[-1][1]:6.0f} MB, "
+        held = await _held_mb(url)
+        echo(f"  {now - start:5.0f} s  RSS {samples[-1][1]:6.0f} MB ({held}), "
              f"{len(tally.latencies)} answered")  # fmt: skip
         await asyncio.sleep(min(5.0, plan.seconds / 20))
     relay.thaw()
@@ -348,6 +403,22 @@ async def _run(plan: Plan, url: str, pid: int, relay: Relay, echo: Any) -> Outco
     echo(f"RSS at {plan.settled_after:g} s {outcome.settled:.0f} MB, peak after "
          f"{outcome.peak:.0f} MB, at the end {samples[-1][1]:.0f} MB")  # fmt: skip
     return outcome
+
+
+async def _held_mb(url: str) -> str:
+    """What the proxy's metrics say its session state and its cache hold."""
+    try:
+        async with httpx.AsyncClient(timeout=5) as client:
+            text = (await client.get(url + "/metrics")).text
+    except httpx.HTTPError as exc:
+        return f"metrics: {exc!r}"
+    found = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("chatcli_proxy_session_state_bytes", "chatcli_proxy_cache_bytes"):
+            found[name] = float(value) / 2**20
+    return (f"state {found.get('chatcli_proxy_session_state_bytes', 0):.0f} MB, "
+            f"cache {found.get('chatcli_proxy_cache_bytes', 0):.0f} MB")  # fmt: skip
 
 
 def soak(plan: Plan, echo: Any = lambda line: None) -> Outcome:

@@ -15,7 +15,8 @@ def test_agents_are_answered_in_time_while_the_store_hangs_and_memory_stays_flat
         conversations=24, seconds=50, hang_at=15, hang_for=12, slow=0.25, settled_after=25,
         overrides=(("spill.timeout_seconds", 2), ("cache.max_bytes", 16 * 2**20),
                    ("proxy.session_memory_bytes", 16 * 2**20)),
-        deadline=20, max_messages=40, think=(0.2, 1.5),
+        deadline=20, max_messages=40, think=(0.2, 1.5), large_every=4,
+        join_within=5,
     )  # fmt: skip
     lines: list[str] = []
     outcome = soak(plan, echo=lines.append)
