@@ -26,7 +26,6 @@ from typing import Any
 from urllib.parse import quote
 
 import anyio.to_thread
-import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -43,7 +42,7 @@ from middleware.proxy.errors import Provider, error_body
 from middleware.proxy.metrics import Metrics
 from middleware.proxy.policies import PolicyCatalog, PolicySource
 from middleware.proxy.settings import ProxySettings
-from middleware.proxy.upstream import REQUEST_DROPPED, Relay, client, forwarded_headers
+from middleware.proxy.upstream import REQUEST_DROPPED, Relay, Upstream, forwarded_headers
 from middleware.spill import SpillError, SpillSettings, SpillTimeout, open_root
 from middleware.spill.layout import session_folder_name
 from middleware.spill.recall import RecallError, lines_of
@@ -78,7 +77,7 @@ class Proxy:
     metrics: Metrics = field(init=False)
     #: Bodies being cleaned, by their size (proxy.cleaning_bytes).
     cleaning: ByteGate = field(init=False)
-    http: httpx.AsyncClient | None = None
+    upstream: Upstream | None = None
 
     def __post_init__(self) -> None:
         settings = self.settings
@@ -172,7 +171,7 @@ class Proxy:
             message = f"chatcli-middleware could not reach {upstream}: {exc}"
             return 502, error_body(provider, "upstream_unreachable", message)
 
-        if self.http is None:
+        if self.upstream is None:
             raise RuntimeError("the proxy's upstream pool starts with the app's lifespan")
         headers = forwarded_headers(request.headers.raw, drop=REQUEST_DROPPED)
         # The session the request was filed under, for a client that will end it
@@ -180,7 +179,7 @@ class Proxy:
         ours = [(SESSION_ANSWER_HEADER, quote(cleaned.session.session, safe=""))] if (
             cleaned.session is not None) else []  # fmt: skip
         return Relay(
-            self.http, request.method, url, headers, cleaned.body,
+            self.upstream, request.method, url, headers, cleaned.body,
             on_headers=on_headers, on_done=on_done, on_error=on_error, answer_headers=ours,
         )  # fmt: skip
 
@@ -367,11 +366,11 @@ def create_app(proxy: Proxy) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        proxy.http = client(proxy.settings)
+        proxy.upstream = Upstream(proxy.settings)
         try:
             yield
         finally:
-            await proxy.http.aclose()
+            await proxy.upstream.aclose()
             await anyio.to_thread.run_sync(proxy.close)
 
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
