@@ -22,10 +22,20 @@ from middleware.cache.allocator import give_back
 from middleware.pipeline import Pipeline
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy
-from middleware.policy.settings import bind
+from middleware.policy.settings import bind, section, setting
 from middleware.spill.objects import hold_session
 
 logger = logging.getLogger(__name__)
+
+
+@section("proxy")
+@dataclass(frozen=True)
+class SessionSettings:
+    """How long and how much a session pool keeps: the proxy's keys, which the SDK and
+    LiteLLM integrations' pools follow too."""
+
+    idle_seconds: float = setting("proxy.session_idle_seconds")
+    memory_bytes: int = setting("proxy.session_memory_bytes")
 
 
 @dataclass
@@ -58,6 +68,12 @@ class SessionPool:
     #: Least recently used first.
     _entries: OrderedDict[tuple[str, str], _Entry] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def for_policy(cls, host: PluginHost, policy: Policy) -> SessionPool:
+        """A pool idle and bounded as ``policy``'s :class:`SessionSettings` say."""
+        settings = bind(policy, SessionSettings)
+        return cls(host, settings.idle_seconds, max_bytes=settings.memory_bytes)
 
     def pipeline(self, policy_key: str, policy: Policy, session: str) -> Pipeline:
         """The pipeline of ``session`` under the policy named ``policy_key``, on the

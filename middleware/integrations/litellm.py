@@ -53,7 +53,7 @@ class ChatcliCallback(CustomLogger):
     def __init__(self, policy: str | Path | Policy | None = None) -> None:
         super().__init__()
         self.policy = policy if isinstance(policy, Policy) else load_policy(policy)
-        self.pool = SessionPool(PluginHost.create(), idle_seconds=3600)
+        self.pool = SessionPool.for_policy(PluginHost.create(), self.policy)
         #: The report of the last request cleaned.
         self.last_report: Report | None = None
 
@@ -68,6 +68,7 @@ class ChatcliCallback(CustomLogger):
         try:
             pipe = self.pool.pipeline("litellm", self.policy, str(session))
             result = pipe.process(history, format=fmt)
+            self.pool.trim()  # what this request left counts now, not at the next one
         except (HistoryError, FormatError) as exc:
             logger.info("sent a request's history as it was: %s", exc)
             return dict(data)

@@ -74,7 +74,7 @@ class Cleaner:
     tool_policy: Policy | None = None
 
     def __post_init__(self) -> None:
-        self.pool = SessionPool(self.host, idle_seconds=3600)
+        self.pool = SessionPool.for_policy(self.host, self.policy)
         #: What became of the last request the client sent (its report, if processed).
         self.last: Cleaned | None = None
 
@@ -101,6 +101,7 @@ class Cleaner:
             raw if sent is None else json.dumps(sent).encode("utf-8"),
             fmt, headers, self.pool, policy, session=self.session_id,
         )  # fmt: skip
+        self.pool.trim()  # what this request left counts now, not at the next one
         self.last = cleaned
         if cleaned.error is not None:
             logger.error("sent a %s request unchanged: %s", fmt, cleaned.error)
