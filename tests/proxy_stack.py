@@ -58,6 +58,19 @@ def serve_process(
     """``chatcli-mw serve`` in a process of its own (a replica), in front of ``upstream``,
     with ``overrides`` of dotted keys set as ``CHATCLI_*`` variables; yields its base URL.
     With ``log``, its stderr (the access log among it) is written there."""
+    with serve_process_pid(upstream, overrides, log=log, policy=policy) as (url, _):
+        yield url
+
+
+@contextmanager
+def serve_process_pid(
+    upstream: str,
+    overrides: Mapping[str, Any],
+    *,
+    log: Path | None = None,
+    policy: str | None = None,
+) -> Iterator[tuple[str, int]]:
+    """:func:`serve_process`, yielding the process id beside the URL (to read its memory)."""
     port = free_port()
     env = {
         **os.environ,
@@ -92,7 +105,7 @@ def serve_process(
                 if time.monotonic() > deadline:
                     raise RuntimeError("chatcli-mw serve did not start")
                 time.sleep(0.05)
-            yield url
+            yield url, process.pid
         finally:
             process.terminate()
             process.wait(timeout=60)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import socket
 import statistics
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from proxy_stack import serve_process_pid
 from servers import free_port
 
 TESTS = Path(__file__).resolve().parent
@@ -259,36 +259,18 @@ def rss_mb(pid: int) -> float:
 def stack(
     store: str, options: dict[str, Any], overrides: dict[str, Any]
 ) -> Iterator[tuple[str, int]]:
-    up_port, proxy_port = free_port(), free_port()
+    """The stand-in in a process of its own and ``chatcli-mw serve`` in front of it,
+    spilling to ``store``; yields the proxy's URL and process id."""
+    up_port = free_port()
     code = UPSTREAM.format(tests=str(TESTS), port=up_port)
     upstream = subprocess.Popen([sys.executable, "-c", code])
-    env = {**os.environ, "CHATCLI_SPILL__URL": store,
-           "CHATCLI_SPILL__STORAGE_OPTIONS": json.dumps(options),
-           "CHATCLI_PROXY__ACCESS_LOG": "false",
-           **{"CHATCLI_" + key.upper().replace(".", "__"): json.dumps(value)
-              for key, value in overrides.items()}}  # fmt: skip
-    proxy = subprocess.Popen(
-        [sys.executable, "-m", "middleware", "serve", "--port", str(proxy_port),
-         "--anthropic-upstream", f"http://127.0.0.1:{up_port}"],
-        env=env, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{proxy_port}"
+    settings = {"spill.url": store, "spill.storage_options": json.dumps(options), **overrides}
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("chatcli-mw serve did not start")
-            time.sleep(0.1)
-        yield url, proxy.pid
+        with serve_process_pid(f"http://127.0.0.1:{up_port}", settings) as served:
+            yield served
     finally:
-        for process in (proxy, upstream):
-            process.terminate()
-            process.wait(timeout=60)
+        upstream.terminate()
+        upstream.wait(timeout=60)
 
 
 @dataclass(frozen=True)

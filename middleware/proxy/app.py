@@ -33,7 +33,7 @@ from starlette.routing import Route
 
 from middleware.cache.allocator import give_back
 from middleware.conversations.cleaning import Cleaned, clean_body
-from middleware.conversations.sessions import SessionPool
+from middleware.conversations.sessions import SessionPool, SessionSettings
 from middleware.errors import MiddlewareError
 from middleware.plugin.host import PluginHost
 from middleware.policy.settings import bind
@@ -80,12 +80,9 @@ class Proxy:
     upstream: Upstream | None = None
 
     def __post_init__(self) -> None:
-        settings = self.settings
-        self.sessions = SessionPool(
-            self.host, settings.session_idle_seconds, max_bytes=settings.session_memory_bytes
-        )
+        self.sessions = SessionPool.for_policy(self.host, self.catalog.default.policy)
         self.metrics = Metrics(self.catalog.statuses, self.sessions)
-        self.cleaning = ByteGate(settings.cleaning_bytes)
+        self.cleaning = ByteGate(self.settings.cleaning_bytes)
 
     @property
     def settings(self) -> ProxySettings:
@@ -201,7 +198,8 @@ class Proxy:
         self, raw: bytes, fmt: str, headers: Mapping[str, str], source: PolicySource
     ) -> Cleaned:
         """Run the pipeline on one request body (in a worker thread) and count what it did."""
-        self.sessions.max_bytes = self.settings.session_memory_bytes  # as reloaded
+        policy = self.catalog.default.policy  # as reloaded
+        self.sessions.max_bytes = bind(policy, SessionSettings).memory_bytes
         cleaned = clean_body(raw, fmt, headers, self.sessions, (source.key, source.policy))
         self.sessions.trim()  # what this request left counts now, not at the next one
         # What the request took while it was cleaned (the body parsed, the messages' exact

@@ -27,7 +27,5 @@ class ProxySettings:
     client_connections: int
     header_timeout_seconds: float
     body_timeout_seconds: float
-    session_idle_seconds: float
-    session_memory_bytes: int
     cleaning_bytes: int
     access_log: bool
