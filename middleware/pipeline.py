@@ -14,7 +14,7 @@ from typing import Any
 from middleware.cache import CacheSettings, DerivedCache, Identity
 from middleware.cache.digests import request_scope
 from middleware.cache.kept import ReadingStore
-from middleware.cache.messages import MessageMemo, forget_messages
+from middleware.cache.messages import MessageMemo, forget_messages, message_mark
 from middleware.formats import detect_format, get_codec
 from middleware.formats.base import Codec
 from middleware.formats.requests import Request, read_request
@@ -245,20 +245,21 @@ class Pipeline:
         contexts = [self._run_step(STEP_HOOKS[0], policy, codec, conversation, request, shared)]
         # What a request that continues the previous one takes from it (see .session.resume).
         keys = memo.keys(messages) if self._continues(policy, fmt, request, conversation) else None
+        marks = tuple(map(message_mark, keys)) if keys else None
         repaired = len(conversation.nodes) != len(parsed) or any(
             a is not b for a, b in zip(conversation.nodes, parsed, strict=True)
         )
         later = STEP_HOOKS[1:]
         reading = (Identity(policy), fmt, conversation.text_protocol)
         previous = None
-        if keys and not repaired and not contexts[0].problems:
+        if marks and not repaired and not contexts[0].problems:
             resumed: dict[str, Any] = {}  # the later steps' own: discarded if refused
 
             def run(step: tuple[str, str], resume: Resume) -> StepContext:
                 return self._run_step(step, policy, codec, conversation, request, resumed, resume)
 
             previous = self._continuations.run(
-                conversation, keys, reading=reading, decisions=len(self.decisions),
+                conversation, marks, reading=reading, decisions=len(self.decisions),
                 steps=later, run_step=run,
             )  # fmt: skip
         if previous is None:
@@ -273,11 +274,11 @@ class Pipeline:
         # What each step left for the next request; none left anything: nothing to continue.
         carried = {c.step: c.carry for c in contexts if c.carry is not None}
         failed = any(context.problems for context in contexts)
-        if keys and not repaired and carried and not failed:
+        if marks and not repaired and carried and not failed:
             self._continuations.remember(Previous(
-                reading, keys, tuple(conversation.nodes),
+                reading, marks, tuple(conversation.nodes),
                 {c.step: copies(c.actions) for c in contexts}, carried, len(self.decisions),
-            ))  # fmt: skip
+            ), parsed)  # fmt: skip
 
         report.loop_alerts.extend(guard_loops(conversation, policy))
         out = codec.render(conversation) if conversation.changed else list(messages)
@@ -326,10 +327,10 @@ class Pipeline:
         as a restarted process would (the spilled files and readings are found again;
         decisions, admitted ones too, are made again). ``cached``: what the cache keeps of
         its last messages goes too (an ended session)."""
-        keys = self._continuations.clear()
+        marks = self._continuations.clear()
         self.decisions.clear()
         if cached:
-            forget_messages(self.cache, keys)
+            forget_messages(self.cache, marks)
 
     def admit(
         self,

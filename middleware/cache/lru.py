@@ -176,6 +176,12 @@ class DerivedCache:
             return [None if (entry := self._entries.get(key)) is None else entry[0]
                     for key in keys]  # fmt: skip
 
+    def keys_of(self, kind: str) -> list[tuple[Any, ...]]:
+        """The keys of the entries of one kind (keys are ``(kind, *inputs)``), as they are
+        now."""
+        with self._lock:
+            return [key for key in self._entries if type(key) is tuple and key[:1] == (kind,)]
+
     def discard(self, keys: Sequence[Hashable] = (), texts: Sequence[str] = ()) -> int:
         """Drop the entries of ``keys``, and every entry holding one of ``texts``: what an
         ended session alone needed. Walks every entry when ``texts`` are given. Returns

@@ -11,7 +11,7 @@ own message object and position.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any
 
 from middleware.cache.lru import DerivedCache
@@ -154,13 +154,27 @@ class MessageMemo:
         self.cache.put(("message", key), nodes, len(key) + rest, tuple(texts.values()))
 
 
-def forget_messages(cache: DerivedCache, keys: Sequence[bytes]) -> int:
-    """Drop what ``cache`` keeps of the messages known by ``keys`` (an ended session's):
-    their parsed nodes, and every entry holding the text of one of their results (its
-    digest, preview, summary...). Another session that has the same messages parses them
-    again. Returns the bytes released."""
+def message_mark(key: bytes) -> int:
+    """What a session remembers a message by between requests, in place of its exact copy
+    (which is as large as the message): the copy's length and hash. The hash is the
+    process's keyed SipHash, which the copy caches once the cache has looked it up, so
+    marking costs nothing. Two different messages of the same length agree on it once in
+    2**64 (the hash is keyed per process unless ``PYTHONHASHSEED`` is set: only the client
+    whose conversation it is could then try to make two agree)."""
+    return (len(key) << 64) | (hash(key) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def forget_messages(cache: DerivedCache, marks: Collection[int]) -> int:
+    """Drop what ``cache`` keeps of the messages known by ``marks`` (an ended session's,
+    :func:`message_mark`): their parsed nodes, and every entry holding the text of one of
+    their results (its digest, preview, summary...). Another session that has the same
+    messages parses them again. Returns the bytes released."""
+    wanted = frozenset(marks)
     texts: list[str] = []
-    entries = [("message", key) for key in keys]
+    entries = [
+        entry for entry in cache.keys_of("message")
+        if isinstance(key := entry[1], bytes) and message_mark(key) in wanted
+    ]  # fmt: skip
     for nodes in cache.peek_many(entries):
         if nodes is None:
             continue

@@ -15,13 +15,22 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol, TypeVar
+from itertools import chain
+from typing import Any, Protocol, TypeVar, cast
 
 from middleware.cache import Identity
 from middleware.report import Action, ProblemReport
-from middleware.view import Conversation, Node
+from middleware.view import (
+    Block,
+    Conversation,
+    Node,
+    Opaque,
+    ToolCall,
+    ToolResult,
+    value_chars,
+)
 
 #: Conversations remembered per pipeline: a Claude Code session sends its subagents'
 #: requests under the same session as the main conversation's.
@@ -30,12 +39,12 @@ MAX_CONVERSATIONS = 8
 FORMATS = frozenset({"anthropic", "openai"})
 #: Actions whose ``age`` is counted from the latest turn.
 AGED_KINDS = frozenset({"truncated", "summarized"})
-#: Bytes a remembered request holds for each byte of its messages' exact copies: the copy,
-#: the parsed blocks (shared with the message cache while it keeps them) and what the steps
-#: carry (measured on real sessions: benchmarks/memory_benchmark.py).
-BYTES_PER_KEY_BYTE = 4
-#: And for each message besides: its node, its share of the steps' carried weights.
+#: Bytes a remembered request holds for each message: its mark, its node (hollow when the
+#: steps left it as it came), its share of the steps' carried weights and actions.
 BYTES_PER_MESSAGE = 600
+#: And for each character of the messages the steps changed (a preview, a summary and the
+#: blocks beside them), parsed: measured on real sessions (tests/session/test_memory.py).
+BYTES_PER_CHANGED_CHAR = 2
 
 
 class Carry(Protocol):
@@ -86,10 +95,11 @@ class Previous:
     #: How the messages were read and decided: the policy, the wire format, and why user
     #: messages were read as tool output (:attr:`.Conversation.text_protocol`).
     reading: tuple[Identity, str, str | None]
-    #: The exact copy each message is known by (:class:`.MessageMemo`).
-    keys: tuple[bytes, ...]
+    #: The mark of each message (:func:`.message_mark` of its exact copy).
+    marks: tuple[int, ...]
     #: The conversation after the steps (before the loop guard, which runs on every
-    #: request).
+    #: request); once remembered, the messages the steps left as they came are
+    #: :class:`Hollow` (see :func:`detached`).
     nodes: tuple[Node, ...]
     #: The steps' actions, by step name.
     actions: Mapping[str, tuple[Action, ...]]
@@ -105,7 +115,7 @@ class Continuations:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         #: What each conversation's last request left, and the bytes it holds.
-        self._by_opening: OrderedDict[bytes, tuple[Previous, int]] = OrderedDict()
+        self._by_opening: OrderedDict[int, tuple[Previous, int]] = OrderedDict()
         #: Requests that were worked on in their new part only.
         self.continued = 0
         #: Bytes the remembered requests hold (an estimate, :func:`held_bytes`).
@@ -114,30 +124,30 @@ class Continuations:
     def resume(
         self,
         conversation: Conversation,
-        keys: tuple[bytes, ...],
+        marks: tuple[int, ...],
         reading: tuple[Identity, str, str | None],
         decisions: int,
     ) -> tuple[Previous, Resume, int] | None:
         """The previous request ``conversation`` continues, cut to the turns both share as
-        they were, what the steps may take from it, and the turns the previous request
-        had; ``None`` when no turn is shared. ``conversation`` holds the messages as parsed
-        (pairing found nothing to repair).
-
-        Agents move their cache markers forward on every request, so the previous
-        request's last messages often come back changed: the turns before the first
-        changed message are still shared."""
+        they were and filled from this request's messages (:func:`filled`), what the steps
+        may take from it, and the turns the previous request had; ``None`` when no turn is
+        shared. ``conversation`` holds the messages as parsed (pairing found nothing to
+        repair)."""
+        # Agents move their cache markers forward on every request, so the previous
+        # request's last messages often come back changed: the turns before the first
+        # changed message are still shared.
         with self._lock:
-            found = self._by_opening.get(keys[0]) if keys else None
+            found = self._by_opening.get(marks[0]) if marks else None
         previous = found[0] if found is not None else None
         if previous is None or previous.reading != reading or previous.decisions != decisions:
             return None
         nodes = conversation.nodes
-        if len(nodes) != len(keys):
+        if len(nodes) != len(marks):
             return None
-        size = len(previous.keys)
+        size = len(previous.marks)
         shared = 0
-        limit = min(size, len(keys))
-        while shared < limit and keys[shared] == previous.keys[shared]:
+        limit = min(size, len(marks))
+        while shared < limit and marks[shared] == previous.marks[shared]:
             shared += 1
         # The new part must open a turn, in this request and in the previous one (a turn
         # cut in two would have been decided as a whole).
@@ -155,12 +165,15 @@ class Continuations:
         if start < size:
             previous = _cut(previous, start)
             from_turn = turn_count(previous.nodes)
+        previous = filled(previous, nodes)
+        if previous is None:
+            return None
         return previous, Resume(start, from_turn, previous.carried), turns
 
     def run(
         self,
         conversation: Conversation,
-        keys: tuple[bytes, ...],
+        marks: tuple[int, ...],
         *,
         reading: tuple[Identity, str, str | None],
         decisions: int,
@@ -171,7 +184,7 @@ class Continuations:
         previous request of its conversation as it was: their contexts, each holding the
         previous request's actions before its own. ``None``, and the conversation as it
         came, when it does not or a step cannot."""
-        found = self.resume(conversation, keys, reading, decisions)
+        found = self.resume(conversation, marks, reading, decisions)
         if found is None:
             return None
         previous, resume, turns = found
@@ -191,13 +204,16 @@ class Continuations:
             self.continued += 1
         return contexts
 
-    def remember(self, previous: Previous) -> None:
-        if not previous.keys or len(previous.keys) != len(previous.nodes):
+    def remember(self, previous: Previous, parsed: Sequence[Node] = ()) -> None:
+        """Keep what ``previous`` left for the next request of its conversation;
+        ``parsed``: its messages as parsed, which the next request carries again (what
+        the steps left as it came is not kept, see :func:`detached`)."""
+        if not previous.marks or len(previous.marks) != len(previous.nodes):
             return  # messages and nodes must match one to one
-        opening = previous.keys[0]
+        opening = previous.marks[0]
         with self._lock:
             earlier = self._by_opening.get(opening)
-        kept = detached(previous, earlier[0] if earlier is not None else None)
+        kept = detached(previous, earlier[0] if earlier is not None else None, parsed)
         size = held_bytes(kept)
         with self._lock:
             replaced = self._by_opening.pop(opening, None)
@@ -208,42 +224,153 @@ class Continuations:
             while len(self._by_opening) > MAX_CONVERSATIONS:
                 self.bytes -= self._by_opening.popitem(last=False)[1][1]
 
-    def clear(self) -> list[bytes]:
+    def clear(self) -> list[int]:
         """Forget every conversation: the next request of each is processed in full, as
-        by a pipeline that never saw it. Returns the exact copies of the messages that
-        were remembered (what the message cache knows them by)."""
+        by a pipeline that never saw it. Returns the marks of the messages that were
+        remembered (:func:`.forget_messages` finds them in the message cache by these)."""
         with self._lock:
             remembered, self._by_opening = self._by_opening, OrderedDict()
             self.bytes = 0
-        return [key for previous, _ in remembered.values() for key in previous.keys]
+        return [mark for previous, _ in remembered.values() for mark in previous.marks]
 
 
 def held_bytes(previous: Previous) -> int:
-    """An estimate of the memory ``previous`` keeps alive, from the sizes of its messages'
-    exact copies (known already: no object is walked)."""
-    copies = sum(map(len, previous.keys))
-    return copies * BYTES_PER_KEY_BYTE + len(previous.nodes) * BYTES_PER_MESSAGE
+    """An estimate of the memory ``previous`` keeps alive: a share per message, and the
+    messages the steps changed (what a hollow message stands for is the next request's)."""
+    changed = 0
+    seen: set[int] = set()
+    for node in chain(previous.nodes, *map(_carried_nodes, previous.carried.values())):
+        if not isinstance(node, Hollow) and id(node) not in seen:
+            seen.add(id(node))
+            changed += _node_chars(node)
+    return len(previous.nodes) * BYTES_PER_MESSAGE + changed * BYTES_PER_CHANGED_CHAR
 
 
-def detached(previous: Previous, earlier: Previous | None = None) -> Previous:
-    """``previous`` holding none of its request's wire messages, to be remembered: a node
-    names the message it stands for (:attr:`.Node.raw`), and keeping it would keep the
-    whole parsed request alive until the conversation's next request, which puts each
-    node in place of its own message (:meth:`.Node.in_place_of`) anyway. Nodes of
-    ``earlier`` (the conversation's request before) that stand for the same content at
-    the same place are reused, so a request that continued costs one node per new
-    message."""
+def _node_chars(node: Node) -> int:
+    chars = 0
+    for block in node.blocks:
+        if isinstance(block, ToolResult):
+            chars += block.chars + (len(block.original) if block.original is not None else 0)
+        elif isinstance(block, ToolCall):
+            chars += value_chars(block.arguments)
+        elif isinstance(block, Opaque):
+            chars += value_chars(block.raw)
+    return chars
+
+
+class Hollow(Node):
+    """A remembered message the steps left as it came: its role and place alone. The next
+    request that continues carries the same message there, parsed, which takes its place
+    (:func:`filled`): a session does not keep a copy of every message it was sent."""
+
+
+class Stripped(Node):
+    """A remembered message the steps changed, without what it shares with the message as
+    parsed, which the next request carries again: a block left as it came, and in a block
+    that was changed, the wire block it was made from (:attr:`.ToolResult.raw`, which
+    holds the full text a preview replaced) and the full text the budget step hands on
+    (:attr:`.ToolResult.original`). :attr:`taken` names what :func:`filled` takes back
+    from the next request's message."""
+
+    @property
+    def taken(self) -> tuple[tuple[int, str | None], ...]:
+        """``(block, field)`` for each field left out; field ``None``: the whole block."""
+        found: tuple[tuple[int, str | None], ...] = self.__dict__["_taken"]
+        return found
+
+
+#: Fields of a changed block that may be the parsed message's own objects.
+_WIRE_FIELDS = ("raw", "original", "arguments", "content")
+#: What stands for a block left as it came, in a :class:`Stripped` node.
+_LEFT_OUT = Opaque(None)
+
+
+def detached(
+    previous: Previous, earlier: Previous | None = None, parsed: Sequence[Node] = ()
+) -> Previous:
+    """``previous`` as it is remembered: holding none of its request's wire messages (a
+    node names the message it stands for, :attr:`.Node.raw`, and keeping it would keep
+    the whole parsed request alive), nor what the next request carries again: a message
+    of ``parsed`` (the request's messages as parsed) the steps left as it came is
+    :class:`Hollow`, and a changed one keeps only what the steps made (:class:`Stripped`).
+    Nodes of ``earlier`` (the conversation's request before) that stand for the same
+    content at the same place are reused, so a request that continued costs one node per
+    new message."""
     old = earlier.nodes if earlier is not None else ()
     made: dict[int, Node] = {}
     nodes = []
     for i, node in enumerate(previous.nodes):
-        kept = old[i] if i < len(old) else None
-        if kept is None or not _alike(kept, node):
-            kept = _without_raw(node)
+        kept = _reused(old[i], node, parsed) if i < len(old) else None
+        if kept is None:
+            kept = _kept(node, parsed)
         made[id(node)] = kept
         nodes.append(kept)
-    carried = {step: _detached_carry(carry, made) for step, carry in previous.carried.items()}
+
+    def keep(node: Node) -> Node:
+        kept = made.get(id(node))
+        if kept is None:
+            kept = made[id(node)] = _kept(node, parsed)
+        return kept
+
+    carried = {step: _carry_mapped(carry, keep) for step, carry in previous.carried.items()}
     return replace(previous, nodes=tuple(nodes), carried=carried)
+
+
+def _kept(node: Node, parsed: Sequence[Node]) -> Node:
+    """``node`` as it is remembered (:func:`detached`)."""
+    at = node.origin
+    source = parsed[at] if at is not None and at < len(parsed) else None
+    if source is None or source.origin != at:  # not a message of the request as parsed
+        return _without_raw(node)
+    if not node.changed:
+        if node.blocks is source.blocks and node.role == source.role:
+            return Hollow(node.role, origin=at)
+        return _without_raw(node)
+    theirs = source.blocks
+    blocks = list(node.blocks)
+    taken: list[tuple[int, str | None]] = []
+    for j, block in enumerate(node.blocks):
+        their = theirs[j] if j < len(theirs) else None
+        if their is None or type(their) is not type(block):
+            continue
+        if block is their:
+            blocks[j] = _LEFT_OUT
+            taken.append((j, None))
+            continue
+        shared = [
+            name for name in _WIRE_FIELDS
+            if (value := getattr(block, name, None)) is not None
+            and (value is getattr(their, name) or (
+                name == "original" and isinstance(their, ToolResult) and value == their.text))
+        ]  # fmt: skip
+        if shared:
+            blocks[j] = _with_fields(block, dict.fromkeys(shared))
+            taken.extend((j, name) for name in shared)
+    if not taken:
+        return _without_raw(node)
+    stripped = Stripped(node.role, tuple(blocks), None, at, True, node.meta, node.raw_chars)
+    stripped.__dict__["_taken"] = tuple(taken)
+    return stripped
+
+
+def _with_fields(block: Block, values: Mapping[str, Any]) -> Block:
+    made: Block = replace(cast("Any", block), **values)  # one of the block dataclasses
+    return made
+
+
+def _reused(kept: Node, node: Node, parsed: Sequence[Node]) -> Node | None:
+    """``kept`` (the conversation's node remembered before) if ``node`` stands for the
+    same content at the same place, else ``None``."""
+    if isinstance(kept, Hollow):
+        at = kept.origin
+        same = at == node.origin and not node.changed and node.role == kept.role
+        return kept if same and at is not None and at < len(parsed) and (
+            parsed[at].blocks is node.blocks) else None  # fmt: skip
+    if isinstance(kept, Stripped):
+        filled_from = node.__dict__.get("_filled_from")
+        same = filled_from is not None and filled_from[0] is kept and filled_from[1] is node.blocks
+        return kept if same and node.origin == kept.origin else None
+    return kept if _alike(kept, node) else None
 
 
 def _without_raw(node: Node) -> Node:
@@ -262,17 +389,83 @@ def _alike(kept: Node, node: Node) -> bool:
     )
 
 
-def _detached_carry(carry: Carry, made: Mapping[int, Node]) -> Carry:
-    """``carry`` with the nodes it holds detached (``made``: those already detached, by
-    the id of the node they stand for). A step's carry is its own named tuple
-    (:class:`~middleware.steps.microcompact.schedule.Carried` keeps the conversation as
-    the step found it): its fields that are tuples of nodes are the ones replaced."""
+def filled(previous: Previous, nodes: Sequence[Node]) -> Previous | None:
+    """``previous`` (cut to the messages this request shares with it) with what it did
+    not keep taken from ``nodes``, this request's messages as parsed: a :class:`Hollow`
+    message is the parsed one at its place, a :class:`Stripped` one gets back what it
+    left out. ``None`` if one stands for a message past those shared."""
+    shared = len(previous.nodes)
+    made: dict[int, Node] = {}
+    missing = False
+
+    def fill(node: Node) -> Node:
+        nonlocal missing
+        found = made.get(id(node))
+        if found is not None:
+            return found
+        found = node
+        if isinstance(node, (Hollow, Stripped)):
+            at = node.origin
+            if at is None or at >= shared:
+                missing = True
+            elif isinstance(node, Hollow):
+                found = nodes[at]
+            else:
+                found = _taken_back(node, nodes[at]) or node
+                missing = missing or found is node
+        made[id(node)] = found
+        return found
+
+    refilled = tuple(map(fill, previous.nodes))
+    carried = {step: _carry_mapped(carry, fill) for step, carry in previous.carried.items()}
+    if missing:
+        return None
+    return replace(previous, nodes=refilled, carried=carried)
+
+
+def _taken_back(stripped: Stripped, source: Node) -> Node | None:
+    """``stripped`` with what it left out taken from ``source`` (the same message, parsed
+    again); ``None`` if it is not."""
+    blocks = list(stripped.blocks)
+    theirs = source.blocks
+    for j, name in stripped.taken:
+        their = theirs[j] if j < len(theirs) else None
+        if their is None:
+            return None
+        if name is None:
+            blocks[j] = their
+        elif name == "original":
+            if not isinstance(their, ToolResult):
+                return None
+            blocks[j] = _with_fields(blocks[j], {name: their.text})
+        else:
+            blocks[j] = _with_fields(blocks[j], {name: getattr(their, name)})
+    made = tuple(blocks)
+    node = Node(stripped.role, made, None, stripped.origin, True, stripped.meta,
+                stripped.raw_chars)  # fmt: skip
+    # Remembered again as the same Stripped node while nothing changes it (_reused).
+    node.__dict__["_filled_from"] = (stripped, made)
+    return node
+
+
+def _carried_nodes(carry: Carry) -> Iterator[Node]:
+    """The nodes a step's carry holds: its fields that are tuples of nodes (a step's carry
+    is its own named tuple; :class:`~middleware.steps.microcompact.schedule.Carried`
+    keeps the conversation as the step found it)."""
+    for name in getattr(carry, "_fields", ()):
+        value = getattr(carry, name)
+        if isinstance(value, tuple) and value and isinstance(value[0], Node):
+            yield from value
+
+
+def _carry_mapped(carry: Carry, node_map: Callable[[Node], Node]) -> Carry:
+    """``carry`` with every node it holds replaced by ``node_map`` of it."""
     fields: tuple[str, ...] = getattr(carry, "_fields", ())
     changes: dict[str, tuple[Node, ...]] = {}
     for name in fields:
         value = getattr(carry, name)
         if isinstance(value, tuple) and value and isinstance(value[0], Node):
-            changes[name] = tuple(made.get(id(node)) or _without_raw(node) for node in value)
+            changes[name] = tuple(map(node_map, value))
     if not changes:
         return carry
     replaced: Carry = getattr(carry, "_replace")(**changes)  # noqa: B009 (a named tuple's)
@@ -283,7 +476,7 @@ def _cut(previous: Previous, node: int) -> Previous:
     """``previous`` as if it had ended before ``node`` (where a turn opens)."""
     return Previous(
         previous.reading,
-        previous.keys[:node],
+        previous.marks[:node],
         previous.nodes[:node],
         {
             step: tuple(

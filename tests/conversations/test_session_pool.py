@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import json
+import pickle
 import weakref
 from pathlib import Path
 from typing import Any
@@ -187,7 +188,8 @@ def test_ending_a_session_lets_its_pipeline_and_state_be_collected(tmp_path: Pat
     other.process(conversation("t", 8), format="anthropic")
     ((previous, _),) = ended._continuations._by_opening.values()
     refs = [weakref.ref(x) for x in (ended, previous, previous.nodes[-1], ended.spill)]
-    keys = previous.keys
+    keys = [pickle.dumps(message, 5) for message in conversation("s", 8)]  # the cache's keys
+    assert all(("message", key) in pool.cache for key in keys)  # type: ignore[operator]
     del ended, previous
     assert pool.end("s") == 1
     gc.collect()
