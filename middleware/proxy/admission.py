@@ -9,6 +9,10 @@ to cleaning while those being cleaned add up to less than a limit (``proxy.clean
 — a body alone is always admitted, however large — first come, first served, so a large
 body waiting is not overtaken for ever by small ones. Small bodies never wait for each
 other: 200 conversations of 500 KB fit under the default together.
+
+A body waits for its turn for a while at most (``proxy.cleaning_wait_seconds``): when
+bodies come faster than the proxy can clean them, the line would otherwise grow without
+bound, in time and in the memory of the bodies waiting in it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
+
+
+class NotAdmitted(Exception):
+    """A body waited its longest for its turn to be cleaned."""
 
 
 class ByteGate:
@@ -34,20 +42,23 @@ class ByteGate:
         return self.held == 0 or self.held + size <= self.limit
 
     @asynccontextmanager
-    async def admitted(self, size: int) -> AsyncIterator[None]:
+    async def admitted(self, size: int, within: float | None = None) -> AsyncIterator[None]:
         """Wait until ``size`` bytes fit (after those waiting before), hold them inside
-        the block."""
+        the block. :class:`NotAdmitted` when that takes more than ``within`` seconds."""
         if self._waiting or not self._fits(size):
             turn = (size, anyio.Event())
             self._waiting.append(turn)
             try:
-                await turn[1].wait()
-            except BaseException:  # cancelled: leave the line, or give back the turn
+                with anyio.fail_after(within):
+                    await turn[1].wait()
+            except BaseException as exc:  # cancelled, or late: leave the line
                 if turn[1].is_set():
-                    self._release(size)
+                    self._release(size)  # (given the turn as the deadline fell)
                 else:
                     self._waiting.remove(turn)
                     self._admit()
+                if isinstance(exc, TimeoutError):
+                    raise NotAdmitted(f"not cleaned within {within:g} s") from None
                 raise
         else:
             self.held += size

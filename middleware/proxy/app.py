@@ -37,7 +37,7 @@ from middleware.conversations.sessions import SessionPool, SessionSettings
 from middleware.errors import MiddlewareError
 from middleware.plugin.host import PluginHost
 from middleware.policy.settings import bind
-from middleware.proxy.admission import ByteGate
+from middleware.proxy.admission import ByteGate, NotAdmitted
 from middleware.proxy.errors import Provider, error_body
 from middleware.proxy.metrics import Metrics
 from middleware.proxy.policies import PolicyCatalog, PolicySource
@@ -132,11 +132,23 @@ class Proxy:
         cleaned = Cleaned(body)
         if route is not None:
             lowered = {k.lower(): v for k, v in request.headers.items()}
-            self.cleaning.limit = self.settings.cleaning_bytes  # as reloaded
-            async with self.cleaning.admitted(len(body)):
-                cleaned = await anyio.to_thread.run_sync(
-                    self._clean, body, route[1], lowered, source
-                )
+            settings = self.settings
+            self.cleaning.limit = settings.cleaning_bytes  # as reloaded
+            try:
+                async with self.cleaning.admitted(len(body), settings.cleaning_wait_seconds):
+                    cleaned = await anyio.to_thread.run_sync(
+                        self._clean, body, route[1], lowered, source
+                    )
+            except NotAdmitted:
+                self.metrics.passthrough.labels("busy").inc()
+                if not settings.fail_open:
+                    return self._answer(
+                        route_label, provider, 503, "overloaded",
+                        f"chatcli-middleware could not start cleaning this request within "
+                        f"{settings.cleaning_wait_seconds:g} s (proxy.cleaning_wait_seconds); "
+                        "proxy.fail_open is false, so it was not forwarded",
+                    )  # fmt: skip
+                cleaned = Cleaned(body, untouched="busy")
             if cleaned.error is not None and not self.settings.fail_open:
                 return self._answer(
                     route_label, provider, 502, "not_processed",

@@ -16,6 +16,7 @@ _KINDS: dict[str, tuple[str, str, str | None]] = {
     "not_found": ("not_found_error", "invalid_request_error", "not_found"),
     "forbidden": ("permission_error", "invalid_request_error", "forbidden"),
     "request_timeout": ("timeout_error", "invalid_request_error", "request_timeout"),
+    "overloaded": ("overloaded_error", "server_error", "overloaded"),
 }
 
 

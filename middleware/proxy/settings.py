@@ -28,4 +28,5 @@ class ProxySettings:
     header_timeout_seconds: float
     body_timeout_seconds: float
     cleaning_bytes: int
+    cleaning_wait_seconds: float
     access_log: bool

@@ -3,12 +3,26 @@ body alone always, in the order they came (issue 26, item 3: eight 32 MB bodies 
 
 from __future__ import annotations
 
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
 import anyio
+import httpx
 import pytest
 
 pytest.importorskip("starlette", reason="the proxy tests need the [proxy] extra")
 
-from middleware.proxy.admission import ByteGate
+from proxy_stack import running
+from stand_in import Provider
+from waiting import wait_for
+
+import middleware
+from middleware.proxy.admission import ByteGate, NotAdmitted
 
 
 async def cleaned_together(gate: ByteGate, sizes: list[int]) -> tuple[list[int], int]:
@@ -88,3 +102,126 @@ def test_a_client_that_leaves_while_waiting_gives_up_its_turn() -> None:
         return events
 
     assert anyio.run(scenario) == ["first done", "last admitted"]
+
+
+def test_a_body_that_waits_past_its_deadline_leaves_the_line() -> None:
+    async def scenario() -> list[str]:
+        gate = ByteGate(100)
+        events: list[str] = []
+        first_in, release_first = anyio.Event(), anyio.Event()
+
+        async def first() -> None:
+            async with gate.admitted(90):
+                first_in.set()
+                await release_first.wait()
+
+        async def impatient() -> None:
+            try:
+                async with gate.admitted(90, within=0.05):
+                    events.append("impatient admitted")
+            except NotAdmitted as exc:
+                events.append(str(exc))
+
+        async def patient() -> None:
+            async with gate.admitted(50, within=30):
+                events.append("patient admitted")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(first)
+            await first_in.wait()
+            group.start_soon(impatient)
+            await anyio.sleep(0)
+            group.start_soon(patient)
+            await anyio.sleep(0.3)  # past the impatient one's deadline, not the other's
+            assert [size for size, _ in gate._waiting] == [50]
+            release_first.set()
+        assert gate.held == 0 and not gate._waiting
+        return events
+
+    assert anyio.run(scenario) == ["not cleaned within 0.05 s", "patient admitted"]
+
+
+ANTHROPIC = {"x-api-key": "sk-test", "anthropic-version": "2023-06-01"}
+
+
+def conversation(name: str) -> dict[str, Any]:
+    """A request whose call has no result: the provider refuses it unless it is repaired."""
+    return {"model": "claude-test", "max_tokens": 100, "messages": [
+        {"role": "user", "content": f"Task {name}."},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": f"toolu_{name}", "name": "Bash", "input": {}}]},
+        {"role": "user", "content": "Go on."},
+    ]}  # fmt: skip
+
+
+@pytest.fixture
+def slow_cleaning(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """The first request's cleaning holds its turn until the event is set: the proxy is
+    busier than it can keep up with."""
+    started, release = threading.Event(), threading.Event()
+    process = middleware.Pipeline.process
+
+    def slow(self: middleware.Pipeline, *args: Any, **kwargs: Any) -> Any:
+        if not started.is_set():
+            started.set()
+            release.wait(timeout=60)
+        return process(self, *args, **kwargs)
+
+    monkeypatch.setattr(middleware.Pipeline, "process", slow)
+    yield started
+    release.set()
+
+
+def test_a_body_not_cleaned_in_time_goes_through_as_it_came(
+    provider: tuple[Provider, str],
+    tmp_path: Path,
+    slow_cleaning: threading.Event,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 26: every wait has a deadline. The request is never held past
+    proxy.cleaning_wait_seconds waiting for its turn: it is forwarded unchanged, counted,
+    and the access log says why; the request being cleaned is unaffected."""
+    limits = {"proxy.cleaning_bytes": 1, "proxy.cleaning_wait_seconds": 0.5}
+    with (
+        running(provider, tmp_path, **limits) as stack,
+        ThreadPoolExecutor(1) as pool,
+        caplog.at_level(logging.INFO, logger="middleware.proxy.access"),
+    ):
+        url = stack.url + "/v1/messages"
+        first = pool.submit(httpx.post, url, json=conversation("a"), headers=ANTHROPIC, timeout=60)
+        assert slow_cleaning.wait(timeout=30)
+        late = httpx.post(url, json=conversation("b"), headers=ANTHROPIC, timeout=60)
+        # sent as it came: the stand-in refuses the unrepaired call, as the provider would
+        assert late.status_code == 400
+        assert stack.provider.refused[-1][2] == conversation("b")
+        assert 'chatcli_proxy_passthrough_total{reason="busy"} 1.0' in (
+            httpx.get(stack.url + "/metrics").text
+        )
+        slow_cleaning.set()  # (releases the first request's cleaning)
+        assert first.result().status_code == 200  # repaired, as ever
+        assert wait_for(lambda: len(caplog.records) >= 2)
+        lines = [json.loads(r.getMessage()) for r in caplog.records]
+    assert [line.get("untouched") for line in lines] == ["busy", None]
+
+
+def test_fail_closed_a_body_not_cleaned_in_time_gets_503_in_the_providers_shape(
+    provider: tuple[Provider, str], tmp_path: Path, slow_cleaning: threading.Event
+) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    limits = {
+        "proxy.cleaning_bytes": 1, "proxy.cleaning_wait_seconds": 0.5, "proxy.fail_open": False
+    }  # fmt: skip
+    with running(provider, tmp_path, **limits) as stack, ThreadPoolExecutor(1) as pool:
+        url = stack.url + "/v1/messages"
+        first = pool.submit(httpx.post, url, json=conversation("a"), headers=ANTHROPIC, timeout=60)
+        assert slow_cleaning.wait(timeout=30)
+        client = anthropic.Anthropic(api_key="sk-test", base_url=stack.url, max_retries=0)
+        with pytest.raises(anthropic.APIStatusError) as raised:
+            client.messages.create(**conversation("b"))
+        assert raised.value.status_code == 503
+        assert raised.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
+        assert "proxy.cleaning_wait_seconds" in str(raised.value)
+        slow_cleaning.set()
+        assert first.result().status_code == 200
+        assert [body for _, _, body in stack.provider.accepted] != []
+        assert all(b["messages"][0]["content"] != "Task b." for _, _, b in stack.provider.accepted)

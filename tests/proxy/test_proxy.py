@@ -14,6 +14,7 @@ import pytest
 from proxy_stack import Stack, running
 from session_builders import with_cache_marker
 from stand_in import Provider
+from waiting import wait_for
 
 import middleware
 
@@ -226,13 +227,6 @@ def test_a_policy_folder_serves_its_files_by_name(
         assert "full output saved to" in stack.provider.accepted[-1][2]["messages"][3]["content"]
         httpx.post(stack.url + "/v1/chat/completions", json=body, headers=OPENAI)
         assert stack.provider.accepted[-1][2]["messages"][3]["content"] == "y" * 5000
-
-
-def wait_for(condition: Any, seconds: float = 30) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return bool(condition())
 
 
 def test_the_policy_is_hot_reloaded_and_a_bad_edit_shows_on_healthz(

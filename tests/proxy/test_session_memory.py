@@ -4,14 +4,13 @@ bytes (issue 26, item 3; issue 27, item 4)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 from proxy_stack import running
 from stand_in import Provider
+from waiting import wait_for
 
 HEADERS = {"x-api-key": "sk-test", "anthropic-version": "2023-06-01"}
 
@@ -40,13 +39,6 @@ def forwarded(stack_url: str, provider: Provider) -> list[Any]:
                 answer = client.post(stack_url + "/v1/messages", json=body, headers=headers)
                 assert answer.status_code == 200, answer.text
     return [body for _, _, body in provider.accepted]
-
-
-def wait_for(condition: Callable[[], bool], seconds: float = 30) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return condition()
 
 
 def metric(url: str, name: str) -> float:
