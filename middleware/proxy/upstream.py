@@ -157,7 +157,7 @@ class Relay:
         request = http.build_request(self.method, self.url, headers=self.headers, content=self.body)
         started = time.perf_counter()
         try:
-            response = await http.send(request, stream=True)
+            response = await _sent(http, request)
         except httpx.HTTPError as exc:
             status, body = self.on_error(exc)
             await send({"type": "http.response.start", "status": status,
@@ -183,6 +183,25 @@ class Relay:
             return False
         finally:
             await response.aclose()
+
+
+#: What httpcore says when the upstream closed the connection before any byte of an answer.
+_CLOSED_UNANSWERED = "Server disconnected without sending a response"
+
+
+async def _sent(http: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+    """The upstream's answer to ``request``. A kept-alive connection the upstream closed
+    as the request went out on it (its idle timeout ran out as the pool reused it: 5 s in
+    uvicorn and Node, as in httpx) is tried once more, on a new connection; nothing was
+    answered, so nothing was done. The client would see a 502 the proxy caused."""
+    try:
+        return await http.send(request, stream=True)
+    except httpx.RemoteProtocolError as exc:
+        if _CLOSED_UNANSWERED not in str(exc):
+            raise
+        where = str(request.url).split("?", 1)[0]  # a query may hold an API key
+        logger.info("upstream %s closed a kept-alive connection unanswered: sent again", where)
+        return await http.send(request, stream=True)
 
 
 async def _chunks(response: httpx.Response) -> AsyncIterator[bytes]:
