@@ -387,8 +387,13 @@ async def _run(plan: Plan, url: str, pid: int, relay: Relay, echo: Any) -> Outco
     return outcome
 
 
+#: Requests forwarded uncleaned: the proxy could not start cleaning them in time.
+BUSY = 'chatcli_proxy_passthrough_total{reason="busy"}'
+
+
 async def _held_mb(url: str) -> str:
-    """What the proxy's metrics say its session state and its cache hold."""
+    """What the proxy's metrics say its session state and its cache hold, and how many
+    requests continued their conversation or went through uncleaned, the proxy too busy."""
     try:
         async with httpx.AsyncClient(timeout=5) as client:
             text = (await client.get(url + "/metrics")).text
@@ -397,10 +402,16 @@ async def _held_mb(url: str) -> str:
     found = {}
     for line in text.splitlines():
         name, _, value = line.partition(" ")
-        if name in ("chatcli_proxy_session_state_bytes", "chatcli_proxy_cache_bytes"):
-            found[name] = float(value) / 2**20
-    return (f"state {found.get('chatcli_proxy_session_state_bytes', 0):.0f} MB, "
-            f"cache {found.get('chatcli_proxy_cache_bytes', 0):.0f} MB")  # fmt: skip
+        if name in (
+            "chatcli_proxy_session_state_bytes", "chatcli_proxy_cache_bytes",
+            "chatcli_proxy_continued_total", BUSY,
+        ):  # fmt: skip
+            found[name] = float(value)
+    mib = 2**20
+    return (f"state {found.get('chatcli_proxy_session_state_bytes', 0) / mib:.0f} MB, "
+            f"cache {found.get('chatcli_proxy_cache_bytes', 0) / mib:.0f} MB, "
+            f"continued {found.get('chatcli_proxy_continued_total', 0):.0f}, "
+            f"busy {found.get(BUSY, 0):.0f}")  # fmt: skip
 
 
 def soak(plan: Plan, echo: Any = lambda line: None) -> Outcome:
