@@ -39,9 +39,18 @@ def main() -> int:
         default=10,
         help="turns between two large (spilled) tool outputs; the others are ordinary",
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a policy key of the proxy's, dotted (proxy.cleaning_bytes=8388608)",
+    )
     args = parser.parse_args()
+    overrides = tuple(tuple(item.split("=", 1)) for item in args.set)
     plan = Plan(args.conversations, args.minutes * 60, args.hang_at * 60, args.hang_for * 60,
-                args.slow, think=tuple(args.think), large_every=args.large_every)  # fmt: skip
+                args.slow, overrides=overrides, think=tuple(args.think),
+                large_every=args.large_every)  # fmt: skip
     outcome = soak(plan, echo=print)
     print("PASS" if outcome.passed else "FAIL")
     return 0 if outcome.passed else 1

@@ -212,7 +212,9 @@ async def agent(
                 headers = {**HEADERS, **session, "content-type": "application/json"}
                 async with client.stream("POST", url + "/v1/messages", content=content,
                                          headers=headers) as answer:  # fmt: skip
-                    async for _ in answer.aiter_bytes():
+                    said = b""
+                    async for chunk in answer.aiter_bytes():
+                        said = (said + chunk)[:300]  # what an error answer says
                         if slow:
                             await asyncio.sleep(0.02)
                     status = answer.status_code
@@ -224,7 +226,8 @@ async def agent(
             if hang[0] <= started <= hang[1]:
                 tally.during_hang.append(took)
             if status != 200:
-                tally.failures.append(f"conversation {number} turn {turn}: HTTP {status}")
+                text = said.decode(errors="replace")
+                tally.failures.append(f"conversation {number} turn {turn}: HTTP {status} {text}")
             if took > deadline:
                 tally.late.append(took)
             history += _ANSWERED

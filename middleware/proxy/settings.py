@@ -23,6 +23,7 @@ class ProxySettings:
     status_token: str | None
     connect_timeout_seconds: float
     read_timeout_seconds: float
+    upstream_idle_seconds: float
     max_connections: int
     client_connections: int
     header_timeout_seconds: float

@@ -95,7 +95,11 @@ def client(settings: ProxySettings, connections: int) -> httpx.AsyncClient:
             # Waiting for a free connection is waiting for another answer to end.
             pool=settings.read_timeout_seconds,
         ),
-        limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+        limits=httpx.Limits(
+            max_connections=connections,
+            max_keepalive_connections=connections,
+            keepalive_expiry=settings.upstream_idle_seconds,
+        ),
         follow_redirects=False,
         trust_env=False,
     )

@@ -9,9 +9,11 @@ import json
 import socket
 import socketserver
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -41,6 +43,9 @@ class Upstream(socketserver.ThreadingTCPServer):
 
     def __init__(self, *, closes_every: bool = False) -> None:
         self.closes_every = closes_every
+        #: Answer every request, kept-alive connections too (an upstream that does not
+        #: close them).
+        self.answers_all = False
         self.requests: list[int] = []
         self.lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), _Handler)
@@ -66,7 +71,7 @@ class _Handler(socketserver.StreamRequestHandler):
             with self.server.lock:
                 self.server.requests[mine] += 1
                 seen = self.server.requests[mine]
-            if self.server.closes_every or seen > 1:
+            if self.server.closes_every or (seen > 1 and not self.server.answers_all):
                 self.connection.shutdown(socket.SHUT_RDWR)  # as an idle timeout would
                 return
             self.wfile.write(
@@ -77,13 +82,14 @@ class _Handler(socketserver.StreamRequestHandler):
 
 
 @contextmanager
-def proxy_before(upstream: Upstream, tmp_path: Path) -> Iterator[str]:
+def proxy_before(upstream: Upstream, tmp_path: Path, **overrides: Any) -> Iterator[str]:
     thread = threading.Thread(target=upstream.serve_forever, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{upstream.server_address[1]}"
     _, app = build_proxy(None, {
         "proxy.anthropic_upstream": url, "spill.root": str(tmp_path / "spill"),
         "proxy.max_connections": 1,  # one pool, one connection: the next request reuses it
+        **overrides,
     })  # fmt: skip
     try:
         with serving(app) as proxy_url:
@@ -114,3 +120,19 @@ def test_an_upstream_that_never_answers_is_tried_once_more_then_a_502(tmp_path: 
     assert answer.status_code == 502
     assert "without sending a response" in answer.json()["error"]["message"]
     assert sum(upstream.requests) == 2
+
+
+def test_idle_connections_are_given_up_before_the_upstream_gives_them_up(
+    tmp_path: Path,
+) -> None:
+    """Within proxy.upstream_idle_seconds the next request reuses the connection; past it,
+    a new one is opened (the upstream never closes one the proxy is about to use)."""
+    upstream = Upstream(closes_every=False)
+    upstream.answers_all = True
+    with proxy_before(upstream, tmp_path, **{"proxy.upstream_idle_seconds": 0.5}) as url:
+        post = lambda: httpx.post(url + "/v1/messages", json=BODY, headers=HEADERS)  # noqa: E731
+        assert post().status_code == 200
+        assert post().status_code == 200  # at once: the same connection
+        time.sleep(1.0)
+        assert post().status_code == 200  # past the idle time: a new one
+    assert upstream.requests == [2, 1]
