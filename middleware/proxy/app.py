@@ -134,19 +134,20 @@ class Proxy:
             lowered = {k.lower(): v for k, v in request.headers.items()}
             settings = self.settings
             self.cleaning.limit = settings.cleaning_bytes  # as reloaded
+            self.cleaning.line_limit = settings.waiting_bytes
             try:
                 async with self.cleaning.admitted(len(body), settings.cleaning_wait_seconds):
                     cleaned = await anyio.to_thread.run_sync(
                         self._clean, body, route[1], lowered, source
                     )
-            except NotAdmitted:
+            except NotAdmitted as exc:
                 self.metrics.passthrough.labels("busy").inc()
                 if not settings.fail_open:
                     return self._answer(
                         route_label, provider, 503, "overloaded",
-                        f"chatcli-middleware could not start cleaning this request within "
-                        f"{settings.cleaning_wait_seconds:g} s (proxy.cleaning_wait_seconds); "
-                        "proxy.fail_open is false, so it was not forwarded",
+                        f"chatcli-middleware is too busy to clean this request ({exc}: "
+                        "proxy.cleaning_wait_seconds, proxy.waiting_bytes); proxy.fail_open "
+                        "is false, so it was not forwarded",
                     )  # fmt: skip
                 cleaned = Cleaned(body, untouched="busy")
             if cleaned.error is not None and not self.settings.fail_open:

@@ -30,4 +30,5 @@ class ProxySettings:
     body_timeout_seconds: float
     cleaning_bytes: int
     cleaning_wait_seconds: float
+    waiting_bytes: int
     access_log: bool

@@ -8,6 +8,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +139,49 @@ def test_a_body_that_waits_past_its_deadline_leaves_the_line() -> None:
         assert gate.held == 0 and not gate._waiting
         return events
 
-    assert anyio.run(scenario) == ["not cleaned within 0.05 s", "patient admitted"]
+    assert anyio.run(scenario) == ["not started within 0.05 s", "patient admitted"]
+
+
+def test_a_body_that_would_overfill_the_line_is_turned_away_at_once() -> None:
+    """The bodies waiting add up to the line's limit at most (a body alone may always
+    wait, however large): what comes meanwhile is not held in memory."""
+
+    async def scenario() -> tuple[list[str], list[int]]:
+        gate = ByteGate(100, line_limit=100)
+        events: list[str] = []
+        first_in, release_first = anyio.Event(), anyio.Event()
+
+        async def first() -> None:
+            async with gate.admitted(90):
+                first_in.set()
+                await release_first.wait()
+
+        async def body(name: str, size: int) -> None:
+            try:
+                async with gate.admitted(size, within=30):
+                    events.append(f"{name} admitted")
+            except NotAdmitted as exc:
+                events.append(f"{name}: {exc}")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(first)
+            await first_in.wait()
+            for name, size in (("huge", 500), ("small", 10), ("a", 60), ("b", 50)):
+                group.start_soon(body, name, size)
+                await anyio.sleep(0)
+            waiting = [size for size, _ in gate._waiting]
+            release_first.set()
+        assert gate.held == 0 and gate.waiting == 0
+        return events, waiting
+
+    events, waiting = anyio.run(scenario)
+    assert waiting == [500]  # alone in the line: it waits; the next ones would overfill it
+    assert events[:3] == [
+        "small: the bodies waiting to be cleaned already take 100 bytes",
+        "a: the bodies waiting to be cleaned already take 100 bytes",
+        "b: the bodies waiting to be cleaned already take 100 bytes",
+    ]
+    assert events[3:] == ["huge admitted"]
 
 
 ANTHROPIC = {"x-api-key": "sk-test", "anthropic-version": "2023-06-01"}
@@ -154,11 +197,19 @@ def conversation(name: str) -> dict[str, Any]:
     ]}  # fmt: skip
 
 
+@dataclass
+class SlowCleaning:
+    """The first request's cleaning holds its turn from ``started`` until ``release``: the
+    proxy is busier than it can keep up with."""
+
+    started: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+
 @pytest.fixture
-def slow_cleaning(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """The first request's cleaning holds its turn until the event is set: the proxy is
-    busier than it can keep up with."""
-    started, release = threading.Event(), threading.Event()
+def slow_cleaning(monkeypatch: pytest.MonkeyPatch) -> Iterator[SlowCleaning]:
+    slow_one = SlowCleaning()
+    started, release = slow_one.started, slow_one.release
     process = middleware.Pipeline.process
 
     def slow(self: middleware.Pipeline, *args: Any, **kwargs: Any) -> Any:
@@ -168,14 +219,14 @@ def slow_cleaning(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
         return process(self, *args, **kwargs)
 
     monkeypatch.setattr(middleware.Pipeline, "process", slow)
-    yield started
+    yield slow_one
     release.set()
 
 
 def test_a_body_not_cleaned_in_time_goes_through_as_it_came(
     provider: tuple[Provider, str],
     tmp_path: Path,
-    slow_cleaning: threading.Event,
+    slow_cleaning: SlowCleaning,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Issue 26: every wait has a deadline. The request is never held past
@@ -189,7 +240,7 @@ def test_a_body_not_cleaned_in_time_goes_through_as_it_came(
     ):
         url = stack.url + "/v1/messages"
         first = pool.submit(httpx.post, url, json=conversation("a"), headers=ANTHROPIC, timeout=60)
-        assert slow_cleaning.wait(timeout=30)
+        assert slow_cleaning.started.wait(timeout=30)
         late = httpx.post(url, json=conversation("b"), headers=ANTHROPIC, timeout=60)
         # sent as it came: the stand-in refuses the unrepaired call, as the provider would
         assert late.status_code == 400
@@ -197,7 +248,7 @@ def test_a_body_not_cleaned_in_time_goes_through_as_it_came(
         assert 'chatcli_proxy_passthrough_total{reason="busy"} 1.0' in (
             httpx.get(stack.url + "/metrics").text
         )
-        slow_cleaning.set()  # (releases the first request's cleaning)
+        slow_cleaning.release.set()  # (releases the first request's cleaning)
         assert first.result().status_code == 200  # repaired, as ever
         assert wait_for(lambda: len(caplog.records) >= 2)
         lines = [json.loads(r.getMessage()) for r in caplog.records]
@@ -205,7 +256,7 @@ def test_a_body_not_cleaned_in_time_goes_through_as_it_came(
 
 
 def test_fail_closed_a_body_not_cleaned_in_time_gets_503_in_the_providers_shape(
-    provider: tuple[Provider, str], tmp_path: Path, slow_cleaning: threading.Event
+    provider: tuple[Provider, str], tmp_path: Path, slow_cleaning: SlowCleaning
 ) -> None:
     anthropic = pytest.importorskip("anthropic")
     limits = {
@@ -214,14 +265,14 @@ def test_fail_closed_a_body_not_cleaned_in_time_gets_503_in_the_providers_shape(
     with running(provider, tmp_path, **limits) as stack, ThreadPoolExecutor(1) as pool:
         url = stack.url + "/v1/messages"
         first = pool.submit(httpx.post, url, json=conversation("a"), headers=ANTHROPIC, timeout=60)
-        assert slow_cleaning.wait(timeout=30)
+        assert slow_cleaning.started.wait(timeout=30)
         client = anthropic.Anthropic(api_key="sk-test", base_url=stack.url, max_retries=0)
         with pytest.raises(anthropic.APIStatusError) as raised:
             client.messages.create(**conversation("b"))
         assert raised.value.status_code == 503
         assert raised.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
         assert "proxy.cleaning_wait_seconds" in str(raised.value)
-        slow_cleaning.set()
+        slow_cleaning.release.set()
         assert first.result().status_code == 200
         assert [body for _, _, body in stack.provider.accepted] != []
         assert all(b["messages"][0]["content"] != "Task b." for _, _, b in stack.provider.accepted)
