@@ -313,6 +313,9 @@ class Outcome:
     rss: list[tuple[float, float]]  # (seconds into the run, MB)
     settled: float  # RSS when the run settled, MB
     peak: float  # the highest after that, MB
+    #: Requests forwarded as they came, the proxy too busy to start cleaning them in time
+    #: (answered, but not cleaned).
+    uncleaned: int = 0
 
     @property
     def flat(self) -> bool:
@@ -321,7 +324,7 @@ class Outcome:
 
     @property
     def passed(self) -> bool:
-        return not self.tally.failures and not self.tally.late and self.flat
+        return not self.tally.failures and not self.tally.late and self.flat and not self.uncleaned
 
 
 async def _run(plan: Plan, url: str, pid: int, relay: Relay, echo: Any) -> Outcome:
@@ -370,9 +373,11 @@ async def _run(plan: Plan, url: str, pid: int, relay: Relay, echo: Any) -> Outco
     relay.thaw()
     await asyncio.gather(*agents)
     settled = [rss for at, rss in samples if at >= plan.settled_after] or [samples[-1][1]]
-    outcome = Outcome(tally, samples, settled[0], max(settled))
+    uncleaned = int((await _metrics(url)).get(BUSY, 0))
+    outcome = Outcome(tally, samples, settled[0], max(settled), uncleaned)
     echo(f"\nrequests answered: {len(tally.latencies)}; failures: {len(tally.failures)}; "
-         f"over {plan.deadline:g} s: {len(tally.late)}")  # fmt: skip
+         f"over {plan.deadline:g} s: {len(tally.late)}; forwarded uncleaned (busy): "
+         f"{uncleaned}")  # fmt: skip
     for failure in tally.failures[:10]:
         echo("  " + failure)
     ordered = sorted(tally.latencies) or [0.0]
@@ -398,18 +403,9 @@ async def _held_mb(url: str) -> str:
     """What the proxy's metrics say its session state and its cache hold, and how many
     requests continued their conversation or went through uncleaned, the proxy too busy."""
     try:
-        async with httpx.AsyncClient(timeout=5) as client:
-            text = (await client.get(url + "/metrics")).text
+        found = await _metrics(url)
     except httpx.HTTPError as exc:
         return f"metrics: {exc!r}"
-    found = {}
-    for line in text.splitlines():
-        name, _, value = line.partition(" ")
-        if name in (
-            "chatcli_proxy_session_state_bytes", "chatcli_proxy_cache_bytes",
-            "chatcli_proxy_continued_total", BUSY,
-        ):  # fmt: skip
-            found[name] = float(value)
     mib = 2**20
     return (f"state {found.get('chatcli_proxy_session_state_bytes', 0) / mib:.0f} MB, "
             f"cache {found.get('chatcli_proxy_cache_bytes', 0) / mib:.0f} MB, "
@@ -432,3 +428,18 @@ def soak(plan: Plan, echo: Any = lambda line: None) -> Outcome:
                 return asyncio.run(_run(plan, url, pid, relay, echo))
         finally:
             relay.close()
+
+
+async def _metrics(url: str) -> dict[str, float]:
+    """The proxy's metrics the soak follows, by name (with labels)."""
+    async with httpx.AsyncClient(timeout=5) as client:
+        text = (await client.get(url + "/metrics")).text
+    found = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in (
+            "chatcli_proxy_session_state_bytes", "chatcli_proxy_cache_bytes",
+            "chatcli_proxy_continued_total", BUSY,
+        ):  # fmt: skip
+            found[name] = float(value)
+    return found

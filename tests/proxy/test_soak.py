@@ -26,3 +26,4 @@ def test_agents_are_answered_in_time_while_the_store_hangs_and_memory_stays_flat
     assert not outcome.tally.late, report
     assert outcome.tally.during_hang, report  # requests did meet the hanging store
     assert outcome.flat, report
+    assert not outcome.uncleaned, report
