@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from itertools import chain
 from typing import Any, Protocol, TypeVar, cast
 
@@ -240,13 +240,22 @@ def held_bytes(previous: Previous) -> int:
     changed = 0
     seen: set[int] = set()
     for node in chain(previous.nodes, *map(_carried_nodes, previous.carried.values())):
-        if not isinstance(node, Hollow) and id(node) not in seen:
+        if type(node) is not Hollow and id(node) not in seen:
             seen.add(id(node))
             changed += _node_chars(node)
     return len(previous.nodes) * BYTES_PER_MESSAGE + changed * BYTES_PER_CHANGED_CHAR
 
 
 def _node_chars(node: Node) -> int:
+    """The characters of ``node``'s blocks, worked out once per node (nodes are immutable;
+    a remembered node is counted again on every request of its conversation)."""
+    found: int | None = node.__dict__.get("_held_chars")
+    if found is None:
+        found = node.__dict__["_held_chars"] = _chars_of(node)
+    return found
+
+
+def _chars_of(node: Node) -> int:
     chars = 0
     for block in node.blocks:
         if isinstance(block, ToolResult):
@@ -300,9 +309,7 @@ def detached(
     made: dict[int, Node] = {}
     nodes = []
     for i, node in enumerate(previous.nodes):
-        kept = _reused(old[i], node, parsed) if i < len(old) else None
-        if kept is None:
-            kept = _kept(node, parsed)
+        kept = old[i] if i < len(old) and _alike(old[i], node) else _kept(node, parsed)
         made[id(node)] = kept
         nodes.append(kept)
 
@@ -317,7 +324,17 @@ def detached(
 
 
 def _kept(node: Node, parsed: Sequence[Node]) -> Node:
-    """``node`` as it is remembered (:func:`detached`)."""
+    """``node`` as it is remembered (:func:`detached`): the node it was filled from, if
+    it still is what that one stood for (a request that continued remembers again what
+    it took from the previous one)."""
+    source = node.__dict__.get(_FILLED_FROM)
+    if (
+        source is not None
+        and source[1] is node.blocks
+        and (source[0].origin, source[0].changed) == (node.origin, node.changed)
+    ):
+        remembered: Node = source[0]
+        return remembered
     at = node.origin
     source = parsed[at] if at is not None and at < len(parsed) else None
     if source is None or source.origin != at:  # not a message of the request as parsed
@@ -354,23 +371,20 @@ def _kept(node: Node, parsed: Sequence[Node]) -> Node:
 
 
 def _with_fields(block: Block, values: Mapping[str, Any]) -> Block:
-    made: Block = replace(cast("Any", block), **values)  # one of the block dataclasses
+    """``block`` with ``values`` in place of some of its fields (the constructor, not
+    dataclasses.replace: every request that continues takes back a few dozen)."""
+    kind = type(block)
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = _FIELDS[kind] = tuple(f.name for f in fields(cast("Any", kind)))
+    made: Block = kind(*[values[n] if n in values else getattr(block, n) for n in names])
     return made
 
 
-def _reused(kept: Node, node: Node, parsed: Sequence[Node]) -> Node | None:
-    """``kept`` (the conversation's node remembered before) if ``node`` stands for the
-    same content at the same place, else ``None``."""
-    if isinstance(kept, Hollow):
-        at = kept.origin
-        same = at == node.origin and not node.changed and node.role == kept.role
-        return kept if same and at is not None and at < len(parsed) and (
-            parsed[at].blocks is node.blocks) else None  # fmt: skip
-    if isinstance(kept, Stripped):
-        filled_from = node.__dict__.get("_filled_from")
-        same = filled_from is not None and filled_from[0] is kept and filled_from[1] is node.blocks
-        return kept if same and node.origin == kept.origin else None
-    return kept if _alike(kept, node) else None
+#: The field names of each block dataclass, in order.
+_FIELDS: dict[type, tuple[str, ...]] = {}
+#: Where a filled node keeps the remembered node it was filled from, and its blocks then.
+_FILLED_FROM = "_filled_from"
 
 
 def _without_raw(node: Node) -> Node:
@@ -400,21 +414,23 @@ def filled(previous: Previous, nodes: Sequence[Node]) -> Previous | None:
 
     def fill(node: Node) -> Node:
         nonlocal missing
-        found = made.get(id(node))
-        if found is not None:
+        kind = type(node)
+        if kind is not Hollow and kind is not Stripped:
+            return node
+        at = node.origin
+        if at is None or at >= shared:
+            missing = True
+            return node
+        if kind is Hollow:
+            found = nodes[at]
+            # (this request's own node: remembered as the same Hollow, _kept)
+            found.__dict__[_FILLED_FROM] = (node, found.blocks)
             return found
-        found = node
-        if isinstance(node, (Hollow, Stripped)):
-            at = node.origin
-            if at is None or at >= shared:
-                missing = True
-            elif isinstance(node, Hollow):
-                found = nodes[at]
-            else:
-                found = _taken_back(node, nodes[at]) or node
-                missing = missing or found is node
-        made[id(node)] = found
-        return found
+        taken = made.get(id(node))  # (the same node in the carries: filled once)
+        if taken is None:
+            taken = made[id(node)] = _taken_back(cast("Stripped", node), nodes[at]) or node
+            missing = missing or taken is node
+        return taken
 
     refilled = tuple(map(fill, previous.nodes))
     carried = {step: _carry_mapped(carry, fill) for step, carry in previous.carried.items()}
@@ -443,8 +459,8 @@ def _taken_back(stripped: Stripped, source: Node) -> Node | None:
     made = tuple(blocks)
     node = Node(stripped.role, made, None, stripped.origin, True, stripped.meta,
                 stripped.raw_chars)  # fmt: skip
-    # Remembered again as the same Stripped node while nothing changes it (_reused).
-    node.__dict__["_filled_from"] = (stripped, made)
+    # Remembered again as the same Stripped node while nothing changes it (_kept).
+    node.__dict__[_FILLED_FROM] = (stripped, made)
     return node
 
 

@@ -12,6 +12,10 @@ from proxy_stack import running
 from stand_in import Provider
 from waiting import wait_for
 
+import middleware
+from middleware.policy.settings import bind
+from middleware.proxy.settings import ProxySettings
+
 HEADERS = {"x-api-key": "sk-test", "anthropic-version": "2023-06-01"}
 
 
@@ -69,6 +73,10 @@ def test_a_proxy_over_its_session_budget_forwards_the_same_bodies(
         assert metric(tight.url, "chatcli_proxy_sessions") == 2
 
 
+#: The proxy section of the embedded default policy.
+DEFAULTS = bind(middleware.load_policy(None, env={}, dotenv_path=False), ProxySettings)
+
+
 def test_the_memory_limits_follow_a_reloaded_policy(
     provider: tuple[Provider, str], tmp_path: Path
 ) -> None:
@@ -85,6 +93,6 @@ def test_the_memory_limits_follow_a_reloaded_policy(
         assert wait_for(lambda: stack.proxy.catalog.default.status.generation == 2)
         forwarded(stack.url, stand_in)
         assert stack.proxy.sessions.max_bytes == 100_000_000
-        assert stack.proxy.cleaning.limit == 32 * 1024 * 1024
+        assert stack.proxy.cleaning.limit == DEFAULTS.cleaning_bytes  # back to the default
         assert metric(stack.url, "chatcli_proxy_session_evictions_total") == evicted
         assert metric(stack.url, "chatcli_proxy_session_state_bytes") > 0
