@@ -44,9 +44,9 @@ class ByteGate:
         self.line_limit = line_limit
         #: Bytes admitted now.
         self.held = 0
-        #: Bytes waiting now.
+        #: Bytes waiting now (those of the line).
         self.waiting = 0
-        self._waiting: deque[tuple[int, anyio.Event]] = deque()
+        self._line: deque[tuple[int, anyio.Event]] = deque()
 
     def _fits(self, size: int) -> bool:
         return self.held == 0 or self.held + size <= self.limit
@@ -55,12 +55,12 @@ class ByteGate:
     async def admitted(self, size: int, within: float | None = None) -> AsyncIterator[None]:
         """Wait until ``size`` bytes fit (after those waiting before), hold them inside
         the block. :class:`NotAdmitted` when that takes more than ``within`` seconds."""
-        if self._waiting or not self._fits(size):
-            line = self.line_limit
-            if self._waiting and line is not None and self.waiting + size > line:
-                raise NotAdmitted(f"the bodies waiting to be cleaned already take {line:,} bytes")
+        if self._line or not self._fits(size):
+            most = self.line_limit
+            if self._line and most is not None and self.waiting + size > most:
+                raise NotAdmitted(f"the bodies waiting to be cleaned already take {most:,} bytes")
             turn = (size, anyio.Event())
-            self._waiting.append(turn)
+            self._line.append(turn)
             self.waiting += size
             try:
                 with anyio.fail_after(within):
@@ -69,7 +69,7 @@ class ByteGate:
                 if turn[1].is_set():
                     self._release(size)  # (given the turn as the deadline fell)
                 else:
-                    self._waiting.remove(turn)
+                    self._line.remove(turn)
                     self.waiting -= size
                     self._admit()
                 if isinstance(exc, TimeoutError):
@@ -88,8 +88,8 @@ class ByteGate:
 
     def _admit(self) -> None:
         """Let in those waiting, in order, while they fit."""
-        while self._waiting and self._fits(self._waiting[0][0]):
-            size, event = self._waiting.popleft()
+        while self._line and self._fits(self._line[0][0]):
+            size, event = self._line.popleft()
             self.waiting -= size
             self.held += size
             event.set()

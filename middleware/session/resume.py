@@ -327,13 +327,13 @@ def _kept(node: Node, parsed: Sequence[Node]) -> Node:
     """``node`` as it is remembered (:func:`detached`): the node it was filled from, if
     it still is what that one stood for (a request that continued remembers again what
     it took from the previous one)."""
-    source = node.__dict__.get(_FILLED_FROM)
+    filled_from = node.__dict__.get(_FILLED_FROM)
     if (
-        source is not None
-        and source[1] is node.blocks
-        and (source[0].origin, source[0].changed) == (node.origin, node.changed)
+        filled_from is not None
+        and filled_from[1] is node.blocks
+        and (filled_from[0].origin, filled_from[0].changed) == (node.origin, node.changed)
     ):
-        remembered: Node = source[0]
+        remembered: Node = filled_from[0]
         return remembered
     at = node.origin
     source = parsed[at] if at is not None and at < len(parsed) else None
@@ -464,24 +464,25 @@ def _taken_back(stripped: Stripped, source: Node) -> Node | None:
     return node
 
 
-def _carried_nodes(carry: Carry) -> Iterator[Node]:
-    """The nodes a step's carry holds: its fields that are tuples of nodes (a step's carry
-    is its own named tuple; :class:`~middleware.steps.microcompact.schedule.Carried`
-    keeps the conversation as the step found it)."""
+def _node_fields(carry: Carry) -> Iterator[tuple[str, tuple[Node, ...]]]:
+    """The fields of a step's carry that hold nodes, by name (a step's carry is its own
+    named tuple; :class:`~middleware.steps.microcompact.schedule.Carried` keeps the
+    conversation as the step found it)."""
     for name in getattr(carry, "_fields", ()):
         value = getattr(carry, name)
         if isinstance(value, tuple) and value and isinstance(value[0], Node):
-            yield from value
+            yield name, value
+
+
+def _carried_nodes(carry: Carry) -> Iterator[Node]:
+    """The nodes a step's carry holds."""
+    for _, nodes in _node_fields(carry):
+        yield from nodes
 
 
 def _carry_mapped(carry: Carry, node_map: Callable[[Node], Node]) -> Carry:
     """``carry`` with every node it holds replaced by ``node_map`` of it."""
-    fields: tuple[str, ...] = getattr(carry, "_fields", ())
-    changes: dict[str, tuple[Node, ...]] = {}
-    for name in fields:
-        value = getattr(carry, name)
-        if isinstance(value, tuple) and value and isinstance(value[0], Node):
-            changes[name] = tuple(map(node_map, value))
+    changes = {name: tuple(map(node_map, nodes)) for name, nodes in _node_fields(carry)}
     if not changes:
         return carry
     replaced: Carry = getattr(carry, "_replace")(**changes)  # noqa: B009 (a named tuple's)

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import httpx
 import pytest
 
@@ -67,17 +68,28 @@ def test_a_large_body_waiting_is_not_overtaken_by_small_ones() -> None:
     assert order == [0, 1, 2, 3] and most == 100
 
 
+async def held(
+    group: anyio.abc.TaskGroup, gate: ByteGate, size: int, done: Callable[[], object] = list
+) -> anyio.Event:
+    """A first body holding ``size`` bytes of ``gate`` (started in ``group``) until the
+    event returned is set; ``done`` is called once it has left."""
+    inside, release = anyio.Event(), anyio.Event()
+
+    async def first() -> None:
+        async with gate.admitted(size):
+            inside.set()
+            await release.wait()
+        done()
+
+    group.start_soon(first)
+    await inside.wait()
+    return release
+
+
 def test_a_client_that_leaves_while_waiting_gives_up_its_turn() -> None:
     async def scenario() -> list[str]:
         gate = ByteGate(100)
         events: list[str] = []
-        first_in, release_first = anyio.Event(), anyio.Event()
-
-        async def first() -> None:
-            async with gate.admitted(90):
-                first_in.set()
-                await release_first.wait()
-            events.append("first done")
 
         async def leaver(scope: anyio.CancelScope) -> None:
             with scope:
@@ -90,8 +102,7 @@ def test_a_client_that_leaves_while_waiting_gives_up_its_turn() -> None:
 
         scope = anyio.CancelScope()
         async with anyio.create_task_group() as group:
-            group.start_soon(first)
-            await first_in.wait()
+            release_first = await held(group, gate, 90, lambda: events.append("first done"))
             group.start_soon(leaver, scope)
             await anyio.sleep(0)
             group.start_soon(last)
@@ -99,7 +110,7 @@ def test_a_client_that_leaves_while_waiting_gives_up_its_turn() -> None:
             scope.cancel()  # the client went away while waiting
             await anyio.sleep(0)
             release_first.set()
-        assert gate.held == 0 and not gate._waiting
+        assert gate.held == 0 and not gate._line
         return events
 
     assert anyio.run(scenario) == ["first done", "last admitted"]
@@ -109,12 +120,6 @@ def test_a_body_that_waits_past_its_deadline_leaves_the_line() -> None:
     async def scenario() -> list[str]:
         gate = ByteGate(100)
         events: list[str] = []
-        first_in, release_first = anyio.Event(), anyio.Event()
-
-        async def first() -> None:
-            async with gate.admitted(90):
-                first_in.set()
-                await release_first.wait()
 
         async def impatient() -> None:
             try:
@@ -128,15 +133,14 @@ def test_a_body_that_waits_past_its_deadline_leaves_the_line() -> None:
                 events.append("patient admitted")
 
         async with anyio.create_task_group() as group:
-            group.start_soon(first)
-            await first_in.wait()
+            release_first = await held(group, gate, 90)
             group.start_soon(impatient)
             await anyio.sleep(0)
             group.start_soon(patient)
             await anyio.sleep(0.3)  # past the impatient one's deadline, not the other's
-            assert [size for size, _ in gate._waiting] == [50]
+            assert [size for size, _ in gate._line] == [50]
             release_first.set()
-        assert gate.held == 0 and not gate._waiting
+        assert gate.held == 0 and not gate._line
         return events
 
     assert anyio.run(scenario) == ["not started within 0.05 s", "patient admitted"]
@@ -149,12 +153,6 @@ def test_a_body_that_would_overfill_the_line_is_turned_away_at_once() -> None:
     async def scenario() -> tuple[list[str], list[int]]:
         gate = ByteGate(100, line_limit=100)
         events: list[str] = []
-        first_in, release_first = anyio.Event(), anyio.Event()
-
-        async def first() -> None:
-            async with gate.admitted(90):
-                first_in.set()
-                await release_first.wait()
 
         async def body(name: str, size: int) -> None:
             try:
@@ -164,12 +162,11 @@ def test_a_body_that_would_overfill_the_line_is_turned_away_at_once() -> None:
                 events.append(f"{name}: {exc}")
 
         async with anyio.create_task_group() as group:
-            group.start_soon(first)
-            await first_in.wait()
+            release_first = await held(group, gate, 90)
             for name, size in (("huge", 500), ("small", 10), ("a", 60), ("b", 50)):
                 group.start_soon(body, name, size)
                 await anyio.sleep(0)
-            waiting = [size for size, _ in gate._waiting]
+            waiting = [size for size, _ in gate._line]
             release_first.set()
         assert gate.held == 0 and gate.waiting == 0
         return events, waiting

@@ -9,6 +9,7 @@ import json
 import pickle
 import sys
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,8 @@ def remembered(pipe: middleware.Pipeline) -> list[Previous]:
     return [previous for previous, _ in pipe._continuations._by_opening.values()]
 
 
-def reachable(roots: list[Any]) -> set[int]:
-    """The ids of every object reachable from ``roots``."""
+def walked(roots: list[Any]) -> Iterator[Any]:
+    """Every object reachable from ``roots``, once (classes aside)."""
     seen: set[int] = set()
     stack = list(roots)
     while stack:
@@ -63,8 +64,23 @@ def reachable(roots: list[Any]) -> set[int]:
         if id(item) in seen or isinstance(item, type):
             continue
         seen.add(id(item))
+        yield item
         stack.extend(gc.get_referents(item))
-    return seen
+
+
+def reachable(roots: list[Any]) -> set[int]:
+    """The ids of every object reachable from ``roots``."""
+    return {id(item) for item in walked(roots)}
+
+
+def strings(roots: list[Any]) -> list[str]:
+    """Every string reachable from ``roots``."""
+    return [item for item in walked(roots) if isinstance(item, str)]
+
+
+def deep_size(roots: list[Any]) -> int:
+    """Bytes of every object reachable from ``roots``."""
+    return sum(map(sys.getsizeof, walked(roots)))
 
 
 def test_what_a_request_leaves_holds_none_of_its_wire_messages(tmp_path: Path) -> None:
@@ -85,37 +101,6 @@ def test_what_a_request_leaves_holds_none_of_its_wire_messages(tmp_path: Path) -
         assert continued.continued
     with middleware.Pipeline(policy(tmp_path), session_id="s", cache=DerivedCache(0)) as full:
         assert full.process(request(9), format="anthropic").output == continued.output
-
-
-def strings(roots: list[Any]) -> list[str]:
-    """Every string reachable from ``roots``."""
-    seen: set[int] = set()
-    found: list[str] = []
-    stack = list(roots)
-    while stack:
-        item = stack.pop()
-        if id(item) in seen or isinstance(item, type):
-            continue
-        seen.add(id(item))
-        if isinstance(item, str):
-            found.append(item)
-        stack.extend(gc.get_referents(item))
-    return found
-
-
-def deep_size(roots: list[Any]) -> int:
-    """Bytes of every object reachable from ``roots``."""
-    seen: set[int] = set()
-    total = 0
-    stack = list(roots)
-    while stack:
-        item = stack.pop()
-        if id(item) in seen or isinstance(item, type):
-            continue
-        seen.add(id(item))
-        total += sys.getsizeof(item)
-        stack.extend(gc.get_referents(item))
-    return total
 
 
 def test_a_remembered_request_keeps_none_of_what_the_next_one_carries_again(
