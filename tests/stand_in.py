@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+from prompt_cache import PromptCache, output_tokens
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -61,6 +62,9 @@ class Provider:
     record: bool = True
     #: Characters of history over which the prompt is too long.
     context_chars: int = CONTEXT_CHARS
+    #: Emulates the provider's prompt cache: each answer reports the usage it bills (cache
+    #: reads and writes); None reports a fixed usage.
+    cache: PromptCache | None = None
     #: (path, headers, body) of every request accepted.
     accepted: list[tuple[str, dict[str, str], dict[str, Any]]] = field(default_factory=list)
     #: The bytes of every request body accepted, as they came.
@@ -150,9 +154,14 @@ class Provider:
             "stop_sequence": None,
             "usage": {"input_tokens": 10, "output_tokens": 5},
         }
+        start_usage = None
+        if self.cache is not None:
+            message["usage"] = billed(self.cache, "anthropic", body, reply)
+            # Streamed, the input and cache fields come first, the output at the end.
+            start_usage = {**message["usage"], "output_tokens": 1}
         if not body.get("stream"):
             return JSONResponse(message)
-        return sse(anthropic_events(message))
+        return sse(anthropic_events(message, start_usage))
 
     async def count_tokens(self, request: Request) -> Response:
         body = await self._accept(request, "anthropic", "messages")
@@ -177,6 +186,10 @@ class Provider:
         ]
         ident, model = f"chatcmpl-{uuid.uuid4().hex[:20]}", body.get("model", "stand-in")
         finish = "tool_calls" if calls else "stop"
+        # Billed whether or not a stream reports it.
+        usage: dict[str, Any] = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        if self.cache is not None:
+            usage = billed(self.cache, "openai", body, reply)
         if not body.get("stream"):
             message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
             if calls:
@@ -188,7 +201,7 @@ class Provider:
                     "created": 0,
                     "model": model,
                     "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                    "usage": usage,
                 }
             )
 
@@ -211,7 +224,6 @@ class Provider:
                 yield chunk({"tool_calls": [{"index": i, **call}]})
             yield chunk({}, finish)
             if (body.get("stream_options") or {}).get("include_usage"):
-                usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
                 yield json.dumps({"id": ident, "object": "chat.completion.chunk", "created": 0,
                                   "model": model, "choices": [], "usage": usage})  # fmt: skip
             yield "[DONE]"
@@ -269,6 +281,8 @@ class Provider:
                 "output_tokens_details": {"reasoning_tokens": 0},
             },
         }
+        if self.cache is not None:
+            response["usage"] = billed(self.cache, "responses", body, reply)
         if not body.get("stream"):
             return JSONResponse(response)
         return sse(responses_events(response))
@@ -300,6 +314,11 @@ class Provider:
                 raise
 
         return StreamingResponse(chunks(), media_type="text/event-stream")
+
+
+def billed(cache: PromptCache, fmt: str, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    """The usage the provider's cache bills for this request and reply."""
+    return cache.usage(fmt, body, output_tokens(reply.text, [c.arguments for c in reply.calls]))
 
 
 def error(fmt: str, message: str) -> Response:
@@ -344,8 +363,14 @@ async def _aiter(events: Any) -> AsyncIterator[tuple[str | None, str]]:
             yield item
 
 
-def anthropic_events(message: dict[str, Any]) -> list[tuple[str, str]]:
+def anthropic_events(
+    message: dict[str, Any], start_usage: dict[str, Any] | None = None
+) -> list[tuple[str, str]]:
+    """The Messages stream of ``message``: ``message_start`` carries ``start_usage`` (the
+    input and cache fields) when given, ``message_delta`` the output tokens."""
     start = {**message, "content": [], "stop_reason": None}
+    if start_usage is not None:
+        start["usage"] = start_usage
     events = [
         ("message_start", {"type": "message_start", "message": start}),
         ("ping", {"type": "ping"}),
@@ -404,7 +429,7 @@ def anthropic_events(message: dict[str, Any]) -> list[tuple[str, str]]:
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-                "usage": {"output_tokens": 5},
+                "usage": {"output_tokens": message["usage"]["output_tokens"]},
             },
         )
     )
