@@ -23,7 +23,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"policy"}),
     frozenset({"cache"}),
     frozenset({"formats", "spill", "session"}),
-    frozenset({"plugin"}),
+    frozenset({"plugin", "ledger"}),
     frozenset({"steps", "default_plugins"}),
     frozenset({"pipeline"}),
     frozenset({"conversations"}),

@@ -3,7 +3,7 @@
 Each subcommand is one ``add_<name>(commands)`` function in :data:`COMMANDS`: it adds its
 subparser and binds its handler with ``set_defaults(run=handler)``; a handler takes the parsed
 arguments and returns the exit status. Commands live one group per module (``history``,
-``policy``, ``plugins``, ``simulate``, ``serve``, ``spill``); to add one, write such a
+``policy``, ``plugins``, ``simulate``, ``serve``, ``spill``, ``ledger``); to add one, write such a
 function in the module of its group (or a new module) and append it to :data:`COMMANDS`. A
 handler raises :class:`~middleware.errors.MiddlewareError` (or lets an ``OSError`` through)
 for bad input; :func:`main` turns it into one ``chatcli-mw: error: FILE: problem`` line and
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from middleware import __version__
 from middleware.cli.history import add_check, add_process
+from middleware.cli.ledger import add_ledger
 from middleware.cli.plugins import add_plugins
 from middleware.cli.policy import add_config, add_schema, add_validate
 from middleware.cli.serve import add_serve
@@ -41,6 +42,7 @@ examples:
   chatcli-mw serve                                 the proxy: ANTHROPIC_BASE_URL=http://127.0.0.1:8787
   chatcli-mw recall s1/toolu_01-9f2c4e1a7b3d5c6e.txt --limit 100   a spilled output, from any store
   chatcli-mw gc --older-than 7d                    remove the spill folders of idle sessions
+  chatcli-mw ledger                                what a running proxy's sessions were billed
   chatcli-mw plugins
   chatcli-mw simulate session.jsonl --policy policies/baselines/chatcli.yaml --plot cost.png
 """
@@ -94,4 +96,5 @@ COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
     add_serve,
     add_recall,
     add_gc,
+    add_ledger,
 )

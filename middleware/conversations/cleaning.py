@@ -18,6 +18,7 @@ from middleware.conversations.sessions import SessionPool
 from middleware.errors import FormatError, HistoryError, InputError
 from middleware.formats import jsonio
 from middleware.formats.bodies import read_body
+from middleware.ledger import Footprint, footprint
 from middleware.policy import Policy
 from middleware.report import Report
 
@@ -40,6 +41,9 @@ class Cleaned:
     #: Whether the pipeline worked on the request's new part only (it continued the
     #: previous request of its conversation).
     continued: bool = False
+    #: The history as it came and as it goes, for the ledger's estimate of what the
+    #: request would have cost unprocessed (``None``: it goes as it came).
+    footprints: tuple[Footprint, Footprint] | None = None
 
 
 def clean_body(
@@ -67,9 +71,9 @@ def clean_body(
         return Cleaned(raw, untouched="not JSON")
     if body is None:
         return Cleaned(raw, untouched="not a conversation")
-    if not isinstance(body.history, list):
-        return Cleaned(raw, untouched="no message list")
     key = SessionKey(session, "given") if session else session_of(headers, body.document)
+    if not isinstance(body.history, list):  # a Responses request of one plain text
+        return Cleaned(raw, key, untouched="no message list")
     started = time.perf_counter()
     try:
         pipe = pool.pipeline(policy[0], policy[1], key.session)
@@ -83,6 +87,18 @@ def clean_body(
         return Cleaned(raw, key, error=exc, seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started
     body_out = raw
+    came = footprint(body.history)
+    went = came
     if result.changed:
         body_out = jsonio.wire(result.output)
-    return Cleaned(body_out, key, result.report, seconds=seconds, continued=result.continued)
+        cleaned = read_body(result.output, fmt)
+        if cleaned is not None and isinstance(cleaned.history, list):
+            went = footprint(cleaned.history, like=(body.history, came))
+    return Cleaned(
+        body_out,
+        key,
+        result.report,
+        seconds=seconds,
+        continued=result.continued,
+        footprints=(came, went),
+    )

@@ -9,6 +9,10 @@ SDK version to the next. The SDK's retries, streaming and errors sit above the t
 stay as they are; the wrapped client is ``client.with_options(http_client=...)``, a copy
 that shares the original's connection pool.
 
+The ``usage`` of every answer goes to the client's ledger (:mod:`middleware.ledger`):
+``cleaner_of(client).ledger`` says what each session was billed and would have cost
+unprocessed; a streamed answer is read as the SDK reads it, never held.
+
 With ``recall_tool=True``, a request that is not streamed and declares tools is offered a
 ``recall`` tool (:mod:`.recall`) and its previews say to use it; the transport answers the
 model's recall calls itself and asks again, so the agent's loop gets the model's final
@@ -21,6 +25,7 @@ import json
 import logging
 import sys
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
@@ -29,6 +34,8 @@ from middleware.conversations.cleaning import Cleaned, clean_body
 from middleware.conversations.sessions import SessionPool
 from middleware.formats import jsonio
 from middleware.integrations import recall
+from middleware.ledger import Ledger, LedgerSettings, UsageReader
+from middleware.ledger.book import Entry
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy, load_policy
 from middleware.policy.settings import bind
@@ -58,6 +65,12 @@ def route(method: str, path: str) -> str | None:
     return next((fmt for ending, fmt in ROUTES if path.endswith(ending)), None)
 
 
+def billed_route(method: str, path: str) -> str | None:
+    """The wire format of a request whose answer is billed as a model call (a token
+    count is not), else ``None``."""
+    return None if path.endswith("/count_tokens") else route(method, path)
+
+
 #: Times the model is asked again after its recall calls were answered, at most.
 RECALL_ROUNDS = 8
 
@@ -77,6 +90,25 @@ class Cleaner:
         self.pool = SessionPool.for_policy(self.host, self.policy)
         #: What became of the last request the client sent (its report, if processed).
         self.last: Cleaned | None = None
+        #: What the answers' usage says was billed, per session and in total.
+        self.ledger = Ledger()
+
+    def bill(self, reader: UsageReader, cleaned: Cleaned | None) -> Entry | None:
+        """Put one answer, read by ``reader``, in the ledger (``cleaned``: what became of
+        its request; ``None``: it went as it came)."""
+        try:
+            return self.ledger.record(
+                cleaned.session.session if cleaned is not None and cleaned.session else None,
+                reader.fmt,
+                reader.usage,
+                reader.model,
+                bind(self.policy, LedgerSettings),
+                footprints=cleaned.footprints if cleaned is not None else None,
+                body_chars=len(cleaned.body) if cleaned is not None else 0,
+            )
+        except Exception:  # never the reason an answer does not reach the agent
+            logger.exception("could not put an answer's usage in the ledger")
+            return None
 
     def prepare(
         self,
@@ -85,13 +117,14 @@ class Cleaner:
         headers: dict[str, str],
         raw: bytes,
         parsed: dict[str, Any] | None = None,
-    ) -> tuple[bytes, dict[str, Any] | None]:
-        """The body to send, and, if it offers the recall tool, the request as the agent
-        made it (what a follow-up extends: offered the tool and cleaned again, it reads
-        as every other request of the conversation). ``parsed``: ``raw`` already read."""
+    ) -> tuple[bytes, dict[str, Any] | None, Cleaned | None]:
+        """The body to send; if it offers the recall tool, the request as the agent made
+        it (what a follow-up extends: offered the tool and cleaned again, it reads as
+        every other request of the conversation); and what became of it (``None``: not a
+        model request). ``parsed``: ``raw`` already read."""
         fmt = route(method, path)
         if fmt is None:
-            return raw, None
+            return raw, None, None
         agents = parsed if parsed is not None else self._parsed(path, raw)
         with_tool = recall.offered(fmt, agents) if agents is not None else None
         policy = ("recall", self.tool_policy) if with_tool and self.tool_policy else (
@@ -105,7 +138,7 @@ class Cleaner:
         self.last = cleaned
         if cleaned.error is not None:
             logger.error("sent a %s request unchanged: %s", fmt, cleaned.error)
-        return cleaned.body, agents if with_tool is not None else None
+        return cleaned.body, agents if with_tool is not None else None, cleaned
 
     def _parsed(self, path: str, raw: bytes) -> dict[str, Any] | None:
         """The request body, if it may be offered the recall tool."""
@@ -217,11 +250,11 @@ def _transport_class(http: ModuleType, is_async: bool) -> type:
             extensions=request.extensions,
         )  # fmt: skip
 
-    def prepared(request: Any, cleaner: Cleaner, raw: bytes) -> tuple[Any, Any]:
+    def prepared(request: Any, cleaner: Cleaner, raw: bytes) -> tuple[Any, Any, Cleaned | None]:
         headers = {k.lower(): v for k, v in request.headers.items()}
-        body, offered = cleaner.prepare(request.method, request.url.path, headers, raw)
+        body, offered, cleaned = cleaner.prepare(request.method, request.url.path, headers, raw)
         if body is raw:
-            return request, None
+            return request, None, cleaned
         if offered is None:
             new_headers = [
                 (k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"
@@ -229,27 +262,85 @@ def _transport_class(http: ModuleType, is_async: bool) -> type:
             return http.Request(
                 request.method, request.url, headers=new_headers, content=body,
                 extensions=request.extensions,
-            ), None  # fmt: skip
-        return rebuilt(request, body), offered
+            ), None, cleaned  # fmt: skip
+        return rebuilt(request, body), offered, cleaned
 
     def answered(
-        request: Any, response: Any, content: bytes, cleaner: Cleaner, sent: dict[str, Any]
-    ) -> tuple[Any, Any, dict[str, Any] | None]:
-        """The response to hand on, or the next request to send and what it sends."""
+        request: Any,
+        response: Any,
+        content: bytes,
+        cleaner: Cleaner,
+        sent: dict[str, Any],
+        *,
+        cleaned: Cleaned | None,
+    ) -> tuple[Any, Any, dict[str, Any] | None, Cleaned | None]:
+        """The response to hand on, or the next request to send, what it sends and what
+        became of it. The answer read is billed first."""
+        fmt = billed_route(request.method, request.url.path)
+        if fmt is not None and 200 <= response.status_code < 300:
+            reader = _reader(fmt, response)
+            reader.feed(content)
+            cleaner.bill(reader, cleaned)
         try:
             answer = jsonio.loads(content)
         except Exception:
             answer = None
         if response.status_code != 200 or not isinstance(answer, dict):
-            return _again(http, response, content), None, None
+            return _again(http, response, content), None, None, None
         follow, final = cleaner.answer_recalls(request.url.path, sent, answer)
         if follow is None:
             if final is answer:
-                return _again(http, response, content), None, None
-            return _again(http, response, json.dumps(final).encode("utf-8")), None, None
+                return _again(http, response, content), None, None, None
+            return _again(http, response, json.dumps(final).encode("utf-8")), None, None, None
         headers = {k.lower(): v for k, v in request.headers.items()}
-        body, agents = cleaner.prepare(request.method, request.url.path, headers, b"", follow)
-        return None, rebuilt(request, body), agents or follow
+        body, agents, again = cleaner.prepare(
+            request.method, request.url.path, headers, b"", follow
+        )
+        return None, rebuilt(request, body), agents or follow, again
+
+    def observed(request: Any, response: Any, cleaner: Cleaner, cleaned: Cleaned | None) -> Any:
+        """``response`` with its body read for its usage as the SDK reads it, and billed
+        once the SDK closes it."""
+        fmt = billed_route(request.method, request.url.path)
+        if fmt is None or not 200 <= response.status_code < 300:
+            return response
+        reader = _reader(fmt, response)
+        stream = response.stream
+        if is_async:
+            response.stream = AsyncObserved(stream, reader, lambda: cleaner.bill(reader, cleaned))
+        else:
+            response.stream = SyncObserved(stream, reader, lambda: cleaner.bill(reader, cleaned))
+        return response
+
+    class SyncObserved(http.SyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, inner: Any, reader: UsageReader, done: Any) -> None:
+            self.inner, self.reader, self.done = inner, reader, _Once(done)
+
+        def __iter__(self) -> Any:
+            for chunk in self.inner:
+                _feed(self.reader, chunk)
+                yield chunk
+
+        def close(self) -> None:
+            try:
+                self.inner.close()
+            finally:
+                self.done()
+
+    class AsyncObserved(http.AsyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, inner: Any, reader: UsageReader, done: Any) -> None:
+            self.inner, self.reader, self.done = inner, reader, _Once(done)
+
+        async def __aiter__(self) -> Any:
+            async for chunk in self.inner:
+                _feed(self.reader, chunk)
+                yield chunk
+
+        async def aclose(self) -> None:
+            try:
+                await self.inner.aclose()
+            finally:
+                self.done()
 
     if is_async:
         import anyio.to_thread  # noqa: PLC0415 - httpx's own dependency, async clients only
@@ -262,16 +353,19 @@ def _transport_class(http: ModuleType, is_async: bool) -> type:
                 if route(request.method, request.url.path) is None:
                     return await self.inner.handle_async_request(request)
                 raw = await request.aread()
-                request, sent = await anyio.to_thread.run_sync(prepared, request, self.cleaner, raw)
+                request, sent, cleaned = await anyio.to_thread.run_sync(
+                    prepared, request, self.cleaner, raw
+                )
                 for _ in range(RECALL_ROUNDS + 1):
                     response = await self.inner.handle_async_request(request)
                     if sent is None:
-                        return response
+                        return observed(request, response, self.cleaner, cleaned)
                     content = await response.aread()
                     await response.aclose()
-                    done, request, sent = await anyio.to_thread.run_sync(
-                        answered, request, response, content, self.cleaner, sent
-                    )
+                    done, request, sent, cleaned = await anyio.to_thread.run_sync(
+                        partial(answered, cleaned=cleaned),
+                        request, response, content, self.cleaner, sent,
+                    )  # fmt: skip
                     if done is not None:
                         return done
                 return _again(http, response, content)
@@ -289,14 +383,16 @@ def _transport_class(http: ModuleType, is_async: bool) -> type:
             def handle_request(self, request: Any) -> Any:
                 if route(request.method, request.url.path) is None:
                     return self.inner.handle_request(request)
-                request, sent = prepared(request, self.cleaner, request.read())
+                request, sent, cleaned = prepared(request, self.cleaner, request.read())
                 for _ in range(RECALL_ROUNDS + 1):
                     response = self.inner.handle_request(request)
                     if sent is None:
-                        return response
+                        return observed(request, response, self.cleaner, cleaned)
                     content = response.read()
                     response.close()
-                    done, request, sent = answered(request, response, content, self.cleaner, sent)
+                    done, request, sent, cleaned = answered(
+                        request, response, content, self.cleaner, sent, cleaned=cleaned
+                    )
                     if done is not None:
                         return done
                 return _again(http, response, content)
@@ -306,6 +402,33 @@ def _transport_class(http: ModuleType, is_async: bool) -> type:
 
         _CLASSES[key] = Cleaning
     return _CLASSES[key]
+
+
+def _reader(fmt: str, response: Any) -> UsageReader:
+    """A reader of the usage of ``response`` (a transport's: its body still encoded)."""
+    return UsageReader(
+        fmt, response.headers.get("content-type", ""), response.headers.get("content-encoding", "")
+    )
+
+
+def _feed(reader: UsageReader, chunk: bytes) -> None:
+    try:
+        reader.feed(chunk)
+    except Exception:  # reading the usage is never the reason an answer breaks off
+        logger.exception("could not read an answer's usage")
+        reader.readable = False
+
+
+class _Once:
+    """Calls ``action`` the first time it is called (a stream may be closed twice)."""
+
+    def __init__(self, action: Any) -> None:
+        self.action: Any = action
+
+    def __call__(self) -> None:
+        action, self.action = self.action, None
+        if action is not None:
+            action()
 
 
 def _again(http: ModuleType, response: Any, content: bytes) -> Any:

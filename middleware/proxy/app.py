@@ -3,9 +3,11 @@
 ``POST /v1/messages``, ``/v1/messages/count_tokens`` (Anthropic), ``/v1/chat/completions``
 and ``/v1/responses`` (OpenAI) have their request body's history run through the
 pipeline, in its own wire format, before the body is forwarded with every other field as it
-was. Every other path and method is forwarded untouched. ``/policy/NAME/`` in front of a
-path selects another policy. ``GET /healthz``, ``/metrics``, ``/recall/{session}/{file}``
-and ``DELETE /sessions/{session}`` are the proxy's own.
+was; the ``usage`` of their answers goes to the ledger (:mod:`middleware.ledger`). Every
+other path and method is forwarded untouched. ``/policy/NAME/`` in front of a path selects
+another policy. ``GET /healthz``, ``/metrics``, ``/recall/{session}/{file}``,
+``GET /sessions``, ``GET /sessions/{session}`` and ``DELETE /sessions/{session}`` are the
+proxy's own.
 
 The proxy is never the reason a request fails: a body that is not JSON, or not a
 conversation, goes through untouched; one the pipeline cannot process goes through
@@ -15,14 +17,12 @@ unchanged when ``proxy.fail_open`` (the default), and the failure is logged and 
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
 import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import quote
 
 import anyio.to_thread
@@ -35,10 +35,12 @@ from middleware.cache.allocator import give_back
 from middleware.conversations.cleaning import Cleaned, clean_body
 from middleware.conversations.sessions import SessionPool, SessionSettings
 from middleware.errors import MiddlewareError
+from middleware.ledger import Ledger
 from middleware.plugin.host import PluginHost
 from middleware.policy.settings import bind
 from middleware.proxy.admission import ByteGate, NotAdmitted
 from middleware.proxy.errors import Provider, error_body
+from middleware.proxy.exchange import Exchange
 from middleware.proxy.metrics import Metrics
 from middleware.proxy.policies import PolicyCatalog, PolicySource
 from middleware.proxy.settings import ProxySettings
@@ -49,8 +51,9 @@ from middleware.spill.recall import RecallError, lines_of
 from middleware.spill.retention import forget
 
 logger = logging.getLogger(__name__)
-access_logger = logging.getLogger("middleware.proxy.access")
 
+#: The cleaned routes whose answers are not billed as model calls.
+UNBILLED = frozenset({"/v1/messages/count_tokens"})
 #: The routes whose body the pipeline cleans: path -> (provider, wire format).
 CLEANED: dict[str, tuple[Provider, str]] = {
     "/v1/messages": ("anthropic", "anthropic"),
@@ -77,6 +80,8 @@ class Proxy:
     metrics: Metrics = field(init=False)
     #: Bodies being cleaned, by their size (proxy.cleaning_bytes).
     cleaning: ByteGate = field(init=False)
+    #: What the answers' usage says was billed, per session and in total.
+    ledger: Ledger = field(default_factory=Ledger)
     upstream: Upstream | None = None
 
     def __post_init__(self) -> None:
@@ -162,25 +167,12 @@ class Proxy:
             else self.settings.openai_upstream
         )  # fmt: skip
         url = upstream.rstrip("/") + path + (f"?{request.url.query}" if request.url.query else "")
-        status: list[int] = []
-
-        def on_headers(code: int, seconds: float) -> None:
-            status.append(code)
-            self.metrics.upstream_seconds.labels(provider).observe(seconds)
-
-        def on_done(whole: bool) -> None:
-            code = status[0] if status else 502
-            self.metrics.requests.labels(route_label, str(code)).inc()
-            self._log(
-                request, route_label, status=code, cleaned=cleaned, started=started, whole=whole
-            )
-
-        def on_error(exc: Exception) -> tuple[int, bytes]:
-            logger.error("cannot reach the upstream %s: %s", upstream, exc)
-            status.append(502)
-            message = f"chatcli-middleware could not reach {upstream}: {exc}"
-            return 502, error_body(provider, "upstream_unreachable", message)
-
+        exchange = Exchange(
+            self.metrics, self.ledger, self.settings.access_log, request, route_label,
+            provider, cleaned, source.policy, started,
+            billed=route[1] if route is not None and path not in UNBILLED else None,
+            upstream=upstream,
+        )  # fmt: skip
         if self.upstream is None:
             raise RuntimeError("the proxy's upstream pool starts with the app's lifespan")
         headers = forwarded_headers(request.headers.raw, drop=REQUEST_DROPPED)
@@ -190,7 +182,8 @@ class Proxy:
             cleaned.session is not None) else []  # fmt: skip
         return Relay(
             self.upstream, request.method, url, headers, cleaned.body,
-            on_headers=on_headers, on_done=on_done, on_error=on_error, answer_headers=ours,
+            on_headers=exchange.on_headers, on_done=exchange.on_done,
+            on_error=exchange.on_error, on_chunk=exchange.on_chunk, answer_headers=ours,
         )  # fmt: skip
 
     async def _read_body(self, request: Request) -> bytes | None:
@@ -235,46 +228,6 @@ class Proxy:
     ) -> Response:
         self.metrics.requests.labels(route, str(status)).inc()
         return Response(error_body(provider, kind, message), status, media_type="application/json")
-
-    def _log(
-        self,
-        request: Request,
-        route: str,
-        *,
-        status: int,
-        cleaned: Cleaned,
-        started: float,
-        whole: bool,
-    ) -> None:
-        if not self.settings.access_log:
-            return
-        report = cleaned.report
-        line: dict[str, Any] = {
-            "method": request.method,
-            "path": request.url.path,
-            "route": route,
-            "status": status,
-            "session": cleaned.session.session if cleaned.session else None,
-            "session_from": cleaned.session.source if cleaned.session else None,
-            "ms": round((time.perf_counter() - started) * 1000, 1),
-            "process_ms": round(cleaned.seconds * 1000, 2),
-            "complete": whole,
-        }
-        if report is not None:
-            kinds: dict[str, int] = {}
-            for action in report.actions:
-                kinds[action.kind] = kinds.get(action.kind, 0) + 1
-            line.update(
-                repairs=len(report.by_step("pairing")),
-                actions=kinds,
-                chars_before=report.result_chars_before,
-                chars_after=report.result_chars_after,
-            )
-        if cleaned.untouched:
-            line["untouched"] = cleaned.untouched
-        if cleaned.error is not None:
-            line["error"] = f"{type(cleaned.error).__name__}: {cleaned.error}"
-        access_logger.info(json.dumps(line, ensure_ascii=False))
 
     # -- the proxy's own routes ----------------------------------------------------------
 
@@ -341,6 +294,29 @@ class Proxy:
             lines.text.encode("utf-8", "surrogatepass"), media_type=media, headers=headers
         )
 
+    async def session_ledger(self, request: Request) -> Response:
+        """What a session was billed and would have cost unprocessed (as this replica saw
+        it), for clients on loopback or with the recall token."""
+        if not self._may_recall(request):
+            return _forbidden("a session's ledger")
+        session = request.path_params["session"]
+        ledger = self.ledger.session(session)
+        if ledger is None:
+            return JSONResponse({"session": session, "error": "no answer of this session "
+                                 "was billed through this proxy"}, 404)  # fmt: skip
+        return JSONResponse(ledger)
+
+    async def ledger_total(self, request: Request) -> Response:
+        """Every session's bill together, and the sessions billed most recently first
+        (``?limit=N``, 100 unless given)."""
+        if not self._may_recall(request):
+            return _forbidden("the ledger")
+        try:
+            limit = int(request.query_params.get("limit", "100"))
+        except ValueError:
+            return PlainTextResponse("limit is a number of sessions (a whole number)", 400)
+        return JSONResponse({"total": self.ledger.total(), "sessions": self.ledger.recent(limit)})
+
     async def end_session(self, request: Request) -> Response:
         """The client says a session has ended: release its state on this replica and
         remove its spilled outputs from the store (every replica's, when it is shared)."""
@@ -390,6 +366,8 @@ def create_app(proxy: Proxy) -> Starlette:
             Route("/healthz", proxy.healthz, methods=["GET"]),
             Route("/metrics", proxy.metrics_text, methods=["GET"]),
             Route("/recall/{session:path}/{file}", proxy.recall, methods=["GET"]),
+            Route("/sessions", proxy.ledger_total, methods=["GET"]),
+            Route("/sessions/{session:path}", proxy.session_ledger, methods=["GET"]),
             Route("/sessions/{session:path}", proxy.end_session, methods=["DELETE"]),
             Route("/{path:path}", proxy.forward, methods=methods),
         ],

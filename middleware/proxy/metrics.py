@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from middleware.cache import DerivedCache
+from middleware.ledger.book import Entry
 from middleware.policy.reload import PolicyStatus
 from middleware.report import Report
 
@@ -81,6 +82,30 @@ class Metrics:
             "chatcli_proxy_upstream_seconds", "Time from forwarding a request to the "
             "upstream's response headers.", ["upstream"], buckets=UPSTREAM_BUCKETS, registry=r,
         )  # fmt: skip
+        self.billed_tokens = Counter(
+            "chatcli_proxy_billed_tokens", "Tokens the providers billed, as their answers' "
+            "usage reports them, by kind (input, cache_read, cache_write_5m, cache_write_1h, "
+            "output) and by the ledger.prices entry that priced them (unpriced: none).",
+            ["kind", "priced_as"], registry=r,
+        )  # fmt: skip
+        self.estimated_tokens = Counter(
+            "chatcli_proxy_estimated_tokens_without", "Tokens the same requests would have "
+            "been billed unprocessed (an estimate from the bill and what the steps changed), "
+            "by kind and price entry.", ["kind", "priced_as"], registry=r,
+        )  # fmt: skip
+        self.billed_dollars = Counter(
+            "chatcli_proxy_billed_dollars", "US dollars billed, at ledger.prices, by price "
+            "entry.", ["priced_as"], registry=r,
+        )  # fmt: skip
+        self.estimated_dollars = Counter(
+            "chatcli_proxy_estimated_dollars_without", "US dollars the same requests would "
+            "have cost unprocessed (an estimate), by price entry.", ["priced_as"], registry=r,
+        )  # fmt: skip
+        self.usage_unread = Counter(
+            "chatcli_proxy_usage_unread", "Answers to model requests whose usage could not be "
+            "read (an error, a stream cut off, an encoding the ledger does not read).",
+            registry=r,
+        )  # fmt: skip
         self.registry.register(_PolicyCollector(policies))
         if sessions is not None:
             self.registry.register(_SessionCollector(sessions))
@@ -91,6 +116,21 @@ class Metrics:
         removed = report.result_chars_before - report.result_chars_after
         if removed > 0:
             self.chars_removed.inc(removed)
+
+    def record_bill(self, entry: Entry | None) -> None:
+        """Count one answer's bill (``None``: its usage was not read)."""
+        if entry is None:
+            self.usage_unread.inc()
+            return
+        priced_as = entry.priced_as or "unpriced"
+        for counter, usage in ((self.billed_tokens, entry.billed),
+                               (self.estimated_tokens, entry.without)):  # fmt: skip
+            for kind, tokens in usage.as_dict().items():
+                if tokens:
+                    counter.labels(kind, priced_as).inc(tokens)
+        if entry.dollars is not None and entry.dollars_without is not None:
+            self.billed_dollars.labels(priced_as).inc(entry.dollars)
+            self.estimated_dollars.labels(priced_as).inc(entry.dollars_without)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

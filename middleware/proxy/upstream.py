@@ -108,10 +108,12 @@ def client(settings: ProxySettings, connections: int) -> httpx.AsyncClient:
 class Relay:
     """An ASGI response that forwards one request upstream and relays the answer.
 
-    ``on_headers`` is called with the upstream status once its headers arrived (for the
-    access log and the latency histogram); ``on_done`` when the answer ended, with whether
-    it was relayed whole. ``answer_headers`` are added to the upstream's (the proxy's own,
-    such as the session it filed the request under).
+    ``on_headers`` is called with the upstream status, the seconds it took and its headers
+    once they arrived (for the access log, the latency histogram and the ledger);
+    ``on_chunk`` with each chunk of the answer as it came (raw: still compressed if it
+    was); ``on_done`` when the answer ended, with whether it was relayed whole.
+    ``answer_headers`` are added to the upstream's (the proxy's own, such as the session
+    it filed the request under).
     """
 
     def __init__(
@@ -122,9 +124,10 @@ class Relay:
         headers: list[tuple[bytes, bytes]],
         body: bytes,
         *,
-        on_headers: Callable[[int, float], None],
+        on_headers: Callable[[int, float, httpx.Headers], None],
         on_done: Callable[[bool], None],
         on_error: Callable[[Exception], tuple[int, bytes]],
+        on_chunk: Callable[[bytes], None] | None = None,
         answer_headers: Iterable[tuple[str, str]] = (),
     ) -> None:
         self.upstream = upstream
@@ -135,6 +138,7 @@ class Relay:
         self.on_headers = on_headers
         self.on_done = on_done
         self.on_error = on_error
+        self.on_chunk = on_chunk
         self.answer_headers = list(answer_headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -169,13 +173,15 @@ class Relay:
             await send({"type": "http.response.body", "body": body})
             return False
         try:
-            self.on_headers(response.status_code, time.perf_counter() - started)
+            self.on_headers(response.status_code, time.perf_counter() - started, response.headers)
             headers = forwarded_headers(response.headers.raw, drop=HOP_BY_HOP)
             headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in self.answer_headers]
             await send(
                 {"type": "http.response.start", "status": response.status_code, "headers": headers}
             )
             async for chunk in _chunks(response):
+                if self.on_chunk is not None:
+                    self._observe(chunk)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b""})
             return True
@@ -187,6 +193,17 @@ class Relay:
             return False
         finally:
             await response.aclose()
+
+    def _observe(self, chunk: bytes) -> None:
+        """Show ``chunk`` to ``on_chunk``; one that fails is not called again (reading an
+        answer is never the reason relaying it fails)."""
+        try:
+            self.on_chunk(chunk)  # type: ignore[misc]
+        except Exception:
+            logger.exception(
+                "reading an answer of %s failed: read no further", self.url.split("?", 1)[0]
+            )
+            self.on_chunk = None
 
 
 #: What httpcore says when the upstream closed the connection before any byte of an answer.

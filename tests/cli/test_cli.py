@@ -208,7 +208,7 @@ def test_subcommands_come_from_the_commands_tuple(
     (subparsers,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert list(subparsers.choices) == [
         "process", "check", "validate", "config", "schema", "plugins", "simulate", "serve",
-        "recall", "gc",
+        "recall", "gc", "ledger",
     ]  # fmt: skip
     monkeypatch.setattr(cli, "COMMANDS", (*cli.COMMANDS, add_hello))
     assert cli.main(["hello", "world"]) == 0

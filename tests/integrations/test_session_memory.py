@@ -41,12 +41,12 @@ def test_the_sdk_cleaner_holds_its_sessions_under_the_budget(tmp_path: Path) -> 
     for n in range(12):
         body = {"model": "m", "max_tokens": 10, "messages": history(n)}
         raw = json.dumps(body).encode()
-        sent[n], _ = cleaner.prepare("POST", "/v1/messages", {**headers,
+        sent[n], _, _ = cleaner.prepare("POST", "/v1/messages", {**headers,
                                      "x-chatcli-session": f"s{n}"}, raw)  # fmt: skip
         assert cleaner.pool.held_bytes <= BUDGET
     assert cleaner.pool.evictions > 0
     # The first conversation's state was forgotten: the same request gives the same bytes.
-    again, _ = cleaner.prepare("POST", "/v1/messages", {**headers, "x-chatcli-session": "s0"},
+    again, _, _ = cleaner.prepare("POST", "/v1/messages", {**headers, "x-chatcli-session": "s0"},
                                json.dumps({"model": "m", "max_tokens": 10,
                                            "messages": history(0)}).encode())  # fmt: skip
     assert again == sent[0]

@@ -307,6 +307,8 @@ def test_recall_and_session_end_refuse_other_machines_without_the_token(stack: S
     with TestClient(create_app(stack.proxy)) as client:
         assert client.get("/recall/s/x-0000000000000000.txt").status_code == 403
         assert client.delete("/sessions/s").status_code == 403
+        assert client.get("/sessions/s").status_code == 403
+        assert client.get("/sessions").status_code == 403
 
 
 def test_a_conversation_that_goes_on_is_counted_as_continued(stack: Stack) -> None:

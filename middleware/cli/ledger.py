@@ -1,0 +1,146 @@
+"""``chatcli-mw ledger``: what a running proxy's sessions were billed, as their answers'
+usage reported it, beside what they would have cost unprocessed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.error
+import urllib.request
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from middleware.cli.common import add_command, write_lines
+from middleware.errors import InputError
+from middleware.policy import load_policy
+from middleware.policy.settings import bind
+from middleware.proxy.settings import ProxySettings
+
+if TYPE_CHECKING:
+    from middleware.cli.common import Subcommands
+
+#: Seconds to wait for the proxy's answer.
+TIMEOUT = 10.0
+KINDS = ("input", "cache_read", "cache_write_5m", "cache_write_1h", "output")
+
+
+def add_ledger(commands: Subcommands) -> None:
+    ledger = add_command(
+        commands,
+        "ledger",
+        summary="what a running proxy's sessions were billed, and would have cost without it",
+        description="Ask a running chatcli-mw serve what each session was billed (the usage "
+        "the provider reported in its answers, priced with ledger.prices) and the estimate "
+        "of what the same requests would have cost unprocessed. SESSION: that session's "
+        "ledger, by kind of token; none: the sessions billed most recently and the total. "
+        "The proxy answers clients on its machine, or those with proxy.recall_token (taken "
+        "from the policy, or --token).",
+        examples=[
+            "chatcli-mw ledger                       # the latest sessions and the total",
+            "chatcli-mw ledger 3f2a9c1e-7b4d-4e0a   # one session, by kind of token",
+            "chatcli-mw ledger --url http://proxy:8787 --token T --json",
+        ],
+    )
+    ledger.add_argument("session", nargs="?", metavar="SESSION", help="one session's ledger")
+    ledger.add_argument("--url", help="the proxy (default: proxy.host and proxy.port)")
+    ledger.add_argument("--policy", help="policy file or preset:NAME naming the proxy")
+    ledger.add_argument("--token", help="the proxy's recall token (default: proxy.recall_token)")
+    ledger.add_argument("--limit", type=int, default=20, metavar="N", help="sessions listed")
+    ledger.add_argument("--json", action="store_true", help="print the proxy's JSON as it is")
+    ledger.set_defaults(run=_ledger)
+
+
+def _ledger(args: argparse.Namespace) -> int:
+    settings = bind(load_policy(args.policy), ProxySettings)
+    base = (args.url or f"http://{_host(settings.host)}:{settings.port}").rstrip("/")
+    if not base.startswith(("http://", "https://")):
+        raise InputError(f"--url {args.url!r} is not an http:// or https:// address")
+    path = f"/sessions/{quote(args.session, safe='')}" if args.session else (
+        f"/sessions?limit={max(args.limit, 0)}")  # fmt: skip
+    found = _get(base + path, args.token or settings.recall_token)
+    if args.json:
+        sys.stdout.write(json.dumps(found, indent=2) + "\n")
+    elif args.session:
+        write_lines(sys.stdout, session_table(found))
+    else:
+        write_lines(sys.stdout, sessions_table(found))
+    return 0
+
+
+def _host(host: str) -> str:
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host and host != "::" else ("[::1]" if host == "::" else host)
+
+
+def _get(url: str, token: str | None) -> Any:
+    request = urllib.request.Request(url, headers={"accept": "application/json"})
+    if token:
+        request.add_header("authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+            return json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        said = exc.read().decode("utf-8", "replace").strip()
+        raise InputError(f"{url}: {exc.code} {said}") from exc
+    except (urllib.error.URLError, TimeoutError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise InputError(f"cannot read the ledger at {url} ({reason}): is chatcli-mw serve "
+                         "running there? (--url)") from exc  # fmt: skip
+
+
+def session_table(ledger: dict[str, Any]) -> list[str]:
+    """One session's ledger: tokens by kind, billed and estimated without the proxy."""
+    billed, without = ledger["billed"], ledger["without"]
+    lines = [f"session {ledger['session']}: {ledger['requests']} requests"
+             + _models(ledger), f"{'tokens':16} {'billed':>14} {'est. without':>14}"]  # fmt: skip
+    for kind in KINDS:
+        lines.append(f"{kind:16} {billed[kind]:>14,} {without[kind]:>14,}")
+    lines.append(f"{'dollars':16} {_usd(billed['dollars']):>14} {_usd(without['dollars']):>14}")
+    lines.append(_saving(ledger))
+    return lines + _caveats(ledger)
+
+
+def sessions_table(found: dict[str, Any]) -> list[str]:
+    """The sessions billed most recently, one row each, and the total."""
+    lines = [f"{'session':36} {'requests':>8} {'billed':>11} {'est. without':>12} "
+             f"{'saved':>11} {'ratio':>6}"]  # fmt: skip
+    for ledger in [*found["sessions"], {**found["total"], "session": "total"}]:
+        ratio = "" if ledger["ratio"] is None else f"{ledger['ratio']:.2f}"
+        lines.append(
+            f"{ledger['session'][:36]:36} {ledger['requests']:>8,} "
+            f"{_usd(ledger['billed']['dollars']):>11} {_usd(ledger['without']['dollars']):>12} "
+            f"{_usd(ledger['saved_dollars']):>11} {ratio:>6}"
+        )
+    total = found["total"]
+    held = total.get("sessions", len(found["sessions"]))
+    if held > len(found["sessions"]):
+        lines.append(f"({held - len(found['sessions'])} more sessions: --limit)")
+    return lines + _caveats(total)
+
+
+def _saving(ledger: dict[str, Any]) -> str:
+    if not ledger["without"]["dollars"]:
+        return "no priced answer: see ledger.prices"
+    return (f"saved {_usd(ledger['saved_dollars'])} (billed {ledger['ratio']:.2f} of the "
+            "estimate without chatcli-middleware)")  # fmt: skip
+
+
+def _caveats(ledger: dict[str, Any]) -> list[str]:
+    notes = []
+    if ledger["unread"]:
+        notes.append(f"{ledger['unread']} answers reported no usage that could be read")
+    if ledger["unpriced"]:
+        notes.append(f"{ledger['unpriced']} answers of models ledger.prices does not name "
+                     "(counted in tokens, not in dollars)")  # fmt: skip
+    return notes
+
+
+def _models(ledger: dict[str, Any]) -> str:
+    models = ledger.get("models") or {}
+    return f" ({', '.join(models)})" if models else ""
+
+
+def _usd(dollars: float) -> str:
+    return f"${dollars:,.4f}" if abs(dollars) < 100 else f"${dollars:,.2f}"

@@ -1,0 +1,19 @@
+"""What requests cost: the ``usage`` a provider reports in each answer, priced, beside an
+estimate of what the same requests would have cost without the middleware."""
+
+from middleware.ledger.book import Ledger, SessionLedger
+from middleware.ledger.estimate import Footprint, footprint
+from middleware.ledger.prices import LedgerSettings, ModelPrices
+from middleware.ledger.usage import Usage, UsageReader, read_usage
+
+__all__ = [
+    "Footprint",
+    "Ledger",
+    "LedgerSettings",
+    "ModelPrices",
+    "SessionLedger",
+    "Usage",
+    "UsageReader",
+    "footprint",
+    "read_usage",
+]

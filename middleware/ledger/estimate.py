@@ -1,0 +1,148 @@
+"""What a request would have cost without the middleware, from what it was billed.
+
+The provider bills the cleaned request; the unprocessed one was never sent. Its cost is
+estimated from the bill and the difference between the two requests only, so what the
+estimate gets wrong is the difference, never the bill:
+
+* its prompt holds the characters the steps removed, at the tokens per character the
+  provider counted for the cleaned body;
+* it reads from the prompt cache what the cleaned request read, plus what the replay cost
+  model (:mod:`middleware.replay.costs`) says the difference in the two requests' cached
+  prefixes is: each request shares with the previous one of its session the messages
+  before the first that changed (a rewrite of an old message by the steps shortens the
+  cleaned request's shared prefix, not the unprocessed one's);
+* the rest of its prompt is written to the cache (Anthropic; the input after the last
+  cache breakpoint stays as billed) or is plain input (OpenAI, which bills no writes);
+* a request that read nothing from the cache (the first of a session, or one after the
+  cache expired) would have read nothing either; one that neither read nor wrote (a
+  provider or a client that does not cache) would not have cached either.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from middleware.formats import jsonio
+from middleware.ledger.usage import Usage
+
+#: Tokens per character the provider may be taken to count, at least and at most (a body
+#: of pictures counts few tokens per character of base64; a CJK text, about one each).
+TOKENS_PER_CHAR = (0.01, 1.5)
+
+
+#: A key that marks where a prompt is cached, not what it says: the providers' caches
+#: match the prompt without it (a breakpoint moved to the newest message leaves the
+#: message it left as cached as it was).
+MARKER = "cache_control"
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """A request's messages as the cost model sees them: the hash and the length of each
+    message's JSON without its cache markers (:data:`MARKER`), in order (16 bytes a
+    message, not the messages)."""
+
+    hashes: array[int]
+    chars: array[int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.chars)
+
+    def shared(self, before: Footprint) -> int:
+        """Characters of the messages this request shares with ``before`` from its start."""
+        count = 0
+        for mine, theirs in zip(self.hashes, before.hashes, strict=False):
+            if mine != theirs:
+                break
+            count += 1
+        return sum(self.chars[:count])
+
+
+def footprint(
+    history: Sequence[Any], like: tuple[Sequence[Any], Footprint] | None = None
+) -> Footprint:
+    """The :class:`Footprint` of ``history``; a message that is the very object of one in
+    ``like`` (a history and its footprint: the request before its steps ran) is not
+    serialised again."""
+    known: dict[int, tuple[int, int]] = {}
+    if like is not None:
+        messages, measured = like
+        known = {
+            id(m): (h, c) for m, h, c in zip(messages, measured.hashes, measured.chars, strict=True)
+        }
+    hashes, chars = array("q"), array("q")
+    for message in history:
+        entry = known.get(id(message))
+        if entry is None:
+            text = _serialised(message)
+            entry = (hash(text), len(text))
+        hashes.append(entry[0])
+        chars.append(entry[1])
+    return Footprint(hashes, chars)
+
+
+def _serialised(message: Any) -> bytes:
+    data = _json(message)
+    return _json(_unmarked(message)) if MARKER.encode() in data else data
+
+
+def _unmarked(value: Any) -> Any:
+    """``value`` without :data:`MARKER` keys, at any depth."""
+    if isinstance(value, dict):
+        return {k: _unmarked(v) for k, v in value.items() if k != MARKER}
+    if isinstance(value, list):
+        return [_unmarked(v) for v in value]
+    return value
+
+
+def _json(message: Any) -> bytes:
+    if jsonio.orjson is not None:
+        try:
+            data: bytes = jsonio.orjson.dumps(message)
+            return data
+        except TypeError:  # an integer past 64 bits: json writes it
+            pass
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "surrogatepass"
+    )
+
+
+def without_middleware(
+    billed: Usage,
+    *,
+    writes: bool,
+    raw: Footprint,
+    cleaned: Footprint,
+    before: tuple[Footprint, Footprint] | None,
+    body_chars: int,
+) -> Usage:
+    """The usage the unprocessed request would have been billed (see the module's text).
+
+    :param writes: whether the provider bills cache writes (Anthropic) or not (OpenAI).
+    :param raw: the request as the client sent it; ``cleaned``: as it was forwarded.
+    :param before: the previous request of the session, unprocessed and cleaned.
+    :param body_chars: characters of the forwarded body (the prompt the provider counted).
+    """
+    if raw == cleaned and (before is None or before[0] == before[1]):
+        return billed
+    low, high = TOKENS_PER_CHAR
+    per_char = min(max(billed.prompt / body_chars, low), high) if body_chars else 0.25
+    prompt = max(0, billed.prompt + round(per_char * (raw.total - cleaned.total)))
+    if billed.cache_read == 0 and billed.cache_write == 0:
+        return Usage(input=prompt, output=billed.output)
+    read = billed.cache_read
+    if read and before is not None:
+        read += round(per_char * (raw.shared(before[0]) - cleaned.shared(before[1])))
+    if not writes:
+        read = min(max(read, 0), prompt)
+        return Usage(input=prompt - read, cache_read=read, output=billed.output)
+    tail = min(billed.input, prompt)
+    read = min(max(read, 0), prompt - tail)
+    written = prompt - tail - read
+    hour = round(written * billed.cache_write_1h / billed.cache_write) if billed.cache_write else 0
+    return Usage(tail, read, written - hour, hour, billed.output)

@@ -1,0 +1,70 @@
+"""The ``ledger`` section: what each model's tokens cost, by kind."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+from middleware.ledger.usage import Usage
+from middleware.policy.settings import converted, section
+
+#: Tokens a price is quoted for.
+PER = 1_000_000
+
+
+@dataclass(frozen=True)
+class ModelPrices:
+    """US dollars per million tokens of each kind (the schema's ``ledger.prices`` entry)."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write_5m: float
+    cache_write_1h: float
+
+    def dollars(self, usage: Usage) -> float:
+        """What ``usage`` costs at these prices."""
+        return (
+            usage.input * self.input
+            + usage.output * self.output
+            + usage.cache_read * self.cache_read
+            + usage.cache_write_5m * self.cache_write_5m
+            + usage.cache_write_1h * self.cache_write_1h
+        ) / PER
+
+
+def _prices(table: Mapping[str, Mapping[str, Any]]) -> dict[str, ModelPrices]:
+    return {
+        name: ModelPrices(**{k: float(v) for k, v in entry.items()})
+        for name, entry in table.items()
+    }
+
+
+@section("ledger")
+@dataclass(frozen=True)
+class LedgerSettings:
+    #: Prices by model name or glob pattern (``ledger.prices``).
+    prices: dict[str, ModelPrices] = converted(_prices)
+
+    def prices_of(self, model: str | None) -> ModelPrices | None:
+        """The prices of ``model`` (see :meth:`entry`), or ``None``."""
+        found = self.entry(model)
+        return None if found is None else found[1]
+
+    def entry(self, model: str | None) -> tuple[str, ModelPrices] | None:
+        """The entry named ``model`` exactly, else the longest pattern matching it (the
+        first in sorted order on a tie), with its key; ``None`` if none matches."""
+        if not model:
+            return None
+        exact = self.prices.get(model)
+        if exact is not None:
+            return model, exact
+        matching = sorted(
+            p for p in self.prices if any(c in p for c in "*?[") and fnmatchcase(model, p)
+        )
+        if not matching:
+            return None
+        key = max(matching, key=len)
+        return key, self.prices[key]

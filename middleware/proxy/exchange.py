@@ -1,0 +1,132 @@
+"""One request's trip upstream and back, as the proxy accounts for it: the status and
+latency counted, the answer's usage read as it is relayed and put in the ledger, and the
+access log line written when it ends."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from starlette.requests import Request
+
+from middleware.conversations.cleaning import Cleaned
+from middleware.ledger import Ledger, LedgerSettings, UsageReader
+from middleware.ledger.book import Entry
+from middleware.policy import Policy
+from middleware.policy.settings import bind
+from middleware.proxy.errors import Provider, error_body
+from middleware.proxy.metrics import Metrics
+
+logger = logging.getLogger(__name__)
+access_logger = logging.getLogger("middleware.proxy.access")
+
+
+@dataclass
+class Exchange:
+    """The callbacks a :class:`~middleware.proxy.upstream.Relay` makes for one request.
+
+    ``billed`` is the wire format of a model call whose answer is billed (``None`` for a
+    request that is not one: a token count, a listing, anything forwarded as it came).
+    """
+
+    metrics: Metrics
+    ledger: Ledger
+    access_log: bool
+    request: Request
+    route: str
+    provider: Provider
+    cleaned: Cleaned
+    policy: Policy
+    started: float
+    billed: str | None = None
+    upstream: str = ""
+    status: int | None = None
+    reader: UsageReader | None = field(default=None, repr=False)
+
+    def on_headers(self, code: int, seconds: float, headers: httpx.Headers) -> None:
+        self.status = code
+        self.metrics.upstream_seconds.labels(self.provider).observe(seconds)
+        if self.billed is not None and 200 <= code < 300:
+            self.reader = UsageReader(
+                self.billed, headers.get("content-type", ""), headers.get("content-encoding", "")
+            )
+
+    def on_chunk(self, chunk: bytes) -> None:
+        if self.reader is not None:
+            self.reader.feed(chunk)
+
+    def on_error(self, exc: Exception) -> tuple[int, bytes]:
+        logger.error("cannot reach the upstream %s: %s", self.upstream, exc)
+        self.status = 502
+        message = f"chatcli-middleware could not reach {self.upstream}: {exc}"
+        return 502, error_body(self.provider, "upstream_unreachable", message)
+
+    def on_done(self, whole: bool) -> None:
+        code = self.status if self.status is not None else 502
+        self.metrics.requests.labels(self.route, str(code)).inc()
+        bill = self._bill() if self.reader is not None else None
+        if self.access_log:
+            access_logger.info(json.dumps(self._line(code, whole, bill), ensure_ascii=False))
+
+    def _bill(self) -> Entry | None:
+        """Put the answer in the ledger and count it: its :class:`Entry`, or ``None`` if
+        its usage could not be read."""
+        reader, cleaned = self.reader, self.cleaned
+        assert reader is not None
+        try:
+            entry = self.ledger.record(
+                cleaned.session.session if cleaned.session else None,
+                reader.fmt,
+                reader.usage,
+                reader.model,
+                bind(self.policy, LedgerSettings),
+                footprints=cleaned.footprints,
+                body_chars=len(cleaned.body),
+            )
+        except Exception:  # never the reason an answer goes unlogged
+            logger.exception("could not put an answer's usage in the ledger")
+            return None
+        self.metrics.record_bill(entry)
+        return entry
+
+    def _line(self, status: int, whole: bool, bill: Entry | None) -> dict[str, Any]:
+        """The access log line (JSON) of the exchange."""
+        cleaned, report = self.cleaned, self.cleaned.report
+        line: dict[str, Any] = {
+            "method": self.request.method,
+            "path": self.request.url.path,
+            "route": self.route,
+            "status": status,
+            "session": cleaned.session.session if cleaned.session else None,
+            "session_from": cleaned.session.source if cleaned.session else None,
+            "ms": round((time.perf_counter() - self.started) * 1000, 1),
+            "process_ms": round(cleaned.seconds * 1000, 2),
+            "complete": whole,
+        }
+        if report is not None:
+            kinds: dict[str, int] = {}
+            for action in report.actions:
+                kinds[action.kind] = kinds.get(action.kind, 0) + 1
+            line.update(
+                repairs=len(report.by_step("pairing")),
+                actions=kinds,
+                chars_before=report.result_chars_before,
+                chars_after=report.result_chars_after,
+            )
+        if bill is not None:
+            line["model"] = bill.model
+            line["billed"] = {**bill.billed.as_dict(), "dollars": _rounded(bill.dollars)}
+            line["without"] = {**bill.without.as_dict(), "dollars": _rounded(bill.dollars_without)}
+        if cleaned.untouched:
+            line["untouched"] = cleaned.untouched
+        if cleaned.error is not None:
+            line["error"] = f"{type(cleaned.error).__name__}: {cleaned.error}"
+        return line
+
+
+def _rounded(dollars: float | None) -> float | None:
+    return None if dollars is None else round(dollars, 6)

@@ -1,0 +1,54 @@
+"""The ledger's accounts: per session, in total, bounded, with models it cannot price."""
+
+from __future__ import annotations
+
+import middleware
+from middleware.ledger import Ledger, LedgerSettings, Usage
+from middleware.policy.settings import bind
+
+
+def settings(**prices: dict[str, float]) -> LedgerSettings:
+    overrides = {f"ledger.prices.{name}": entry for name, entry in prices.items()}
+    return bind(middleware.load_policy(None, env={}, dotenv_path=False, overrides=overrides),
+                LedgerSettings)  # fmt: skip
+
+
+def test_sessions_and_totals_add_up_and_unpriced_models_count_tokens_only() -> None:
+    ledger = Ledger()
+    prices = settings(house={"input": 1, "output": 2, "cache_read": 0.1,
+                             "cache_write_5m": 1.25, "cache_write_1h": 2})  # fmt: skip
+    ledger.record("a", "anthropic", Usage(1_000_000, 0, 0, 0, 10), "house", prices, now=1.0)
+    ledger.record("a", "anthropic", Usage(0, 2_000_000, 0, 0, 0), "house", prices, now=5.0)
+    ledger.record("b", "anthropic", Usage(10, 0, 0, 0, 0), "unknown-model", prices, now=6.0)
+    ledger.record("b", "anthropic", None, None, prices, now=7.0)
+    a = ledger.session("a")
+    assert a is not None and a["requests"] == 2 and a["billed"]["dollars"] == 1.20002
+    assert a["billed"]["cache_read"] == 2_000_000 and (a["first"], a["last"]) == (1.0, 5.0)
+    assert a["saved_dollars"] == 0 and a["ratio"] == 1.0  # no footprints: sent as they came
+    b = ledger.session("b")
+    assert b is not None and b["unpriced"] == 1 and b["unread"] == 1
+    assert b["billed"]["input"] == 10 and b["billed"]["dollars"] == 0
+    total = ledger.total()
+    assert (
+        total["requests"] == 4 and total["sessions"] == 2 and total["billed"]["input"] == 1_000_010
+    )
+    assert ledger.session("c") is None
+
+
+def test_the_least_recently_billed_sessions_are_forgotten_first() -> None:
+    ledger = Ledger(max_sessions=2)
+    prices = settings()
+    for name in ("a", "b", "a", "c"):
+        ledger.record(name, "openai", Usage(1, 0, 0, 0, 1), "gpt-4.1", prices)
+    assert ledger.session("b") is None and ledger.session("a") is not None
+    assert ledger.total()["requests"] == 4
+
+
+def test_a_policy_adds_to_the_price_table_and_patterns_take_the_longest() -> None:
+    prices = settings(**{"*my-model*": {"input": 9, "output": 9, "cache_read": 9,
+                                       "cache_write_5m": 9, "cache_write_1h": 9}})  # fmt: skip
+    assert prices.entry("vendor/my-model-2")[0] == "*my-model*"  # type: ignore[index]
+    assert prices.entry("claude-sonnet-5-5")[0] == "*claude-sonnet-5-5*"  # type: ignore[index]
+    assert prices.entry("claude-sonnet-5")[0] == "*claude-sonnet-5*"  # type: ignore[index]
+    assert prices.entry("anthropic/claude-opus-4-1")[1].input == 15  # type: ignore[index]
+    assert prices.entry(None) is None and prices.entry("llama") is None

@@ -1,0 +1,247 @@
+"""The ledger through the proxy: an agent's session sent with the official SDKs to a
+stand-in that caches prompt prefixes with expiry as the providers do; what the ledger says
+was billed is, to the token, the sum of the usage the stand-in reported, and its estimate
+of the unprocessed session is set beside what the same session costs sent directly."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+from prompt_cache import PromptCache
+from proxy_stack import Stack, running
+from servers import serving
+from stand_in import Provider
+from waiting import wait_for
+
+from middleware.ledger import Usage, read_usage
+from middleware.ledger.prices import ModelPrices
+
+MODEL = "claude-sonnet-5"
+SONNET = ModelPrices(2.0, 10.0, 0.2, 2.5, 4.0)
+SESSION = "ledger-session"
+
+
+class Clock:
+    """The stand-in's clock, moved by the test (the cache's 5 minutes pass at once)."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def output(turn: int) -> str:
+    """A command's output: long, varied, with the names a model would come back for."""
+    lines = [
+        f"src/module_{turn}_{n}.py:{n}: def handler_{turn}_{n}(request): value = {n * 7}"
+        for n in range(900)
+    ]
+    return "\n".join(lines)
+
+
+def agent_turns(turns: int) -> Iterator[list[dict[str, Any]]]:
+    """The histories of an agent's requests, as Claude Code sends them: the last block
+    of the last message marked for the cache."""
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Find the slow handler."}]
+    for turn in range(turns):
+        marked = json.loads(json.dumps(history))
+        last = marked[-1]
+        if isinstance(last["content"], str):
+            last["content"] = [{"type": "text", "text": last["content"]}]
+        last["content"][-1]["cache_control"] = {"type": "ephemeral"}
+        yield marked
+        call = {"type": "tool_use", "id": f"toolu_{turn:02d}", "name": "Bash",
+                "input": {"command": f"grep -rn handler src/part{turn}"}}  # fmt: skip
+        history.append({"role": "assistant", "content": [call]})
+        history.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": call["id"], "content": output(turn)}
+                ],
+            }
+        )
+
+
+SYSTEM = [{"type": "text", "text": "You are a coding agent. " * 400,
+           "cache_control": {"type": "ephemeral"}}]  # fmt: skip
+
+
+def reported(cache: PromptCache, fmt: str) -> Usage:
+    total = Usage()
+    for kind, usage in cache.reported:
+        if kind == fmt:
+            read = read_usage(fmt, usage)
+            assert read is not None
+            total += read
+    return total
+
+
+@pytest.fixture
+def caching() -> Iterator[tuple[Provider, str, Clock]]:
+    clock = Clock()
+    stand_in = Provider(cache=PromptCache(clock), context_chars=10**8)
+    with serving(stand_in.app()) as url:
+        yield stand_in, url, clock
+
+
+def test_the_ledger_bills_what_the_provider_reported_and_estimates_the_rest(
+    caching: tuple[Provider, str, Clock], tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider, upstream, clock = caching
+    control_clock = Clock()
+    control = Provider(cache=PromptCache(control_clock), context_chars=10**8, record=False)
+    with (
+        running((provider, upstream), tmp_path) as stack,
+        serving(control.app()) as direct,
+        caplog.at_level(logging.INFO, logger="middleware.proxy.access"),
+    ):
+        client = anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0)
+        headers = {"x-chatcli-session": SESSION}
+        for turn, messages in enumerate(agent_turns(12)):
+            if turn == 7:  # a pause past the cache's lifetime: everything is written again
+                clock.now += 400
+                control_clock.now += 400
+            body = {"model": MODEL, "max_tokens": 64, "system": SYSTEM, "messages": messages}
+            if turn % 2:
+                with client.messages.stream(**body, extra_headers=headers) as stream:
+                    stream.get_final_message()
+            else:
+                client.messages.create(**body, extra_headers=headers)
+            sent = httpx.post(direct + "/v1/messages", json=body, headers={
+                "anthropic-version": "2023-06-01", "x-api-key": "k"})  # fmt: skip
+            assert sent.status_code == 200
+        assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 12)
+        ledger = httpx.get(f"{stack.url}/sessions/{SESSION}").json()
+        metrics = httpx.get(stack.url + "/metrics").text
+        total = httpx.get(stack.url + "/sessions").json()
+
+    billed = reported(provider.cache, "anthropic")  # type: ignore[arg-type]
+    assert billed.cache_read and billed.cache_write_5m  # caching was at play
+    assert {k: ledger["billed"][k] for k in billed.as_dict()} == billed.as_dict()
+    assert ledger["requests"] == 12 and ledger["unread"] == 0 and ledger["unpriced"] == 0
+    assert ledger["models"] == {MODEL: 12}
+    assert ledger["billed"]["dollars"] == pytest.approx(SONNET.dollars(billed), abs=1e-6)
+    assert total["total"]["requests"] == 12 and total["total"]["billed"] == ledger["billed"]
+    assert total["sessions"] == [ledger]
+    for kind, tokens in billed.as_dict().items():
+        if not tokens:
+            continue
+        line = f'chatcli_proxy_billed_tokens_total{{kind="{kind}",priced_as="*claude-sonnet-5*"}}'
+        assert f"{line} {float(tokens)}" in metrics
+    # The access log gives each request's bill; together, the session's.
+    lines = [json.loads(r.getMessage()) for r in caplog.records]
+    logged = [line for line in lines if line.get("session") == SESSION]
+    assert sum(line["billed"]["cache_read"] for line in logged) == billed.cache_read
+
+    # The estimate of the unprocessed session against that session really sent: the
+    # proxy spilled most of every output, so it would have cost several times as much
+    # (measured: estimated $0.906, sent $0.868; billed $0.097).
+    raw = reported(control.cache, "anthropic")  # type: ignore[arg-type]
+    estimated = Usage(**{k: ledger["without"][k] for k in billed.as_dict()})
+    assert SONNET.dollars(raw) > 2 * SONNET.dollars(billed)
+    assert ledger["without"]["dollars"] == pytest.approx(SONNET.dollars(raw), rel=0.08)
+    assert estimated.prompt == pytest.approx(raw.prompt, rel=0.08)
+    assert ledger["saved_dollars"] > 0
+
+
+def test_openai_answers_are_billed_streamed_or_not(
+    caching: tuple[Provider, str, Clock], tmp_path: Any
+) -> None:
+    provider, upstream, _ = caching
+    with running((provider, upstream), tmp_path) as stack:
+        client = openai.OpenAI(base_url=stack.url + "/v1", api_key="k", max_retries=0)
+        headers = {"x-chatcli-session": "chat-session"}
+        history: list[dict[str, Any]] = [
+            {"role": "system", "content": "Be brief. " * 900},
+            {"role": "user", "content": "List the handlers."},
+        ]
+        for turn in range(3):
+            stream = client.chat.completions.create(
+                model="gpt-4.1-2025-04-14", messages=history, stream=True,  # type: ignore[arg-type]
+                stream_options={"include_usage": True}, extra_headers=headers,
+            )  # fmt: skip
+            for _ in stream:
+                pass
+            call = {"id": f"call_{turn}", "type": "function",
+                    "function": {"name": "grep", "arguments": "{}"}}  # fmt: skip
+            history += [
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": call["id"], "content": output(turn)},
+            ]
+        responses = openai.OpenAI(base_url=stack.url + "/v1", api_key="k", max_retries=0)
+        responses.responses.create(
+            model="gpt-5-mini",
+            input="Hello " * 2000,
+            extra_headers={"x-chatcli-session": "responses-session"},
+        )
+        assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 4)
+        chat = httpx.get(stack.url + "/sessions/chat-session").json()
+        answered = httpx.get(stack.url + "/sessions/responses-session").json()
+    billed = reported(provider.cache, "openai")  # type: ignore[arg-type]
+    assert billed.cache_read > 0  # the second and third requests read the first's prefix
+    assert {k: chat["billed"][k] for k in billed.as_dict()} == billed.as_dict()
+    assert chat["billed"]["cache_write_5m"] == 0 and chat["unread"] == 0
+    assert chat["without"]["input"] + chat["without"]["cache_read"] > billed.prompt
+    again = reported(provider.cache, "responses")  # type: ignore[arg-type]
+    assert {k: answered["billed"][k] for k in again.as_dict()} == again.as_dict()
+    assert answered["billed"]["dollars"] == pytest.approx(
+        ModelPrices(0.25, 2.0, 0.025, 0.25, 0.25).dollars(again), abs=1e-6
+    )
+
+
+def test_a_stream_without_usage_is_counted_as_unread(stack: Stack) -> None:
+    client = openai.OpenAI(base_url=stack.url + "/v1", api_key="k", max_retries=0)
+    for _ in client.chat.completions.create(
+        model="gpt-4.1", messages=[{"role": "user", "content": "hi"}], stream=True,
+        extra_headers={"x-chatcli-session": "no-usage"},
+    ):  # fmt: skip
+        pass
+    assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 1)
+    ledger = httpx.get(stack.url + "/sessions/no-usage").json()
+    assert ledger["unread"] == 1 and ledger["billed"]["input"] == 0
+    assert "chatcli_proxy_usage_unread_total 1.0" in httpx.get(stack.url + "/metrics").text
+    missing = httpx.get(stack.url + "/sessions/never-seen")
+    assert missing.status_code == 404 and "never-seen" in missing.text
+
+
+def test_a_token_count_is_not_billed(stack: Stack) -> None:
+    client = anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0)
+    client.messages.count_tokens(model=MODEL, messages=[{"role": "user", "content": "hi"}])
+    client.messages.create(model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+    assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 1)
+    assert stack.proxy.ledger.total()["billed"]["input"] == 10  # the stand-in's fixed usage
+
+
+def test_the_ledger_command_prints_a_running_proxys_sessions(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from middleware.cli.app import main
+
+    client = anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0)
+    for session in ("first", "second"):
+        client.messages.create(model=MODEL, max_tokens=5, extra_headers={"x-chatcli-session":
+                               session}, messages=[{"role": "user", "content": "hi"}])  # fmt: skip
+    assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 2)
+    assert main(["ledger", "--url", stack.url]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].split() == ["session", "requests", "billed", "est.", "without", "saved", "ratio"]
+    assert [row.split()[0] for row in rows[1:4]] == ["second", "first", "total"]
+    assert rows[3].split()[1:3] == ["2", "$0.0001"]  # 20 input at $2, 10 output at $10 a MTok
+    assert main(["ledger", "first", "--url", stack.url]) == 0
+    table = capsys.readouterr().out
+    assert "session first: 1 requests (claude-sonnet-5)" in table
+    assert "input" in table and "saved $0.0000 (billed 1.00 of the estimate" in table
+    assert main(["ledger", "first", "--url", stack.url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["billed"]["input"] == 10
+    assert main(["ledger", "nobody", "--url", stack.url]) == 2
+    assert "404" in capsys.readouterr().err
+    assert main(["ledger", "--url", "file:///etc/passwd"]) == 2
