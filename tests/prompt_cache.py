@@ -125,6 +125,9 @@ class PromptCache:
         self.openai_ttl = openai_ttl
         #: (format, usage) of every request billed, in order.
         self.reported: list[tuple[str, dict[str, Any]]] = []
+        #: Of those, the usage billed but not said in the answer (a Chat Completions stream
+        #: that did not ask for ``stream_options.include_usage``).
+        self.unsaid: list[dict[str, Any]] = []
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
 

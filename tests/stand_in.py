@@ -318,7 +318,11 @@ class Provider:
 
 def billed(cache: PromptCache, fmt: str, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
     """The usage the provider's cache bills for this request and reply."""
-    return cache.usage(fmt, body, output_tokens(reply.text, [c.arguments for c in reply.calls]))
+    usage = cache.usage(fmt, body, output_tokens(reply.text, [c.arguments for c in reply.calls]))
+    asked = (body.get("stream_options") or {}).get("include_usage")
+    if fmt == "openai" and body.get("stream") and not asked:
+        cache.unsaid.append(usage)
+    return usage
 
 
 def error(fmt: str, message: str) -> Response:

@@ -48,10 +48,12 @@ from agents import (
     wait_for_file,
 )
 from locations import REPO
+from prompt_cache import PromptCache
 from proxy_stack import access_log, serve_process
 from servers import serving
 from stand_in import Provider
 
+from middleware.ledger import Usage, read_usage
 from middleware.spill.layout import session_folder_name
 
 
@@ -100,7 +102,7 @@ def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
     why = missing(agent.cli)
     if why is not None:
         pytest.skip(why)
-    provider = Provider(script=scripted(agent.tools, agent.fmt))
+    provider = Provider(script=scripted(agent.tools, agent.fmt), cache=PromptCache())
     home, project, spill = tmp_path / "home", tmp_path / "project", tmp_path / "spill"
     for folder in (home, project):
         folder.mkdir()
@@ -177,6 +179,27 @@ def test_a_spilled_output_is_read_back_with_the_agents_own_tool_also_after_resum
     assert old and named_file(old[0]) == named_file(preview)
     texts = results(setup.agent.fmt, resumed[-1])
     check_read_back(old[0], texts[-1])
+
+    # The proxy's ledger holds every answer: what their usage said, to the token, and as
+    # unread those that said none (a Chat Completions stream that did not ask for it).
+    cache = setup.provider.cache
+    assert cache is not None
+    billed = sum((read_usage(fmt, usage) or Usage() for fmt, usage in cache.reported), Usage())
+    unsaid = sum((read_usage("openai", usage) or Usage() for usage in cache.unsaid), Usage())
+    said = {kind: count - unsaid.as_dict()[kind] for kind, count in billed.as_dict().items()}
+    total = wait_until_billed(setup.url, len(cache.reported))
+    assert total["unread"] == len(cache.unsaid) and billed.prompt > 0
+    assert {kind: total["billed"][kind] for kind in said} == said
+
+
+def wait_until_billed(url: str, answers: int) -> dict[str, Any]:
+    """The proxy's ledger total once it holds ``answers`` answers (or after 10 s)."""
+    deadline = time.monotonic() + 10
+    while True:
+        total: dict[str, Any] = httpx.get(url + "/sessions").json()["total"]
+        if total["requests"] >= answers or time.monotonic() > deadline:
+            return total
+        time.sleep(0.05)
 
 
 #: Where each agent's session id is found (middleware.conversations.keys).

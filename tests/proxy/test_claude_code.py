@@ -18,9 +18,12 @@ from typing import Any
 
 import pytest
 from agents import AGENT_BY_NAME, missing
+from prompt_cache import PromptCache
 from servers import serving
 from stand_in import Call, Provider, Reply
+from waiting import wait_for
 
+from middleware.ledger import Usage, read_usage
 from middleware.proxy.build import build_proxy
 
 if missing("claude"):
@@ -35,6 +38,14 @@ POLICY = {
     "microcompact.schedule.rewrite_cost": 0,
     "microcompact.schedule.expected_turns_min": 0,
     "microcompact.summarize_turns": 3,
+    # The model the tests name, priced as a policy prices one the table does not know.
+    "ledger.prices.claude-stand-in": {
+        "input": 3,
+        "output": 15,
+        "cache_read": 0.3,
+        "cache_write_5m": 3.75,
+        "cache_write_1h": 6,
+    },
 }
 
 
@@ -65,6 +76,8 @@ class Recorder:
         self.bodies: list[dict[str, Any]] = []
         #: Requests the proxy worked on in their new part only.
         self.continued: float | None = None
+        #: The proxy's ledger once the session ended.
+        self.ledger: dict[str, Any] = {}
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"] != "/v1/messages":
@@ -87,7 +100,7 @@ class Recorder:
 def session(
     tmp_path: Path,
 ) -> Iterator[tuple[subprocess.CompletedProcess[str], Provider, Recorder]]:
-    provider = Provider(script=script)
+    provider = Provider(script=script, cache=PromptCache())
     with serving(provider.app()) as upstream:
         overrides = {**POLICY, "proxy.anthropic_upstream": upstream, "spill.root": str(tmp_path)}
         proxy, app = build_proxy(None, overrides)
@@ -103,6 +116,9 @@ def session(
             recorder.continued = proxy.metrics.registry.get_sample_value(
                 "chatcli_proxy_continued_total"
             )
+            answered = len(provider.cache.reported)  # type: ignore[union-attr]
+            assert wait_for(lambda: proxy.ledger.total()["requests"] == answered)
+            recorder.ledger = proxy.ledger.total()
             yield done, provider, recorder
 
 
@@ -145,3 +161,13 @@ def test_a_claude_code_session_completes_through_the_proxy(
     headers = provider.accepted[-1][1]
     assert "claude-code" in headers["anthropic-beta"] and headers["x-api-key"] == "sk-ant-test"
     assert any(m["role"] == "system" for m in bodies[-1]["messages"])
+
+    # The ledger read every answer's usage as Claude Code streamed it, to the token; the
+    # outputs the proxy spilled would have been sent, so it estimates more without it.
+    billed = Usage()
+    for fmt, usage in provider.cache.reported:  # type: ignore[union-attr]
+        billed += read_usage(fmt, usage) or Usage()
+    ledger = recorder.ledger
+    assert ledger["unread"] == 0 and billed.cache_read > 0
+    assert {kind: ledger["billed"][kind] for kind in billed.as_dict()} == billed.as_dict()
+    assert ledger["without"]["dollars"] > ledger["billed"]["dollars"] > 0
