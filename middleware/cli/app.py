@@ -42,7 +42,7 @@ examples:
   chatcli-mw serve                                 the proxy: ANTHROPIC_BASE_URL=http://127.0.0.1:8787
   chatcli-mw recall s1/toolu_01-9f2c4e1a7b3d5c6e.txt --limit 100   a spilled output, from any store
   chatcli-mw gc --older-than 7d                    remove the spill folders of idle sessions
-  chatcli-mw ledger                                what a running proxy's sessions were billed
+  chatcli-mw ledger                                what sessions were billed, and would have cost
   chatcli-mw plugins
   chatcli-mw simulate session.jsonl --policy policies/baselines/chatcli.yaml --plot cost.png
 """

@@ -1,5 +1,5 @@
-"""``chatcli-mw ledger``: what a running proxy's sessions were billed, as their answers'
-usage reported it, beside what they would have cost unprocessed."""
+"""``chatcli-mw ledger``: what sessions were billed, as their answers' usage reported it,
+beside what they would have cost unprocessed: from ledger files, or a running proxy."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ import json
 import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from middleware.cli.common import add_command, write_lines
 from middleware.errors import InputError
+from middleware.ledger import Ledger, LedgerSettings
 from middleware.policy import load_policy
 from middleware.policy.settings import bind
 from middleware.proxy.settings import ProxySettings
@@ -29,20 +31,25 @@ def add_ledger(commands: Subcommands) -> None:
     ledger = add_command(
         commands,
         "ledger",
-        summary="what a running proxy's sessions were billed, and would have cost without it",
-        description="Ask a running chatcli-mw serve what each session was billed (the usage "
-        "the provider reported in its answers, priced with ledger.prices) and the estimate "
-        "of what the same requests would have cost unprocessed. SESSION: that session's "
-        "ledger, by kind of token; none: the sessions billed most recently and the total. "
-        "The proxy answers clients on its machine, or those with proxy.recall_token (taken "
-        "from the policy, or --token).",
+        summary="what sessions were billed, and would have cost without the proxy",
+        description="What each session was billed (the usage the provider reported in its "
+        "answers, priced with ledger.prices) and the estimate of what the same requests "
+        "would have cost unprocessed: read from ledger files (--file, or the policy's "
+        "ledger.file), else asked of a running chatcli-mw serve (--url, else proxy.host and "
+        "proxy.port; it answers clients on its machine, or those with proxy.recall_token: "
+        "the policy's, or --token). SESSION: that session's ledger, by kind of token; none: "
+        "the sessions billed most recently and the total.",
         examples=[
             "chatcli-mw ledger                       # the latest sessions and the total",
             "chatcli-mw ledger 3f2a9c1e-7b4d-4e0a   # one session, by kind of token",
+            "chatcli-mw ledger --file a/ledger.jsonl --file b/ledger.jsonl   # two replicas",
             "chatcli-mw ledger --url http://proxy:8787 --token T --json",
         ],
     )
     ledger.add_argument("session", nargs="?", metavar="SESSION", help="one session's ledger")
+    ledger.add_argument(
+        "--file", action="append", metavar="PATH", help="a ledger file (repeat for several)"
+    )
     ledger.add_argument("--url", help="the proxy (default: proxy.host and proxy.port)")
     ledger.add_argument("--policy", help="policy file or preset:NAME naming the proxy")
     ledger.add_argument("--token", help="the proxy's recall token (default: proxy.recall_token)")
@@ -52,13 +59,12 @@ def add_ledger(commands: Subcommands) -> None:
 
 
 def _ledger(args: argparse.Namespace) -> int:
-    settings = bind(load_policy(args.policy), ProxySettings)
-    base = (args.url or f"http://{_host(settings.host)}:{settings.port}").rstrip("/")
-    if not base.startswith(("http://", "https://")):
-        raise InputError(f"--url {args.url!r} is not an http:// or https:// address")
-    path = f"/sessions/{quote(args.session, safe='')}" if args.session else (
-        f"/sessions?limit={max(args.limit, 0)}")  # fmt: skip
-    found = _get(base + path, args.token or settings.recall_token)
+    policy = load_policy(args.policy)
+    files = args.file or []
+    kept = bind(policy, LedgerSettings).file
+    if not files and args.url is None and kept is not None:
+        files = [kept]
+    found = _from_files(files, args) if files else _from_proxy(bind(policy, ProxySettings), args)
     if args.json:
         sys.stdout.write(json.dumps(found, indent=2) + "\n")
     elif args.session:
@@ -66,6 +72,31 @@ def _ledger(args: argparse.Namespace) -> int:
     else:
         write_lines(sys.stdout, sessions_table(found))
     return 0
+
+
+def _from_files(files: list[str], args: argparse.Namespace) -> Any:
+    for path in files:
+        if not Path(path).expanduser().is_file():
+            raise InputError(f"{path}: no ledger file there (ledger.file)")
+    ledger = Ledger.read(*files)
+    if ledger.skipped:
+        sys.stderr.write(f"chatcli-mw: {ledger.skipped} lines of the ledger files were "
+                         "not answers and were skipped\n")  # fmt: skip
+    if args.session:
+        found = ledger.session(args.session)
+        if found is None:
+            raise InputError(f"no answer of session {args.session!r} in {', '.join(files)}")
+        return found
+    return {"total": ledger.total(), "sessions": ledger.recent(max(args.limit, 0))}
+
+
+def _from_proxy(settings: ProxySettings, args: argparse.Namespace) -> Any:
+    base = (args.url or f"http://{_host(settings.host)}:{settings.port}").rstrip("/")
+    if not base.startswith(("http://", "https://")):
+        raise InputError(f"--url {args.url!r} is not an http:// or https:// address")
+    path = f"/sessions/{quote(args.session, safe='')}" if args.session else (
+        f"/sessions?limit={max(args.limit, 0)}")  # fmt: skip
+    return _get(base + path, args.token or settings.recall_token)
 
 
 def _host(host: str) -> str:

@@ -91,7 +91,7 @@ class Cleaner:
         #: What became of the last request the client sent (its report, if processed).
         self.last: Cleaned | None = None
         #: What the answers' usage says was billed, per session and in total.
-        self.ledger = Ledger()
+        self.ledger = Ledger.open(bind(self.policy, LedgerSettings))
 
     def bill(self, reader: UsageReader, cleaned: Cleaned | None) -> Entry | None:
         """Put one answer, read by ``reader``, in the ledger (``cleaned``: what became of
@@ -170,6 +170,7 @@ class Cleaner:
 
     def close(self) -> None:
         self.pool.close()
+        self.ledger.close()
 
 
 def wrap(

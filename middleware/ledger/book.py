@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from middleware.ledger.estimate import Footprint, without_middleware
+from middleware.ledger.journal import Journal, read_journal
 from middleware.ledger.prices import LedgerSettings
 from middleware.ledger.usage import Usage
 
@@ -32,6 +33,32 @@ class Entry:
     without: Usage
     dollars: float | None
     dollars_without: float | None
+
+    def record(self) -> dict[str, Any]:
+        """The entry as a ledger file line holds it (beside its time and session)."""
+        return {
+            "model": self.model,
+            "priced_as": self.priced_as,
+            "billed": self.billed.as_dict(),
+            "without": self.without.as_dict(),
+            "dollars": self.dollars,
+            "dollars_without": self.dollars_without,
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Entry:
+        """The entry a ledger file line holds (:class:`ValueError` if it holds none)."""
+        try:
+            return cls(
+                _text(record.get("model")),
+                _text(record.get("priced_as")),
+                _usage(record["billed"]),
+                _usage(record["without"]),
+                _amount(record.get("dollars")),
+                _amount(record.get("dollars_without")),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a ledger entry: {exc}") from exc
 
 
 @dataclass
@@ -92,13 +119,67 @@ class SessionLedger:
 
 
 class Ledger:
-    """Thread-safe ledgers of the sessions billed lately, and the totals."""
+    """Thread-safe ledgers of the sessions billed lately, and the totals; with a
+    ``journal``, each answer billed is also written down."""
 
-    def __init__(self, max_sessions: int = MAX_SESSIONS) -> None:
+    def __init__(self, max_sessions: int = MAX_SESSIONS, journal: Journal | None = None) -> None:
         self.max_sessions = max_sessions
+        self.journal = journal
         self.totals = SessionLedger("*")
+        #: Lines of the ledger file read back that were not records.
+        self.skipped = 0
         self._sessions: OrderedDict[str, SessionLedger] = OrderedDict()
         self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, settings: LedgerSettings) -> Ledger:
+        """The ledger ``settings`` ask for: with ``ledger.file``, the answers it holds
+        read back first, and each new one written to it."""
+        if settings.file is None:
+            return cls()
+        ledger = cls.read(settings.file)
+        ledger.journal = Journal(settings.file)
+        return ledger
+
+    @classmethod
+    def read(cls, *paths: str) -> Ledger:
+        """The ledger the files at ``paths`` hold (several: one per replica)."""
+        ledger = cls()
+        for path in paths:
+            reading = read_journal(path)
+            ledger.skipped += reading.skipped
+            for record in reading.records:
+                ledger.replay(record)
+        return ledger
+
+    def replay(self, record: dict[str, Any]) -> None:
+        """Add one ledger file line (counted as skipped if it is not an answer's)."""
+        try:
+            entry = None if record.get("unread") else Entry.from_record(record)
+        except ValueError:
+            self.skipped += 1
+            return
+        session = record.get("session")
+        with self._lock:
+            ledger = self._ledger_of(session if isinstance(session, str) else None)
+            ledger.add(entry, float(record["time"]))
+            self.totals.add(entry, float(record["time"]))
+
+    def close(self) -> None:
+        """Write what the journal still holds."""
+        if self.journal is not None:
+            self.journal.close()
+
+    def _ledger_of(self, session: str | None) -> SessionLedger:
+        """The session's ledger, as the most recently billed (a throwaway one for
+        ``None``); the least recently billed forgotten past :attr:`max_sessions`."""
+        if session is None:
+            return SessionLedger("")
+        ledger = self._sessions.pop(session, SessionLedger(session))
+        self._sessions[session] = ledger
+        while len(self._sessions) > self.max_sessions:
+            self._sessions.popitem(last=False)
+        return ledger
 
     def record(
         self,
@@ -120,12 +201,7 @@ class Ledger:
         """
         now = time.time() if now is None else now
         with self._lock:
-            ledger = SessionLedger("")
-            if session is not None:
-                ledger = self._sessions.pop(session, SessionLedger(session))
-                self._sessions[session] = ledger
-                while len(self._sessions) > self.max_sessions:
-                    self._sessions.popitem(last=False)
+            ledger = self._ledger_of(session)
             entry = None
             if usage is not None:
                 without = usage
@@ -146,7 +222,10 @@ class Ledger:
             ledger.before = footprints
             ledger.add(entry, now)
             self.totals.add(entry, now)
-            return entry
+        if self.journal is not None:
+            line = {"time": now, "session": session, "format": fmt}
+            self.journal.write({**line, **entry.record()} if entry else {**line, "unread": True})
+        return entry
 
     def session(self, session: str) -> dict[str, Any] | None:
         """The ledger of ``session`` as JSON, or ``None`` if it was never billed (or was
@@ -165,3 +244,24 @@ class Ledger:
         with self._lock:
             latest = list(reversed(self._sessions.values()))
             return [ledger.as_dict() for ledger in latest[:limit]]
+
+
+def _usage(value: Any) -> Usage:
+    if not isinstance(value, dict):
+        raise TypeError("tokens are a mapping of kinds")
+    counts = {kind: value.get(kind, 0) for kind in Usage().as_dict()}
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts.values()):
+        raise TypeError("token counts are whole numbers")
+    return Usage(**counts)
+
+
+def _amount(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError("dollars are a number")
+    return float(value)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

@@ -45,6 +45,8 @@ def _prices(table: Mapping[str, Mapping[str, Any]]) -> dict[str, ModelPrices]:
 @section("ledger")
 @dataclass(frozen=True)
 class LedgerSettings:
+    #: The file each billed answer is written to (``None``: kept in memory only).
+    file: str | None
     #: Prices by model name or glob pattern (``ledger.prices``).
     prices: dict[str, ModelPrices] = converted(_prices)
 

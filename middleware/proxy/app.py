@@ -35,7 +35,7 @@ from middleware.cache.allocator import give_back
 from middleware.conversations.cleaning import Cleaned, clean_body
 from middleware.conversations.sessions import SessionPool, SessionSettings
 from middleware.errors import MiddlewareError
-from middleware.ledger import Ledger
+from middleware.ledger import Ledger, LedgerSettings
 from middleware.plugin.host import PluginHost
 from middleware.policy.settings import bind
 from middleware.proxy.admission import ByteGate, NotAdmitted
@@ -80,14 +80,16 @@ class Proxy:
     metrics: Metrics = field(init=False)
     #: Bodies being cleaned, by their size (proxy.cleaning_bytes).
     cleaning: ByteGate = field(init=False)
-    #: What the answers' usage says was billed, per session and in total.
-    ledger: Ledger = field(default_factory=Ledger)
+    #: What the answers' usage says was billed, per session and in total (read back from
+    #: ledger.file and written to it, if the policy names one when the proxy starts).
+    ledger: Ledger = field(init=False)
     upstream: Upstream | None = None
 
     def __post_init__(self) -> None:
         self.sessions = SessionPool.for_policy(self.host, self.catalog.default.policy)
         self.metrics = Metrics(self.catalog.statuses, self.sessions)
         self.cleaning = ByteGate(self.settings.cleaning_bytes)
+        self.ledger = Ledger.open(bind(self.catalog.default.policy, LedgerSettings))
 
     @property
     def settings(self) -> ProxySettings:
@@ -346,6 +348,7 @@ class Proxy:
     def close(self) -> None:
         self.sessions.close()
         self.catalog.close()
+        self.ledger.close()
 
 
 def create_app(proxy: Proxy) -> Starlette:

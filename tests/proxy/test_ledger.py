@@ -245,3 +245,28 @@ def test_the_ledger_command_prints_a_running_proxys_sessions(
     assert main(["ledger", "nobody", "--url", stack.url]) == 2
     assert "404" in capsys.readouterr().err
     assert main(["ledger", "--url", "file:///etc/passwd"]) == 2
+
+
+def test_with_a_ledger_file_the_ledger_outlives_a_restart(
+    provider: tuple[Provider, str], tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from middleware.cli.app import main
+
+    file = tmp_path / "ledger.jsonl"
+    body = {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    headers = {"x-chatcli-session": "kept", "anthropic-version": "2023-06-01"}
+    with running(provider, tmp_path, **{"ledger.file": str(file)}) as stack:
+        httpx.post(stack.url + "/v1/messages", json=body, headers=headers)
+        assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 1)
+    with running(provider, tmp_path, **{"ledger.file": str(file)}) as stack:  # restarted
+        assert httpx.get(stack.url + "/sessions/kept").json()["requests"] == 1
+        httpx.post(stack.url + "/v1/messages", json=body, headers=headers)
+        assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 2)
+    # No proxy running: the command reads the file.
+    assert main(["ledger", "kept", "--file", str(file), "--json"]) == 0
+    kept = json.loads(capsys.readouterr().out)
+    assert kept["requests"] == 2 and kept["billed"]["input"] == 20
+    assert main(["ledger", "--file", str(file)]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[:2] == ["kept", "2"]
+    assert main(["ledger", "--file", str(tmp_path / "missing.jsonl")]) == 2
+    assert "no ledger file there" in capsys.readouterr().err

@@ -1,0 +1,96 @@
+"""The ledger written to a file, read back by the next process and by the command line."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+import middleware
+from middleware.ledger import Ledger, LedgerSettings, Usage
+from middleware.ledger import journal as journal_module
+from middleware.ledger.journal import Journal, read_journal
+from middleware.policy.settings import bind
+
+
+def settings(file: Path) -> LedgerSettings:
+    policy = middleware.load_policy(
+        None, env={}, dotenv_path=False, overrides={"ledger.file": str(file)}
+    )
+    return bind(policy, LedgerSettings)
+
+
+def test_a_ledger_read_back_is_the_ledger_written(tmp_path: Path) -> None:
+    file = tmp_path / "deep" / "ledger.jsonl"
+    chosen = settings(file)
+    ledger = Ledger.open(chosen)
+    ledger.record("a", "anthropic", Usage(10, 2_000, 300, 0, 7), "claude-opus-5", chosen, now=1.5)
+    ledger.record("b", "openai", Usage(5, 1_024, 0, 0, 3), "gpt-4.1", chosen, now=2.5)
+    ledger.record("a", "anthropic", None, None, chosen, now=3.5)  # its usage was not read
+    ledger.record(None, "openai", Usage(1, 0, 0, 0, 1), "llama", chosen, now=4.5)
+    ledger.close()
+    assert file.stat().st_mode & 0o777 == 0o600
+    again = Ledger.open(chosen)  # the next process on the same file
+    for session in ("a", "b"):
+        assert again.session(session) == ledger.session(session)
+    assert again.total() == ledger.total() and again.skipped == 0
+    again.record("b", "openai", Usage(1, 0, 0, 0, 1), "gpt-4.1", chosen, now=9.0)
+    again.close()
+    third = Ledger.read(str(file))
+    assert third.session("b")["requests"] == 2  # type: ignore[index]
+    assert len(read_journal(file).records) == 5
+
+
+def test_lines_that_are_not_answers_are_skipped_and_counted(tmp_path: Path) -> None:
+    file = tmp_path / "ledger.jsonl"
+    good = ('{"time":1,"session":"s","format":"anthropic","model":"m","priced_as":null,'
+            '"billed":{"input":4},"without":{"input":9},"dollars":null,'
+            '"dollars_without":null}')  # fmt: skip
+    file.write_text("\n".join([
+        good, "not json", '{"time": "yesterday"}', "[1, 2]", "",
+        '{"time":2,"session":"s","billed":{"input":-3},"without":{}}',
+        '{"time":3,"session":"s","unread":true}', '{"time":4,"session":"s","billed":',
+    ]) + "\n", encoding="utf-8")  # fmt: skip
+    ledger = Ledger.read(str(file))
+    assert ledger.skipped == 5
+    session = ledger.session("s")
+    assert session is not None and session["requests"] == 2 and session["unread"] == 1
+    assert session["billed"]["input"] == 4 and session["without"]["input"] == 9
+
+
+def test_a_file_that_cannot_be_written_is_logged_and_never_raises(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    journal = Journal(tmp_path)  # a directory
+    with caplog.at_level(logging.ERROR, logger="middleware.ledger.journal"):
+        journal.write({"time": 1})
+        journal.write({"time": 2})
+        journal.close()
+    assert journal.failed == 2
+    assert [r.getMessage().split(" (")[0] for r in caplog.records] == [
+        f"cannot write the ledger file {tmp_path}"
+    ]
+
+
+def test_a_stalled_disk_drops_lines_past_the_limit_instead_of_holding_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_module, "MAX_WAITING", 3)
+    release = threading.Event()
+    written: list[bytes] = []
+
+    def stalled(descriptor: int, data: bytes) -> int:
+        release.wait(10)
+        written.append(data)
+        return len(data)
+
+    monkeypatch.setattr(journal_module.os, "write", stalled)
+    journal = Journal(tmp_path / "ledger.jsonl")
+    for n in range(10):
+        journal.write({"time": n})
+    assert journal.dropped >= 6  # one in the writer's hands, three waiting
+    release.set()
+    journal.close()
+    assert len(written) == 10 - journal.dropped
