@@ -82,6 +82,13 @@ def add_simulate(commands: Subcommands) -> None:
         "(one more cached request plus the result written again; default 1, 0 for none)",
     )
     sim.add_argument(
+        "--no-clock",
+        action="store_true",
+        help="ignore the transcripts' timestamps: the prompt cache never expires (by default "
+        "a request sent longer than the pricing's cache lifetime after the previous one "
+        "writes its whole prompt again)",
+    )
+    sim.add_argument(
         "--per-session",
         action="store_true",
         help="also print each session's cost, effective cost and hidden references",
@@ -129,12 +136,15 @@ def run_simulate(args: argparse.Namespace) -> int:
         summaries = simulate(
             transcripts, specs, PRICING[args.pricing], window=args.window,
             count_tokens=counter, progress=advance, readback_factor=args.readback_factor,
+            clock=not args.no_clock,
         )  # fmt: skip
     if args.json:
         print(
             json.dumps(
                 {
                     "pricing": args.pricing,
+                    "cache_lifetime_seconds": PRICING[args.pricing].lifetime,
+                    "clock": not args.no_clock,
                     "window": args.window,
                     "transcripts": [t.name for t in transcripts],
                     "policies": [s.to_dict() for s in summaries],
@@ -144,7 +154,9 @@ def run_simulate(args: argparse.Namespace) -> int:
         )
     else:
         notes = [f"{t.name}: {note}" for t in transcripts for note in t.notes]
-        print(render_table(summaries, len(transcripts), args.pricing, args.window, notes))
+        clock = "no clock" if args.no_clock else "the recorded clock"
+        print(render_table(summaries, len(transcripts), f"{args.pricing} ({clock})",
+                           args.window, notes))  # fmt: skip
         if args.per_session:
             print()
             print(render_sessions(summaries))
@@ -160,6 +172,9 @@ def render_table(
         f"{sessions} session(s), {summaries[0].requests} requests, pricing {pricing}, "
         f"window {window:,} tokens"
     )
+    if summaries[0].expired:
+        expired = summaries[0].expired
+        head += f"; {expired} request{'s' * (expired != 1)} found the cache expired"
     columns = (
         "policy",
         "cost",

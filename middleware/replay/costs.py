@@ -7,6 +7,10 @@ shares with request *k-1* and pays the write price for the rest::
 
 Prices are relative to the base input price of the model (1.0 per token). Tokens are
 characters / 4 unless a ``count_tokens`` plugin gives a real tokenizer.
+
+The cache expires: an entry not read for the pricing's ``lifetime`` is gone (each read
+renews it). Given the time of each request, one that comes longer than that after the
+previous one reads nothing and writes its whole prompt again, whatever it shares with it.
 """
 
 from __future__ import annotations
@@ -19,25 +23,37 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Pricing:
-    """Prices per input token, relative to the model's base input price."""
+    """Prices per input token, relative to the model's base input price, and how long a
+    cache entry lives unread (``None``: for ever)."""
 
     name: str
     read: float
     write: float
     description: str
+    lifetime: float | None = None
 
+
+#: Seconds a cache entry lives unread: Anthropic's default and its 1-hour option; OpenAI
+#: keeps prefixes 5 to 10 minutes (the shorter is taken).
+FIVE_MINUTES, ONE_HOUR = 300.0, 3600.0
 
 PRICING: dict[str, Pricing] = {
     p.name: p
     for p in (
-        Pricing("anthropic-5m", 0.1, 1.25, "Anthropic, 5-minute cache: read 0.1x, write 1.25x"),
-        Pricing("anthropic-1h", 0.1, 2.0, "Anthropic, 1-hour cache: read 0.1x, write 2x"),
-        Pricing("openai-gpt-4o", 0.5, 1.0, "OpenAI gpt-4o: cached input -50%, free writes"),
-        Pricing("openai-gpt-4.1", 0.25, 1.0, "OpenAI gpt-4.1: cached input -75%, free writes"),
-        Pricing("openai-gpt-5", 0.1, 1.0, "OpenAI GPT-5 family: cached input -90%, free writes"),
-        Pricing("openai-gpt-5.6", 0.1, 1.25, "OpenAI GPT-5.6 family: -90%, writes 1.25x"),
+        Pricing("anthropic-5m", 0.1, 1.25, "Anthropic, 5-minute cache: read 0.1x, write 1.25x",
+                FIVE_MINUTES),
+        Pricing("anthropic-1h", 0.1, 2.0, "Anthropic, 1-hour cache: read 0.1x, write 2x",
+                ONE_HOUR),
+        Pricing("openai-gpt-4o", 0.5, 1.0, "OpenAI gpt-4o: cached input -50%, free writes",
+                FIVE_MINUTES),
+        Pricing("openai-gpt-4.1", 0.25, 1.0, "OpenAI gpt-4.1: cached input -75%, free writes",
+                FIVE_MINUTES),
+        Pricing("openai-gpt-5", 0.1, 1.0, "OpenAI GPT-5 family: cached input -90%, free writes",
+                FIVE_MINUTES),
+        Pricing("openai-gpt-5.6", 0.1, 1.25, "OpenAI GPT-5.6 family: -90%, writes 1.25x",
+                FIVE_MINUTES),
     )
-}
+}  # fmt: skip
 
 TokenCounter = Callable[[str], int]
 
@@ -74,6 +90,8 @@ class RequestCost:
     tokens: int
     cached_tokens: int
     cost: float
+    #: Whether the cache had expired since the previous request (it read nothing).
+    expired: bool = False
 
     @classmethod
     def charged(cls, pricing: Pricing, tokens: int, cached: int) -> RequestCost:
@@ -82,16 +100,31 @@ class RequestCost:
 
 
 def request_costs(
-    requests: Sequence[str], pricing: Pricing, count: TokenCounter = approximate_tokens
+    requests: Sequence[str],
+    pricing: Pricing,
+    count: TokenCounter = approximate_tokens,
+    times: Sequence[float | None] = (),
 ) -> list[RequestCost]:
     """Charge each serialised request against the one before it (the first is a cold
-    write). A cached prefix is counted in tokens of the shared text."""
+    write). A cached prefix is counted in tokens of the shared text. With ``times`` (the
+    seconds at which each request was sent; ``None`` or missing: unknown), a request sent
+    more than ``pricing.lifetime`` after the previous one finds the cache expired."""
     out: list[RequestCost] = []
     previous = ""
-    for text in requests:
-        shared = common_prefix_length(previous, text)
+    for k, text in enumerate(requests):
+        expired = bool(previous) and _expired(pricing, times, k)
+        shared = 0 if expired else common_prefix_length(previous, text)
         tokens = count(text)
         cached = min(count(text[:shared]) if shared else 0, tokens)
-        out.append(RequestCost.charged(pricing, tokens, cached))
+        charged = RequestCost.charged(pricing, tokens, cached)
+        out.append(RequestCost(charged.tokens, charged.cached_tokens, charged.cost, expired))
         previous = text
     return out
+
+
+def _expired(pricing: Pricing, times: Sequence[float | None], k: int) -> bool:
+    """Whether request ``k`` came more than the cache's lifetime after request ``k - 1``."""
+    if pricing.lifetime is None or k >= len(times):
+        return False
+    now, before = times[k], times[k - 1]
+    return now is not None and before is not None and now - before > pricing.lifetime

@@ -95,6 +95,9 @@ class PolicySummary:
     recent_spilled: int = 0
     references: int = 0
     hidden: int = 0
+    #: Requests that found the cache expired (sent longer than its lifetime after the
+    #: previous one, by the transcript's clock).
+    expired: int = 0
     #: What reading hidden outputs back would cost (:func:`readback_cost`), the same unit
     #: as ``cost``.
     readback_cost: float = 0.0
@@ -129,6 +132,7 @@ class PolicySummary:
             "cost": round(self.cost, 1),
             "raw_cost": round(self.raw_cost, 1),
             "cache_hit_ratio": round(self.cache_hit_ratio, 4),
+            "requests_after_expiry": self.expired,
             "peak_request_tokens": self.peak_tokens,
             "requests_over_window": self.over_window,
             "chars_spilled": self.chars_spilled,
@@ -156,9 +160,12 @@ def simulate(
     count_tokens: TokenCounter = approximate_tokens,
     progress: Callable[[int], None] | None = None,
     readback_factor: float = 1.0,
+    clock: bool = True,
 ) -> list[PolicySummary]:
     """Replay every transcript under the raw baseline and each policy; the first summary
     is the baseline. ``progress`` is called with the number of requests just replayed.
+    With ``clock``, a transcript's recorded times price the cache's expiry
+    (:func:`~middleware.replay.costs.request_costs`); without, it never expires.
 
     A hidden reference is charged what reading its result back costs
     (:func:`readback_cost`, times ``readback_factor``), once per result and session: the
@@ -166,7 +173,7 @@ def simulate(
     with tempfile.TemporaryDirectory(prefix="chatcli-simulate-") as spill_root:
         run = _Simulation(policies, pricing=pricing, window=window, count_tokens=count_tokens,
                           spill_root=spill_root, progress=progress,
-                          readback_factor=readback_factor)  # fmt: skip
+                          readback_factor=readback_factor, clock=clock)  # fmt: skip
         for transcript in transcripts:
             run.replay(transcript)
     return run.summaries
@@ -183,8 +190,10 @@ class _Simulation:
         spill_root: str,
         progress: Callable[[int], None] | None,
         readback_factor: float = 1.0,
+        clock: bool = True,
     ) -> None:
         self.readback_factor = readback_factor
+        self.clock = clock
         self.policies = policies
         self.pricing = pricing
         self.window = window
@@ -204,7 +213,10 @@ class _Simulation:
         refs_index = build_index(full)
         answers = [refs_index.references(answer_tokens(full, len(r)), len(r)) for r in requests]
 
-        raw_costs = request_costs([serialize(r) for r in requests], self.pricing, self.count_tokens)
+        times = transcript.request_times() if self.clock else []
+        raw_costs = request_costs(
+            [serialize(r) for r in requests], self.pricing, self.count_tokens, times
+        )
         raw_total = sum(c.cost for c in raw_costs)
         self._charge(self.summaries[0], transcript.name, raw_costs, raw_total)
         self.summaries[0].references += sum(len(a) for a in answers)
@@ -247,7 +259,7 @@ class _Simulation:
                         summary.chars_compacted += saved
             if self.progress is not None:
                 self.progress(len(requests))
-            costs = request_costs(texts, self.pricing, self.count_tokens)
+            costs = request_costs(texts, self.pricing, self.count_tokens, times)
             self._charge(summary, transcript.name, costs, raw_total)
             figures.cost += sum(c.cost for c in costs)
             figures.raw_cost += raw_total
@@ -296,6 +308,7 @@ class _Simulation:
             summary.tokens += cost.tokens
             summary.cached_tokens += cost.cached_tokens
             summary.cost += cost.cost
+            summary.expired += cost.expired
             summary.peak_tokens = max(summary.peak_tokens, cost.tokens)
             if self.window is not None and cost.tokens > self.window:
                 summary.over_window += 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,15 +50,28 @@ class Transcript:
     policy_overrides: Mapping[str, Any] = field(default_factory=dict)
     #: What the loader did that a reader should know (compaction restarts, skipped lines).
     notes: tuple[str, ...] = ()
+    #: When each message was written, in seconds (``None``: not recorded), where the
+    #: transcript says (Claude Code's timestamps); empty when it never does.
+    message_times: tuple[float | None, ...] = ()
 
     def requests(self) -> Iterator[list[Any]]:
         """The history the agent sent before each of its assistant turns (consecutive
         assistant items, as in the Responses format, are one turn)."""
+        for i in self._turn_starts():
+            yield self.messages[:i]
+
+    def request_times(self) -> list[float | None]:
+        """When each request was answered (the time of the assistant message that answered
+        it), in the order of :meth:`requests`; all ``None`` without recorded times."""
+        times = self.message_times
+        return [times[i] if i < len(times) else None for i in self._turn_starts()]
+
+    def _turn_starts(self) -> Iterator[int]:
         previous_assistant = False
         for i, message in enumerate(self.messages):
             assistant = _is_assistant(message)
             if assistant and not previous_assistant:
-                yield self.messages[:i]
+                yield i
             previous_assistant = assistant
 
     @property
@@ -118,6 +132,7 @@ def _claude_code(file: Path) -> list[Transcript]:
     ``message.id``. Consecutive user lines form one user message, as on the wire. A
     compaction boundary starts a new conversation (the summary replaces the history)."""
     segments: list[list[dict[str, Any]]] = [[]]
+    times: list[list[float | None]] = [[]]
     notes: list[list[str]] = [[]]
     sidechain_only = True
     lines = file.read_text(encoding="utf-8").splitlines()
@@ -129,6 +144,7 @@ def _claude_code(file: Path) -> list[Transcript]:
         kind = record.get("type")
         if kind == "system" and record.get("subtype") == "compact_boundary":
             segments.append([])
+            times.append([])
             notes.append([f"restarted at the compaction boundary on line {number}"])
             last_assistant = None
             continue
@@ -137,13 +153,27 @@ def _claude_code(file: Path) -> list[Transcript]:
         if record.get("isSidechain") and not sidechain_only:
             continue
         last_assistant = _append_block_line(segments[-1], record["message"], last_assistant)
+        while len(times[-1]) < len(segments[-1]):  # a message begun on this line
+            times[-1].append(_seconds(record.get("timestamp")))
     out = []
-    for i, (messages, segment_notes) in enumerate(zip(segments, notes, strict=True)):
+    for i, (messages, when, segment_notes) in enumerate(zip(segments, times, notes, strict=True)):
         if not messages:
             continue
         name = file.name if len(segments) == 1 else f"{file.name}#{i}"
-        out.append(Transcript(name, "claude-code", "anthropic", messages, {}, tuple(segment_notes)))
+        recorded = tuple(when) if any(t is not None for t in when) else ()
+        out.append(Transcript(name, "claude-code", "anthropic", messages, {},
+                              tuple(segment_notes), recorded))  # fmt: skip
     return out
+
+
+def _seconds(stamp: Any) -> float | None:
+    """An ISO 8601 timestamp (``2026-02-12T14:11:56.103Z``) in seconds, else ``None``."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def _append_block_line(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -69,3 +71,19 @@ def test_common_prefix_matches_the_obvious_definition(a: str, b: str, shared: st
             (i for i, (p, q) in enumerate(zip(x, y, strict=False)) if p != q), min(len(x), len(y))
         )
         assert common_prefix_length(x, y) == expected
+
+
+def test_a_request_after_the_cache_lifetime_writes_its_whole_prompt_again() -> None:
+    first = "a" * 400
+    second = first + "b" * 400
+    third = second + "c" * 400
+    at = [0.0, 299.0, 299.0 + 301.0]  # the second within 5 minutes, the third after
+    _, warm, expired = request_costs([first, second, third], A5, times=at)
+    assert (warm.cached_tokens, warm.expired) == (100, False)
+    assert (expired.cached_tokens, expired.expired) == (0, True)
+    assert expired.cost == pytest.approx(1.25 * 300)
+    # An hour's cache is still there; unknown times and no lifetime never expire.
+    assert not request_costs([first, second, third], PRICING["anthropic-1h"], times=at)[2].expired
+    assert not request_costs([first, second, third], A5, times=[0.0, None, 900.0])[2].expired
+    forever = replace(A5, lifetime=None)
+    assert request_costs([first, second, third], forever, times=at)[2].cached_tokens == 200

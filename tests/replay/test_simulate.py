@@ -28,3 +28,22 @@ def test_text_added_for_empty_results_is_counted_apart_from_text_spilled() -> No
     assert default.chars_spilled > 40_000
     assert default.chars_added == 3 * len("(bash completed with no output)")
     assert default.to_dict()["chars_added"] == default.chars_added
+
+
+def test_the_recorded_clock_prices_the_cache_expiring() -> None:
+    messages = session(["line of output\n" * 300] * 5)
+    # One message time per message; the requests are answered at the assistant messages.
+    times: list[float | None] = [0.0]
+    for turn in range(6):
+        times += [10.0 + turn * 60 + (900 if turn >= 3 else 0)] * (2 if turn < 5 else 1)
+    timed = Transcript("t", "json", "openai", messages, message_times=tuple(times))
+    untimed = Transcript("u", "json", "openai", messages)
+    spec = [PolicySpec("default", None)]
+    raw, _ = simulate([timed], spec, PRICING["anthropic-5m"])
+    assert raw.expired == 1 and raw.to_dict()["requests_after_expiry"] == 1
+    without_clock, _ = simulate([timed], spec, PRICING["anthropic-5m"], clock=False)
+    never, _ = simulate([untimed], spec, PRICING["anthropic-5m"])
+    assert without_clock.expired == never.expired == 0
+    assert raw.cost > without_clock.cost == never.cost
+    hour, _ = simulate([timed], spec, PRICING["anthropic-1h"])
+    assert hour.expired == 0

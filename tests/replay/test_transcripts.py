@@ -62,6 +62,34 @@ def test_claude_code_lines_group_by_message_id_and_restart_at_compaction(tmp_pat
     assert middleware.check_history(first.messages, "anthropic") == []
 
 
+def test_claude_code_timestamps_time_each_request(tmp_path: Path) -> None:
+    def at(line: dict[str, Any], stamp: str | None) -> dict[str, Any]:
+        return {**line, "timestamp": stamp} if stamp else line
+
+    use = [{"type": "tool_use", "id": "tu_1", "name": "Bash", "input": {}}]
+    lines = [
+        at(cc_line("user", "Go."), "2026-02-12T14:00:00.000Z"),
+        at(cc_line("assistant", use, "msg_1"), "2026-02-12T14:00:05.500Z"),
+        at(
+            cc_line("user", [{"type": "tool_result", "tool_use_id": "tu_1", "content": "x"}]),
+            "2026-02-12T14:00:06Z",
+        ),
+        at(
+            cc_line("assistant", [{"type": "text", "text": "Paused."}], "msg_2"),
+            "2026-02-12T14:20:05.500Z",
+        ),
+        cc_line("user", "Again?"),
+        at(cc_line("assistant", [{"type": "text", "text": "Yes."}], "msg_3"), "not a time"),
+    ]
+    (transcript,) = load_transcripts(write(tmp_path, "s.jsonl", lines))
+    first, second, third = transcript.request_times()
+    assert second is not None and first is not None and second - first == 1200.0
+    assert third is None  # an unreadable time is unknown
+    plain = [cc_line("user", "Go."), cc_line("assistant", [{"type": "text", "text": "k"}], "m")]
+    (untimed,) = load_transcripts(write(tmp_path, "t.jsonl", plain))
+    assert untimed.message_times == () and untimed.request_times() == [None]
+
+
 def test_tau_bench_file_holds_many_openai_transcripts(tmp_path: Path) -> None:
     traj = [
         {"role": "system", "content": "You are an airline agent."},
