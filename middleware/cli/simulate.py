@@ -188,6 +188,9 @@ def render_table(
         "recent kept",
         "refs",
         "hidden",
+        "quotes",
+        "quoted hidden",
+        "re-reads",
     )
     rows = [columns]
     for s in summaries:
@@ -205,6 +208,9 @@ def render_table(
                 "yes" if s.recent_compacted == 0 else f"no ({s.recent_compacted})",
                 str(s.references),
                 f"{s.hidden} ({s.hidden_rate:.1%})",
+                str(s.quotes),
+                f"{s.quotes_hidden} ({s.quotes_hidden_rate:.1%})",
+                str(sum(s.rereads.values())),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
@@ -218,26 +224,38 @@ def render_table(
         "",
         "cost: relative to no middleware; effective: cost plus reading each hidden result "
         "back once per session; recent kept: the last two turns' results reached the model "
-        "uncompacted; hidden: references the policy removed",
+        "uncompacted; hidden: references the policy removed (distinctive tokens of the "
+        "next answer first seen in a tool result); quotes: lines the next answer's tool "
+        "inputs copy from an earlier result, quoted hidden: those the policy removed (a "
+        "measure that shares no code with what summaries keep); re-reads: edits quoting a "
+        "removed line, which must read the file again (charged in effective)",
     ]
     causes = [s for s in summaries if s.hidden_by]
     for s in causes:
         listed = ", ".join(f"{cause} {n}" for cause, n in sorted(s.hidden_by.items()))
         lines.append(f"hidden by ({s.name}): {listed}")
+    for s in summaries:
+        if s.rereads:
+            listed = ", ".join(f"{tool} {n}" for tool, n in sorted(s.rereads.items()))
+            lines.append(f"re-reads ({s.name}), by the tool that gave the text: {listed}")
     lines += [f"note: {note}" for note in notes]
     return "\n".join(lines)
 
 
 def render_sessions(summaries: list[PolicySummary]) -> str:
-    """One line per session and policy: cost, effective cost, hidden references."""
-    lines = [f"{'session':45} {'policy':28} {'cost':>6} {'effective':>9} {'hidden':>12}"]
+    """One line per session and policy: cost, effective cost, hidden references and
+    quotes, forced re-reads."""
+    lines = [f"{'session':45} {'policy':28} {'cost':>6} {'effective':>9} {'hidden':>12} "
+             f"{'quoted hidden':>13} {'re-reads':>8}"]  # fmt: skip
     for s in summaries[1:]:
         for name, figures in s.sessions.items():
             row = figures.to_dict()
             hidden = f"{figures.hidden}/{figures.references}"
+            quotes = f"{figures.quotes_hidden}/{figures.quotes}"
             lines.append(
                 f"{name[:45]:45} {s.name[:28]:28} {row['relative_cost']:>6.3f} "
-                f"{row['relative_effective_cost']:>9.3f} {hidden:>12}"
+                f"{row['relative_effective_cost']:>9.3f} {hidden:>12} {quotes:>13} "
+                f"{figures.rereads:>8}"
             )
     return "\n".join(lines)
 

@@ -12,6 +12,7 @@ from middleware.formats import get_codec
 from middleware.formats.text_protocol import text_protocol_rule
 from middleware.pipeline import Pipeline
 from middleware.policy import load_policy
+from middleware.replay import quotes as quoted
 from middleware.replay.costs import (
     Pricing,
     RequestCost,
@@ -54,6 +55,9 @@ class SessionFigures:
     readback_cost: float = 0.0
     references: int = 0
     hidden: int = 0
+    quotes: int = 0
+    quotes_hidden: int = 0
+    rereads: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         raw = self.raw_cost or 1.0
@@ -62,6 +66,9 @@ class SessionFigures:
             "relative_effective_cost": round((self.cost + self.readback_cost) / raw, 4),
             "references": self.references,
             "hidden": self.hidden,
+            "quotes": self.quotes,
+            "quotes_hidden": self.quotes_hidden,
+            "forced_rereads": self.rereads,
         }
 
 
@@ -103,6 +110,12 @@ class PolicySummary:
     readback_cost: float = 0.0
     #: Hidden references by the action that hid their result (``step:kind``).
     hidden_by: dict[str, int] = field(default_factory=dict)
+    #: The independent measure (:mod:`.quotes`): lines the model's tool inputs quote from
+    #: earlier results, those the policy removed, and the edits that quote a removed line
+    #: (forced re-reads), by the tool whose result it was taken from.
+    quotes: int = 0
+    quotes_hidden: int = 0
+    rereads: dict[str, int] = field(default_factory=dict)
     #: Per session: cost, raw cost, read-back cost, references, hidden.
     sessions: dict[str, SessionFigures] = field(default_factory=dict)
     series: dict[str, SessionSeries] = field(default_factory=dict)
@@ -123,6 +136,10 @@ class PolicySummary:
     @property
     def hidden_rate(self) -> float:
         return self.hidden / self.references if self.references else 0.0
+
+    @property
+    def quotes_hidden_rate(self) -> float:
+        return self.quotes_hidden / self.quotes if self.quotes else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -147,6 +164,11 @@ class PolicySummary:
             "readback_cost": round(self.readback_cost, 1),
             "relative_effective_cost": round(self.relative_effective_cost, 4),
             "hidden_by": dict(sorted(self.hidden_by.items())),
+            "quotes": self.quotes,
+            "quotes_hidden": self.quotes_hidden,
+            "quotes_hidden_rate": round(self.quotes_hidden_rate, 4),
+            "forced_rereads": sum(self.rereads.values()),
+            "forced_rereads_by_tool": dict(sorted(self.rereads.items())),
             "sessions": {name: figures.to_dict() for name, figures in self.sessions.items()},
         }
 
@@ -212,6 +234,7 @@ class _Simulation:
         node_turns = full.index().node_turns
         refs_index = build_index(full)
         answers = [refs_index.references(answer_tokens(full, len(r)), len(r)) for r in requests]
+        quoting = [quoted.quotes(full, len(r)) for r in requests]
 
         times = transcript.request_times() if self.clock else []
         raw_costs = request_costs(
@@ -220,6 +243,7 @@ class _Simulation:
         raw_total = sum(c.cost for c in raw_costs)
         self._charge(self.summaries[0], transcript.name, raw_costs, raw_total)
         self.summaries[0].references += sum(len(a) for a in answers)
+        self.summaries[0].quotes += sum(len(q) for q in quoting)
 
         for spec, summary in zip(self.policies, self.summaries[1:], strict=True):
             # A temporary local store, whatever store the policy names.
@@ -229,7 +253,7 @@ class _Simulation:
             figures = summary.sessions.setdefault(transcript.name, SessionFigures())
             read_back: set[tuple[int, int]] = set()  # results already read back
             with Pipeline.from_policy(policy, session_id=_session_id(transcript.name)) as pipe:
-                for request, refs in zip(requests, answers, strict=True):
+                for request, refs, quotes in zip(requests, answers, quoting, strict=True):
                     result = pipe.process(request, format=transcript.format)
                     text = serialize(result.messages)
                     texts.append(text)
@@ -242,6 +266,7 @@ class _Simulation:
                         summary, figures, full=full, refs_index=refs_index, hidden=hidden,
                         text=text, actions=result.report.actions, read_back=read_back,
                     )  # fmt: skip
+                    self._quotes(summary, figures, full, quotes, text=text, read_back=read_back)
                     recent = node_turns[len(request) - 1] - 1  # last two turns: >= recent
                     steps = {a.step for a in result.report.actions
                              if a.message_index is not None
@@ -287,13 +312,48 @@ class _Simulation:
             if where in read_back:
                 continue
             read_back.add(where)
-            block = full.nodes[where[0]].blocks[where[1]]
-            size = self.count_tokens(getattr(block, "text", ""))
-            charge = self.readback_factor * readback_cost(
-                self.pricing, self.count_tokens(text), size
-            )
-            summary.readback_cost += charge
-            figures.readback_cost += charge
+            self._charge_read_back(summary, figures, full, where, text)
+
+    def _quotes(
+        self,
+        summary: PolicySummary,
+        figures: SessionFigures,
+        full: Conversation,
+        quotes: Sequence[quoted.Quote],
+        *,
+        text: str,
+        read_back: set[tuple[int, int]],
+    ) -> None:
+        """Count the request's quotes the policy hid and the edits they force to read
+        again, and charge reading each result back once, as for hidden references."""
+        hidden = [quote for quote in quotes if quoted.is_hidden(quote, text)]
+        summary.quotes += len(quotes)
+        summary.quotes_hidden += len(hidden)
+        figures.quotes += len(quotes)
+        figures.quotes_hidden += len(hidden)
+        forced = {(q.call_id, q.source_tool) for q in hidden if q.in_edit}
+        for _, tool in forced:
+            summary.rereads[tool] = summary.rereads.get(tool, 0) + 1
+        figures.rereads += len(forced)
+        for quote in hidden:
+            if quote.source not in read_back:
+                read_back.add(quote.source)
+                self._charge_read_back(summary, figures, full, quote.source, text)
+
+    def _charge_read_back(
+        self,
+        summary: PolicySummary,
+        figures: SessionFigures,
+        full: Conversation,
+        where: tuple[int, int],
+        text: str,
+    ) -> None:
+        """What reading the result at ``where`` back costs, once per session."""
+        block = full.nodes[where[0]].blocks[where[1]]
+        size = self.count_tokens(getattr(block, "text", ""))
+        charge = self.readback_factor * readback_cost(self.pricing, self.count_tokens(text), size)
+        summary.readback_cost += charge
+        figures.readback_cost += charge
 
     def _charge(
         self, summary: PolicySummary, name: str, costs: Sequence[RequestCost], raw_total: float

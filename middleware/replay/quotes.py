@@ -1,0 +1,143 @@
+"""An independent retention measure: what the model quotes.
+
+A model quotes what it read: an edit's old text is lines of the file it read, a command or
+a search often repeats a line of an earlier output. A *quote* is a line of a tool call's
+input (stripped, at least :data:`MIN_QUOTE` characters) found, exactly, in a tool result
+earlier in the session and in nothing else written before it (not typed by the user, not
+written by the model itself, as an earlier edit's new text); it is *hidden* when the
+processed request no longer holds it anywhere.
+
+Nothing here tokenizes: it shares no code with what summaries and previews keep
+(:mod:`middleware.steps.mentions`), so they cannot satisfy it by construction, as they do
+the token measure of :mod:`.references`.
+
+An edit one of whose quoted lines is hidden is a *forced re-read*: the agent must read the
+file again (one more turn, and the text written to the cache again) or edit blind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from middleware.view import Conversation, ToolCall, ToolResult
+
+#: Characters a quoted line has at least: shorter lines (``}``, ``return x``, ``fi``)
+#: are everywhere and say nothing about where they came from.
+MIN_QUOTE = 20
+#: Call input keys that hold the text an edit replaces (Claude Code's ``Edit`` and
+#: ``MultiEdit``, SWE-agent's and OpenHands' ``str_replace``).
+EDIT_KEYS = frozenset({"old_string", "old_str"})
+
+
+@dataclass(frozen=True)
+class Quote:
+    """One quoted line, where it was taken from, and by what."""
+
+    text: str
+    #: (message, block) of the latest earlier tool result that holds it.
+    source: tuple[int, int]
+    #: The tool whose result it was taken from, and the tool whose call quotes it.
+    source_tool: str
+    call_id: str
+    #: Whether it is a line of an edit's old text.
+    in_edit: bool
+
+
+def quotes(conversation: Conversation, start: int) -> list[Quote]:
+    """The quotes of the assistant turn starting at message ``start`` (its tool calls'
+    inputs), taken from the results of the messages before it."""
+    results = _results(conversation, start)
+    if not results:
+        return []
+    written = "\n".join(_written(conversation, start))
+    found: list[Quote] = []
+    for node in conversation.nodes[start:]:
+        if node.role != "assistant":
+            break
+        for call in node.blocks:
+            if not isinstance(call, ToolCall):
+                continue
+            seen: set[str] = set()
+            for line, in_edit in _quoted_lines(call.arguments):
+                if line in seen or line in written:
+                    continue
+                seen.add(line)
+                source = next((where for where, text, _ in results if line in text), None)
+                if source is not None:
+                    tool = next(name for where, _, name in results if where == source)
+                    found.append(Quote(line, source, tool, call.id, in_edit))
+    return found
+
+
+def is_hidden(quote: Quote, serialized_request: str) -> bool:
+    """Whether the serialised (JSON) request lacks the quoted line, escaped or not."""
+    text = quote.text
+    return text not in serialized_request and json.dumps(text)[1:-1] not in serialized_request
+
+
+def _results(conversation: Conversation, start: int) -> list[tuple[tuple[int, int], str, str]]:
+    """(message, block), text and tool of every tool result before ``start``, latest first."""
+    names = {
+        block.id: block.name
+        for node in conversation.nodes[:start]
+        for block in node.blocks
+        if isinstance(block, ToolCall)
+    }
+    out = []
+    for i in range(start - 1, -1, -1):
+        for j, block in enumerate(conversation.nodes[i].blocks):
+            if isinstance(block, ToolResult):
+                tool = names.get(block.call_id) or block.tool_name or "tool"
+                out.append(((i, j), block.text, tool))
+    return out
+
+
+def _written(conversation: Conversation, start: int) -> Iterator[str]:
+    """What was written before ``start`` other than tool results: the user's and the
+    model's text, and the model's earlier tool inputs (an edit's new text)."""
+    for node in conversation.nodes[:start]:
+        results = {id(block.raw) for block in node.blocks if isinstance(block, ToolResult)}
+        if any(isinstance(block, ToolResult) and block.text_protocol for block in node.blocks):
+            continue
+        yield from _strings(node.raw, results)
+
+
+def _strings(value: Any, skip: set[int]) -> Iterator[str]:
+    if id(value) in skip:
+        return
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item, skip)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item, skip)
+
+
+def _quoted_lines(arguments: Any) -> Iterator[tuple[str, bool]]:
+    """Each line of the string values of a call's input long enough to be a quote, and
+    whether it is a line of an edit's old text."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            arguments = {"input": arguments}
+    yield from _lines_of(arguments, in_edit=False)
+
+
+def _lines_of(value: Any, *, in_edit: bool) -> Iterator[tuple[str, bool]]:
+    if isinstance(value, str):
+        for line in value.splitlines():
+            stripped = line.strip()
+            if len(stripped) >= MIN_QUOTE:
+                yield stripped, in_edit
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _lines_of(item, in_edit=in_edit or key in EDIT_KEYS)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _lines_of(item, in_edit=in_edit)
