@@ -13,8 +13,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from middleware.cli.common import add_command, write_lines
+from middleware.cli.plotting import pyplot, style, thousands
 from middleware.errors import InputError
 from middleware.ledger import Ledger, LedgerSettings
+from middleware.ledger.book import Entry
+from middleware.ledger.journal import read_journal
 from middleware.policy import load_policy
 from middleware.policy.settings import bind
 from middleware.proxy.settings import ProxySettings
@@ -54,7 +57,13 @@ def add_ledger(commands: Subcommands) -> None:
     ledger.add_argument("--policy", help="policy file or preset:NAME naming the proxy")
     ledger.add_argument("--token", help="the proxy's recall token (default: proxy.recall_token)")
     ledger.add_argument("--limit", type=int, default=20, metavar="N", help="sessions listed")
-    ledger.add_argument("--json", action="store_true", help="print the proxy's JSON as it is")
+    ledger.add_argument("--json", action="store_true", help="print the ledger as JSON")
+    ledger.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="draw what each request was billed beside the estimate without the proxy, from "
+        "ledger files (needs the [plot] extra)",
+    )
     ledger.set_defaults(run=_ledger)
 
 
@@ -64,7 +73,13 @@ def _ledger(args: argparse.Namespace) -> int:
     kept = bind(policy, LedgerSettings).file
     if not files and args.url is None and kept is not None:
         files = [kept]
+    if args.plot and not files:
+        raise InputError("--plot draws ledger files: name them with --file (or ledger.file)")
+    if args.plot:
+        pyplot("chatcli-mw ledger --plot")
     found = _from_files(files, args) if files else _from_proxy(bind(policy, ProxySettings), args)
+    if args.plot:
+        sys.stderr.write(f"{args.plot}: {plot(files, args.session, Path(args.plot))}\n")
     if args.json:
         sys.stdout.write(json.dumps(found, indent=2) + "\n")
     elif args.session:
@@ -175,3 +190,70 @@ def _models(ledger: dict[str, Any]) -> str:
 
 def _usd(dollars: float) -> str:
     return f"${dollars:,.4f}" if abs(dollars) < 100 else f"${dollars:,.2f}"
+
+
+def plot(files: list[str], session: str | None, path: Path) -> str:
+    """What each request was billed beside the estimate without the proxy, in the order
+    they were billed: the running totals in dollars above, each request's prompt tokens
+    by how they were billed below. Returns the line saying what was drawn."""
+    entries: list[Entry] = []
+    for file in files:
+        for record in sorted(read_journal(file).records, key=lambda r: r["time"]):
+            if session is not None and record.get("session") != session:
+                continue
+            try:
+                if not record.get("unread"):
+                    entries.append(Entry.from_record(record))
+            except ValueError:
+                continue
+    if not entries:
+        raise InputError(f"nothing billed to draw{f' for session {session!r}' if session else ''}")
+    plt = pyplot("chatcli-mw ledger --plot")
+    figure, (money, tokens) = plt.subplots(2, 1, figsize=(11, 7.5), sharex=True)
+    calls = range(1, len(entries) + 1)
+    billed = _running([e.dollars or 0.0 for e in entries])
+    without = _running([e.dollars_without or 0.0 for e in entries])
+    money.plot(
+        calls, without, label="estimated without chatcli-middleware", **style(0, baseline=True)
+    )
+    money.plot(calls, billed, label="billed", **style(0))
+    cheaper = [w >= b for b, w in zip(billed, without, strict=True)]
+    money.fill_between(calls, billed, without, where=cheaper, color=style(2)["color"],
+                       alpha=0.2, label="saved")  # fmt: skip
+    money.set_ylabel("US dollars, running total")
+    saved = without[-1] - billed[-1]
+    share = f" ({saved / without[-1]:.0%})" if without[-1] else ""
+    money.set_title(f"billed ${billed[-1]:,.2f}, estimated without ${without[-1]:,.2f}: "
+                    f"saved ${saved:,.2f}{share}", fontsize=10)  # fmt: skip
+    money.legend(fontsize=8, loc="upper left")
+    bottom = [0] * len(entries)
+    for index, (kind, label) in enumerate(_KINDS):
+        heights = [getattr(e.billed, kind) for e in entries]
+        tokens.bar(calls, heights, bottom=bottom, width=1.0, label=f"billed: {label}",
+                   color=style(index)["color"])  # fmt: skip
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    tokens.plot(calls, [e.without.prompt for e in entries], label="estimated without: prompt",
+                **style(0, baseline=True))  # fmt: skip
+    thousands(tokens.yaxis)
+    tokens.set_ylabel("prompt tokens of the request")
+    tokens.set_xlabel("request, in the order billed")
+    tokens.legend(fontsize=8, loc="upper left")
+    who = f"session {session}" if session else f"{len(files)} ledger file(s), every session"
+    said = f"{len(entries)} requests of {who} drawn"
+    figure.suptitle(said, fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return said
+
+
+_KINDS = (("cache_read", "cache read"), ("cache_write_5m", "cache write 5m"),
+          ("cache_write_1h", "cache write 1h"), ("input", "input"))  # fmt: skip
+
+
+def _running(values: list[float]) -> list[float]:
+    total, out = 0.0, []
+    for value in values:
+        total += value
+        out.append(total)
+    return out

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 
 from middleware.cli.common import add_command
-from middleware.errors import MissingExtraError
+from middleware.cli.plotting import pyplot, style, thousands
 from middleware.plugin.host import PluginHost
 from middleware.policy import load_policy
 from middleware.policy.resources import data_dir, preset_names
@@ -123,7 +123,7 @@ def policy_specs(values: list[str], baselines: bool, presets: bool = False) -> l
 
 def run_simulate(args: argparse.Namespace) -> int:
     if args.plot:
-        _require_matplotlib()
+        pyplot()  # the extra is there before hours of replay, not after
     transcripts = [t for file in args.transcripts for t in load_transcripts(file)]
     specs = policy_specs(args.policy, args.baselines, args.presets)
     total = sum(t.request_count for t in transcripts) * len(specs)
@@ -161,7 +161,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             print()
             print(render_sessions(summaries))
     if args.plot:
-        plot(summaries, Path(args.plot))
+        sys.stderr.write(f"{args.plot}: {plot(summaries, Path(args.plot))}\n")
     return 0
 
 
@@ -260,37 +260,43 @@ def render_sessions(summaries: list[PolicySummary]) -> str:
     return "\n".join(lines)
 
 
-def _require_matplotlib() -> None:
-    try:
-        import matplotlib  # noqa: F401, PLC0415 - optional extra, imported only when asked for
-    except ImportError:
-        raise MissingExtraError("plot", "matplotlib>=3.7", "--plot") from None
-
-
-def plot(summaries: list[PolicySummary], path: Path) -> None:
-    """Context size per call and cumulative cost of each policy, one row per session
-    (the six longest)."""
-    import matplotlib  # noqa: PLC0415 - optional extra, imported only when asked for
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    sessions = sorted(summaries[0].series, key=lambda n: -len(summaries[0].series[n].tokens))[:6]
-    figure, axes = plt.subplots(len(sessions), 2, figsize=(12, 3.2 * len(sessions)), squeeze=False)
+def plot(summaries: list[PolicySummary], path: Path, sessions_shown: int = 6) -> str:
+    """Context size per call and cumulative cost of each policy, one row per session, for
+    the ``sessions_shown`` sessions with the most calls; returns the line that says what
+    was drawn and what was left out (also the figure's title)."""
+    plt = pyplot()
+    by_length = sorted(summaries[0].series, key=lambda n: -len(summaries[0].series[n].tokens))
+    sessions = by_length[:sessions_shown]
+    left = len(by_length) - len(sessions)
+    said = (f"{len(sessions)} of {len(by_length)} sessions drawn, those with the most model "
+            f"calls" + (f"; {left} left out (all are in the table)" if left else ""))  # fmt: skip
+    figure, axes = plt.subplots(
+        len(sessions), 2, figsize=(12, 3.2 * len(sessions) + 1.2), squeeze=False
+    )
     for row, name in enumerate(sessions):
         size_ax, cost_ax = axes[row]
-        for summary in summaries:
+        for index, summary in enumerate(summaries):
+            look = style(index - 1, baseline=index == 0)
             series = summary.series[name]
             calls = range(1, len(series.tokens) + 1)
-            size_ax.plot(calls, series.tokens, label=summary.name)
-            cost_ax.plot(calls, series.costs, label=summary.name)
+            size_ax.plot(calls, series.tokens, label=summary.name, **look)
+            cost_ax.plot(calls, series.costs, label=summary.name, **look)
+        thousands(size_ax.yaxis)
+        thousands(cost_ax.yaxis)
         size_ax.set_title(f"{name}: request size", fontsize=9)
         size_ax.set_ylabel("tokens", fontsize=8)
         cost_ax.set_title(f"{name}: cumulative cost", fontsize=9)
         cost_ax.set_ylabel("base-input token prices", fontsize=8)
         size_ax.set_xlabel("model call")
         cost_ax.set_xlabel("model call")
-    axes[0][1].legend(fontsize=8)
-    figure.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    columns = min(len(labels), 4)
+    legend_rows = -(-len(labels) // columns)
+    figure.legend(handles, labels, loc="lower center", ncol=columns, fontsize=8, frameon=False)
+    figure.suptitle(said, fontsize=10)
+    height = figure.get_figheight()
+    # Room for the title above and the legend below the panels (in figure fractions).
+    figure.tight_layout(rect=(0, (0.1 + 0.2 * legend_rows) / height, 1, 1 - 0.35 / height))
     figure.savefig(path, dpi=110)
     plt.close(figure)
+    return said

@@ -169,6 +169,15 @@ def test_simulate_draws_a_plot(tmp_path: Path) -> None:
     done = run("simulate", str(session), "--plot", str(picture), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert picture.read_bytes().startswith(b"\x89PNG")
+    assert f"{picture}: 1 of 1 sessions drawn, those with the most model calls" in done.stderr
+
+
+def test_every_series_of_a_plot_looks_different_and_the_baseline_stands_apart() -> None:
+    from middleware.cli.plotting import style
+
+    looks = {(s["color"], s["linestyle"]) for s in map(style, range(40))}
+    assert len(looks) == 40
+    assert style(0, baseline=True)["color"] == "black" and style(0)["color"] != "black"
 
 
 def test_a_responses_body_with_a_string_input_is_left_as_is(tmp_path: Path) -> None:

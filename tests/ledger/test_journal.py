@@ -94,3 +94,21 @@ def test_a_stalled_disk_drops_lines_past_the_limit_instead_of_holding_memory(
     release.set()
     journal.close()
     assert len(written) == 10 - journal.dropped
+
+
+def test_the_ledger_command_draws_a_ledger_file(tmp_path: Path) -> None:
+    from middleware.cli.app import main
+
+    file = tmp_path / "ledger.jsonl"
+    chosen = settings(file)
+    ledger = Ledger.open(chosen)
+    for n in range(12):
+        ledger.record("s", "anthropic", Usage(10, 1_000 * n, 500, 0, 20), "claude-opus-5",
+                      chosen, now=float(n))  # fmt: skip
+    ledger.record("other", "anthropic", Usage(5, 0, 0, 0, 1), "claude-opus-5", chosen, now=99.0)
+    ledger.close()
+    picture = tmp_path / "ledger.png"
+    assert main(["ledger", "s", "--file", str(file), "--plot", str(picture)]) == 0
+    assert picture.read_bytes().startswith(b"\x89PNG")
+    assert main(["ledger", "nobody", "--file", str(file), "--plot", str(picture)]) == 2
+    assert main(["ledger", "--url", "http://127.0.0.1:9", "--plot", str(picture)]) == 2
