@@ -6,10 +6,11 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from middleware.ledger.estimate import Footprint, without_middleware
+from middleware.ledger.estimate import Footprint, expected_read, without_middleware
 from middleware.ledger.journal import Journal, read_journal
 from middleware.ledger.prices import LedgerSettings
 from middleware.ledger.usage import Usage
@@ -33,6 +34,9 @@ class Entry:
     without: Usage
     dollars: float | None
     dollars_without: float | None
+    #: Tokens the cost model expected the request to read from the cache (``None``: it
+    #: could not tell: the first request seen of the session, or one sent as it came).
+    expected_read: int | None = None
 
     def record(self) -> dict[str, Any]:
         """The entry as a ledger file line holds it (beside its time and session)."""
@@ -43,6 +47,7 @@ class Entry:
             "without": self.without.as_dict(),
             "dollars": self.dollars,
             "dollars_without": self.dollars_without,
+            "expected_read": self.expected_read,
         }
 
     @classmethod
@@ -56,6 +61,7 @@ class Entry:
                 _usage(record["without"]),
                 _amount(record.get("dollars")),
                 _amount(record.get("dollars_without")),
+                _count(record.get("expected_read")),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a ledger entry: {exc}") from exc
@@ -79,6 +85,11 @@ class SessionLedger:
     models: dict[str, int] = field(default_factory=dict)
     first: float | None = None
     last: float | None = None
+    #: Cache reads the cost model expected, and those the provider reported, over the
+    #: requests it could tell (calibration: a provider that caches nothing, or for less
+    #: long, or a miss after a rewrite shows as a shortfall).
+    expected_read: int = 0
+    read_when_expected: int = 0
     #: The previous request, unprocessed and cleaned (the estimate compares with it).
     before: tuple[Footprint, Footprint] | None = field(default=None, repr=False)
 
@@ -91,6 +102,9 @@ class SessionLedger:
             return
         self.billed += entry.billed
         self.without += entry.without
+        if entry.expected_read is not None:
+            self.expected_read += entry.expected_read
+            self.read_when_expected += entry.billed.cache_read
         if entry.model:
             self.models[entry.model] = self.models.get(entry.model, 0) + 1
         if entry.dollars is None or entry.dollars_without is None:
@@ -113,6 +127,11 @@ class SessionLedger:
             if self.dollars_without
             else None,
             "models": dict(sorted(self.models.items())),
+            "cache": {
+                "expected_read": self.expected_read,
+                "read": self.read_when_expected,
+                "shortfall": max(0, self.expected_read - self.read_when_expected),
+            },
             "first": self.first,
             "last": self.last,
         }
@@ -125,6 +144,8 @@ class Ledger:
     def __init__(self, max_sessions: int = MAX_SESSIONS, journal: Journal | None = None) -> None:
         self.max_sessions = max_sessions
         self.journal = journal
+        #: The wall clock answers are billed by (a test's own, to make time pass).
+        self.clock: Callable[[], float] = time.time
         self.totals = SessionLedger("*")
         #: Lines of the ledger file read back that were not records.
         self.skipped = 0
@@ -199,17 +220,26 @@ class Ledger:
         :param footprints: the request unprocessed and cleaned (``None``: forwarded as
             it came, so it would have cost what it was billed).
         """
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         with self._lock:
             ledger = self._ledger_of(session)
             entry = None
             if usage is not None:
-                without = usage
+                without, expected = usage, None
+                writes = fmt in WRITES_BILLED
                 if footprints is not None:
                     without = without_middleware(
-                        usage, writes=fmt in WRITES_BILLED, raw=footprints[0],
+                        usage, writes=writes, raw=footprints[0],
                         cleaned=footprints[1], before=ledger.before, body_chars=body_chars,
                     )  # fmt: skip
+                    warm = ledger.before is not None and _within(
+                        settings.cache_lifetime_seconds, ledger.last, now
+                    )
+                    expected = expected_read(
+                        usage, writes=writes, cleaned=footprints[1],
+                        before=ledger.before[1] if warm and ledger.before else None,
+                        body_chars=body_chars,
+                    ) if ledger.before is not None else None  # fmt: skip
                 found = settings.entry(model)
                 entry = Entry(
                     model,
@@ -218,6 +248,7 @@ class Ledger:
                     without,
                     None if found is None else found[1].dollars(usage),
                     None if found is None else found[1].dollars(without),
+                    expected,
                 )
             ledger.before = footprints
             ledger.add(entry, now)
@@ -265,3 +296,16 @@ def _amount(value: Any) -> float | None:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _count(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TypeError("a token count is a whole number")
+    return value
+
+
+def _within(lifetime: float | None, last: float | None, now: float) -> bool:
+    """Whether a cache entry written at ``last`` is still there at ``now``."""
+    return lifetime is not None and last is not None and now - last <= lifetime

@@ -48,6 +48,14 @@ class Footprint:
 
     hashes: array[int]
     chars: array[int]
+    #: The messages holding a cache marker (the prompt after the last is not cached, by
+    #: the client's choice; a client sets a few).
+    marked: tuple[int, ...] = ()
+
+    @property
+    def last_marked(self) -> int:
+        """The last message holding a cache marker, -1 if none does."""
+        return self.marked[-1] if self.marked else -1
 
     @property
     def total(self) -> int:
@@ -69,26 +77,36 @@ def footprint(
     """The :class:`Footprint` of ``history``; a message that is the very object of one in
     ``like`` (a history and its footprint: the request before its steps ran) is not
     serialised again."""
-    known: dict[int, tuple[int, int]] = {}
+    known: dict[int, tuple[int, int, bool]] = {}
     if like is not None:
         messages, measured = like
+        flagged = set(measured.marked)
         known = {
-            id(m): (h, c) for m, h, c in zip(messages, measured.hashes, measured.chars, strict=True)
+            id(m): (h, c, i in flagged)
+            for i, (m, h, c) in enumerate(
+                zip(messages, measured.hashes, measured.chars, strict=True)
+            )
         }
     hashes, chars = array("q"), array("q")
-    for message in history:
+    marked: list[int] = []
+    for index, message in enumerate(history):
         entry = known.get(id(message))
         if entry is None:
-            text = _serialised(message)
-            entry = (hash(text), len(text))
+            text, has_marker = _serialised(message)
+            entry = (hash(text), len(text), has_marker)
         hashes.append(entry[0])
         chars.append(entry[1])
-    return Footprint(hashes, chars)
+        if entry[2]:
+            marked.append(index)
+    return Footprint(hashes, chars, tuple(marked))
 
 
-def _serialised(message: Any) -> bytes:
+def _serialised(message: Any) -> tuple[bytes, bool]:
+    """The message's JSON without its cache markers, and whether it had one."""
     data = _json(message)
-    return _json(_unmarked(message)) if MARKER.encode() in data else data
+    if MARKER.encode() in data:
+        return _json(_unmarked(message)), True
+    return data, False
 
 
 def _unmarked(value: Any) -> Any:
@@ -146,3 +164,27 @@ def without_middleware(
     written = prompt - tail - read
     hour = round(written * billed.cache_write_1h / billed.cache_write) if billed.cache_write else 0
     return Usage(tail, read, written - hour, hour, billed.output)
+
+
+def expected_read(
+    billed: Usage,
+    *,
+    writes: bool,
+    cleaned: Footprint,
+    before: Footprint | None,
+    body_chars: int,
+) -> int:
+    """Tokens the request should have read from the cache by the cost model the schedule
+    decides with: all of its prompt but the messages after the first one that changed
+    since the previous request of the session (``before``, cleaned; ``None``: none, or
+    too long ago for the cache to hold it), and, where writes are billed, but the
+    messages the client put after its last cache breakpoint."""
+    if before is None or not body_chars:
+        return 0
+    low, high = TOKENS_PER_CHAR
+    per_char = min(max(billed.prompt / body_chars, low), high)
+    unshared = round(per_char * (cleaned.total - cleaned.shared(before)))
+    cacheable = billed.prompt
+    if writes:  # Anthropic caches up to the last breakpoint the client set
+        cacheable -= round(per_char * sum(cleaned.chars[cleaned.last_marked + 1 :]))
+    return max(0, min(billed.prompt - unshared, cacheable))

@@ -47,6 +47,8 @@ def _prices(table: Mapping[str, Mapping[str, Any]]) -> dict[str, ModelPrices]:
 class LedgerSettings:
     #: The file each billed answer is written to (``None``: kept in memory only).
     file: str | None
+    #: How long the provider keeps a prompt prefix unread (``None``: it keeps none).
+    cache_lifetime_seconds: float | None
     #: Prices by model name or glob pattern (``ledger.prices``).
     prices: dict[str, ModelPrices] = converted(_prices)
 

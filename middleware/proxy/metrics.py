@@ -101,6 +101,18 @@ class Metrics:
             "chatcli_proxy_estimated_dollars_without", "US dollars the same requests would "
             "have cost unprocessed (an estimate), by price entry.", ["priced_as"], registry=r,
         )  # fmt: skip
+        self.cache_expected = Counter(
+            "chatcli_proxy_cache_read_expected_tokens", "Tokens the cost model the schedule "
+            "decides with expected answers to read from the prompt cache (what each request "
+            "shares with the previous one of its session, within ledger.cache_lifetime_seconds).",
+            ["priced_as"], registry=r,
+        )  # fmt: skip
+        self.cache_missed = Counter(
+            "chatcli_proxy_cache_read_missed_tokens", "Of those, the tokens the provider did "
+            "not report as read: a provider that caches nothing or for less long, or a miss "
+            "after a rewrite. Its ratio to the expected tokens is the model's error.",
+            ["priced_as"], registry=r,
+        )  # fmt: skip
         self.usage_unread = Counter(
             "chatcli_proxy_usage_unread", "Answers to model requests whose usage could not be "
             "read (an error, a stream cut off, an encoding the ledger does not read).",
@@ -128,6 +140,11 @@ class Metrics:
             for kind, tokens in usage.as_dict().items():
                 if tokens:
                     counter.labels(kind, priced_as).inc(tokens)
+        if entry.expected_read is not None:
+            self.cache_expected.labels(priced_as).inc(entry.expected_read)
+            self.cache_missed.labels(priced_as).inc(
+                max(0, entry.expected_read - entry.billed.cache_read)
+            )
         if entry.dollars is not None and entry.dollars_without is not None:
             self.billed_dollars.labels(priced_as).inc(entry.dollars)
             self.estimated_dollars.labels(priced_as).inc(entry.dollars_without)

@@ -83,3 +83,36 @@ def test_no_caching_stays_no_caching_and_openai_bills_no_writes() -> None:
         openai, writes=False, raw=raw, cleaned=cleaned, before=None, body_chars=4_000
     )
     assert estimate.cache_write == 0 and estimate.cache_read == 1024 and estimate.input > 50
+
+
+def test_the_cache_read_expected_is_the_prefix_shared_up_to_the_last_breakpoint() -> None:
+    from middleware.ledger.estimate import expected_read
+
+    first = [*OPENING, *turn(0, "a" * 4_000)]
+    second = [*first, *turn(1, "b" * 4_000)]
+    marked = json_copy(second)
+    marked[-1]["content"][0]["cache_control"] = {"type": "ephemeral"}
+    before, now = footprint(first), footprint(marked)
+    assert now.marked == (4,) and now.hashes == footprint(second).hashes
+    billed = Usage(input=0, cache_read=900, cache_write_5m=1_100, output=5)
+    body = now.total + 400  # system and tools: shared too
+    per_char = billed.prompt / body
+    new = now.total - now.shared(before)
+    expected = expected_read(billed, writes=True, cleaned=now, before=before, body_chars=body)
+    assert expected == billed.prompt - round(per_char * new)
+    # Nothing marked: Anthropic caches none of the messages; OpenAI caches by itself.
+    plain = footprint(second)
+    assert expected_read(billed, writes=True, cleaned=plain, before=before, body_chars=body) == (
+        billed.prompt - round(per_char * plain.total)
+    )
+    assert expected_read(billed, writes=False, cleaned=plain, before=before, body_chars=body) == (
+        expected
+    )
+    # Too long ago for the cache, or the first request: nothing expected.
+    assert expected_read(billed, writes=True, cleaned=now, before=None, body_chars=body) == 0
+
+
+def json_copy(value: Any) -> Any:
+    import json
+
+    return json.loads(json.dumps(value))

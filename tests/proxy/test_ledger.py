@@ -104,6 +104,7 @@ def test_the_ledger_bills_what_the_provider_reported_and_estimates_the_rest(
         serving(control.app()) as direct,
         caplog.at_level(logging.INFO, logger="middleware.proxy.access"),
     ):
+        stack.proxy.ledger.clock = clock  # the pause below passes for the ledger too
         client = anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0)
         headers = {"x-chatcli-session": SESSION}
         for turn, messages in enumerate(agent_turns(12)):
@@ -151,6 +152,39 @@ def test_the_ledger_bills_what_the_provider_reported_and_estimates_the_rest(
     assert ledger["without"]["dollars"] == pytest.approx(SONNET.dollars(raw), rel=0.08)
     assert estimated.prompt == pytest.approx(raw.prompt, rel=0.08)
     assert ledger["saved_dollars"] > 0
+    # Calibration: the provider read what the cost model expected, within a few percent
+    # (the pause's request expected nothing, the cache having expired for both).
+    cache = ledger["cache"]
+    assert cache["read"] > 0 and cache["shortfall"] <= 0.05 * cache["expected_read"]
+
+
+@pytest.mark.parametrize("provider_ttl", ["none", "shorter"])
+def test_a_provider_that_caches_less_than_expected_shows_as_a_shortfall(
+    provider_ttl: str, tmp_path: Any
+) -> None:
+    clock = Clock()
+    # A provider that caches nothing, or keeps its cache 5 minutes where the policy says
+    # an hour: requests 10 minutes apart then read nothing.
+    cache = PromptCache(clock, min_tokens=10**9 if provider_ttl == "none" else 1024)
+    stand_in = Provider(cache=cache, context_chars=10**8)
+    with (
+        serving(stand_in.app()) as upstream,
+        running((stand_in, upstream), tmp_path, **{"ledger.cache_lifetime_seconds": 3600}) as stack,
+    ):
+        stack.proxy.ledger.clock = clock
+        client = anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0)
+        for messages in agent_turns(4):
+            clock.now += 600 if provider_ttl == "shorter" else 1
+            client.messages.create(model=MODEL, max_tokens=5, system=SYSTEM, messages=messages,
+                                   extra_headers={"x-chatcli-session": "s"})  # fmt: skip
+        assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 4)
+        ledger = httpx.get(stack.url + "/sessions/s").json()
+        metrics = httpx.get(stack.url + "/metrics").text
+    assert ledger["billed"]["cache_read"] == 0
+    expected = ledger["cache"]["expected_read"]
+    assert expected > 10_000 and ledger["cache"]["shortfall"] == expected
+    line = 'chatcli_proxy_cache_read_missed_tokens_total{priced_as="*claude-sonnet-5*"}'
+    assert f"{line} {float(expected)}" in metrics
 
 
 def test_openai_answers_are_billed_streamed_or_not(
