@@ -103,10 +103,28 @@ def footprint(
 
 def _serialised(message: Any) -> tuple[bytes, bool]:
     """The message's JSON without its cache markers, and whether it had one."""
-    data = _json(message)
-    if MARKER.encode() in data:
+    if _marked(message):
         return _json(_unmarked(message)), True
-    return data, False
+    return _json(message), False
+
+
+def _marked(message: Any) -> bool:
+    """Whether a cache marker is on the message, one of its blocks, or a block of one of
+    them (a tool result's parts): where the providers take one. Looked for there, not in
+    the whole JSON (a search of every byte costs as much as writing it)."""
+    if not isinstance(message, dict):
+        return False
+    if MARKER in message:
+        return True
+    content = message.get("content")
+    for block in content if isinstance(content, list) else ():
+        if isinstance(block, dict):
+            if MARKER in block:
+                return True
+            inner = block.get("content")
+            if isinstance(inner, list) and any(isinstance(b, dict) and MARKER in b for b in inner):
+                return True
+    return False
 
 
 def _unmarked(value: Any) -> Any:

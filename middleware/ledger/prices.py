@@ -35,11 +35,45 @@ class ModelPrices:
         ) / PER
 
 
-def _prices(table: Mapping[str, Mapping[str, Any]]) -> dict[str, ModelPrices]:
-    return {
-        name: ModelPrices(**{k: float(v) for k, v in entry.items()})
-        for name, entry in table.items()
-    }
+class PriceTable(dict[str, ModelPrices]):
+    """Prices by model name or glob pattern, and which entry prices each model name met
+    (an answer's model is looked up once, not matched against every pattern each time)."""
+
+    def __init__(self, entries: Mapping[str, ModelPrices]) -> None:
+        super().__init__(entries)
+        self._found: dict[str, tuple[str, ModelPrices] | None] = {}
+
+    def entry(self, model: str) -> tuple[str, ModelPrices] | None:
+        """The entry named ``model`` exactly, else the longest pattern matching it (the
+        first in sorted order on a tie), with its key; ``None`` if none matches."""
+        if model in self._found:
+            return self._found[model]
+        found: tuple[str, ModelPrices] | None = None
+        if model in self:
+            found = model, self[model]
+        else:
+            matching = sorted(
+                p for p in self if any(c in p for c in "*?[") and fnmatchcase(model, p)
+            )
+            if matching:
+                key = max(matching, key=len)
+                found = key, self[key]
+        if len(self._found) < MAX_MODELS_MET:  # model names come from clients: bounded
+            self._found[model] = found
+        return found
+
+
+#: Model names whose price entry is remembered, at most.
+MAX_MODELS_MET = 1024
+
+
+def _prices(table: Mapping[str, Mapping[str, Any]]) -> PriceTable:
+    return PriceTable(
+        {
+            name: ModelPrices(**{k: float(v) for k, v in entry.items()})
+            for name, entry in table.items()
+        }
+    )
 
 
 @section("ledger")
@@ -50,7 +84,7 @@ class LedgerSettings:
     #: How long the provider keeps a prompt prefix unread (``None``: it keeps none).
     cache_lifetime_seconds: float | None
     #: Prices by model name or glob pattern (``ledger.prices``).
-    prices: dict[str, ModelPrices] = converted(_prices)
+    prices: PriceTable = converted(_prices)
 
     def prices_of(self, model: str | None) -> ModelPrices | None:
         """The prices of ``model`` (see :meth:`entry`), or ``None``."""
@@ -58,17 +92,5 @@ class LedgerSettings:
         return None if found is None else found[1]
 
     def entry(self, model: str | None) -> tuple[str, ModelPrices] | None:
-        """The entry named ``model`` exactly, else the longest pattern matching it (the
-        first in sorted order on a tie), with its key; ``None`` if none matches."""
-        if not model:
-            return None
-        exact = self.prices.get(model)
-        if exact is not None:
-            return model, exact
-        matching = sorted(
-            p for p in self.prices if any(c in p for c in "*?[") and fnmatchcase(model, p)
-        )
-        if not matching:
-            return None
-        key = max(matching, key=len)
-        return key, self.prices[key]
+        """The ``ledger.prices`` entry of ``model`` and its key (:meth:`PriceTable.entry`)."""
+        return self.prices.entry(model) if model else None

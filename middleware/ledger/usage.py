@@ -21,7 +21,7 @@ import json
 import logging
 import zlib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -60,10 +60,22 @@ class Usage:
         return self.input + self.cache_read + self.cache_write
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+        return Usage(
+            self.input + other.input,
+            self.cache_read + other.cache_read,
+            self.cache_write_5m + other.cache_write_5m,
+            self.cache_write_1h + other.cache_write_1h,
+            self.output + other.output,
+        )
 
     def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+        return {
+            "input": self.input,
+            "cache_read": self.cache_read,
+            "cache_write_5m": self.cache_write_5m,
+            "cache_write_1h": self.cache_write_1h,
+            "output": self.output,
+        }
 
 
 def read_usage(fmt: str, usage: Any) -> Usage | None:
@@ -150,15 +162,16 @@ class UsageReader:
         return read_usage(self.fmt, self._fields) if self._fields else None
 
     def _read_lines(self) -> None:
-        while True:
-            end = self._buffer.find(b"\n")
-            if end < 0:
-                if len(self._buffer) > MAX_LINE_BYTES:
-                    self._buffer.clear()  # not an event stream a client could read either
-                return
-            line = bytes(self._buffer[:end]).rstrip(b"\r")
-            del self._buffer[: end + 1]
-            if line.startswith(b"data:") and b"usage" in line:
+        """Read the complete lines of the buffer (split at once: an answer streams many
+        small events, and only the few that name their usage are parsed)."""
+        if b"\n" not in self._buffer:
+            if len(self._buffer) > MAX_LINE_BYTES:
+                self._buffer.clear()  # not an event stream a client could read either
+            return
+        *complete, rest = bytes(self._buffer).split(b"\n")
+        self._buffer = bytearray(rest)
+        for line in complete:
+            if b"usage" in line and line.startswith(b"data:"):
                 self._read_event(line[5:].strip())
 
     def _read_event(self, data: bytes) -> None:

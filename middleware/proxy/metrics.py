@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client import (
     CollectorRegistry,
@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from middleware.cache import DerivedCache
+from middleware.ledger import Usage
 from middleware.ledger.book import Entry
 from middleware.policy.reload import PolicyStatus
 from middleware.report import Report
@@ -118,6 +119,8 @@ class Metrics:
             "read (an error, a stream cut off, an encoding the ledger does not read).",
             registry=r,
         )  # fmt: skip
+        #: The bill counters of each price entry (:meth:`_bill_series`).
+        self._bills: dict[str, tuple[tuple[Any, ...], ...]] = {}
         self.registry.register(_PolicyCollector(policies))
         if sessions is not None:
             self.registry.register(_SessionCollector(sessions))
@@ -134,20 +137,31 @@ class Metrics:
         if entry is None:
             self.usage_unread.inc()
             return
-        priced_as = entry.priced_as or "unpriced"
-        for counter, usage in ((self.billed_tokens, entry.billed),
-                               (self.estimated_tokens, entry.without)):  # fmt: skip
-            for kind, tokens in usage.as_dict().items():
+        billed, estimated, dollars, missed = self._bill_series(entry.priced_as or "unpriced")
+        for series, usage in ((billed, entry.billed), (estimated, entry.without)):
+            for child, tokens in zip(series, usage.as_dict().values(), strict=True):
                 if tokens:
-                    counter.labels(kind, priced_as).inc(tokens)
+                    child.inc(tokens)
         if entry.expected_read is not None:
-            self.cache_expected.labels(priced_as).inc(entry.expected_read)
-            self.cache_missed.labels(priced_as).inc(
-                max(0, entry.expected_read - entry.billed.cache_read)
-            )
+            missed[0].inc(entry.expected_read)
+            missed[1].inc(max(0, entry.expected_read - entry.billed.cache_read))
         if entry.dollars is not None and entry.dollars_without is not None:
-            self.billed_dollars.labels(priced_as).inc(entry.dollars)
-            self.estimated_dollars.labels(priced_as).inc(entry.dollars_without)
+            dollars[0].inc(entry.dollars)
+            dollars[1].inc(entry.dollars_without)
+
+    def _bill_series(self, priced_as: str) -> tuple[tuple[Any, ...], ...]:
+        """The counters one price entry's bills go to, looked up once (a label lookup
+        takes a lock; an answer adds to a dozen series)."""
+        found = self._bills.get(priced_as)
+        if found is None:
+            kinds = Usage().as_dict()
+            found = self._bills[priced_as] = (
+                tuple(self.billed_tokens.labels(kind, priced_as) for kind in kinds),
+                tuple(self.estimated_tokens.labels(kind, priced_as) for kind in kinds),
+                (self.billed_dollars.labels(priced_as), self.estimated_dollars.labels(priced_as)),
+                (self.cache_expected.labels(priced_as), self.cache_missed.labels(priced_as)),
+            )
+        return found
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
