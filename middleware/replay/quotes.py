@@ -13,11 +13,15 @@ the token measure of :mod:`.references`.
 
 An edit one of whose quoted lines is hidden is a *forced re-read*: the agent must read the
 file again (one more turn, and the text written to the cache again) or edit blind.
+
+An agent of the text protocol (mini-swe-agent, SWE-agent's text mode) has no tool calls:
+its command is the fenced code of its answer, and its lines are read as a call's input.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +34,8 @@ MIN_QUOTE = 20
 #: Call input keys that hold the text an edit replaces (Claude Code's ``Edit`` and
 #: ``MultiEdit``, SWE-agent's and OpenHands' ``str_replace``).
 EDIT_KEYS = frozenset({"old_string", "old_str"})
+#: A fenced block of an answer's text: a text-protocol agent's command.
+_FENCED = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -54,22 +60,50 @@ def quotes(conversation: Conversation, start: int) -> list[Quote]:
         return []
     written = "\n".join(_written(conversation, start))
     found: list[Quote] = []
-    for node in conversation.nodes[start:]:
+    for call_id, lines in _inputs(conversation, start):
+        seen: set[str] = set()
+        for line, in_edit in lines:
+            if line in seen or line in written:
+                continue
+            seen.add(line)
+            source = next((where for where, text, _ in results if line in text), None)
+            if source is not None:
+                tool = next(name for where, _, name in results if where == source)
+                found.append(Quote(line, source, tool, call_id, in_edit))
+    return found
+
+
+def _inputs(
+    conversation: Conversation, start: int
+) -> Iterator[tuple[str, Iterator[tuple[str, bool]]]]:
+    """Each tool input of the assistant turn starting at ``start``, by its call id, as
+    its quotable lines: a call's arguments, or, for a text-protocol agent, the fenced code
+    of its answer."""
+    text_agent = any(
+        isinstance(block, ToolResult) and block.text_protocol
+        for node in conversation.nodes[:start]
+        for block in node.blocks
+    )
+    for index, node in enumerate(conversation.nodes[start:], start):
         if node.role != "assistant":
             break
-        for call in node.blocks:
-            if not isinstance(call, ToolCall):
-                continue
-            seen: set[str] = set()
-            for line, in_edit in _quoted_lines(call.arguments):
-                if line in seen or line in written:
-                    continue
-                seen.add(line)
-                source = next((where for where, text, _ in results if line in text), None)
-                if source is not None:
-                    tool = next(name for where, _, name in results if where == source)
-                    found.append(Quote(line, source, tool, call.id, in_edit))
-    return found
+        calls = [block for block in node.blocks if isinstance(block, ToolCall)]
+        for call in calls:
+            yield call.id, _quoted_lines(call.arguments)
+        if text_agent and not calls:
+            code = "\n".join(_FENCED.findall(_answer_text(node.raw)))
+            yield f"text:{index}", _lines_of(code, in_edit=False)
+
+
+def _answer_text(raw: Any) -> str:
+    """The text of an answer as its message holds it (a string, or text parts)."""
+    if not isinstance(raw, dict):
+        return ""
+    content = raw.get("content")
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return "\n".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
 
 
 def is_hidden(quote: Quote, serialized_request: str) -> bool:

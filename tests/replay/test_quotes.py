@@ -73,3 +73,27 @@ def test_simulate_counts_hidden_quotes_and_the_rereads_they_force() -> None:
     assert capped.readback_cost > 0 and capped.relative_effective_cost > capped.relative_cost
     session = capped.sessions["q"].to_dict()
     assert (session["quotes_hidden"], session["forced_rereads"]) == (1, 1)
+
+
+def test_a_text_protocol_agent_quotes_with_the_code_of_its_answer() -> None:
+    import middleware
+    from middleware.formats.text_protocol import text_protocol_rule
+
+    source = "\n".join(f"    def permute_{n}(self, other):  # cycle {n}" for n in range(50))
+    rewrite = (
+        "cat <<'EOF' > patch.py\n    def permute_7(self, other):  # cycle 7\n        return 1\nEOF"
+    )
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant that can run bash."},
+        {"role": "user", "content": "Fix the Permutation bug."},
+        {"role": "assistant", "content": "THOUGHT: look.\n\n```bash\ncat permutations.py\n```"},
+        {"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{source}\n</output>"},
+        {"role": "assistant", "content": f"THOUGHT: edit it.\n\n```bash\n{rewrite}\n```"},
+    ]
+    policy = middleware.load_policy(None, env={}, dotenv_path=False)
+    full = get_codec("openai").parse(messages, text_protocol_rule(policy))
+    assert any(r.text_protocol for r in full.nodes[3].results)
+    (quote,) = quotes(full, 4)
+    assert quote.text == "def permute_7(self, other):  # cycle 7"
+    assert (quote.source, quote.call_id, quote.in_edit) == ((3, 0), "text:4", False)
+    assert quotes(full, 2) == []  # the first command quotes nothing
