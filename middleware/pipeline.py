@@ -61,6 +61,10 @@ class ProcessResult:
     #: on in its new part only (:mod:`middleware.session.resume`); the output and the
     #: report are the same either way.
     continued: bool = False
+    #: The marks of the input messages (:func:`~middleware.cache.messages.message_mark`:
+    #: the length and hash of each one's exact copy), when the pipeline took them to
+    #: recognise the request it continues; ``None`` otherwise.
+    input_marks: tuple[int, ...] | None = None
 
     @property
     def format(self) -> str:
@@ -221,7 +225,9 @@ class Pipeline:
             if isinstance(self._spill, RememberedStore):
                 self._spill.sync()  # every file a preview names is on disk before it leaves
             restored, output = request.output(result.messages)
-            return ProcessResult(restored, result.report, output, result.continued)
+            return ProcessResult(
+                restored, result.report, output, result.continued, result.input_marks
+            )
 
     def _process(self, policy: Policy, request: Request, memo: MessageMemo) -> ProcessResult:
         messages, format = request.history, request.format
@@ -284,7 +290,7 @@ class Pipeline:
         out = codec.render(conversation) if conversation.changed else list(messages)
         report.messages_after = len(out)
         report.tool_results, report.result_chars_after = _results(conversation)
-        return ProcessResult(out, report, out, previous is not None)
+        return ProcessResult(out, report, out, previous is not None, marks)
 
     def _run_step(  # noqa: PLR0917 (the parts of one process() call)
         self, step: tuple[str, str], policy: Policy, codec: Codec, conversation: Conversation,

@@ -42,7 +42,7 @@ class MessageMemo:
         key: bytes | None = None
         if self.cache.enabled and type(message) is dict:
             try:
-                key = pickle.dumps(message, _PROTOCOL)
+                key = exact_copy(message)
             except Exception:  # unpicklable or too deep: parsed the ordinary way
                 key = None
             if key is not None and len(key) > self.max_message_bytes:
@@ -152,6 +152,13 @@ class MessageMemo:
                         parsed_chars += len(text)
         rest = max(len(key) - parsed_chars, 0)
         self.cache.put(("message", key), nodes, len(key) + rest, tuple(texts.values()))
+
+
+def exact_copy(message: Any) -> bytes:
+    """The exact copy a message is known by (its pickle), as :class:`MessageMemo` takes it.
+
+    :raises Exception: what pickle raises for a value it refuses."""
+    return pickle.dumps(message, _PROTOCOL)
 
 
 def message_mark(key: bytes) -> int:

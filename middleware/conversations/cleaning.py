@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from middleware.conversations.keys import SessionKey, session_of
 from middleware.conversations.sessions import SessionPool
@@ -19,6 +20,7 @@ from middleware.errors import FormatError, HistoryError, InputError
 from middleware.formats import jsonio
 from middleware.formats.bodies import read_body
 from middleware.ledger import Footprint, footprint
+from middleware.pipeline import ProcessResult
 from middleware.policy import Policy
 from middleware.report import Report
 
@@ -87,18 +89,32 @@ def clean_body(
         return Cleaned(raw, key, error=exc, seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started
     body_out = raw
-    came = footprint(body.history)
-    went = came
     if result.changed:
         body_out = jsonio.wire(result.output)
-        cleaned = read_body(result.output, fmt)
-        if cleaned is not None and isinstance(cleaned.history, list):
-            went = footprint(cleaned.history, like=(body.history, came))
+    footprints = _footprints(body.history, result, fmt)
     return Cleaned(
         body_out,
         key,
         result.report,
         seconds=seconds,
         continued=result.continued,
-        footprints=(came, went),
+        footprints=footprints,
     )
+
+
+def _footprints(
+    history: list[Any], result: ProcessResult, fmt: str
+) -> tuple[Footprint, Footprint] | None:
+    """The request's footprints as it came and as it goes, for the ledger (``None`` if
+    they cannot be taken: the ledger then bills the request as sent, and says so)."""
+    try:
+        came = footprint(history, marks=result.input_marks)
+        if not result.changed:
+            return came, came
+        cleaned = read_body(result.output, fmt)
+        if cleaned is None or not isinstance(cleaned.history, list):
+            return came, came
+        return came, footprint(cleaned.history, like=(history, came))
+    except Exception:  # never the reason a request fails
+        logger.exception("could not take the footprint of a request for the ledger")
+        return None

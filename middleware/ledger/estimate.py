@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from middleware.cache.messages import exact_copy, message_mark
 from middleware.formats import jsonio
 from middleware.ledger.usage import Usage
 
@@ -34,6 +35,8 @@ from middleware.ledger.usage import Usage
 TOKENS_PER_CHAR = (0.01, 1.5)
 
 
+#: The hash part of a message mark (its length is kept apart).
+_HASH = 0xFFFF_FFFF_FFFF_FFFF
 #: A key that marks where a prompt is cached, not what it says: the providers' caches
 #: match the prompt without it (a breakpoint moved to the newest message leaves the
 #: message it left as cached as it was).
@@ -43,7 +46,7 @@ MARKER = "cache_control"
 @dataclass(frozen=True)
 class Footprint:
     """A request's messages as the cost model sees them: the hash and the length of each
-    message's JSON without its cache markers (:data:`MARKER`), in order (16 bytes a
+    message's exact copy without its cache markers (:data:`MARKER`), in order (16 bytes a
     message, not the messages)."""
 
     hashes: array[int]
@@ -64,19 +67,27 @@ class Footprint:
     def shared(self, before: Footprint) -> int:
         """Characters of the messages this request shares with ``before`` from its start."""
         count = 0
-        for mine, theirs in zip(self.hashes, before.hashes, strict=False):
-            if mine != theirs:
+        pairs = zip(self.hashes, before.hashes, self.chars, before.chars, strict=False)
+        for mine, theirs, size, their_size in pairs:
+            if mine != theirs or size != their_size:
                 break
             count += 1
         return sum(self.chars[:count])
 
 
 def footprint(
-    history: Sequence[Any], like: tuple[Sequence[Any], Footprint] | None = None
+    history: Sequence[Any],
+    like: tuple[Sequence[Any], Footprint] | None = None,
+    *,
+    marks: Sequence[int] | None = None,
 ) -> Footprint:
-    """The :class:`Footprint` of ``history``; a message that is the very object of one in
-    ``like`` (a history and its footprint: the request before its steps ran) is not
-    serialised again."""
+    """The :class:`Footprint` of ``history``: each message known by the length and hash
+    of its exact copy (:func:`~middleware.cache.messages.message_mark`), taken without its
+    cache markers. A message that is the very object of one in ``like`` (a history and its
+    footprint: the request before its steps ran) is not copied again, nor one ``marks``
+    (the pipeline's, of ``history``) already gives, unless it holds a marker."""
+    if marks is not None and len(marks) != len(history):
+        marks = None
     known: dict[int, tuple[int, int, bool]] = {}
     if like is not None:
         messages, measured = like
@@ -87,13 +98,15 @@ def footprint(
                 zip(messages, measured.hashes, measured.chars, strict=True)
             )
         }
-    hashes, chars = array("q"), array("q")
+    hashes, chars = array("Q"), array("q")
     marked: list[int] = []
     for index, message in enumerate(history):
         entry = known.get(id(message))
+        if entry is None and marks is not None and not _marked(message):
+            entry = (marks[index] & _HASH, marks[index] >> 64, False)
         if entry is None:
-            text, has_marker = _serialised(message)
-            entry = (hash(text), len(text), has_marker)
+            mark, has_marker = _serialised(message)
+            entry = (mark & _HASH, mark >> 64, has_marker)
         hashes.append(entry[0])
         chars.append(entry[1])
         if entry[2]:
@@ -101,11 +114,16 @@ def footprint(
     return Footprint(hashes, chars, tuple(marked))
 
 
-def _serialised(message: Any) -> tuple[bytes, bool]:
-    """The message's JSON without its cache markers, and whether it had one."""
-    if _marked(message):
-        return _json(_unmarked(message)), True
-    return _json(message), False
+def _serialised(message: Any) -> tuple[int, bool]:
+    """The mark of the message's exact copy without its cache markers, as the pipeline
+    marks a message (so a message marked in one request and not in the next is known for
+    the same), and whether it had one."""
+    marked = _marked(message)
+    try:
+        copy = exact_copy(_unmarked(message) if marked else message)
+    except Exception:  # a value pickle refuses: its JSON stands in for it
+        copy = _json(message)
+    return message_mark(copy), marked
 
 
 def _marked(message: Any) -> bool:
