@@ -8,6 +8,7 @@ import json
 import sys
 import urllib.error
 import urllib.request
+from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -211,8 +212,8 @@ def plot(files: list[str], session: str | None, path: Path) -> str:
     plt = pyplot("chatcli-mw ledger --plot")
     figure, (money, tokens) = plt.subplots(2, 1, figsize=(11, 7.5), sharex=True)
     calls = range(1, len(entries) + 1)
-    billed = _running([e.dollars or 0.0 for e in entries])
-    without = _running([e.dollars_without or 0.0 for e in entries])
+    billed = list(accumulate(e.dollars or 0.0 for e in entries))
+    without = list(accumulate(e.dollars_without or 0.0 for e in entries))
     money.plot(
         calls, without, label="estimated without chatcli-middleware", **style(0, baseline=True)
     )
@@ -249,11 +250,3 @@ def plot(files: list[str], session: str | None, path: Path) -> str:
 
 _KINDS = (("cache_read", "cache read"), ("cache_write_5m", "cache write 5m"),
           ("cache_write_1h", "cache write 1h"), ("input", "input"))  # fmt: skip
-
-
-def _running(values: list[float]) -> list[float]:
-    total, out = 0.0, []
-    for value in values:
-        total += value
-        out.append(total)
-    return out

@@ -19,9 +19,11 @@ from middleware.conversations.sessions import SessionPool
 from middleware.errors import FormatError, HistoryError, InputError
 from middleware.formats import jsonio
 from middleware.formats.bodies import read_body
-from middleware.ledger import Footprint, footprint
+from middleware.ledger import Footprint, Ledger, LedgerSettings, UsageReader, footprint
+from middleware.ledger.book import Entry
 from middleware.pipeline import ProcessResult
 from middleware.policy import Policy
+from middleware.policy.settings import bind
 from middleware.report import Report
 
 logger = logging.getLogger(__name__)
@@ -91,7 +93,7 @@ def clean_body(
     body_out = raw
     if result.changed:
         body_out = jsonio.wire(result.output)
-    footprints = _footprints(body.history, result, fmt)
+    footprints = _footprints(body.history, result)
     return Cleaned(
         body_out,
         key,
@@ -102,19 +104,36 @@ def clean_body(
     )
 
 
-def _footprints(
-    history: list[Any], result: ProcessResult, fmt: str
-) -> tuple[Footprint, Footprint] | None:
+def _footprints(history: list[Any], result: ProcessResult) -> tuple[Footprint, Footprint] | None:
     """The request's footprints as it came and as it goes, for the ledger (``None`` if
     they cannot be taken: the ledger then bills the request as sent, and says so)."""
     try:
         came = footprint(history, marks=result.input_marks)
         if not result.changed:
             return came, came
-        cleaned = read_body(result.output, fmt)
-        if cleaned is None or not isinstance(cleaned.history, list):
-            return came, came
-        return came, footprint(cleaned.history, like=(history, came))
+        return came, footprint(result.messages, like=(history, came))
     except Exception:  # never the reason a request fails
         logger.exception("could not take the footprint of a request for the ledger")
+        return None
+
+
+def bill(
+    ledger: Ledger, reader: UsageReader, cleaned: Cleaned | None, policy: Policy
+) -> Entry | None:
+    """Put one answer, read by ``reader``, in ``ledger`` under the session its request
+    was filed under (``cleaned``: what became of the request; ``None``: it went as it
+    came). Its :class:`~middleware.ledger.book.Entry`, or ``None`` if its usage could not
+    be read or billing it failed (logged: never the reason an answer goes astray)."""
+    try:
+        return ledger.record(
+            cleaned.session.session if cleaned is not None and cleaned.session else None,
+            reader.fmt,
+            reader.usage,
+            reader.model,
+            bind(policy, LedgerSettings),
+            footprints=cleaned.footprints if cleaned is not None else None,
+            body_chars=len(cleaned.body) if cleaned is not None else 0,
+        )
+    except Exception:
+        logger.exception("could not put an answer's usage in the ledger")
         return None

@@ -30,11 +30,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
-from middleware.conversations.cleaning import Cleaned, clean_body
+from middleware.conversations.cleaning import Cleaned, bill, clean_body
 from middleware.conversations.sessions import SessionPool
 from middleware.formats import jsonio
 from middleware.integrations import recall
-from middleware.ledger import Ledger, LedgerSettings, UsageReader
+from middleware.ledger import Ledger, LedgerSettings, UsageReader, is_billed
 from middleware.ledger.book import Entry
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy, load_policy
@@ -68,7 +68,7 @@ def route(method: str, path: str) -> str | None:
 def billed_route(method: str, path: str) -> str | None:
     """The wire format of a request whose answer is billed as a model call (a token
     count is not), else ``None``."""
-    return None if path.endswith("/count_tokens") else route(method, path)
+    return route(method, path) if is_billed(path) else None
 
 
 #: Times the model is asked again after its recall calls were answered, at most.
@@ -96,19 +96,7 @@ class Cleaner:
     def bill(self, reader: UsageReader, cleaned: Cleaned | None) -> Entry | None:
         """Put one answer, read by ``reader``, in the ledger (``cleaned``: what became of
         its request; ``None``: it went as it came)."""
-        try:
-            return self.ledger.record(
-                cleaned.session.session if cleaned is not None and cleaned.session else None,
-                reader.fmt,
-                reader.usage,
-                reader.model,
-                bind(self.policy, LedgerSettings),
-                footprints=cleaned.footprints if cleaned is not None else None,
-                body_chars=len(cleaned.body) if cleaned is not None else 0,
-            )
-        except Exception:  # never the reason an answer does not reach the agent
-            logger.exception("could not put an answer's usage in the ledger")
-            return None
+        return bill(self.ledger, reader, cleaned, self.policy)
 
     def prepare(
         self,

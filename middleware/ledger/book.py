@@ -227,19 +227,19 @@ class Ledger:
             if usage is not None:
                 without, expected = usage, None
                 writes = fmt in WRITES_BILLED
+                before = ledger.before
                 if footprints is not None:
                     without = without_middleware(
                         usage, writes=writes, raw=footprints[0],
-                        cleaned=footprints[1], before=ledger.before, body_chars=body_chars,
+                        cleaned=footprints[1], before=before, body_chars=body_chars,
                     )  # fmt: skip
-                    warm = ledger.before is not None and _within(
-                        settings.cache_lifetime_seconds, ledger.last, now
-                    )
+                if footprints is not None and before is not None:
+                    # Nothing is expected from a cache the lifetime says has expired.
+                    warm = _within(settings.cache_lifetime_seconds, ledger.last, now)
                     expected = expected_read(
                         usage, writes=writes, cleaned=footprints[1],
-                        before=ledger.before[1] if warm and ledger.before else None,
-                        body_chars=body_chars,
-                    ) if ledger.before is not None else None  # fmt: skip
+                        before=before[1] if warm else None, body_chars=body_chars,
+                    )  # fmt: skip
                 found = settings.entry(model)
                 entry = Entry(
                     model,

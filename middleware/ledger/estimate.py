@@ -20,7 +20,6 @@ estimate gets wrong is the difference, never the bill:
 
 from __future__ import annotations
 
-import json
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -122,7 +121,7 @@ def _serialised(message: Any) -> tuple[int, bool]:
     try:
         copy = exact_copy(_unmarked(message) if marked else message)
     except Exception:  # a value pickle refuses: its JSON stands in for it
-        copy = _json(message)
+        copy = jsonio.wire(message)
     return message_mark(copy), marked
 
 
@@ -154,16 +153,13 @@ def _unmarked(value: Any) -> Any:
     return value
 
 
-def _json(message: Any) -> bytes:
-    if jsonio.orjson is not None:
-        try:
-            data: bytes = jsonio.orjson.dumps(message)
-            return data
-        except TypeError:  # an integer past 64 bits: json writes it
-            pass
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode(
-        "utf-8", "surrogatepass"
-    )
+def _tokens_per_char(billed: Usage, body_chars: int) -> float:
+    """Tokens the provider counted per character of the forwarded body (within
+    :data:`TOKENS_PER_CHAR`; a quarter when the body's size is unknown)."""
+    if not body_chars:
+        return 0.25
+    low, high = TOKENS_PER_CHAR
+    return min(max(billed.prompt / body_chars, low), high)
 
 
 def without_middleware(
@@ -184,8 +180,7 @@ def without_middleware(
     """
     if raw == cleaned and (before is None or before[0] == before[1]):
         return billed
-    low, high = TOKENS_PER_CHAR
-    per_char = min(max(billed.prompt / body_chars, low), high) if body_chars else 0.25
+    per_char = _tokens_per_char(billed, body_chars)
     prompt = max(0, billed.prompt + round(per_char * (raw.total - cleaned.total)))
     if billed.cache_read == 0 and billed.cache_write == 0:
         return Usage(input=prompt, output=billed.output)
@@ -217,8 +212,7 @@ def expected_read(
     messages the client put after its last cache breakpoint."""
     if before is None or not body_chars:
         return 0
-    low, high = TOKENS_PER_CHAR
-    per_char = min(max(billed.prompt / body_chars, low), high)
+    per_char = _tokens_per_char(billed, body_chars)
     unshared = round(per_char * (cleaned.total - cleaned.shared(before)))
     cacheable = billed.prompt
     if writes:  # Anthropic caches up to the last breakpoint the client set

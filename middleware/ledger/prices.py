@@ -86,11 +86,6 @@ class LedgerSettings:
     #: Prices by model name or glob pattern (``ledger.prices``).
     prices: PriceTable = converted(_prices)
 
-    def prices_of(self, model: str | None) -> ModelPrices | None:
-        """The prices of ``model`` (see :meth:`entry`), or ``None``."""
-        found = self.entry(model)
-        return None if found is None else found[1]
-
     def entry(self, model: str | None) -> tuple[str, ModelPrices] | None:
         """The ``ledger.prices`` entry of ``model`` and its key (:meth:`PriceTable.entry`)."""
         return self.prices.entry(model) if model else None

@@ -35,7 +35,7 @@ from middleware.cache.allocator import give_back
 from middleware.conversations.cleaning import Cleaned, clean_body
 from middleware.conversations.sessions import SessionPool, SessionSettings
 from middleware.errors import MiddlewareError
-from middleware.ledger import Ledger, LedgerSettings
+from middleware.ledger import Ledger, LedgerSettings, is_billed
 from middleware.plugin.host import PluginHost
 from middleware.policy.settings import bind
 from middleware.proxy.admission import ByteGate, NotAdmitted
@@ -52,8 +52,6 @@ from middleware.spill.retention import forget
 
 logger = logging.getLogger(__name__)
 
-#: The cleaned routes whose answers are not billed as model calls.
-UNBILLED = frozenset({"/v1/messages/count_tokens"})
 #: The routes whose body the pipeline cleans: path -> (provider, wire format).
 CLEANED: dict[str, tuple[Provider, str]] = {
     "/v1/messages": ("anthropic", "anthropic"),
@@ -172,7 +170,7 @@ class Proxy:
         exchange = Exchange(
             self.metrics, self.ledger, self.settings.access_log, request, route_label,
             provider, cleaned, source.policy, started,
-            billed=route[1] if route is not None and path not in UNBILLED else None,
+            billed=route[1] if route is not None and is_billed(path) else None,
             upstream=upstream,
         )  # fmt: skip
         if self.upstream is None:

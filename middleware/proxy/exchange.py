@@ -13,11 +13,10 @@ from typing import Any
 import httpx
 from starlette.requests import Request
 
-from middleware.conversations.cleaning import Cleaned
-from middleware.ledger import Ledger, LedgerSettings, UsageReader
+from middleware.conversations.cleaning import Cleaned, bill
+from middleware.ledger import Ledger, UsageReader
 from middleware.ledger.book import Entry
 from middleware.policy import Policy
-from middleware.policy.settings import bind
 from middleware.proxy.errors import Provider, error_body
 from middleware.proxy.metrics import Metrics
 
@@ -68,32 +67,19 @@ class Exchange:
     def on_done(self, whole: bool) -> None:
         code = self.status if self.status is not None else 502
         self.metrics.requests.labels(self.route, str(code)).inc()
-        bill = self._bill() if self.reader is not None else None
+        entry = self._bill() if self.reader is not None else None
         if self.access_log:
-            access_logger.info(json.dumps(self._line(code, whole, bill), ensure_ascii=False))
+            access_logger.info(json.dumps(self._line(code, whole, entry), ensure_ascii=False))
 
     def _bill(self) -> Entry | None:
         """Put the answer in the ledger and count it: its :class:`Entry`, or ``None`` if
         its usage could not be read."""
-        reader, cleaned = self.reader, self.cleaned
-        assert reader is not None
-        try:
-            entry = self.ledger.record(
-                cleaned.session.session if cleaned.session else None,
-                reader.fmt,
-                reader.usage,
-                reader.model,
-                bind(self.policy, LedgerSettings),
-                footprints=cleaned.footprints,
-                body_chars=len(cleaned.body),
-            )
-        except Exception:  # never the reason an answer goes unlogged
-            logger.exception("could not put an answer's usage in the ledger")
-            return None
+        assert self.reader is not None
+        entry = bill(self.ledger, self.reader, self.cleaned, self.policy)
         self.metrics.record_bill(entry)
         return entry
 
-    def _line(self, status: int, whole: bool, bill: Entry | None) -> dict[str, Any]:
+    def _line(self, status: int, whole: bool, entry: Entry | None) -> dict[str, Any]:
         """The access log line (JSON) of the exchange."""
         cleaned, report = self.cleaned, self.cleaned.report
         line: dict[str, Any] = {
@@ -117,10 +103,13 @@ class Exchange:
                 chars_before=report.result_chars_before,
                 chars_after=report.result_chars_after,
             )
-        if bill is not None:
-            line["model"] = bill.model
-            line["billed"] = {**bill.billed.as_dict(), "dollars": _rounded(bill.dollars)}
-            line["without"] = {**bill.without.as_dict(), "dollars": _rounded(bill.dollars_without)}
+        if entry is not None:
+            line["model"] = entry.model
+            line["billed"] = {**entry.billed.as_dict(), "dollars": _rounded(entry.dollars)}
+            line["without"] = {
+                **entry.without.as_dict(),
+                "dollars": _rounded(entry.dollars_without),
+            }
         if cleaned.untouched:
             line["untouched"] = cleaned.untouched
         if cleaned.error is not None:

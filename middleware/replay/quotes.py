@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from middleware.replay.references import answer_texts, other_strings
+from middleware.replay.references import is_hidden as is_token_hidden
 from middleware.view import Conversation, ToolCall, ToolResult
 
 #: Characters a quoted line has at least: shorter lines (``}``, ``return x``, ``fi``)
@@ -91,25 +93,13 @@ def _inputs(
         for call in calls:
             yield call.id, _quoted_lines(call.arguments)
         if text_agent and not calls:
-            code = "\n".join(_FENCED.findall(_answer_text(node.raw)))
+            code = "\n".join(_FENCED.findall("\n".join(answer_texts(node.raw))))
             yield f"text:{index}", _lines_of(code, in_edit=False)
-
-
-def _answer_text(raw: Any) -> str:
-    """The text of an answer as its message holds it (a string, or text parts)."""
-    if not isinstance(raw, dict):
-        return ""
-    content = raw.get("content")
-    if isinstance(content, str):
-        return content
-    parts = content if isinstance(content, list) else []
-    return "\n".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
 
 
 def is_hidden(quote: Quote, serialized_request: str) -> bool:
     """Whether the serialised (JSON) request lacks the quoted line, escaped or not."""
-    text = quote.text
-    return text not in serialized_request and json.dumps(text)[1:-1] not in serialized_request
+    return is_token_hidden(quote.text, serialized_request)
 
 
 def _results(conversation: Conversation, start: int) -> list[tuple[tuple[int, int], str, str]]:
@@ -133,23 +123,7 @@ def _written(conversation: Conversation, start: int) -> Iterator[str]:
     """What was written before ``start`` other than tool results: the user's and the
     model's text, and the model's earlier tool inputs (an edit's new text)."""
     for node in conversation.nodes[:start]:
-        results = {id(block.raw) for block in node.blocks if isinstance(block, ToolResult)}
-        if any(isinstance(block, ToolResult) and block.text_protocol for block in node.blocks):
-            continue
-        yield from _strings(node.raw, results)
-
-
-def _strings(value: Any, skip: set[int]) -> Iterator[str]:
-    if id(value) in skip:
-        return
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item, skip)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item, skip)
+        yield from other_strings(node.raw, node.results)
 
 
 def _quoted_lines(arguments: Any) -> Iterator[tuple[str, bool]]:

@@ -54,7 +54,7 @@ def build_index(conversation: Conversation) -> ReferenceIndex:
             if isinstance(block, ToolResult):
                 for token in distinctive_tokens(block.text):
                     source.setdefault(token, (i, j))
-        for token in distinctive_tokens(" ".join(_other_strings(node.raw, node.results))):
+        for token in distinctive_tokens(" ".join(other_strings(node.raw, node.results))):
             elsewhere.setdefault(token, i)
     return ReferenceIndex(in_result, elsewhere, source)
 
@@ -67,7 +67,7 @@ def answer_tokens(conversation: Conversation, start: int) -> set[str]:
         if node.role != "assistant":
             break
         texts = [_call_arguments(b) for b in node.blocks if isinstance(b, ToolCall)]
-        texts.extend(_answer_text(node.raw))
+        texts.extend(answer_texts(node.raw))
         tokens |= distinctive_tokens(" ".join(texts))
     return tokens
 
@@ -82,7 +82,7 @@ def _call_arguments(call: ToolCall) -> str:
     return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
 
 
-def _answer_text(raw: Any) -> list[str]:
+def answer_texts(raw: Any) -> list[str]:
     if not isinstance(raw, dict):
         return []
     content = raw.get("content")
@@ -95,7 +95,7 @@ def _answer_text(raw: Any) -> list[str]:
     return texts
 
 
-def _other_strings(raw: Any, results: tuple[Any, ...]) -> list[str]:
+def other_strings(raw: Any, results: tuple[Any, ...]) -> list[str]:
     """Every string of a message except its tool results' content."""
     if raw is None or (results and all(r.raw is raw for r in results)):
         return []
