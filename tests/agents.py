@@ -310,6 +310,11 @@ class Agent:
     #: A command that sets up the agent's own state once (a user's first run does), so
     #: that two sessions started at once do not race to create it.
     prepare: tuple[str, ...] = ()
+    #: The variable that moves the agent's own session store, for an agent whose store
+    #: two runs at once cannot share: opencode's SQLite database fails the second writer
+    #: with "database is locked" (anomalyco/opencode#33320, #47566), and the workaround
+    #: its users run is a store per run.
+    store_env: str | None = None
 
     @property
     def version(self) -> str:
@@ -420,6 +425,7 @@ AGENT_LIST = (
         _opencode("anthropic", "claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
         _opencode_argv,
         prepare=("session", "list"),  # creates its database
+        store_env="XDG_DATA_HOME",
     ),
     Agent(
         "opencode-openai",
@@ -429,6 +435,7 @@ AGENT_LIST = (
         _opencode("openai", "gpt-5", "OPENAI_API_KEY"),
         _opencode_argv,
         prepare=("session", "list"),
+        store_env="XDG_DATA_HOME",
     ),
 )
 AGENT_BY_NAME = {agent.name: agent for agent in AGENT_LIST}

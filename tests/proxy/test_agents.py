@@ -20,7 +20,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -69,14 +69,36 @@ class Setup:
     project: Path
     env: dict[str, str]
     upstream: str
+    #: Every run started, so that a test failing half-way leaves no agent running.
+    started: list[Run] = field(default_factory=list)
 
     def run(self, prompt: str, *, resume: bool = False, timeout: float = 300) -> Run:
-        done = Run(self.agent.argv(prompt, resume), self.project, self.env).start().wait(timeout)
+        done = self.start(prompt, resume=resume).wait(timeout)
         assert done.returncode == 0, done.explain()
         return done
 
-    def start(self, prompt: str, *, resume: bool = False) -> Run:
-        return Run(self.agent.argv(prompt, resume), self.project, self.env).start()
+    def start(self, prompt: str, *, resume: bool = False, env: dict[str, str] | None = None) -> Run:
+        run = Run(self.agent.argv(prompt, resume), self.project, {**self.env, **(env or {})})
+        self.started.append(run.start())
+        return run
+
+    def prepared(self, store: Path | None = None) -> dict[str, str]:
+        """The environment of a run with its own session store under ``store`` (for an
+        agent that cannot share one between runs at once), set up as a first run does."""
+        env = {}
+        if store is not None and self.agent.store_env is not None:
+            env[self.agent.store_env] = str(store)
+        if self.agent.prepare:
+            argv = [str(binary(self.agent.cli)), *self.agent.prepare]
+            prepared = Run(argv, self.project, {**self.env, **env}).start().wait(120)
+            assert prepared.returncode == 0, prepared.explain()
+        return env
+
+    def stop(self) -> None:
+        """Kill every run still going (what a failed assertion left behind)."""
+        for run in self.started:
+            if run.returncode is None:
+                run.kill()
 
     def bodies(self) -> list[dict[str, Any]]:
         """What the provider received on the agent's model route, in order."""
@@ -112,7 +134,11 @@ def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
         serve_process(upstream, {"spill.root": str(spill)}, log=log) as url,
     ):
         env = agent.configure(home, project, url)
-        yield Setup(agent, provider, url, log, spill, project, env, upstream)
+        setup = Setup(agent, provider, url, log, spill, project, env, upstream)
+        try:
+            yield setup
+        finally:
+            setup.stop()
     assert not provider.refused, [reason for _, reason, _ in provider.refused]
 
 
@@ -211,11 +237,8 @@ def test_two_sessions_at_once_in_one_folder_stay_apart(setup: Setup) -> None:
     """The same prompt in the same folder at the same time (what made two ``codex exec``
     runs one proxy session): two sessions, each known by the agent's own id, each with
     its own workspace, and ending one leaves the other's files."""
-    if setup.agent.prepare:
-        argv = [str(binary(setup.agent.cli)), *setup.agent.prepare]
-        prepared = Run(argv, setup.project, setup.env).start().wait(120)
-        assert prepared.returncode == 0, prepared.explain()
-    one, two = setup.start(RUN_BIG), setup.start(RUN_BIG)
+    stores = [setup.prepared(setup.project.parent / f"store-{n}") for n in (1, 2)]
+    one, two = (setup.start(RUN_BIG, env=env) for env in stores)
     for run in (one, two):
         assert run.wait().returncode == 0, run.explain()
     assert len(sessions(setup)) == 2, sessions(setup)
