@@ -27,6 +27,7 @@ from middleware.policy import Policy, load_policy
 from middleware.policy.reload import PolicyStatus, PolicyWatcher
 from middleware.policy.settings import bind
 from middleware.report import ProblemReport, Report, SealedBlock
+from middleware.session.cold_cache import CacheLifetime, ColdRequest, RecordStore, SessionCache
 from middleware.session.decisions import Decision, DecisionLedger
 from middleware.session.resume import FORMATS as CONTINUED_FORMATS
 from middleware.session.resume import Continuations, Previous, Resume, copies
@@ -109,6 +110,9 @@ class Pipeline:
         #: Readings of result texts are kept in the session's own local workspace.
         store = self._spill.store if isinstance(self._spill, RememberedStore) else None
         self._readings = store if isinstance(store, ReadingStore) else None
+        #: The session's prompt cache as its requests and answers tell it, and the moves
+        #: made when it was cold, recorded in the local workspace (see .session.cold_cache).
+        self.prompt_cache = SessionCache(store if isinstance(store, RecordStore) else None)
         #: Problems of plugins met while setting up (loading, providing the spill store),
         #: repeated in every report: fixed here, so they never grow.
         self._setup_problems = tuple(setup)
@@ -199,7 +203,12 @@ class Pipeline:
         return self._host
 
     def process(
-        self, messages: Any, format: str = "auto", *, continuation: bool = False
+        self,
+        messages: Any,
+        format: str = "auto",
+        *,
+        continuation: bool = False,
+        now: float | None = None,
     ) -> ProcessResult:
         """Run pairing repair, budget enforcement and microcompaction on ``messages``.
 
@@ -212,6 +221,10 @@ class Pipeline:
             repeat (a Responses request with ``previous_response_id``, which a body says by
             itself): results may answer calls it cannot see, so pairing repair leaves the
             history alone.
+        :param now: when the request is sent, in seconds since the epoch (default: now):
+            a request sent after the session was idle past the provider's cache lifetime
+            (``ledger.cache_lifetime_seconds``) finds the cache cold, and
+            microcompaction may rewrite old turns for free (:mod:`.session.cold_cache`).
         :raises HistoryError: the history is malformed; the message says which message.
         """
         with self._in_flight(), request_scope():
@@ -221,7 +234,9 @@ class Pipeline:
             if request.text_input:  # a Responses body whose input is plain text
                 report = Report("responses", "the request body's 'input' text", policy.name)
                 return ProcessResult([], report, messages)
-            result = self._process(policy, request, memo)
+            cold = self.prompt_cache.request(bind(policy, CacheLifetime).seconds, now)
+            result = self._process(policy, request, memo, cold)
+            self.prompt_cache.made(cold)
             if isinstance(self._spill, RememberedStore):
                 self._spill.sync()  # every file a preview names is on disk before it leaves
             restored, output = request.output(result.messages)
@@ -229,7 +244,9 @@ class Pipeline:
                 restored, result.report, output, result.continued, result.input_marks
             )
 
-    def _process(self, policy: Policy, request: Request, memo: MessageMemo) -> ProcessResult:
+    def _process(
+        self, policy: Policy, request: Request, memo: MessageMemo, cold: ColdRequest
+    ) -> ProcessResult:
         messages, format = request.history, request.format
         if format == "auto":
             detection = detect_format(messages)
@@ -248,7 +265,9 @@ class Pipeline:
 
         parsed = conversation.checkpoint()
         shared: dict[str, Any] = {}
-        contexts = [self._run_step(STEP_HOOKS[0], policy, codec, conversation, request, shared)]
+        contexts = [
+            self._run_step(STEP_HOOKS[0], policy, codec, conversation, request, shared, cold=cold)
+        ]
         # What a request that continues the previous one takes from it (see .session.resume).
         keys = memo.keys(messages) if self._continues(policy, fmt, request, conversation) else None
         marks = tuple(map(message_mark, keys)) if keys else None
@@ -262,15 +281,17 @@ class Pipeline:
             resumed: dict[str, Any] = {}  # the later steps' own: discarded if refused
 
             def run(step: tuple[str, str], resume: Resume) -> StepContext:
-                return self._run_step(step, policy, codec, conversation, request, resumed, resume)
+                return self._run_step(
+                    step, policy, codec, conversation, request, resumed, resume, cold=cold
+                )
 
             previous = self._continuations.run(
                 conversation, marks, reading=reading, decisions=len(self.decisions),
                 steps=later, run_step=run,
             )  # fmt: skip
         if previous is None:
-            contexts += [self._run_step(s, policy, codec, conversation, request, shared)
-                         for s in later]  # fmt: skip
+            contexts += [self._run_step(s, policy, codec, conversation, request, shared,
+                                        cold=cold) for s in later]  # fmt: skip
         else:
             contexts += previous
         for context in contexts:
@@ -295,9 +316,11 @@ class Pipeline:
     def _run_step(  # noqa: PLR0917 (the parts of one process() call)
         self, step: tuple[str, str], policy: Policy, codec: Codec, conversation: Conversation,
         request: Request, shared: dict[str, Any], resume: Resume | None = None,
+        *, cold: ColdRequest | None = None,
     ) -> StepContext:  # fmt: skip
         name, hook = step
         context = self._context(name, policy, codec, shared)
+        context.cold_cache = cold
         context.continuation = request.continuation
         context.resume = resume
         self._host.run_step(hook, conversation, context)
@@ -459,6 +482,7 @@ class Pipeline:
             self._idle.wait_for(lambda: self._active == 0)
         if self._watcher is not None:
             self._watcher.stop()
+        self.prompt_cache.save()  # when its last request was sent, for a later process
         self._spill.close()
 
     def __enter__(self) -> Pipeline:

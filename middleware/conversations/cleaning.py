@@ -25,6 +25,7 @@ from middleware.pipeline import ProcessResult
 from middleware.policy import Policy
 from middleware.policy.settings import bind
 from middleware.report import Report
+from middleware.session.cold_cache import SessionCache
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,8 @@ class Cleaned:
     #: The history as it came and as it goes, for the ledger's estimate of what the
     #: request would have cost unprocessed (``None``: it goes as it came).
     footprints: tuple[Footprint, Footprint] | None = None
+    #: The session's view of its prompt cache, told what the answer read from it.
+    prompt_cache: SessionCache | None = None
 
 
 def clean_body(
@@ -58,6 +61,7 @@ def clean_body(
     policy: tuple[str, Policy],
     *,
     session: str | None = None,
+    now: float | None = None,
 ) -> Cleaned:
     """Run the pipeline of the body's conversation on ``raw``, a request body in wire
     format ``fmt``.
@@ -65,6 +69,7 @@ def clean_body(
     :param headers: the request's headers, names in lower case (they may name the session).
     :param policy: the policy's key in ``pool`` and its current snapshot.
     :param session: the conversation, if the caller knows it (else found from the request).
+    :param now: when the request is sent, by the clock the ledger bills by (default: now).
     """
     if headers.get("content-encoding", "identity").lower() != "identity":
         return Cleaned(raw, untouched="compressed body")
@@ -81,7 +86,7 @@ def clean_body(
     started = time.perf_counter()
     try:
         pipe = pool.pipeline(policy[0], policy[1], key.session)
-        result = pipe.process(body.document, format=fmt)
+        result = pipe.process(body.document, format=fmt, now=now)
     except (HistoryError, FormatError) as exc:
         # Not a conversation the pipeline can read: the provider will say what is wrong.
         logger.info("leaving a %s body as it was: %s", fmt, exc)
@@ -101,6 +106,7 @@ def clean_body(
         seconds=seconds,
         continued=result.continued,
         footprints=footprints,
+        prompt_cache=pipe.prompt_cache,
     )
 
 
@@ -125,7 +131,7 @@ def bill(
     came). Its :class:`~middleware.ledger.book.Entry`, or ``None`` if its usage could not
     be read or billing it failed (logged: never the reason an answer goes astray)."""
     try:
-        return ledger.record(
+        entry = ledger.record(
             cleaned.session.session if cleaned is not None and cleaned.session else None,
             reader.fmt,
             reader.usage,
@@ -137,3 +143,8 @@ def bill(
     except Exception:
         logger.exception("could not put an answer's usage in the ledger")
         return None
+    if entry is not None and cleaned is not None and cleaned.prompt_cache is not None:
+        # What the cache gave measured against what was expected of it: a session whose
+        # provider reads none of it is rewritten as a cold one (.session.cold_cache).
+        cleaned.prompt_cache.reported(entry.expected_read, entry.billed.cache_read)
+    return entry

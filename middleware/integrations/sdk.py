@@ -120,7 +120,7 @@ class Cleaner:
         sent = with_tool if with_tool is not None else parsed
         cleaned = clean_body(
             raw if sent is None else json.dumps(sent).encode("utf-8"),
-            fmt, headers, self.pool, policy, session=self.session_id,
+            fmt, headers, self.pool, policy, session=self.session_id, now=self.ledger.clock(),
         )  # fmt: skip
         self.pool.trim()  # what this request left counts now, not at the next one
         self.last = cleaned

@@ -11,6 +11,7 @@ from middleware.cache.lru import DerivedCache
 from middleware.plugin.settings import time_limit
 from middleware.plugin.spill_guard import GuardedSpillStore
 from middleware.report import Action, ProblemReport
+from middleware.session.cold_cache import ColdRequest
 from middleware.session.resume import Carry, Resume
 from middleware.spill.remembered import RememberedStore
 
@@ -97,6 +98,9 @@ class StepContext:
     #: The provider holds earlier turns the history does not repeat (``process(...,
     #: continuation=True)``): a result may answer a call the history does not show.
     continuation: bool = False
+    #: What the request knows of its session's prompt cache beyond the history (whether
+    #: it is cold, the moves made when it was); ``None`` outside a pipeline.
+    cold_cache: ColdRequest | None = None
     #: Set when this request continues the session's previous one (:class:`Resume`).
     resume: Resume | None = None
     #: What this step leaves for the next request of the conversation, which may then

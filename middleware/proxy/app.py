@@ -206,7 +206,9 @@ class Proxy:
         """Run the pipeline on one request body (in a worker thread) and count what it did."""
         policy = self.catalog.default.policy  # as reloaded
         self.sessions.max_bytes = bind(policy, SessionSettings).memory_bytes
-        cleaned = clean_body(raw, fmt, headers, self.sessions, (source.key, source.policy))
+        cleaned = clean_body(
+            raw, fmt, headers, self.sessions, (source.key, source.policy), now=self.ledger.clock()
+        )
         self.sessions.trim()  # what this request left counts now, not at the next one
         # What the request took while it was cleaned (the body parsed, the messages' exact
         # copies, the body written) is freed once it is answered: the allocator is asked to

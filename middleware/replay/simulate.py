@@ -30,6 +30,10 @@ from middleware.view import Conversation
 RAW = "none"
 
 
+#: A cache lifetime no recorded gap reaches (a century).
+FOREVER = 100 * 365 * 86_400.0
+
+
 @dataclass(frozen=True)
 class PolicySpec:
     """A policy to simulate: a display name and a policy file (``None``: the default)."""
@@ -224,6 +228,12 @@ class _Simulation:
         self.progress = progress
         self.summaries = [PolicySummary(RAW), *(PolicySummary(p.name) for p in policies)]
 
+    @property
+    def _lifetime(self) -> float:
+        """The cache lifetime the pipelines are told: the pricing's (``None``: it lives
+        for ever, where a policy's null would say there is no cache)."""
+        return self.pricing.lifetime if self.pricing.lifetime is not None else FOREVER
+
     def replay(self, transcript: Transcript) -> None:
         requests = list(transcript.requests())
         if not requests:
@@ -246,15 +256,18 @@ class _Simulation:
         self.summaries[0].quotes += sum(len(q) for q in quoting)
 
         for spec, summary in zip(self.policies, self.summaries[1:], strict=True):
-            # A temporary local store, whatever store the policy names.
-            layered = {**overrides, "spill.url": None, "spill.root": self.spill_root}
+            # A temporary local store, whatever store the policy names; the provider's
+            # cache, the one the replay is priced with.
+            layered = {**overrides, "spill.url": None, "spill.root": self.spill_root,
+                       "ledger.cache_lifetime_seconds": self._lifetime}  # fmt: skip
             policy = load_policy(spec.path, env={}, dotenv_path=False, overrides=layered)
             texts: list[str] = []
             figures = summary.sessions.setdefault(transcript.name, SessionFigures())
             read_back: set[tuple[int, int]] = set()  # results already read back
             with Pipeline.from_policy(policy, session_id=_session_id(transcript.name)) as pipe:
-                for request, refs, quotes in zip(requests, answers, quoting, strict=True):
-                    result = pipe.process(request, format=transcript.format)
+                sent = zip(requests, answers, quoting, _sent_at(times, len(requests)), strict=True)
+                for request, refs, quotes, now in sent:
+                    result = pipe.process(request, format=transcript.format, now=now)
                     text = serialize(result.messages)
                     texts.append(text)
                     hidden = [token for token in sorted(refs) if is_hidden(token, text)]
@@ -392,3 +405,15 @@ def _cause(full: Conversation, where: tuple[int, int], actions: Sequence[Action]
         ):
             cause = f"{action.step}:{action.kind}"
     return cause
+
+
+def _sent_at(times: Sequence[float | None], count: int) -> list[float]:
+    """When each of ``count`` requests is sent, for the pipeline's clock (a request after
+    an idle gap finds the cache cold): its recorded time, or that of the one before
+    (none recorded: 0, no gaps)."""
+    out, now = [], 0.0
+    for k in range(count):
+        sent = times[k] if k < len(times) else None
+        now = sent if sent is not None else now
+        out.append(now)
+    return out

@@ -25,6 +25,9 @@ RESULTS = "tool-results"
 #: The folder of a session's kept readings (:mod:`middleware.cache.kept`), beside its
 #: results in a local workspace.
 READINGS = "readings"
+#: A session's record of what its history cannot tell (:mod:`middleware.session.cold_cache`),
+#: in its local session folder.
+RECORD = "session.json"
 #: The marker a store writes in a session folder it creates (a local workspace writes
 #: ``keep`` or ``remove`` in it: what happens when its last user closes).
 MARKER = ".chatcli-workspace"

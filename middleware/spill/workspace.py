@@ -35,6 +35,7 @@ from middleware.spill.layout import (
     MARKER,
     MAX_ID_CHARS,
     READINGS,
+    RECORD,
     RESULTS,
     SpillError,
     is_reading_name,
@@ -197,13 +198,7 @@ class SpillWorkspace:
         missing, or not a private regular file of this user's."""
         if not is_reading_name(name):
             return None
-        path = self.session_dir / READINGS / f"{name}.json"
-        try:
-            if not _private_file(os.lstat(path)):
-                return None
-            return path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
+        return _read_private(self.session_dir / READINGS / f"{name}.json")
 
     def save_reading(self, name: str, content: str) -> None:
         """Keep ``content`` under ``name``, written whole (a reader never sees part of
@@ -220,17 +215,27 @@ class SpillWorkspace:
                 except FileExistsError:
                     _check_private_dir(folder)
                 self._readings_ready = True
-            tmp = folder / f".partial-{uuid.uuid4().hex}"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    handle.write(content)
-                os.replace(tmp, folder / f"{name}.json")
-            except BaseException:
-                tmp.unlink(missing_ok=True)
-                raise
+            _replace_private(folder, f"{name}.json", content)
         except OSError as exc:  # a SpillError too: a closed or unsafe workspace
             logger.info("reading %s not kept in %s: %s", name, folder, exc)
+
+    def load_record(self) -> str | None:
+        """The session's record (:mod:`middleware.session.cold_cache`), or ``None``:
+        missing, or not a private regular file of this user's."""
+        return _read_private(self.session_dir / RECORD)
+
+    def save_record(self, content: str, *, create: bool = True) -> None:
+        """Keep ``content`` as the session's record, written whole, not synced; with
+        ``create=False``, only in a session folder that exists already or that this
+        workspace keeps (``spill.keep``).
+
+        :raises OSError: it could not be written (a :class:`SpillError` for a closed
+            or unsafe workspace).
+        """
+        if not (create or self.keep or self.session_dir.is_dir()):
+            return
+        self._prepare()
+        _replace_private(self.session_dir, RECORD, content)
 
     def close(self) -> None:
         """End this workspace's use of the folder; safe to call more than once."""
@@ -348,6 +353,30 @@ def _private_file(info: os.stat_result) -> bool:
         and stat.S_IMODE(info.st_mode) == 0o600
         and (not hasattr(os, "getuid") or info.st_uid == os.getuid())
     )
+
+
+def _read_private(path: Path) -> str | None:
+    """The text of ``path`` if it is a private regular file of this user's, else ``None``."""
+    try:
+        if not _private_file(os.lstat(path)):
+            return None
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _replace_private(folder: Path, name: str, content: str) -> None:
+    """Write ``content`` to ``folder/name``, private and whole (a reader never sees part
+    of it), never through a planted link."""
+    tmp = folder / f".partial-{uuid.uuid4().hex}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(content)
+        os.replace(tmp, folder / name)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _sync_file(path: Path, *, directory: bool = False) -> None:

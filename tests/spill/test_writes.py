@@ -15,6 +15,7 @@ from locations import TRAJECTORIES
 
 import middleware
 from middleware.replay.transcripts import load_transcripts
+from middleware.spill.layout import RECORD
 
 SESSION = "claude-code/ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"
 
@@ -23,12 +24,14 @@ pytestmark = pytest.mark.skipif(not TRAJECTORIES.is_dir(), reason="no shared tra
 
 @pytest.fixture
 def writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The paths every spill write renamed into place, in order."""
+    """The paths every spill write renamed into place, in order (not the session's
+    record, which a closing pipeline writes: when its last request was sent)."""
     done: list[str] = []
     real: Callable[..., Any] = os.replace
 
     def counting(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
-        done.append(str(dst))
+        if Path(dst).name != RECORD:
+            done.append(str(dst))
         real(src, dst, *args, **kwargs)
 
     monkeypatch.setattr(os, "replace", counting)

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from itertools import accumulate
 from typing import NamedTuple
 
+from middleware.session.cold_cache import ColdCache
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.view import Node
 
@@ -35,16 +36,23 @@ class Gain(NamedTuple):
 
 class Decided(NamedTuple):
     """What the schedule decided for the candidates before ``until``: the boundary each
-    move set, in order. Each decision reads only the history before its candidate, so a
-    later request of the session, with the same turns before ``until``, decides them alike."""
+    move set, in order, and which of them were made on a cold cache. Each decision reads
+    only the history before its candidate (and the cold moves recorded), so a later
+    request of the session, with the same turns before ``until``, decides them alike."""
 
     until: int = 0
     moves: tuple[int, ...] = ()
+    #: The turns moved to because the provider's cache was cold (:class:`.ColdCache`).
+    cold: tuple[int, ...] = ()
 
     def up_to(self, turn: int) -> Decided:
         """The decisions for the candidates before ``turn`` alone."""
         until = min(self.until, turn)
-        return Decided(until, tuple(move for move in self.moves if move < until))
+        return Decided(
+            until,
+            tuple(move for move in self.moves if move < until),
+            tuple(move for move in self.cold if move < until),
+        )
 
 
 class Carried(NamedTuple):
@@ -159,6 +167,20 @@ class TurnGains:
         return found
 
 
+#: A cache the history alone speaks for.
+WARM = ColdCache()
+
+
+class Boundary(NamedTuple):
+    """Where :func:`boundary` put the boundary, what is decided for good, and the move
+    made because this request found the cache cold (``None``: none), which the session
+    records."""
+
+    turn: int
+    decided: Decided
+    cold: int | None = None
+
+
 def boundary(
     s: MicrocompactSettings,
     gains: TurnGains,
@@ -167,9 +189,10 @@ def boundary(
     turn_count: int,
     *,
     decided: Decided | None = None,
-) -> tuple[int, Decided]:
-    """The turn before which results are compacted, derived from the history alone, and
-    what is decided for good (the candidates before ``turn_count``).
+    cold: ColdCache = WARM,
+) -> Boundary:
+    """The turn before which results are compacted, derived from the history alone (and
+    ``cold``), and what is decided for good (the candidates before ``turn_count``).
 
     Candidates are the multiples of ``step_turns``. The boundary moves to one only when
     the history before it is past the trigger and compacting there pays for the cache it
@@ -177,42 +200,66 @@ def boundary(
     and enough compared with what the rewrite re-sends uncached (everything after the
     first result that changes) to pay back within the turns the session is expected to go
     on for (``rewrite_cost``, ``expected_turns_factor``, ``expected_turns_min``), and at
-    least ``min_reclaim_ratio`` times it. Each decision looks only at the history before
-    the candidate, so later turns never change it: ``decided`` (an earlier request's) is
-    taken as it is.
+    least ``min_reclaim_ratio`` times it. On a cold cache the rewrite is free: only the
+    trigger and ``min_reclaim_tokens`` apply (``cold.none``: to every candidate;
+    ``cold.now``: to the latest, which is then in the result's ``cold`` moves; a candidate
+    in ``cold.moved``: as when it was recorded). Each decision looks only at the history
+    before the candidate, so later turns never change it: ``decided`` (an earlier
+    request's) is taken as it is.
     """
     trigger = s.trigger_tokens * s.chars_per_token
     reclaim = max(s.min_reclaim_tokens * s.chars_per_token, 1)
     starts = list(accumulate(sizes, initial=0))  # characters before each node
     size = starts[-1]
     decided = decided or Decided()
-    moves = list(decided.moves)
+    moves, cold_moves = list(decided.moves), list(decided.cold)
     current = moves[-1] if moves else 0
     step = s.step_turns
-    first = max(step, -(-decided.until // step) * step)  # the first candidate not decided
-    settled = Decided(first, tuple(moves))
-    for candidate in range(first, turn_count + 1, step):
-        if candidate >= turn_count and settled.until < candidate:
-            settled = Decided(candidate, tuple(moves))
+
+    def weigh(candidate: int, free: bool) -> bool:
+        """Whether the boundary moves from ``current`` to ``candidate``."""
         # Characters before the candidate turn's first node (the whole request when the
         # turn has not begun).
         opens = bisect_left(node_turns, candidate)
-        history = starts[opens] if opens < len(node_turns) else size
-        if history < trigger:
-            continue
+        chars = starts[opens] if opens < len(node_turns) else size
+        if chars < trigger:
+            return False
         gain = gains.total(candidate) - gains.total(current)
         first_changed = gains.first_changed_node(current, candidate)
         if first_changed is None or gain < reclaim:
-            continue
-        rewritten = max(history - starts[first_changed] - gain, 1)
+            return False
+        if free:
+            return True
+        rewritten = max(chars - starts[first_changed] - gain, 1)
         # Removing `gain` saves its reading on every later request; re-sending `rewritten`
         # uncached costs rewrite_cost times reading it once. A session that has lasted
         # `candidate` turns is expected to last about as long again.
         expected = max(s.expected_turns_factor * candidate, s.expected_turns_min) + 1
         needed = max(s.min_reclaim_ratio, s.rewrite_cost / expected)
-        if gain >= needed * rewritten:
+        return gain >= needed * rewritten
+
+    first = max(step, -(-decided.until // step) * step)  # the first candidate not decided
+    settled = Decided(first, tuple(moves), tuple(cold_moves))
+    for candidate in range(first, turn_count + 1, step):
+        if candidate >= turn_count and settled.until < candidate:
+            settled = Decided(candidate, tuple(moves), tuple(cold_moves))
+        if weigh(candidate, cold.none):
             current = candidate
             moves.append(candidate)
+            continue
+        if candidate in cold.moved and weigh(candidate, True):
+            current = candidate
+            moves.append(candidate)
+            cold_moves.append(candidate)
     if settled.until < turn_count:  # no candidate at or after the last turn was weighed
-        settled = Decided(-(-turn_count // step) * step, tuple(moves))
-    return current, settled
+        settled = Decided(-(-turn_count // step) * step, tuple(moves), tuple(cold_moves))
+    latest = turn_count // step * step
+    if cold.now and latest > current and weigh(latest, True):
+        # The latest candidate, free now: after every other one (the loop's are at most
+        # the latest, those decided before it are earlier).
+        moves.append(latest)
+        cold_moves.append(latest)
+        if latest < settled.until:
+            settled = Decided(settled.until, tuple(moves), tuple(cold_moves))
+        return Boundary(latest, settled, latest)
+    return Boundary(current, settled)

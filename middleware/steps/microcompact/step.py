@@ -16,18 +16,28 @@ compacted text names the file.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 from middleware.cache import Identity
 from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
+from middleware.session.cold_cache import ColdMove, calls_digest
 from middleware.session.resume import Resume
 from middleware.steps.microcompact.before_spill import promised
 from middleware.steps.microcompact.inputs import clear_input
 from middleware.steps.microcompact.readings import Readings
-from middleware.steps.microcompact.schedule import Carried, Decided, Gain, TurnGains, boundary
+from middleware.steps.microcompact.schedule import (
+    WARM,
+    Carried,
+    Decided,
+    Gain,
+    TurnGains,
+    boundary,
+)
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.steps.microcompact.weighing import Weighing
 from middleware.steps.sizes import node_chars
@@ -187,12 +197,39 @@ class _Compaction:
     ) -> tuple[int, Decided]:
         """This request's boundary (:func:`.schedule.boundary`), from what compacting each
         result and clearing each call's input would remove, and what is decided for good
-        (``decided``: an earlier request's)."""
+        (``decided``: an earlier request's), on what the request knows of its session's
+        cache (a move made because it is cold is left for the pipeline to record)."""
         s = self.settings
         turn_gains = TurnGains(
             gains, turns, s.truncate_turns, s.summarize_turns, s.inputs.clear_turns
         )
-        return boundary(s, turn_gains, sizes, node_turns, turns, decided=decided)
+        cold = self.context.cold_cache
+        identify = self._identify(node_turns)
+        found = boundary(
+            s, turn_gains, sizes, node_turns, turns, decided=decided,
+            cold=cold.schedule(identify, follow=s.cold_rewrites) if cold is not None else WARM,
+        )  # fmt: skip
+        if cold is not None and found.cold is not None:
+            cold.made = identify(found.cold)
+        return found.turn, found.decided
+
+    def _identify(self, node_turns: Sequence[int]) -> Callable[[int], ColdMove]:
+        """What names a move to a turn of this conversation in the session's record:
+        the messages before the turn, and the ids of the calls among them."""
+        nodes = self.conversation.nodes
+
+        @cache
+        def identify(turn: int) -> ColdMove:
+            opens = bisect_left(node_turns, turn)
+            calls = (
+                block.id or block.name
+                for node in nodes[:opens]
+                for block in node.blocks
+                if isinstance(block, ToolCall)
+            )
+            return ColdMove(turn, opens, calls_digest(calls))
+
+        return identify
 
     def _plan(
         self,

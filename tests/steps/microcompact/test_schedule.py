@@ -4,10 +4,12 @@ its age gives it, and the first message a move changes is the first whose level 
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from middleware.steps.microcompact.schedule import Gain, TurnGains
+from middleware.session.cold_cache import ColdCache
+from middleware.steps.microcompact.schedule import Gain, TurnGains, boundary
+from middleware.steps.microcompact.settings import MicrocompactSettings
 
 
 def level(gain: Gain, boundary: int, truncate: int, summarize: int, clear: int) -> int:
@@ -46,8 +48,8 @@ def test_turn_gains_follow_the_definition(
     turns, items = drawn
     ages = (truncate, summarize, clear)
     table = TurnGains(items, turns, *ages)
-    for boundary in range(turns + 1):
-        assert table.total(boundary) == sum(removed(g, boundary, *ages) for g in items)
+    for at in range(turns + 1):
+        assert table.total(at) == sum(removed(g, at, *ages) for g in items)
     current = data.draw(st.integers(0, turns))
     candidate = data.draw(st.integers(current, turns + 3))
     changed = [g.node for g in items if level(g, current, *ages) != level(g, candidate, *ages)]
@@ -117,10 +119,79 @@ def test_decisions_carried_from_an_earlier_request_decide_alike(
     cut = node_turns.index(earlier - 1) + 2 if earlier < turns else len(node_turns)
     before = [g for g in items if g.node < cut]
     table = TurnGains(weighed_at(before, earlier, *ages), earlier, *ages)
-    _, decided = boundary(s, table, sizes[:cut], node_turns[:cut], earlier)
+    _, decided, _ = boundary(s, table, sizes[:cut], node_turns[:cut], earlier)
     table = TurnGains(weighed_at(items, turns, *ages), turns, *ages)
     alone = boundary(s, table, sizes, node_turns, turns)
     assert boundary(s, table, sizes, node_turns, turns, decided=decided) == alone
     cut_back = data.draw(st.integers(0, earlier))  # the earlier request cut to fewer turns
     shorter = boundary(s, table, sizes, node_turns, turns, decided=decided.up_to(cut_back))
     assert shorter == alone
+
+
+def _settings(**schedule: object) -> MicrocompactSettings:
+    import middleware
+    from middleware.policy.settings import bind
+
+    overrides = {"microcompact": {"schedule": schedule}}
+    return bind(middleware.load_policy(env={}, dotenv_path=False, overrides=overrides),
+                MicrocompactSettings)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(history(), st.data())
+def test_a_move_made_on_a_cold_cache_is_made_again_from_its_record(
+    drawn: tuple[list[int], list[int], list[Gain]], data: st.DataObject
+) -> None:
+    """A request that finds the cache cold may move to its latest candidate for free; a
+    later request told of that move decides alike whether it starts from scratch (a
+    restart) or from the earlier request's decisions, and a session without the record
+    decides as if it had never been cold."""
+    node_turns, sizes, items = drawn
+    step = data.draw(st.integers(1, 3))
+    s = _settings(step_turns=step, trigger_tokens=data.draw(st.sampled_from([0, 5_000])),
+                  min_reclaim_tokens=50)  # fmt: skip
+    ages = (s.truncate_turns, s.summarize_turns, s.inputs.clear_turns)
+    turns = node_turns[-1] + 1
+    earlier = data.draw(st.integers(1, turns))
+    cut = node_turns.index(earlier - 1) + 2 if earlier < turns else len(node_turns)
+    before = [g for g in items if g.node < cut]
+    table = TurnGains(weighed_at(before, earlier, *ages), earlier, *ages)
+    warm = boundary(s, table, sizes[:cut], node_turns[:cut], earlier)
+    cold = boundary(s, table, sizes[:cut], node_turns[:cut], earlier,
+                    cold=ColdCache(now=True))  # fmt: skip
+    assert warm.cold is None
+    if cold.cold is None:  # nothing to gain at the latest candidate
+        assert cold == warm
+        return
+    event("moved on a cold cache")
+    assert cold.turn == cold.cold == earlier // step * step > warm.turn
+    assert cold.cold in cold.decided.cold or cold.decided.until == cold.cold
+    recorded = ColdCache(moved=frozenset({cold.cold}))
+    table = TurnGains(weighed_at(items, turns, *ages), turns, *ages)
+    alone = boundary(s, table, sizes, node_turns, turns, cold=recorded)
+    assert alone.cold is None  # nothing new to record
+    assert cold.cold in alone.decided.moves or alone.decided.until <= cold.cold
+    carried = boundary(s, table, sizes, node_turns, turns, decided=cold.decided, cold=recorded)
+    assert carried == alone
+
+
+def test_a_cold_cache_pays_for_a_move_the_warm_one_does_not() -> None:
+    """Ten turns of 10,000-character results, each compacted to save 2,000: rewriting
+    the history after turn 0 costs more than that repays in a warm cache, and nothing in
+    a cold one (or with no cache at all)."""
+    s = _settings(step_turns=5, trigger_tokens=0, min_reclaim_tokens=100)
+    node_turns = [-1] + [turn for turn in range(10) for _ in (0, 1)]
+    sizes = [1_000] + [200, 10_000] * 10
+    items = [Gain(turn, 2 + 2 * turn, 2_000, 2_000) for turn in range(10)]
+    ages = (s.truncate_turns, s.summarize_turns, s.inputs.clear_turns)
+    table = TurnGains(items, 10, *ages)
+    warm = boundary(s, table, sizes, node_turns, 10)
+    assert warm.turn == 0 and warm.cold is None
+    cold = boundary(s, table, sizes, node_turns, 10, cold=ColdCache(now=True))
+    assert cold.turn == cold.cold == 10
+    uncached = boundary(s, table, sizes, node_turns, 10, cold=ColdCache(none=True))
+    assert uncached.turn == 10 and uncached.cold is None  # the policy says it: no record
+    assert uncached.decided.moves == (5,)  # and 10, not decided for good yet
+    # The record replays the move.
+    recorded = ColdCache(moved=frozenset({10}))
+    assert boundary(s, table, sizes, node_turns, 10, cold=recorded).turn == 10
