@@ -221,10 +221,12 @@ class Pipeline:
             repeat (a Responses request with ``previous_response_id``, which a body says by
             itself): results may answer calls it cannot see, so pairing repair leaves the
             history alone.
-        :param now: when the request is sent, in seconds since the epoch (default: now):
-            a request sent after the session was idle past the provider's cache lifetime
-            (``ledger.cache_lifetime_seconds``) finds the cache cold, and
-            microcompaction may rewrite old turns for free (:mod:`.session.cold_cache`).
+        :param now: when the request is sent, in seconds since the epoch: a request sent
+            after the session was idle past the provider's cache lifetime
+            (``ledger.cache_lifetime_seconds``) finds the cache cold, and microcompaction
+            may rewrite old turns for free (:mod:`.session.cold_cache`). The proxy and
+            the SDK integrations give it; without it, the output depends on the input,
+            the policy and the session's record alone.
         :raises HistoryError: the history is malformed; the message says which message.
         """
         with self._in_flight(), request_scope():

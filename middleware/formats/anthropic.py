@@ -38,6 +38,7 @@ class AnthropicCodec(Codec):
     results_share_message: ClassVar[bool] = True
     unique_call_ids: ClassVar[bool] = True
     has_error_flag: ClassVar[bool] = True
+    empty_result_needs_text: ClassVar[bool] = True
 
     def parse_message(self, message: dict[str, Any], index: int) -> Node:
         role = _role(message, index)

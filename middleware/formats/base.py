@@ -29,6 +29,10 @@ class Codec(ABC):
     results_share_message: ClassVar[bool] = False
     #: Whether tool-call ids must be unique across the whole request (Anthropic).
     unique_call_ids: ClassVar[bool] = False
+    #: Whether an empty tool result needs text (Anthropic: a bare result reads to the
+    #: model as the end of the turn, and an empty string was refused as a missing
+    #: result); elsewhere an empty output is an ordinary answer, sent as it is.
+    empty_result_needs_text: ClassVar[bool] = False
     #: Whether results carry an error flag on the wire (Anthropic's ``is_error``).
     has_error_flag: ClassVar[bool] = False
 

@@ -25,7 +25,6 @@ import json
 import logging
 import math
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, runtime_checkable
@@ -117,11 +116,10 @@ class SessionCache:
     sent, what the provider's answers said of the cache, and the moves made on a cold
     cache. Thread-safe. Without a store, no request is ever taken as cold."""
 
-    def __init__(self, store: RecordStore | None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: RecordStore | None) -> None:
         self._store = store
-        self._clock = clock
         self._lock = threading.Lock()
-        #: When the session's last request was sent (seconds, by ``clock``).
+        #: When the session's last request was sent (seconds since the epoch).
         self.last: float | None = None
         self.moved: set[ColdMove] = set()
         #: Answers in a row that read nothing of what was expected of the cache.
@@ -130,14 +128,21 @@ class SessionCache:
             self._load(store)
 
     def request(self, lifetime: float | None, now: float | None = None) -> ColdRequest:
-        """The view of a request sent at ``now`` (default: the clock) when the cache
-        keeps a prefix ``lifetime`` seconds after its last use (``None``: no cache,
-        which the policy says for every request alike)."""
-        now = self._clock() if now is None else now
+        """The view of a request sent at ``now`` when the cache keeps a prefix
+        ``lifetime`` seconds after its last use (``None``: no cache, which the policy
+        says for every request alike). Without ``now`` the request has no time: it
+        neither finds the cache idle nor counts as the session's latest, so a caller
+        that gives no times gets the same output for the same input in any process."""
         with self._lock:
-            idle = lifetime is not None and self.last is not None and now - self.last > lifetime
+            idle = (
+                now is not None
+                and lifetime is not None
+                and self.last is not None
+                and now - self.last > lifetime
+            )
             measured = self.misses >= MISSES_FOR_COLD
-            self.last = now if self.last is None else max(self.last, now)
+            if now is not None:
+                self.last = now if self.last is None else max(self.last, now)
             cold = self._store is not None and (idle or measured)
             return ColdRequest(lifetime is None, cold, frozenset(self.moved))
 

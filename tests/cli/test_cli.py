@@ -227,12 +227,18 @@ def test_subcommands_come_from_the_commands_tuple(
 
 
 def test_presets_by_name_in_process_config_and_simulate(tmp_path: Path) -> None:
-    session = write(tmp_path, "s.json", [*BROKEN, {"role": "tool", "tool_call_id": "call_1",
-                                                   "content": ""},
-                                         {"role": "assistant", "content": "Done."}])  # fmt: skip
+    session = write(tmp_path, "s.json", [
+        {"role": "user", "content": "List files."},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": ""}]},
+        {"role": "assistant", "content": "Done."},
+    ])  # fmt: skip
     done = run("process", str(session), "--policy", "preset:claude-code", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)[2]["content"] == "(ls completed with no output)"
+    (result,) = json.loads(done.stdout)[2]["content"]
+    assert result["content"] == "(ls completed with no output)"
     config = run("config", "--policy", "preset:ethos", cwd=tmp_path)
     assert 'turn_strategy: "even_split"' in config.stdout
     unknown = run("config", "--policy", "preset:nope", cwd=tmp_path)

@@ -22,12 +22,31 @@ def session(outputs: list[str]) -> list[dict[str, Any]]:
     return [*messages, {"role": "assistant", "content": "done"}]
 
 
+def anthropic_session(outputs: list[str]) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for i, output in enumerate(outputs):
+        messages += [
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": f"toolu_{i}", "name": "bash", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": output}]},
+        ]  # fmt: skip
+    return [*messages, {"role": "assistant", "content": "done"}]
+
+
 def test_text_added_for_empty_results_is_counted_apart_from_text_spilled() -> None:
-    transcript = Transcript("t", "json", "openai", session(["", "", "x" * 50_000, ""]))
-    _, default = simulate([transcript], [PolicySpec("default", None)], PRICING["anthropic-5m"])
-    assert default.chars_spilled > 40_000
-    assert default.chars_added == 3 * len("(bash completed with no output)")
-    assert default.to_dict()["chars_added"] == default.chars_added
+    """Anthropic's empty results get text (its models read a bare one as the turn's end);
+    an OpenAI one is an ordinary answer, sent as it is, and costs nothing."""
+    outputs = ["", "", "x" * 50_000, ""]
+    for fmt, messages, added in (
+        ("anthropic", anthropic_session(outputs), 3 * len("(bash completed with no output)")),
+        ("openai", session(outputs), 0),
+    ):
+        transcript = Transcript("t", "json", fmt, messages)
+        _, default = simulate([transcript], [PolicySpec("default", None)], PRICING["anthropic-5m"])
+        assert default.chars_spilled > 40_000
+        assert default.chars_added == added
+        assert default.to_dict()["chars_added"] == default.chars_added
 
 
 def test_the_recorded_clock_prices_the_cache_expiring() -> None:

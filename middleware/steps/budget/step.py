@@ -225,6 +225,8 @@ class _BudgetRun:
         template = self.settings.empty_result_text
         if template is None or result.text_protocol or _has_text(result.text):
             return result
+        if not self.context.codec.empty_result_needs_text:
+            return result
         if result.has_non_text:
             return result
         text = template.format(tool=site.tool_name or "tool")

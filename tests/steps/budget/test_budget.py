@@ -178,6 +178,24 @@ def test_empty_results_say_the_tool_completed(tmp_path: Path) -> None:
     assert not off.changed
 
 
+def test_an_empty_openai_output_is_an_ordinary_answer(tmp_path: Path) -> None:
+    """Chat Completions and Responses take an empty output as it is: nothing is added."""
+    chat = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": ""},
+    ]  # fmt: skip
+    responses = [
+        {"role": "user", "content": "go"},
+        {"type": "function_call", "call_id": "c1", "name": "bash", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": ""},
+    ]
+    for fmt, messages in (("openai", chat), ("responses", responses)):
+        result = pipeline(tmp_path).process(messages, format=fmt)
+        assert not result.changed and result.report.actions == [], fmt
+
+
 def test_images_are_kept_when_text_is_spilled(tmp_path: Path) -> None:
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA"}}
     content = [{"type": "text", "text": "q" * 30_000}, image]
