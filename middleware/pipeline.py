@@ -29,7 +29,6 @@ from middleware.policy.settings import bind
 from middleware.report import ProblemReport, Report, SealedBlock
 from middleware.session.cold_cache import CacheLifetime, ColdRequest, RecordStore, SessionCache
 from middleware.session.decisions import Decision, DecisionLedger
-from middleware.session.resume import FORMATS as CONTINUED_FORMATS
 from middleware.session.resume import Continuations, Previous, Resume, copies
 from middleware.spill import SpillSettings, open_store
 from middleware.spill.remembered import RememberedStore
@@ -271,7 +270,7 @@ class Pipeline:
             self._run_step(STEP_HOOKS[0], policy, codec, conversation, request, shared, cold=cold)
         ]
         # What a request that continues the previous one takes from it (see .session.resume).
-        keys = memo.keys(messages) if self._continues(policy, fmt, request, conversation) else None
+        keys = memo.keys(messages) if self._continues(policy, codec, request) else None
         marks = tuple(map(message_mark, keys)) if keys else None
         repaired = len(conversation.nodes) != len(parsed) or any(
             a is not b for a, b in zip(conversation.nodes, parsed, strict=True)
@@ -328,13 +327,13 @@ class Pipeline:
         self._host.run_step(hook, conversation, context)
         return context
 
-    def _continues(
-        self, policy: Policy, fmt: str, request: Request, conversation: Conversation
-    ) -> bool:
+    def _continues(self, policy: Policy, codec: Codec, request: Request) -> bool:
         """Whether this request may continue the previous one of its conversation, or be
-        continued: only built-in steps and summaries, on the pipeline's own store."""
+        continued: only built-in steps and summaries, on the pipeline's own store, in a
+        format whose turns are messages (a history with reasoning items is always laid
+        out again in full)."""
         return (
-            fmt in CONTINUED_FORMATS
+            not codec.reasoning_items
             and not request.continuation
             and self.cache.enabled
             and isinstance(self._spill, RememberedStore)

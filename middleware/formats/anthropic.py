@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from middleware.errors import HistoryError
 from middleware.formats.base import (
     Codec,
+    ResultPlacement,
     check_content,
     optional_id,
     result_content,
@@ -39,6 +40,16 @@ class AnthropicCodec(Codec):
     unique_call_ids: ClassVar[bool] = True
     has_error_flag: ClassVar[bool] = True
     empty_result_needs_text: ClassVar[bool] = True
+    result_placement: ClassVar[ResultPlacement] = ResultPlacement.NEXT_MESSAGE
+    call_id_pattern: ClassVar[re.Pattern[str] | None] = ID_PATTERN
+    call_id_rule: ClassVar[str] = (
+        "Anthropic tool_use ids must match ^[a-zA-Z0-9_-]+$ (64 characters at most)"
+    )
+
+    def accepts_call_id(self, call_id: str) -> bool:
+        return valid_id(call_id)
+
+    generated_id_prefix: ClassVar[str] = "toolu_mw_"
 
     def parse_message(self, message: dict[str, Any], index: int) -> Node:
         role = _role(message, index)

@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 import json
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, ClassVar
+from enum import Enum
+from typing import Any, ClassVar, Literal
 
 from middleware.cache.messages import MessageMemo
 from middleware.errors import HistoryError
 from middleware.formats.structure import TooDeep, check_message, cut_deep
 from middleware.formats.text_protocol import AutoTextProtocol, TextProtocol, TextProtocolRule
 from middleware.view import Block, Conversation, Node, Opaque, ToolCall, ToolResult, is_text_part
+
+
+class ResultPlacement(Enum):
+    """Where a wire format wants the results answering an assistant turn."""
+
+    #: As blocks at the start of the user message right after the turn, one message for
+    #: all of them (Anthropic Messages).
+    NEXT_MESSAGE = "next_message"
+    #: One message per result, right after the assistant message that made the call
+    #: (OpenAI Chat Completions).
+    AFTER_CALL = "after_call"
+    #: As items after the turn's items, before the next input item (OpenAI Responses).
+    AFTER_TURN = "after_turn"
 
 
 class Codec(ABC):
@@ -35,6 +50,30 @@ class Codec(ABC):
     empty_result_needs_text: ClassVar[bool] = False
     #: Whether results carry an error flag on the wire (Anthropic's ``is_error``).
     has_error_flag: ClassVar[bool] = False
+    #: Where the results answering a turn go (:class:`ResultPlacement`).
+    result_placement: ClassVar[ResultPlacement] = ResultPlacement.AFTER_CALL
+    #: Where a repeated call id is a duplicate: within one assistant message, or within
+    #: one model turn of several items (Responses).
+    duplicate_ids_within: ClassVar[Literal["message", "turn"]] = "message"
+    #: Whether a reasoning item must come right before the item it reasoned for, so one
+    #: left stranded by a repair is dropped (Responses); such a history is always laid
+    #: out again in full, and never continued from the previous request.
+    reasoning_items: ClassVar[bool] = False
+    #: What a call id must look like (``None``: anything); an id that does not is renamed
+    #: when ``pairing.sanitize_ids`` is on (Anthropic: ``^[a-zA-Z0-9_-]+$``), the report
+    #: giving ``call_id_rule`` as the reason.
+    call_id_pattern: ClassVar[re.Pattern[str] | None] = None
+    call_id_rule: ClassVar[str] = ""
+    #: Whether each call is an item of its own rather than a block of an assistant
+    #: message (Responses): dropping it leaves no message behind to report.
+    calls_are_items: ClassVar[bool] = False
+    #: How ids this product gives to calls without one begin.
+    generated_id_prefix: ClassVar[str] = "call_mw_"
+
+    def accepts_call_id(self, call_id: str) -> bool:
+        """Whether the provider takes ``call_id`` as it is (:attr:`call_id_pattern`)."""
+        pattern = self.call_id_pattern
+        return pattern is None or bool(pattern.match(call_id))
 
     def parse(
         self,

@@ -5,12 +5,13 @@ items; which output answers which call is :mod:`.responses_items`' table."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import middleware.formats.responses_items as items
 from middleware.errors import HistoryError
 from middleware.formats.base import (
     Codec,
+    ResultPlacement,
     arguments_json,
     check_content,
     optional_id,
@@ -36,6 +37,10 @@ class ResponsesCodec(Codec):
     text into them or writes text out of them, and a dropped one is reported whole."""
 
     name: ClassVar[str] = "responses"
+    result_placement: ClassVar[ResultPlacement] = ResultPlacement.AFTER_TURN
+    duplicate_ids_within: ClassVar[Literal["message", "turn"]] = "turn"
+    reasoning_items: ClassVar[bool] = True
+    calls_are_items: ClassVar[bool] = True
 
     def parse_message(self, message: dict[str, Any], index: int) -> Node:
         kind = string_field(message, "type", index, "item 'type'")

@@ -35,8 +35,6 @@ from middleware.view import (
 #: Conversations remembered per pipeline: a Claude Code session sends its subagents'
 #: requests under the same session as the main conversation's.
 MAX_CONVERSATIONS = 8
-#: Wire formats whose turns are messages (Responses items are always repaired in full).
-FORMATS = frozenset({"anthropic", "openai"})
 #: Actions whose ``age`` is counted from the latest turn.
 AGED_KINDS = frozenset({"truncated", "summarized"})
 #: Bytes a remembered request holds for each message: its mark, its node (hollow when the

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from middleware.formats.base import Codec
+from middleware.formats.base import Codec, ResultPlacement
 from middleware.steps.pairing.plan import (
     CallEntry,
     Plan,
@@ -53,13 +53,13 @@ class Layout:
 
     def run(self) -> list[Node]:
         out: list[Node] = []
+        lay_out = {
+            ResultPlacement.NEXT_MESSAGE: self._next_message,
+            ResultPlacement.AFTER_CALL: self._after_call,
+            ResultPlacement.AFTER_TURN: self._after_turn,
+        }[self.codec.result_placement]
         for region in self.plan.regions:
-            if self.codec.name == "anthropic":
-                out.extend(self._anthropic(region))
-            elif self.codec.name == "responses":
-                out.extend(self._responses(region))
-            else:
-                out.extend(self._openai(region))
+            out.extend(lay_out(region))
         return out
 
     # -- helpers -------------------------------------------------------------------------
@@ -119,9 +119,9 @@ class Layout:
     def _is_result_node(self, node: Node) -> bool:
         return any(is_paired_result(b) for b in node.blocks)
 
-    # -- OpenAI Chat Completions -----------------------------------------------------------
+    # -- one message per result, after its call (Chat Completions) -----------------------
 
-    def _openai(self, region: Region) -> list[Node]:
+    def _after_call(self, region: Region) -> list[Node]:
         adjacent: set[int] = set()
         for ti in region.tail:
             if not self._is_result_node(self.nodes[ti]):
@@ -142,9 +142,9 @@ class Layout:
         out.extend(self.nodes[ti] for ti in region.tail if not self._is_result_node(self.nodes[ti]))
         return out
 
-    # -- OpenAI Responses ------------------------------------------------------------------
+    # -- items after the turn's items (Responses) ------------------------------------------
 
-    def _responses(self, region: Region) -> list[Node]:
+    def _after_turn(self, region: Region) -> list[Node]:
         out: list[Node] = []
         synthetic: list[Node] = []
         for ni in region.assistants:
@@ -168,9 +168,9 @@ class Layout:
             out.extend(synthetic)
         return out
 
-    # -- Anthropic Messages ----------------------------------------------------------------
+    # -- blocks of the next user message (Anthropic Messages) ------------------------------
 
-    def _anthropic(self, region: Region) -> list[Node]:
+    def _next_message(self, region: Region) -> list[Node]:
         out: list[Node] = []
         last = region.assistants[-1] if region.assistants else None
         for ni in region.assistants:

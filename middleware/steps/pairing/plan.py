@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from middleware.formats.anthropic import MAX_ID_LENGTH, valid_id
+from middleware.formats.anthropic import MAX_ID_LENGTH
 from middleware.formats.base import Codec, unnamed
 from middleware.view import Node, ToolCall, ToolResult
 
@@ -161,7 +161,7 @@ def make_plan(nodes: Sequence[Node], rules: Rules, record: Recorder) -> Plan:
         for ni in region.assistants:
             node = nodes[ni]
             if node.calls:
-                unit_seen = turn_seen if rules.codec.name == "responses" else set()
+                unit_seen = turn_seen if rules.codec.duplicate_ids_within == "turn" else set()
                 _fix_calls(
                     plan, node, ni, rules, unit_seen=unit_seen, seen=seen, pool=pool, record=record
                 )
@@ -181,7 +181,6 @@ def _fix_calls(
     pool: IdPool,
     record: Recorder,
 ) -> None:
-    fmt = rules.codec.name
     blocks: list[Any] = []
     entries: list[CallEntry] = []
     for bi, block in enumerate(node.blocks):
@@ -211,7 +210,7 @@ def _fix_calls(
             continue
         final = block.id
         if not block.id:
-            final = pool.take(generated_id(fmt, node.origin, bi, block))
+            final = pool.take(generated_id(rules.codec, node.origin, bi, block))
             record(
                 "id_generated",
                 tool_call_id=final,
@@ -221,11 +220,9 @@ def _fix_calls(
             )
         else:
             reason = None
-            if rules.sanitize_ids and not valid_id(block.id):
+            if rules.sanitize_ids and not rules.codec.accepts_call_id(block.id):
                 final = pool.take(sanitized_id(block.id))
-                reason = (
-                    "Anthropic tool_use ids must match ^[a-zA-Z0-9_-]+$ (64 characters at most)"
-                )
+                reason = rules.codec.call_id_rule
             elif rules.unique_ids and block.id in seen:
                 final = pool.take(block.id)
                 reason = "tool call ids must be unique across the conversation"
@@ -254,7 +251,7 @@ def _fix_calls(
         plan.assistant_nodes[ni] = changed
         return
     plan.assistant_nodes[ni] = None
-    if fmt != "responses":  # a Responses call item is the call itself, reported as dropped
+    if not rules.codec.calls_are_items:  # a call item is the call, reported as dropped
         record(
             "empty_message_removed",
             tool_call_id="",
@@ -462,13 +459,12 @@ def _record_drops(plan: Plan, nodes: Sequence[Node], region: Region, record: Rec
             )
 
 
-def generated_id(fmt: str, origin: int | None, block: int, call: ToolCall) -> str:
+def generated_id(codec: Codec, origin: int | None, block: int, call: ToolCall) -> str:
     """A deterministic id for a call that had none: a digest of its position and content,
     so the same history always gets the same id (and the same prompt-cache bytes)."""
     args = json.dumps(call.arguments, sort_keys=True, ensure_ascii=False, default=repr)
     digest = hashlib.sha256(f"{origin}:{block}:{call.name}:{args}".encode()).hexdigest()[:16]
-    prefix = "toolu_mw_" if fmt == "anthropic" else "call_mw_"
-    return prefix + digest
+    return codec.generated_id_prefix + digest
 
 
 def sanitized_id(original: str) -> str:

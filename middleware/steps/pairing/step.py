@@ -64,13 +64,13 @@ def repair(
     """Repair the pairing of ``conversation`` in place, reporting through ``record``."""
     nodes = conversation.nodes
     if not any(node.calls or node.results for node in nodes):
-        if codec.name == "responses":
+        if codec.reasoning_items:
             conversation.nodes[:] = drop_stranded_reasoning(nodes, record)
         return
     rules = Rules(
         codec,
         unique_ids=codec.unique_call_ids and settings.rename_duplicate_ids,
-        sanitize_ids=codec.name == "anthropic" and settings.sanitize_ids,
+        sanitize_ids=codec.call_id_pattern is not None and settings.sanitize_ids,
         missing_text=settings.missing_result_text,
     )
     if already_paired(nodes, rules):
@@ -81,7 +81,7 @@ def repair(
         return codec.synthetic_result(entry.call, settings.missing_result_text)
 
     laid_out = Layout(nodes, plan, codec, synthesize, record).run()
-    if codec.name == "responses":
+    if codec.reasoning_items:
         laid_out = drop_stranded_reasoning(laid_out, record)
     keep_user_turn(nodes, laid_out, codec, record)
     if len(laid_out) == len(nodes) and all(a is b for a, b in zip(laid_out, nodes, strict=True)):

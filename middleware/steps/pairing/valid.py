@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from middleware.formats.anthropic import valid_id
 from middleware.formats.base import unnamed
 from middleware.steps.pairing.plan import Rules
 from middleware.view import Node, ToolCall, ToolResult
@@ -23,8 +22,7 @@ from middleware.view import Node, ToolCall, ToolResult
 def already_paired(nodes: Sequence[Node], rules: Rules) -> bool:
     """Whether the full repair would leave ``nodes`` as they are and report nothing
     (``False`` also when it might: Responses is always repaired in full)."""
-    fmt = rules.codec.name
-    if fmt not in ("anthropic", "openai"):
+    if rules.codec.reasoning_items:
         return False
     shared = rules.codec.results_share_message
     seen: set[str] = set()  # ids of every call so far
@@ -39,7 +37,7 @@ def already_paired(nodes: Sequence[Node], rules: Rules) -> bool:
                 call_id = call.id
                 if not call_id or call_id in seen or unnamed(call):
                     return False
-                if sanitize and not valid_id(call_id):
+                if sanitize and not rules.codec.accepts_call_id(call_id):
                     return False
                 seen.add(call_id)
                 waiting[call_id] = call
