@@ -4,13 +4,16 @@ the user message that follows."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from middleware.errors import HistoryError
 from middleware.formats.base import (
     Codec,
+    ErrorKind,
+    Provider,
     ResultPlacement,
+    Route,
     check_content,
     optional_id,
     result_content,
@@ -34,8 +37,50 @@ def valid_id(value: object) -> bool:
 _ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant", "system": "system"}
 
 
+class AnthropicAPI(Provider):
+    """Anthropic's Messages API."""
+
+    name: ClassVar[str] = "anthropic"
+    #: The proxy's situations -> Anthropic's error types.
+    ERROR_TYPES: ClassVar[dict[str, str]] = {
+        "too_large": "request_too_large",
+        "not_processed": "api_error",
+        "upstream_unreachable": "api_error",
+        "not_found": "not_found_error",
+        "forbidden": "permission_error",
+        "request_timeout": "timeout_error",
+        "overloaded": "overloaded_error",
+    }
+
+    def error_document(self, kind: ErrorKind, message: str) -> dict[str, Any]:
+        return {"type": "error", "error": {"type": self.ERROR_TYPES[kind], "message": message}}
+
+    def claims(self, headers: Mapping[str, str]) -> bool:
+        """Its version or key header, or Claude Code's user agent."""
+        agent = headers.get("user-agent", "").lower()
+        return (
+            "anthropic-version" in headers or "x-api-key" in headers or agent.startswith("claude")
+        )
+
+
+ANTHROPIC = AnthropicAPI()
+
+
 class AnthropicCodec(Codec):
     name: ClassVar[str] = "anthropic"
+    provider: ClassVar[Provider] = ANTHROPIC
+    proxy_routes: ClassVar[tuple[Route, ...]] = (
+        Route("/v1/messages"),
+        Route("/v1/messages/count_tokens", billed=False),
+    )
+    client_routes: ClassVar[tuple[Route, ...]] = (
+        Route("/messages/count_tokens", billed=False),
+        Route("/messages"),
+        Route("/invoke"),  # Bedrock
+        Route("/invoke-with-response-stream"),
+        Route(":rawPredict"),  # Vertex
+        Route(":streamRawPredict"),
+    )
     results_share_message: ClassVar[bool] = True
     unique_call_ids: ClassVar[bool] = True
     has_error_flag: ClassVar[bool] = True

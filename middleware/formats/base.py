@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from enum import Enum
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from middleware.cache.messages import MessageMemo
 from middleware.errors import HistoryError
@@ -30,6 +30,38 @@ class ResultPlacement(Enum):
     AFTER_TURN = "after_turn"
 
 
+#: What the proxy answers by itself, in the shape of the provider the client talks to.
+ErrorKind = Literal[
+    "too_large", "not_processed", "upstream_unreachable", "not_found", "forbidden",
+    "request_timeout", "overloaded",
+]  # fmt: skip
+
+
+class Provider(ABC):
+    """The API a wire format belongs to (several formats may share one): the shape of
+    its errors, and how a request for it is recognised when it is on no model route."""
+
+    #: The name the proxy's settings and metrics use (``proxy.<name>_upstream``).
+    name: ClassVar[str]
+
+    @abstractmethod
+    def error_document(self, kind: ErrorKind, message: str) -> dict[str, Any]:
+        """The JSON error its SDKs parse, so they raise their usual exception."""
+
+    @abstractmethod
+    def claims(self, headers: Mapping[str, str]) -> bool:
+        """Whether a request with these headers (names in lower case) is for it."""
+
+
+class Route(NamedTuple):
+    """A request path whose body carries a history in a codec's format: the proxy's own
+    path, or the ending of a path an SDK client sends to (wrapped by :func:`wrap`)."""
+
+    path: str
+    #: Whether the answer is billed as a model call (a token count is not).
+    billed: bool = True
+
+
 class Codec(ABC):
     """Reads one wire format into a :class:`Conversation` and writes it back.
 
@@ -39,6 +71,13 @@ class Codec(ABC):
 
     #: Format name used by ``process(format=...)`` and in reports.
     name: ClassVar[str]
+    #: The provider whose API speaks it: which upstream the proxy sends it to, and the
+    #: shape of the errors the proxy answers in its place.
+    provider: ClassVar[Provider]
+    #: The proxy's paths for it, and the path endings of the requests an SDK client
+    #: makes in it (its cloud variants too).
+    proxy_routes: ClassVar[tuple[Route, ...]] = ()
+    client_routes: ClassVar[tuple[Route, ...]] = ()
     #: Whether all results answering one assistant turn live as blocks of one message
     #: (Anthropic), rather than one node per result (OpenAI, Responses).
     results_share_message: ClassVar[bool] = False

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from middleware.errors import HistoryError
 from middleware.formats.base import (
     Codec,
+    ErrorKind,
+    Provider,
+    Route,
     arguments_json,
     check_content,
     optional_id,
@@ -29,8 +32,38 @@ _ROLES: dict[str, Role] = {
 }
 
 
+class OpenAIAPI(Provider):
+    """OpenAI's API (Chat Completions and Responses)."""
+
+    name: ClassVar[str] = "openai"
+    #: The proxy's situations -> OpenAI's error type and code.
+    ERRORS: ClassVar[dict[str, tuple[str, str]]] = {
+        "too_large": ("invalid_request_error", "request_too_large"),
+        "not_processed": ("server_error", "chatcli_middleware_error"),
+        "upstream_unreachable": ("server_error", "upstream_unreachable"),
+        "not_found": ("invalid_request_error", "not_found"),
+        "forbidden": ("invalid_request_error", "forbidden"),
+        "request_timeout": ("invalid_request_error", "request_timeout"),
+        "overloaded": ("server_error", "overloaded"),
+    }
+
+    def error_document(self, kind: ErrorKind, message: str) -> dict[str, Any]:
+        kind_type, code = self.ERRORS[kind]
+        return {"error": {"message": message, "type": kind_type, "param": None, "code": code}}
+
+    def claims(self, headers: Mapping[str, str]) -> bool:
+        """A bearer token."""
+        return headers.get("authorization", "").lower().startswith("bearer ")
+
+
+OPENAI = OpenAIAPI()
+
+
 class OpenAIChatCodec(Codec):
     name: ClassVar[str] = "openai"
+    provider: ClassVar[Provider] = OPENAI
+    proxy_routes: ClassVar[tuple[Route, ...]] = (Route("/v1/chat/completions"),)
+    client_routes: ClassVar[tuple[Route, ...]] = (Route("/chat/completions"),)  # and Azure
 
     def parse_message(self, message: dict[str, Any], index: int) -> Node:
         role = string_field(message, "role", index, "'role'")

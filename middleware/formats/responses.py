@@ -11,7 +11,9 @@ import middleware.formats.responses_items as items
 from middleware.errors import HistoryError
 from middleware.formats.base import (
     Codec,
+    Provider,
     ResultPlacement,
+    Route,
     arguments_json,
     check_content,
     optional_id,
@@ -20,6 +22,7 @@ from middleware.formats.base import (
     tool_name,
     wire_content,
 )
+from middleware.formats.openai import OPENAI
 from middleware.view import Node, Role, ToolCall, ToolResult
 
 _MESSAGE_ROLES: dict[str, Role] = {
@@ -37,6 +40,9 @@ class ResponsesCodec(Codec):
     text into them or writes text out of them, and a dropped one is reported whole."""
 
     name: ClassVar[str] = "responses"
+    provider: ClassVar[Provider] = OPENAI
+    proxy_routes: ClassVar[tuple[Route, ...]] = (Route("/v1/responses"),)
+    client_routes: ClassVar[tuple[Route, ...]] = (Route("/responses"),)
     result_placement: ClassVar[ResultPlacement] = ResultPlacement.AFTER_TURN
     duplicate_ids_within: ClassVar[Literal["message", "turn"]] = "turn"
     reasoning_items: ClassVar[bool] = True

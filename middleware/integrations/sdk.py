@@ -33,8 +33,9 @@ from typing import Any, TypeVar
 from middleware.conversations.cleaning import Cleaned, bill, clean_body
 from middleware.conversations.sessions import SessionPool
 from middleware.formats import jsonio
+from middleware.formats.routes import client_route
 from middleware.integrations import recall
-from middleware.ledger import Ledger, LedgerSettings, UsageReader, is_billed
+from middleware.ledger import Ledger, LedgerSettings, UsageReader
 from middleware.ledger.book import Entry
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy, load_policy
@@ -45,30 +46,18 @@ logger = logging.getLogger(__name__)
 
 ClientT = TypeVar("ClientT")
 
-#: Path endings of the requests whose body is cleaned, and their wire format.
-ROUTES: tuple[tuple[str, str], ...] = (
-    ("/messages/count_tokens", "anthropic"),
-    ("/messages", "anthropic"),
-    ("/invoke", "anthropic"),  # Bedrock
-    ("/invoke-with-response-stream", "anthropic"),
-    (":rawPredict", "anthropic"),  # Vertex
-    (":streamRawPredict", "anthropic"),
-    ("/chat/completions", "openai"),  # OpenAI and Azure
-    ("/responses", "responses"),
-)
-
 
 def route(method: str, path: str) -> str | None:
     """The wire format of a request whose body is a model request, else ``None``."""
-    if method != "POST":
-        return None
-    return next((fmt for ending, fmt in ROUTES if path.endswith(ending)), None)
+    routed = client_route(method, path)
+    return routed.codec.name if routed is not None else None
 
 
 def billed_route(method: str, path: str) -> str | None:
     """The wire format of a request whose answer is billed as a model call (a token
     count is not), else ``None``."""
-    return route(method, path) if is_billed(path) else None
+    routed = client_route(method, path)
+    return routed.codec.name if routed is not None and routed.billed else None
 
 
 #: Times the model is asked again after its recall calls were answered, at most.

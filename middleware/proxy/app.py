@@ -35,11 +35,13 @@ from middleware.cache.allocator import give_back
 from middleware.conversations.cleaning import Cleaned, clean_body
 from middleware.conversations.sessions import SessionPool, SessionSettings
 from middleware.errors import MiddlewareError
-from middleware.ledger import Ledger, LedgerSettings, is_billed
+from middleware.formats.base import ErrorKind, Provider
+from middleware.formats.routes import provider_named, providers, proxy_route
+from middleware.ledger import Ledger, LedgerSettings
 from middleware.plugin.host import PluginHost
 from middleware.policy.settings import bind
 from middleware.proxy.admission import ByteGate, NotAdmitted
-from middleware.proxy.errors import Provider, error_body
+from middleware.proxy.errors import error_body
 from middleware.proxy.exchange import Exchange
 from middleware.proxy.metrics import Metrics
 from middleware.proxy.policies import PolicyCatalog, PolicySource
@@ -52,13 +54,6 @@ from middleware.spill.retention import forget
 
 logger = logging.getLogger(__name__)
 
-#: The routes whose body the pipeline cleans: path -> (provider, wire format).
-CLEANED: dict[str, tuple[Provider, str]] = {
-    "/v1/messages": ("anthropic", "anthropic"),
-    "/v1/messages/count_tokens": ("anthropic", "anthropic"),
-    "/v1/chat/completions": ("openai", "openai"),
-    "/v1/responses": ("openai", "responses"),
-}
 POLICY_PREFIX = "/policy/"
 _SLASHES = re.compile(r"/{2,}")
 #: The answer header naming the session a cleaned request was filed under.
@@ -102,10 +97,11 @@ class Proxy:
         # same route, which must be cleaned too.
         path = _SLASHES.sub("/", request.url.path)
         policy_name, path = _policy_prefix(path)
-        route = CLEANED.get(path) if request.method == "POST" else None
-        provider: Provider = (
-            route[0] if route else _provider_of(request.headers, self.settings.other_requests)
-        )
+        route = proxy_route(request.method, path)
+        provider = (
+            route.codec.provider if route
+            else _provider_of(request.headers, self.settings.other_requests)
+        )  # fmt: skip
         route_label = path if route else "other"
         started = time.perf_counter()
         try:
@@ -143,7 +139,7 @@ class Proxy:
             try:
                 async with self.cleaning.admitted(len(body), settings.cleaning_wait_seconds):
                     cleaned = await anyio.to_thread.run_sync(
-                        self._clean, body, route[1], lowered, source
+                        self._clean, body, route.codec.name, lowered, source
                     )
             except NotAdmitted as exc:
                 self.metrics.passthrough.labels("busy").inc()
@@ -163,14 +159,14 @@ class Proxy:
                     "false, so it was not forwarded",
                 )  # fmt: skip
         upstream = (
-            self.settings.anthropic_upstream if provider == "anthropic"
+            self.settings.anthropic_upstream if provider.name == "anthropic"
             else self.settings.openai_upstream
         )  # fmt: skip
         url = upstream.rstrip("/") + path + (f"?{request.url.query}" if request.url.query else "")
         exchange = Exchange(
             self.metrics, self.ledger, self.settings.access_log, request, route_label,
             provider, cleaned, source.policy, started,
-            billed=route[1] if route is not None and is_billed(path) else None,
+            billed=route.codec.name if route is not None and route.billed else None,
             upstream=upstream,
         )  # fmt: skip
         if self.upstream is None:
@@ -226,7 +222,7 @@ class Proxy:
         return cleaned
 
     def _answer(
-        self, route: str, provider: Provider, status: int, kind: str, message: str
+        self, route: str, provider: Provider, status: int, kind: ErrorKind, message: str
     ) -> Response:
         self.metrics.requests.labels(route, str(status)).inc()
         return Response(error_body(provider, kind, message), status, media_type="application/json")
@@ -409,13 +405,9 @@ def _policy_prefix(path: str) -> tuple[str | None, str]:
     return name, "/" + rest
 
 
-def _provider_of(headers: Mapping[str, str], otherwise: Provider) -> Provider:
-    """Who a request not on a cleaned route is for: Anthropic when it carries its version
-    or key header or comes from Claude Code, OpenAI when it carries a bearer token, else
-    ``otherwise`` (``proxy.other_requests``)."""
-    agent = headers.get("user-agent", "").lower()
-    if "anthropic-version" in headers or "x-api-key" in headers or agent.startswith("claude"):
-        return "anthropic"
-    if headers.get("authorization", "").lower().startswith("bearer "):
-        return "openai"
-    return otherwise
+def _provider_of(headers: Mapping[str, str], otherwise: str) -> Provider:
+    """Who a request not on a cleaned route is for: the first provider that claims its
+    headers (Anthropic's version or key header, or Claude Code; OpenAI's bearer token),
+    else the one ``otherwise`` names (``proxy.other_requests``)."""
+    claimed = next((p for p in providers() if p.claims(headers)), None)
+    return claimed if claimed is not None else provider_named(otherwise)

@@ -14,10 +14,11 @@ import httpx
 from starlette.requests import Request
 
 from middleware.conversations.cleaning import Cleaned, bill
+from middleware.formats.base import Provider
 from middleware.ledger import Ledger, UsageReader
 from middleware.ledger.book import Entry
 from middleware.policy import Policy
-from middleware.proxy.errors import Provider, error_body
+from middleware.proxy.errors import error_body
 from middleware.proxy.metrics import Metrics
 
 logger = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ class Exchange:
 
     def on_headers(self, code: int, seconds: float, headers: httpx.Headers) -> None:
         self.status = code
-        self.metrics.upstream_seconds.labels(self.provider).observe(seconds)
+        self.metrics.upstream_seconds.labels(self.provider.name).observe(seconds)
         if self.billed is not None and 200 <= code < 300:
             self.reader = UsageReader(
                 self.billed, headers.get("content-type", ""), headers.get("content-encoding", "")
