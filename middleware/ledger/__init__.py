@@ -4,7 +4,7 @@ estimate of what the same requests would have cost without the middleware."""
 from middleware.ledger.book import Ledger, SessionLedger
 from middleware.ledger.estimate import Footprint, footprint
 from middleware.ledger.prices import LedgerSettings, ModelPrices
-from middleware.ledger.usage import Usage, UsageReader, is_billed, read_usage
+from middleware.ledger.usage import Usage, UsageReader, read_usage
 
 __all__ = [
     "Footprint",
@@ -15,6 +15,5 @@ __all__ = [
     "Usage",
     "UsageReader",
     "footprint",
-    "is_billed",
     "read_usage",
 ]

@@ -39,12 +39,6 @@ _USAGE_EVENTS = {
 }
 
 
-def is_billed(path: str) -> bool:
-    """Whether the answer to a cleaned request on ``path`` is billed as a model call: a
-    token count (``/v1/messages/count_tokens``) answers with a count, not a bill."""
-    return not path.endswith("/count_tokens")
-
-
 @dataclass(frozen=True)
 class Usage:
     """Tokens of one answer (or a sum of answers), by how they are billed. ``input`` is
