@@ -14,7 +14,9 @@ from middleware.formats.base import (
     Provider,
     ResultPlacement,
     Route,
+    UsageCounts,
     check_content,
+    count_of,
     optional_id,
     result_content,
     string_field,
@@ -93,6 +95,32 @@ class AnthropicCodec(Codec):
 
     def accepts_call_id(self, call_id: str) -> bool:
         return valid_id(call_id)
+
+    def usage_counts(self, usage: Mapping[str, Any]) -> UsageCounts | None:
+        """Cache writes split by lifetime (``cache_creation.ephemeral_1h_input_tokens``:
+        the 1-hour ones, the rest 5-minute)."""
+        written = count_of(usage, "cache_creation_input_tokens")
+        split = usage.get("cache_creation")
+        hour = min(count_of(split, "ephemeral_1h_input_tokens") if isinstance(split, Mapping)
+                   else 0, written)  # fmt: skip
+        return UsageCounts(
+            input=count_of(usage, "input_tokens"),
+            cache_read=count_of(usage, "cache_read_input_tokens"),
+            cache_write_5m=written - hour,
+            cache_write_1h=hour,
+            output=count_of(usage, "output_tokens"),
+        )
+
+    def event_usage(self, event: Mapping[str, Any]) -> tuple[Any, Any] | None:
+        """``message_start`` (the input and cache fields, in its message) and
+        ``message_delta`` (the output)."""
+        kind = event.get("type")
+        if kind not in ("message_start", "message_delta"):
+            return None
+        message = event.get("message") if kind == "message_start" else event
+        if not isinstance(message, Mapping):
+            return None
+        return message.get("usage"), message.get("model")
 
     generated_id_prefix: ClassVar[str] = "toolu_mw_"
 

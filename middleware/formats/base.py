@@ -53,6 +53,23 @@ class Provider(ABC):
         """Whether a request with these headers (names in lower case) is for it."""
 
 
+class UsageCounts(NamedTuple):
+    """Tokens an answer's usage reports, by how they are billed (the ledger prices them):
+    ``input`` neither read from nor written to the cache."""
+
+    input: int = 0
+    cache_read: int = 0
+    cache_write_5m: int = 0
+    cache_write_1h: int = 0
+    output: int = 0
+
+
+def count_of(mapping: Mapping[str, Any], key: str) -> int:
+    """A token count of a usage object (anything but a positive whole number: 0)."""
+    value = mapping.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 class Route(NamedTuple):
     """A request path whose body carries a history in a codec's format: the proxy's own
     path, or the ending of a path an SDK client sends to (wrapped by :func:`wrap`)."""
@@ -108,6 +125,20 @@ class Codec(ABC):
     calls_are_items: ClassVar[bool] = False
     #: How ids this product gives to calls without one begin.
     generated_id_prefix: ClassVar[str] = "call_mw_"
+
+    def usage_counts(self, usage: Mapping[str, Any]) -> UsageCounts | None:
+        """The tokens a provider's ``usage`` object in this format reports, or ``None``
+        if it is not one."""
+        return None
+
+    def answer_usage(self, answer: Mapping[str, Any]) -> tuple[Any, Any]:
+        """Where a whole (not streamed) answer reports its usage and its model."""
+        return answer.get("usage"), answer.get("model")
+
+    def event_usage(self, event: Mapping[str, Any]) -> tuple[Any, Any] | None:
+        """The usage and model a streamed event reports (a later one's fields replace
+        an earlier one's), or ``None`` for an event that reports none."""
+        return None
 
     def accepts_call_id(self, call_id: str) -> bool:
         """Whether the provider takes ``call_id`` as it is (:attr:`call_id_pattern`)."""

@@ -11,8 +11,10 @@ from middleware.formats.base import (
     ErrorKind,
     Provider,
     Route,
+    UsageCounts,
     arguments_json,
     check_content,
+    count_of,
     optional_id,
     result_content,
     string_field,
@@ -59,11 +61,33 @@ class OpenAIAPI(Provider):
 OPENAI = OpenAIAPI()
 
 
+def cached_prompt_usage(
+    usage: Mapping[str, Any], prompt_key: str, output_key: str, details_key: str
+) -> UsageCounts | None:
+    """OpenAI's usage: the prompt's tokens, of which ``<details>.cached_tokens`` were read
+    from the cache (writes are not billed apart)."""
+    if prompt_key not in usage:
+        return None
+    prompt = count_of(usage, prompt_key)
+    details = usage.get(details_key)
+    cached = min(count_of(details, "cached_tokens"), prompt) if isinstance(details, Mapping) else 0
+    return UsageCounts(input=prompt - cached, cache_read=cached, output=count_of(usage, output_key))
+
+
 class OpenAIChatCodec(Codec):
     name: ClassVar[str] = "openai"
     provider: ClassVar[Provider] = OPENAI
     proxy_routes: ClassVar[tuple[Route, ...]] = (Route("/v1/chat/completions"),)
     client_routes: ClassVar[tuple[Route, ...]] = (Route("/chat/completions"),)  # and Azure
+
+    def usage_counts(self, usage: Mapping[str, Any]) -> UsageCounts | None:
+        return cached_prompt_usage(
+            usage, "prompt_tokens", "completion_tokens", "prompt_tokens_details"
+        )
+
+    def event_usage(self, event: Mapping[str, Any]) -> tuple[Any, Any] | None:
+        """The final chunk (with ``stream_options.include_usage``)."""
+        return (event.get("usage"), event.get("model")) if "choices" in event else None
 
     def parse_message(self, message: dict[str, Any], index: int) -> Node:
         role = string_field(message, "role", index, "'role'")

@@ -4,7 +4,7 @@ items; which output answers which call is :mod:`.responses_items`' table."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 import middleware.formats.responses_items as items
@@ -14,6 +14,7 @@ from middleware.formats.base import (
     Provider,
     ResultPlacement,
     Route,
+    UsageCounts,
     arguments_json,
     check_content,
     optional_id,
@@ -22,7 +23,7 @@ from middleware.formats.base import (
     tool_name,
     wire_content,
 )
-from middleware.formats.openai import OPENAI
+from middleware.formats.openai import OPENAI, cached_prompt_usage
 from middleware.view import Node, Role, ToolCall, ToolResult
 
 _MESSAGE_ROLES: dict[str, Role] = {
@@ -43,6 +44,20 @@ class ResponsesCodec(Codec):
     provider: ClassVar[Provider] = OPENAI
     proxy_routes: ClassVar[tuple[Route, ...]] = (Route("/v1/responses"),)
     client_routes: ClassVar[tuple[Route, ...]] = (Route("/responses"),)
+
+    def usage_counts(self, usage: Mapping[str, Any]) -> UsageCounts | None:
+        return cached_prompt_usage(usage, "input_tokens", "output_tokens", "input_tokens_details")
+
+    def event_usage(self, event: Mapping[str, Any]) -> tuple[Any, Any] | None:
+        """The response's last event: completed, incomplete or failed."""
+        if event.get("type") not in ("response.completed", "response.incomplete",
+                                     "response.failed"):  # fmt: skip
+            return None
+        response = event.get("response")
+        if not isinstance(response, Mapping):
+            return None
+        return response.get("usage"), response.get("model")
+
     result_placement: ClassVar[ResultPlacement] = ResultPlacement.AFTER_TURN
     duplicate_ids_within: ClassVar[Literal["message", "turn"]] = "turn"
     reasoning_items: ClassVar[bool] = True

@@ -1,18 +1,10 @@
 """The tokens a provider billed for one answer, read from the ``usage`` it reports: in a
-JSON answer, or across a streamed one (server-sent events), in each wire format.
-
-* Anthropic Messages: ``usage`` of the message (streamed: ``message_start`` carries the
-  input and cache fields, ``message_delta`` the output count, and newer API versions repeat
-  the input fields there too: the last value of each field is the one billed).
-  ``input_tokens`` is input after the last cache breakpoint; ``cache_creation_input_tokens``
-  were written to the cache (split by lifetime in ``cache_creation``),
-  ``cache_read_input_tokens`` read from it.
-* Chat Completions: ``usage`` of the answer (streamed: the last chunk, only when the
-  request asked for ``stream_options.include_usage``); ``prompt_tokens`` include
-  ``prompt_tokens_details.cached_tokens``.
-* Responses: ``usage`` of the response (streamed: in ``response.completed``, or
-  ``response.incomplete`` / ``response.failed``); ``input_tokens`` include
-  ``input_tokens_details.cached_tokens``.
+JSON answer, or across a streamed one (server-sent events). Where each format reports it,
+and what its fields mean, is the format's own (:meth:`.Codec.usage_counts`,
+:meth:`.Codec.answer_usage`, :meth:`.Codec.event_usage`): Anthropic's ``message_start`` and
+``message_delta``, Chat Completions' last chunk (when the request asked for
+``stream_options.include_usage``), Responses' ``response.completed``. A later event's field
+replaces an earlier one's: the last value is the one billed.
 """
 
 from __future__ import annotations
@@ -24,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from middleware.formats import get_codec
+
 logger = logging.getLogger(__name__)
 
 #: Bytes of a JSON answer read for its usage at most (an answer is a few KB; a larger one
@@ -32,11 +26,6 @@ MAX_ANSWER_BYTES = 4 * 1024 * 1024
 #: Bytes of one server-sent event line kept while it arrives (a Responses
 #: ``response.completed`` carries the whole answer).
 MAX_LINE_BYTES = 8 * 1024 * 1024
-#: The streamed events whose data may carry usage, per wire format.
-_USAGE_EVENTS = {
-    "anthropic": ("message_start", "message_delta"),
-    "responses": ("response.completed", "response.incomplete", "response.failed"),
-}
 
 
 @dataclass(frozen=True)
@@ -79,38 +68,13 @@ class Usage:
 
 
 def read_usage(fmt: str, usage: Any) -> Usage | None:
-    """The :class:`Usage` of a provider's ``usage`` object in wire format ``fmt``, or
-    ``None`` if it is not one (absent, ``null``, or of another shape)."""
+    """The :class:`Usage` of a provider's ``usage`` object in wire format ``fmt`` (as its
+    codec reads it: :meth:`.Codec.usage_counts`), or ``None`` if it is not one (absent,
+    ``null``, or of another shape)."""
     if not isinstance(usage, Mapping):
         return None
-    if fmt == "anthropic":
-        written = _count(usage, "cache_creation_input_tokens")
-        split = usage.get("cache_creation")
-        hour = _count(split, "ephemeral_1h_input_tokens") if isinstance(split, Mapping) else 0
-        hour = min(hour, written)
-        return Usage(
-            input=_count(usage, "input_tokens"),
-            cache_read=_count(usage, "cache_read_input_tokens"),
-            cache_write_5m=written - hour,
-            cache_write_1h=hour,
-            output=_count(usage, "output_tokens"),
-        )
-    prompt_key, output_key, details_key = (
-        ("prompt_tokens", "completion_tokens", "prompt_tokens_details")
-        if fmt == "openai"
-        else ("input_tokens", "output_tokens", "input_tokens_details")
-    )
-    if prompt_key not in usage:
-        return None
-    prompt = _count(usage, prompt_key)
-    details = usage.get(details_key)
-    cached = min(_count(details, "cached_tokens"), prompt) if isinstance(details, Mapping) else 0
-    return Usage(input=prompt - cached, cache_read=cached, output=_count(usage, output_key))
-
-
-def _count(mapping: Mapping[str, Any], key: str) -> int:
-    value = mapping.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    counts = get_codec(fmt).usage_counts(usage)
+    return None if counts is None else Usage(*counts)
 
 
 class UsageReader:
@@ -122,6 +86,7 @@ class UsageReader:
 
     def __init__(self, fmt: str, content_type: str = "", content_encoding: str = "") -> None:
         self.fmt = fmt
+        self._codec = get_codec(fmt)
         self.streamed = "event-stream" in content_type.lower()
         encoding = content_encoding.strip().lower()
         self._decoder: Any = None
@@ -181,17 +146,9 @@ class UsageReader:
             return
         if not isinstance(event, Mapping):
             return
-        kind = event.get("type")
-        if self.fmt == "anthropic" and kind in _USAGE_EVENTS["anthropic"]:
-            message = event.get("message") if kind == "message_start" else event
-            if isinstance(message, Mapping):
-                self._take(message.get("usage"), message.get("model"))
-        elif self.fmt == "responses" and kind in _USAGE_EVENTS["responses"]:
-            response = event.get("response")
-            if isinstance(response, Mapping):
-                self._take(response.get("usage"), response.get("model"))
-        elif self.fmt == "openai" and "choices" in event:
-            self._take(event.get("usage"), event.get("model"))
+        found = self._codec.event_usage(event)
+        if found is not None:
+            self._take(*found)
 
     def _read_document(self, data: bytes) -> None:
         try:
@@ -199,7 +156,7 @@ class UsageReader:
         except ValueError:
             return
         if isinstance(document, Mapping):
-            self._take(document.get("usage"), document.get("model"))
+            self._take(*self._codec.answer_usage(document))
 
     def _take(self, usage: Any, model: Any) -> None:
         if isinstance(model, str) and model:

@@ -9,7 +9,7 @@ from typing import get_args
 import pytest
 
 from middleware.formats import CODECS
-from middleware.formats.base import ErrorKind, Provider, ResultPlacement
+from middleware.formats.base import Codec, ErrorKind, Provider, ResultPlacement
 from middleware.formats.routes import client_route, provider_named, providers, proxy_route
 
 FORMATS = sorted(CODECS)
@@ -26,6 +26,9 @@ def test_every_format_declares_itself(name: str) -> None:
     if codec.call_id_pattern is not None:  # an id rule comes with the reason it gives
         assert codec.call_id_rule
         assert codec.accepts_call_id(codec.generated_id_prefix + "0123abcd")
+    # Where its answers report their usage: its own reading, not the base class's none.
+    for question in ("usage_counts", "event_usage"):
+        assert getattr(type(codec), question) is not getattr(Codec, question), question
     assert codec.proxy_routes and all(r.path.startswith("/v") for r in codec.proxy_routes)
     assert codec.client_routes
     assert any(route.billed for route in codec.proxy_routes)
