@@ -5,27 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from middleware.errors import FormatError
-from middleware.formats.anthropic import AnthropicCodec
 from middleware.formats.base import Codec
 from middleware.formats.detect import AMBIGUOUS_DEFAULT, Detection, detect_format
-from middleware.formats.openai import OpenAIChatCodec
-from middleware.formats.responses import ResponsesCodec
-
-CODECS: dict[str, Codec] = {
-    codec.name: codec for codec in (AnthropicCodec(), OpenAIChatCodec(), ResponsesCodec())
-}
-FORMATS = ("auto", *CODECS)
-
-
-def get_codec(name: str) -> Codec:
-    """The codec for a format name (``anthropic``, ``openai`` or ``responses``)."""
-    try:
-        return CODECS[name]
-    except KeyError:
-        raise FormatError(
-            f"unknown format {name!r}; expected one of: {', '.join(FORMATS)}"
-        ) from None
+from middleware.formats.registry import CODECS, FORMATS, get_codec
 
 
 def resolve_format(messages: Sequence[Any], name: str) -> str:

@@ -64,10 +64,41 @@ class UsageCounts(NamedTuple):
     output: int = 0
 
 
+def string_of(value: Any) -> str | None:
+    """Only strings are evidence of a format (the codecs refuse other types)."""
+    return value if isinstance(value, str) else None
+
+
+def part_types(message: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The ``type`` of each typed part of a message's content list, with the part."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [(kind, part) for part in content if isinstance(part, dict)
+            if (kind := string_of(part.get("type"))) is not None]  # fmt: skip
+
+
 def count_of(mapping: Mapping[str, Any], key: str) -> int:
     """A token count of a usage object (anything but a positive whole number: 0)."""
     value = mapping.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+class ToolSpec(NamedTuple):
+    """A tool this product offers the model itself (the integrations' ``recall``)."""
+
+    name: str
+    description: str
+    #: Its arguments' JSON Schema.
+    parameters: dict[str, Any]
+
+
+class AnswerCall(NamedTuple):
+    """A tool call in a model's answer."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
 
 
 class Route(NamedTuple):
@@ -91,6 +122,14 @@ class Codec(ABC):
     #: The provider whose API speaks it: which upstream the proxy sends it to, and the
     #: shape of the errors the proxy answers in its place.
     provider: ClassVar[Provider]
+    #: The request body's field holding the history (``messages``, ``input``).
+    history_key: ClassVar[str] = "messages"
+    #: Body fields that say the provider holds earlier turns the body does not repeat
+    #: (Responses' ``previous_response_id``).
+    stored_state_keys: ClassVar[tuple[str, ...]] = ()
+    #: Whether a history of plain role/content messages, which every format reads
+    #: alike, is taken as this format's (Chat Completions).
+    reads_plain_history: ClassVar[bool] = False
     #: The proxy's paths for it, and the path endings of the requests an SDK client
     #: makes in it (its cloud variants too).
     proxy_routes: ClassVar[tuple[Route, ...]] = ()
@@ -125,6 +164,16 @@ class Codec(ABC):
     calls_are_items: ClassVar[bool] = False
     #: How ids this product gives to calls without one begin.
     generated_id_prefix: ClassVar[str] = "call_mw_"
+
+    #: Whether the provider bills writing a prefix to its cache apart (Anthropic: its
+    #: usage names the tokens written); otherwise a write costs as plain input.
+    cache_writes_billed: ClassVar[bool] = False
+
+    def signals(self, message: Mapping[str, Any]) -> list[tuple[str, bool]]:
+        """What in ``message`` belongs to this format only (a block type, a role, a
+        field), in the order met, and whether each is strong: a weak one (a role another
+        format shares) counts only when no other format has a strong one."""
+        return []
 
     def usage_counts(self, usage: Mapping[str, Any]) -> UsageCounts | None:
         """The tokens a provider's ``usage`` object in this format reports, or ``None``
@@ -256,6 +305,32 @@ class Codec(ABC):
     def user_message(self, text: str) -> dict[str, Any]:
         """A plain user message (Responses: item) saying ``text``."""
 
+    # -- a model's answer, for an integration that answers some of its calls itself ----
+
+    @abstractmethod
+    def tool_definition(self, tool: ToolSpec) -> dict[str, Any]:
+        """``tool`` as a request in this format declares it."""
+
+    def declared_tool_name(self, tool: Mapping[str, Any]) -> Any:
+        """The name of a tool a request declares (``None`` if it has none)."""
+        function = tool.get("function")
+        return function.get("name") if isinstance(function, Mapping) else tool.get("name")
+
+    @abstractmethod
+    def answer_calls(self, answer: Mapping[str, Any]) -> list[AnswerCall]:
+        """The tool calls of a model's (not streamed) answer."""
+
+    @abstractmethod
+    def answer_without_calls(self, answer: Mapping[str, Any], name: str) -> dict[str, Any]:
+        """``answer`` without its calls of the tool ``name``."""
+
+    @abstractmethod
+    def continued(
+        self, body: Mapping[str, Any], answer: Mapping[str, Any], results: list[tuple[str, str]]
+    ) -> dict[str, Any]:
+        """The request ``body`` continued with the model's ``answer`` and the results
+        (call id, text) of some of its calls: the request that asks the model again."""
+
     def user_node(self, text: str) -> Node:
         """A created node for :meth:`user_message` (written as it is)."""
         return replace(self.parse_message(self.user_message(text), 0), origin=None)
@@ -354,6 +429,16 @@ def result_content(value: Any, index: int, what: str) -> str | tuple[Any, ...]:
 
 def wire_content(content: str | tuple[Any, ...]) -> str | list[Any]:
     return content if isinstance(content, str) else list(content)
+
+
+def arguments_of(text: Any) -> dict[str, Any]:
+    """A call's arguments as an answer carries them (a JSON string for OpenAI), as a
+    mapping (``{}`` when they are not one)."""
+    try:
+        value = json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def arguments_json(arguments: Any) -> str:

@@ -8,10 +8,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from middleware.errors import FormatError
+from middleware.formats.registry import CODECS, get_codec
 
-#: The body key holding the history, per wire format.
-HISTORY_KEYS = {"anthropic": "messages", "openai": "messages", "responses": "input"}
+
+def _history_keys() -> dict[str, str | None]:
+    keys: dict[str, str | None] = {}
+    for codec in CODECS.values():
+        key = codec.history_key
+        keys[key] = None if key in keys else codec.name
+    return keys
+
+
+#: The body fields holding a history, and the format each says (``None``: several
+#: formats keep their history there, Anthropic's and Chat's ``messages``).
+HISTORY_KEYS = _history_keys()
+#: Body fields that say the provider holds earlier turns the body does not repeat.
+STORED_STATE_KEYS = tuple(dict.fromkeys(k for c in CODECS.values() for k in c.stored_state_keys))
 
 
 @dataclass(frozen=True)
@@ -19,11 +31,11 @@ class RequestBody:
     """A request body and its history."""
 
     document: Mapping[str, Any]
-    #: ``messages`` or ``input``.
+    #: The field holding the history (:data:`HISTORY_KEYS`).
     key: str
     #: The history as the body carries it (a Responses ``input`` may be a plain string).
     history: Any
-    #: The wire format the body's key says (``None``: ``messages``, Anthropic or Chat).
+    #: The wire format the body's key says (``None``: a key several formats use).
     format_hint: str | None
 
     @property
@@ -31,9 +43,7 @@ class RequestBody:
         """Whether the provider holds earlier turns this body does not repeat (a Responses
         ``previous_response_id`` or ``conversation``): outputs may then answer calls that
         are not in the body, and must not be taken for orphans."""
-        return any(
-            self.document.get(k) is not None for k in ("previous_response_id", "conversation")
-        )
+        return any(self.document.get(k) is not None for k in STORED_STATE_KEYS)
 
     def with_history(self, history: Any) -> dict[str, Any]:
         """The body with ``history`` in place of its own, every other field untouched."""
@@ -42,22 +52,21 @@ class RequestBody:
 
 def read_body(document: Any, format: str = "auto") -> RequestBody | None:
     """The history of a request body, or ``None`` when ``document`` is not a mapping with
-    a ``messages`` or ``input`` field.
+    a history field (:data:`HISTORY_KEYS`).
 
     :param format: the wire format if known (the route a proxy received it on), else
-        ``auto``: ``input`` means Responses, ``messages`` Anthropic or Chat.
-    :raises FormatError: the body's key contradicts the format given.
+        ``auto``: the field says the format when only one format uses it (``input``:
+        Responses; ``messages``: Anthropic or Chat, told apart by the messages).
+    :raises FormatError: ``format`` names no format.
     """
     if not isinstance(document, Mapping):
         return None
     if format != "auto":
-        key = HISTORY_KEYS.get(format)
-        if key is None:
-            raise FormatError(f"unknown format {format!r}")
+        key = get_codec(format).history_key
         if key not in document:
             return None
         return RequestBody(document, key, document[key], format)
-    for key, hint in (("messages", None), ("input", "responses")):
+    for key, hint in HISTORY_KEYS.items():
         if key in document:
             return RequestBody(document, key, document[key], hint)
     return None

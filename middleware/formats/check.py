@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import middleware.formats.responses_items as ri
+import middleware.formats.wire.responses_items as ri
 from middleware.formats import get_codec, resolve_format
-from middleware.formats.anthropic import ID_PATTERN, MAX_ID_LENGTH, valid_id
+from middleware.formats.wire.anthropic import ID_PATTERN, MAX_ID_LENGTH, valid_id
 
 __all__ = ["Violation", "check_history"]
 

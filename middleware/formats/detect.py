@@ -1,4 +1,5 @@
-"""Tell the three wire formats apart from the shape of the messages themselves."""
+"""Tell the wire formats apart from the shape of the messages themselves: each format
+says what belongs to it alone (:meth:`.Codec.signals`)."""
 
 from __future__ import annotations
 
@@ -7,30 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from middleware.errors import FormatError, HistoryError
+from middleware.formats.registry import CODECS
 
 #: Format assumed for histories every format reads the same way (plain role/content).
-AMBIGUOUS_DEFAULT = "openai"
-
-_ANTHROPIC_BLOCKS = frozenset(
-    {
-        "tool_use",
-        "tool_result",
-        "thinking",
-        "redacted_thinking",
-        "server_tool_use",
-        "web_search_tool_result",
-        "document",
-        "search_result",
-        "mcp_tool_use",
-        "mcp_tool_result",
-    }
-)
-_OPENAI_PARTS = frozenset({"image_url", "input_audio", "refusal"})
-_RESPONSES_PARTS = frozenset({"input_text", "output_text", "input_image", "input_file"})
-_OPENAI_ROLES = frozenset({"tool", "developer", "function"})
-#: Roles both OpenAI formats accept: evidence for Chat Completions only when nothing
-#: points at Responses.
-_SHARED_ROLES = frozenset({"developer"})
+AMBIGUOUS_DEFAULT = next(name for name, codec in CODECS.items() if codec.reads_plain_history)
 
 
 @dataclass(frozen=True)
@@ -55,12 +36,13 @@ def detect_format(messages: Sequence[Any]) -> Detection:
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             continue
-        for fmt, why in _signals(message):
-            found.setdefault(fmt, f"message {i}: {why}")
-            if not (why.startswith("role ") and _string(message.get("role")) in _SHARED_ROLES):
-                strong.add(fmt)
-    if "responses" in found and "openai" not in strong:
-        found.pop("openai", None)
+        for name, codec in CODECS.items():
+            for why, is_strong in codec.signals(message):
+                found.setdefault(name, f"message {i}: {why}")
+                if is_strong:
+                    strong.add(name)
+    if strong:  # weak evidence (a role two formats share) gives way to strong evidence
+        found = {name: why for name, why in found.items() if name in strong}
     if not found:
         return Detection(AMBIGUOUS_DEFAULT, None)
     if len(found) > 1:
@@ -71,33 +53,3 @@ def detect_format(messages: Sequence[Any]) -> Detection:
         )
     ((fmt, why),) = found.items()
     return Detection(fmt, why)
-
-
-def _string(value: Any) -> str | None:
-    """Only strings are evidence (the codecs refuse other types with a HistoryError)."""
-    return value if isinstance(value, str) else None
-
-
-def _signals(message: dict[str, Any]) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    kind = message.get("type")
-    if isinstance(kind, str):
-        out.append(("responses", f"item of type {kind!r}"))
-    role = _string(message.get("role"))
-    if role in _OPENAI_ROLES:
-        out.append(("openai", f"role {role!r}"))
-    if "tool_calls" in message:
-        out.append(("openai", "'tool_calls' field"))
-    content = message.get("content")
-    if isinstance(content, list):
-        for part in content:
-            if not isinstance(part, dict):
-                continue
-            ptype = _string(part.get("type"))
-            if ptype in _ANTHROPIC_BLOCKS or (ptype == "image" and "source" in part):
-                out.append(("anthropic", f"{ptype!r} content block"))
-            elif ptype in _OPENAI_PARTS:
-                out.append(("openai", f"{ptype!r} content part"))
-            elif ptype in _RESPONSES_PARTS:
-                out.append(("responses", f"{ptype!r} content part"))
-    return out

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from middleware.errors import HistoryError
-from middleware.formats.bodies import RequestBody, read_body
+from middleware.formats.bodies import HISTORY_KEYS, RequestBody, read_body
 from middleware.formats.structure import MAX_DEPTH
 
 
@@ -71,9 +71,10 @@ def read_request(
     if isinstance(value, Mapping):
         body = read_body(value, format)
         if body is None:
+            fields = " or ".join(map(repr, HISTORY_KEYS))
             raise HistoryError(
-                "expected a list of messages, or a request body with a 'messages' or 'input' "
-                f"field, got a mapping with {', '.join(map(repr, list(value)[:5])) or 'no keys'}"
+                f"expected a list of messages, or a request body with a {fields} field, got "
+                f"a mapping with {', '.join(map(repr, list(value)[:5])) or 'no keys'}"
             )
         source = f"the request body's {body.key!r} list"
         fmt = body.format_hint if format == "auto" and body.format_hint else format

@@ -7,8 +7,8 @@ from __future__ import annotations
 from functools import cache
 from typing import NamedTuple
 
-from middleware.formats import CODECS
 from middleware.formats.base import Codec, Provider
+from middleware.formats.registry import CODECS
 
 
 class Routed(NamedTuple):

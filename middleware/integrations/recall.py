@@ -8,11 +8,12 @@ model's recall calls itself, so the agent's own loop never sees them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from middleware.formats import get_codec
+from middleware.formats.base import ToolSpec
 from middleware.policy import Policy, load_policy
 from middleware.policy.settings import bind
 from middleware.spill import SpillError, SpillSettings
@@ -33,6 +34,7 @@ PARAMETERS: dict[str, Any] = {
     },
     "required": ["path"],
 }
+TOOL = ToolSpec(NAME, DESCRIPTION, PARAMETERS)
 #: Lines read when the model names no limit.
 DEFAULT_LIMIT = 200
 
@@ -52,12 +54,7 @@ def read(settings: SpillSettings, arguments: Mapping[str, Any]) -> str:
 
 def definition(fmt: str) -> dict[str, Any]:
     """The tool as a request of wire format ``fmt`` declares it."""
-    if fmt == "anthropic":
-        return {"name": NAME, "description": DESCRIPTION, "input_schema": PARAMETERS}
-    if fmt == "openai":
-        return {"type": "function", "function": {"name": NAME, "description": DESCRIPTION,
-                                                 "parameters": PARAMETERS}}  # fmt: skip
-    return {"type": "function", "name": NAME, "description": DESCRIPTION, "parameters": PARAMETERS}
+    return get_codec(fmt).tool_definition(TOOL)
 
 
 def offered(fmt: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -67,7 +64,8 @@ def offered(fmt: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
     tools = body.get("tools")
     if body.get("stream") or not isinstance(tools, list) or not tools:
         return None
-    if any(_tool_name(tool) == NAME for tool in tools if isinstance(tool, Mapping)):
+    codec = get_codec(fmt)
+    if any(codec.declared_tool_name(tool) == NAME for tool in tools if isinstance(tool, Mapping)):
         return None  # the agent has a tool of that name: never shadow it
     return {**body, "tools": [*tools, definition(fmt)]}
 
@@ -90,7 +88,7 @@ def calls(fmt: str, answer: Mapping[str, Any]) -> tuple[list[tuple[str, dict[str
     it makes in all."""
     found: list[tuple[str, dict[str, Any]]] = []
     total = 0
-    for call_id, name, arguments in _tool_calls(fmt, answer):
+    for call_id, name, arguments in get_codec(fmt).answer_calls(answer):
         total += 1
         if name == NAME:
             found.append((call_id, arguments))
@@ -102,76 +100,9 @@ def follow_up(
 ) -> dict[str, Any]:
     """``body`` continued with the model's ``answer`` and the results of its recall calls
     (id, text): the request that asks the model again."""
-    out = dict(body)
-    if fmt == "anthropic":
-        out["messages"] = [
-            *body["messages"],
-            {"role": "assistant", "content": answer["content"]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id,
-                                          "content": text} for call_id, text in results]},
-        ]  # fmt: skip
-    elif fmt == "openai":
-        message = dict(answer["choices"][0]["message"])
-        out["messages"] = [
-            *body["messages"],
-            {k: v for k, v in message.items() if v is not None or k == "content"},
-            *({"role": "tool", "tool_call_id": call_id, "content": text}
-              for call_id, text in results),
-        ]  # fmt: skip
-    else:
-        given = body.get("input")
-        history = given if isinstance(given, list) else [{"role": "user", "content": given}]
-        out["input"] = [
-            *history,
-            *answer["output"],
-            *({"type": "function_call_output", "call_id": call_id, "output": text}
-              for call_id, text in results),
-        ]  # fmt: skip
-    return out
+    return get_codec(fmt).continued(body, answer, results)
 
 
 def without_calls(fmt: str, answer: Mapping[str, Any]) -> dict[str, Any]:
     """``answer`` without its recall calls (the agent's loop gets only its own tools')."""
-    out = dict(answer)
-    if fmt == "anthropic":
-        out["content"] = [b for b in answer["content"] if not _is_call(b, "tool_use")]
-    elif fmt == "openai":
-        choice = dict(answer["choices"][0])
-        message = dict(choice["message"])
-        kept = [c for c in message.get("tool_calls") or [] if c["function"]["name"] != NAME]
-        message["tool_calls"] = kept or None
-        choice["message"] = message
-        out["choices"] = [choice, *answer["choices"][1:]]
-    else:
-        out["output"] = [i for i in answer["output"] if not _is_call(i, "function_call")]
-    return out
-
-
-def _is_call(item: Mapping[str, Any], kind: str) -> bool:
-    return item.get("type") == kind and item.get("name") == NAME
-
-
-def _tool_calls(fmt: str, answer: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-    if fmt == "anthropic":
-        return [(b["id"], b["name"], b.get("input") or {}) for b in answer.get("content") or []
-                if b.get("type") == "tool_use"]  # fmt: skip
-    if fmt == "openai":
-        choices = answer.get("choices") or [{}]
-        message = choices[0].get("message") or {}
-        return [(c["id"], c["function"]["name"], _arguments(c["function"].get("arguments")))
-                for c in message.get("tool_calls") or []]  # fmt: skip
-    return [(i["call_id"], i["name"], _arguments(i.get("arguments")))
-            for i in answer.get("output") or [] if i.get("type") == "function_call"]  # fmt: skip
-
-
-def _arguments(text: Any) -> dict[str, Any]:
-    try:
-        value = json.loads(text) if isinstance(text, str) else text
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _tool_name(tool: Mapping[str, Any]) -> Any:
-    function = tool.get("function")
-    return function.get("name") if isinstance(function, Mapping) else tool.get("name")
+    return get_codec(fmt).answer_without_calls(answer, NAME)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from middleware.formats import get_codec
 from middleware.ledger.estimate import Footprint, expected_read, without_middleware
 from middleware.ledger.journal import Journal, read_journal
 from middleware.ledger.prices import LedgerSettings
@@ -18,8 +19,6 @@ from middleware.ledger.usage import Usage
 #: Sessions whose ledger is kept, at most (the least recently billed are forgotten first;
 #: the totals keep every request).
 MAX_SESSIONS = 10_000
-#: Wire formats whose provider bills cache writes.
-WRITES_BILLED = frozenset({"anthropic"})
 
 
 @dataclass(frozen=True)
@@ -226,7 +225,7 @@ class Ledger:
             entry = None
             if usage is not None:
                 without, expected = usage, None
-                writes = fmt in WRITES_BILLED
+                writes = get_codec(fmt).cache_writes_billed
                 before = ledger.before
                 if footprints is not None:
                     without = without_middleware(

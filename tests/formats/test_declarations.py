@@ -4,12 +4,15 @@ it (issue 29, item 1): a new format that forgets one fails here, not in a reques
 from __future__ import annotations
 
 import json
-from typing import get_args
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, get_args
 
 import pytest
 
 from middleware.formats import CODECS
-from middleware.formats.base import Codec, ErrorKind, Provider, ResultPlacement
+from middleware.formats.base import Codec, ErrorKind, Provider, ResultPlacement, ToolSpec
 from middleware.formats.routes import client_route, provider_named, providers, proxy_route
 
 FORMATS = sorted(CODECS)
@@ -26,9 +29,14 @@ def test_every_format_declares_itself(name: str) -> None:
     if codec.call_id_pattern is not None:  # an id rule comes with the reason it gives
         assert codec.call_id_rule
         assert codec.accepts_call_id(codec.generated_id_prefix + "0123abcd")
-    # Where its answers report their usage: its own reading, not the base class's none.
-    for question in ("usage_counts", "event_usage"):
+    # What in a message is its own, and where its answers report their usage: its own
+    # answers, not the base class's none.
+    assert codec.history_key
+    for question in ("signals", "usage_counts", "event_usage"):
         assert getattr(type(codec), question) is not getattr(Codec, question), question
+    # A tool an integration offers reads back as declared.
+    spec = ToolSpec("recall", "Read lines back.", {"type": "object", "properties": {}})
+    assert codec.declared_tool_name(codec.tool_definition(spec)) == "recall"
     assert codec.proxy_routes and all(r.path.startswith("/v") for r in codec.proxy_routes)
     assert codec.client_routes
     assert any(route.billed for route in codec.proxy_routes)
@@ -65,3 +73,39 @@ def test_each_provider_claims_its_own_requests() -> None:
     )
     with pytest.raises(KeyError):
         provider_named("nobody")
+
+
+def test_a_new_format_is_one_new_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module in the wire package that defines ``CODEC`` is a format: nothing else to
+    register. One that defines something else, or a name taken, is refused by name."""
+    from middleware.formats import registry, wire
+
+    (tmp_path / "zz_extra.py").write_text(textwrap.dedent("""
+        from middleware.formats.wire.openai import OpenAIChatCodec
+
+        class ExtraCodec(OpenAIChatCodec):
+            name = "zz-extra"
+
+        CODEC = ExtraCodec()
+    """))  # fmt: skip
+    monkeypatch.setattr(wire, "__path__", [*wire.__path__, str(tmp_path)])
+    added = [f"middleware.formats.wire.{name}" for name in ("zz_extra", "zz_bad", "zz_twice")]
+    try:
+        _discover_new_modules(registry, tmp_path)
+    finally:
+        for name in added:
+            sys.modules.pop(name, None)
+
+
+def _discover_new_modules(registry: Any, tmp_path: Path) -> None:
+    found = registry._discover()
+    assert list(found)[-1] == "zz-extra" and set(CODECS) < set(found)
+    (tmp_path / "zz_bad.py").write_text("CODEC = 'not a codec'\n")
+    with pytest.raises(TypeError, match=r"zz_bad\.CODEC is not a Codec"):
+        registry._discover()
+    (tmp_path / "zz_bad.py").unlink()
+    (tmp_path / "zz_twice.py").write_text(
+        "from middleware.formats.wire.openai import OpenAIChatCodec\nCODEC = OpenAIChatCodec()\n"
+    )
+    with pytest.raises(TypeError, match="two wire formats are named 'openai'"):
+        registry._discover()

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from middleware.formats.anthropic import MAX_ID_LENGTH
 from middleware.formats.base import Codec, unnamed
+from middleware.formats.wire.anthropic import MAX_ID_LENGTH
 from middleware.view import Node, ToolCall, ToolResult
 
 Fate = Literal["claimed", "orphan", "duplicate"]

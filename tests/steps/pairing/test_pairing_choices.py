@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import middleware
-from middleware.formats.responses_items import is_model_item
+from middleware.formats.wire.responses_items import is_model_item
 from middleware.report import Action
 from tests.pairing_builders import FORMATS, A, Call, Msg, R, Res, U, build, calls, flatten
 

@@ -20,7 +20,7 @@ import pytest
 
 import middleware
 from benchmarks.pairing_one_message import CASES, FORMATS, mixed_kinds
-from middleware.formats.responses import ResponsesCodec
+from middleware.formats.wire.responses import ResponsesCodec
 from middleware.plugin.host import PluginHost
 from middleware.view import ToolCall, ToolResult
 

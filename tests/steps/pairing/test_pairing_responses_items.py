@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import middleware
-from middleware.formats.responses_items import BLANK_SCREENSHOT
+from middleware.formats.wire.responses_items import BLANK_SCREENSHOT
 
 MISSING = (
     "[Tool result missing — the tool execution was interrupted or failed silently. "

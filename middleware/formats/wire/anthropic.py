@@ -9,15 +9,18 @@ from typing import Any, ClassVar
 
 from middleware.errors import HistoryError
 from middleware.formats.base import (
+    AnswerCall,
     Codec,
     ErrorKind,
     Provider,
     ResultPlacement,
     Route,
+    ToolSpec,
     UsageCounts,
     check_content,
     count_of,
     optional_id,
+    part_types,
     result_content,
     string_field,
     tool_name,
@@ -96,6 +99,44 @@ class AnthropicCodec(Codec):
     def accepts_call_id(self, call_id: str) -> bool:
         return valid_id(call_id)
 
+    #: Content block types only Anthropic Messages has.
+    BLOCKS: ClassVar[frozenset[str]] = frozenset({
+        "tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use",
+        "web_search_tool_result", "document", "search_result", "mcp_tool_use",
+        "mcp_tool_result",
+    })  # fmt: skip
+
+    def signals(self, message: Mapping[str, Any]) -> list[tuple[str, bool]]:
+        """Its content blocks (an ``image`` with a ``source``)."""
+        return [
+            (f"{kind!r} content block", True)
+            for kind, part in part_types(message)
+            if kind in self.BLOCKS or (kind == "image" and "source" in part)
+        ]
+
+    def tool_definition(self, tool: ToolSpec) -> dict[str, Any]:
+        return {"name": tool.name, "description": tool.description,
+                "input_schema": tool.parameters}  # fmt: skip
+
+    def answer_calls(self, answer: Mapping[str, Any]) -> list[AnswerCall]:
+        return [AnswerCall(b["id"], b["name"], b.get("input") or {})
+                for b in answer.get("content") or [] if b.get("type") == "tool_use"]  # fmt: skip
+
+    def answer_without_calls(self, answer: Mapping[str, Any], name: str) -> dict[str, Any]:
+        kept = [b for b in answer["content"]
+                if not (b.get("type") == "tool_use" and b.get("name") == name)]  # fmt: skip
+        return {**answer, "content": kept}
+
+    def continued(
+        self, body: Mapping[str, Any], answer: Mapping[str, Any], results: list[tuple[str, str]]
+    ) -> dict[str, Any]:
+        return {**body, "messages": [
+            *body["messages"],
+            {"role": "assistant", "content": answer["content"]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id,
+                                          "content": text} for call_id, text in results]},
+        ]}  # fmt: skip
+
     def usage_counts(self, usage: Mapping[str, Any]) -> UsageCounts | None:
         """Cache writes split by lifetime (``cache_creation.ephemeral_1h_input_tokens``:
         the 1-hour ones, the rest 5-minute)."""
@@ -123,6 +164,7 @@ class AnthropicCodec(Codec):
         return message.get("usage"), message.get("model")
 
     generated_id_prefix: ClassVar[str] = "toolu_mw_"
+    cache_writes_billed: ClassVar[bool] = True
 
     def parse_message(self, message: dict[str, Any], index: int) -> Node:
         role = _role(message, index)
@@ -267,3 +309,6 @@ def _role(message: dict[str, Any], index: int) -> Role:
             index=index,
         )
     return _ROLES[role]
+
+
+CODEC = AnthropicCodec()

@@ -7,17 +7,22 @@ from typing import Any, ClassVar
 
 from middleware.errors import HistoryError
 from middleware.formats.base import (
+    AnswerCall,
     Codec,
     ErrorKind,
     Provider,
     Route,
+    ToolSpec,
     UsageCounts,
     arguments_json,
+    arguments_of,
     check_content,
     count_of,
     optional_id,
+    part_types,
     result_content,
     string_field,
+    string_of,
     tool_name,
     wire_content,
 )
@@ -79,6 +84,55 @@ class OpenAIChatCodec(Codec):
     provider: ClassVar[Provider] = OPENAI
     proxy_routes: ClassVar[tuple[Route, ...]] = (Route("/v1/chat/completions"),)
     client_routes: ClassVar[tuple[Route, ...]] = (Route("/chat/completions"),)  # and Azure
+
+    reads_plain_history: ClassVar[bool] = True
+    #: Roles only OpenAI's formats have; ``developer`` Responses has too (weak evidence).
+    ROLES: ClassVar[frozenset[str]] = frozenset({"tool", "developer", "function"})
+    SHARED_ROLES: ClassVar[frozenset[str]] = frozenset({"developer"})
+    #: Content part types only Chat Completions has.
+    PARTS: ClassVar[frozenset[str]] = frozenset({"image_url", "input_audio", "refusal"})
+
+    def signals(self, message: Mapping[str, Any]) -> list[tuple[str, bool]]:
+        """Its roles, ``tool_calls``, its content parts."""
+        out: list[tuple[str, bool]] = []
+        role = string_of(message.get("role"))
+        if role in self.ROLES:
+            out.append((f"role {role!r}", role not in self.SHARED_ROLES))
+        if "tool_calls" in message:
+            out.append(("'tool_calls' field", True))
+        out += [(f"{kind!r} content part", True) for kind, _ in part_types(message)
+                if kind in self.PARTS]  # fmt: skip
+        return out
+
+    def tool_definition(self, tool: ToolSpec) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": tool.name, "description":
+                tool.description, "parameters": tool.parameters}}  # fmt: skip
+
+    def answer_calls(self, answer: Mapping[str, Any]) -> list[AnswerCall]:
+        """The first choice's calls."""
+        choices = answer.get("choices") or [{}]
+        message = choices[0].get("message") or {}
+        return [AnswerCall(c["id"], c["function"]["name"], arguments_of(c["function"].get(
+            "arguments"))) for c in message.get("tool_calls") or []]  # fmt: skip
+
+    def answer_without_calls(self, answer: Mapping[str, Any], name: str) -> dict[str, Any]:
+        choice = dict(answer["choices"][0])
+        message = dict(choice["message"])
+        kept = [c for c in message.get("tool_calls") or [] if c["function"]["name"] != name]
+        message["tool_calls"] = kept or None
+        choice["message"] = message
+        return {**answer, "choices": [choice, *answer["choices"][1:]]}
+
+    def continued(
+        self, body: Mapping[str, Any], answer: Mapping[str, Any], results: list[tuple[str, str]]
+    ) -> dict[str, Any]:
+        message = dict(answer["choices"][0]["message"])
+        return {**body, "messages": [
+            *body["messages"],
+            {k: v for k, v in message.items() if v is not None or k == "content"},
+            *({"role": "tool", "tool_call_id": call_id, "content": text}
+              for call_id, text in results),
+        ]}  # fmt: skip
 
     def usage_counts(self, usage: Mapping[str, Any]) -> UsageCounts | None:
         return cached_prompt_usage(
@@ -214,3 +268,6 @@ def _render_call(call: ToolCall) -> Any:
         if not call.sealed:
             out[kind][key] = call.arguments
     return out
+
+
+CODEC = OpenAIChatCodec()

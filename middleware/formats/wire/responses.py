@@ -7,23 +7,27 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
-import middleware.formats.responses_items as items
+import middleware.formats.wire.responses_items as items
 from middleware.errors import HistoryError
 from middleware.formats.base import (
+    AnswerCall,
     Codec,
     Provider,
     ResultPlacement,
     Route,
+    ToolSpec,
     UsageCounts,
     arguments_json,
+    arguments_of,
     check_content,
     optional_id,
+    part_types,
     result_content,
     string_field,
     tool_name,
     wire_content,
 )
-from middleware.formats.openai import OPENAI, cached_prompt_usage
+from middleware.formats.wire.openai import OPENAI, cached_prompt_usage
 from middleware.view import Node, Role, ToolCall, ToolResult
 
 _MESSAGE_ROLES: dict[str, Role] = {
@@ -44,6 +48,51 @@ class ResponsesCodec(Codec):
     provider: ClassVar[Provider] = OPENAI
     proxy_routes: ClassVar[tuple[Route, ...]] = (Route("/v1/responses"),)
     client_routes: ClassVar[tuple[Route, ...]] = (Route("/responses"),)
+
+    history_key: ClassVar[str] = "input"
+    stored_state_keys: ClassVar[tuple[str, ...]] = ("previous_response_id", "conversation")
+    #: Content part types only Responses has.
+    PARTS: ClassVar[frozenset[str]] = frozenset(
+        {"input_text", "output_text", "input_image", "input_file"}
+    )
+
+    def signals(self, message: Mapping[str, Any]) -> list[tuple[str, bool]]:
+        """Typed items, its content parts."""
+        out: list[tuple[str, bool]] = []
+        kind = message.get("type")
+        if isinstance(kind, str):
+            out.append((f"item of type {kind!r}", True))
+        out += [(f"{part!r} content part", True) for part, _ in part_types(message)
+                if part in self.PARTS]  # fmt: skip
+        return out
+
+    def tool_definition(self, tool: ToolSpec) -> dict[str, Any]:
+        return {"type": "function", "name": tool.name, "description": tool.description,
+                "parameters": tool.parameters}  # fmt: skip
+
+    def answer_calls(self, answer: Mapping[str, Any]) -> list[AnswerCall]:
+        items = answer.get("output") or []
+        return [AnswerCall(i["call_id"], i["name"], arguments_of(i.get("arguments")))
+                for i in items if i.get("type") == "function_call"]  # fmt: skip
+
+    def answer_without_calls(self, answer: Mapping[str, Any], name: str) -> dict[str, Any]:
+        kept = [i for i in answer["output"]
+                if not (i.get("type") == "function_call" and i.get("name") == name)]  # fmt: skip
+        return {**answer, "output": kept}
+
+    def continued(
+        self, body: Mapping[str, Any], answer: Mapping[str, Any], results: list[tuple[str, str]]
+    ) -> dict[str, Any]:
+        """The answer's output items, then the outputs (a plain-text ``input`` becomes its
+        user message first)."""
+        given = body.get("input")
+        history = given if isinstance(given, list) else [{"role": "user", "content": given}]
+        return {**body, "input": [
+            *history,
+            *answer["output"],
+            *({"type": "function_call_output", "call_id": call_id, "output": text}
+              for call_id, text in results),
+        ]}  # fmt: skip
 
     def usage_counts(self, usage: Mapping[str, Any]) -> UsageCounts | None:
         return cached_prompt_usage(usage, "input_tokens", "output_tokens", "input_tokens_details")
@@ -198,3 +247,6 @@ def _text_content(
     if spec.text_key is None:  # the whole item but its call id (the result's call_id)
         return ({k: v for k, v in item.items() if k not in spec.id_keys},)
     return result_content(item.get(spec.text_key), index, f"{kind} '{spec.text_key}'")
+
+
+CODEC = ResponsesCodec()
