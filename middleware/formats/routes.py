@@ -7,7 +7,8 @@ from __future__ import annotations
 from functools import cache
 from typing import NamedTuple
 
-from middleware.formats.base import Codec, Provider
+from middleware.formats.base import Codec
+from middleware.formats.declarations import Provider
 from middleware.formats.registry import CODECS
 
 

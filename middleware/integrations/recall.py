@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from middleware.formats import get_codec
-from middleware.formats.base import ToolSpec
+from middleware.formats.declarations import ToolSpec
 from middleware.policy import Policy, load_policy
 from middleware.policy.settings import bind
 from middleware.spill import SpillError, SpillSettings

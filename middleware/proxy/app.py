@@ -35,7 +35,7 @@ from middleware.cache.allocator import give_back
 from middleware.conversations.cleaning import Cleaned, clean_body
 from middleware.conversations.sessions import SessionPool, SessionSettings
 from middleware.errors import MiddlewareError
-from middleware.formats.base import ErrorKind, Provider
+from middleware.formats.declarations import ErrorKind, Provider
 from middleware.formats.routes import provider_named, providers, proxy_route
 from middleware.ledger import Ledger, LedgerSettings
 from middleware.plugin.host import PluginHost

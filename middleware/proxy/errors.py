@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from middleware.formats.base import ErrorKind, Provider
+from middleware.formats.declarations import ErrorKind, Provider
 
 
 def error_body(provider: Provider, kind: ErrorKind, message: str) -> bytes:

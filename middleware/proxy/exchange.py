@@ -14,7 +14,7 @@ import httpx
 from starlette.requests import Request
 
 from middleware.conversations.cleaning import Cleaned, bill
-from middleware.formats.base import Provider
+from middleware.formats.declarations import Provider
 from middleware.ledger import Ledger, UsageReader
 from middleware.ledger.book import Entry
 from middleware.policy import Policy

@@ -12,7 +12,8 @@ from typing import Any, get_args
 import pytest
 
 from middleware.formats import CODECS
-from middleware.formats.base import Codec, ErrorKind, Provider, ResultPlacement, ToolSpec
+from middleware.formats.base import Codec
+from middleware.formats.declarations import ErrorKind, Provider, ResultPlacement, ToolSpec
 from middleware.formats.routes import client_route, provider_named, providers, proxy_route
 
 FORMATS = sorted(CODECS)

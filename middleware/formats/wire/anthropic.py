@@ -9,22 +9,24 @@ from typing import Any, ClassVar
 
 from middleware.errors import HistoryError
 from middleware.formats.base import (
-    AnswerCall,
     Codec,
+    check_content,
+    optional_id,
+    result_content,
+    string_field,
+    tool_name,
+    wire_content,
+)
+from middleware.formats.declarations import (
+    AnswerCall,
     ErrorKind,
     Provider,
     ResultPlacement,
     Route,
     ToolSpec,
     UsageCounts,
-    check_content,
     count_of,
-    optional_id,
     part_types,
-    result_content,
-    string_field,
-    tool_name,
-    wire_content,
 )
 from middleware.view import Block, Node, Opaque, Role, ToolCall, ToolResult
 

@@ -7,24 +7,26 @@ from typing import Any, ClassVar
 
 from middleware.errors import HistoryError
 from middleware.formats.base import (
-    AnswerCall,
     Codec,
+    arguments_json,
+    arguments_of,
+    check_content,
+    optional_id,
+    result_content,
+    string_field,
+    tool_name,
+    wire_content,
+)
+from middleware.formats.declarations import (
+    AnswerCall,
     ErrorKind,
     Provider,
     Route,
     ToolSpec,
     UsageCounts,
-    arguments_json,
-    arguments_of,
-    check_content,
     count_of,
-    optional_id,
     part_types,
-    result_content,
-    string_field,
     string_of,
-    tool_name,
-    wire_content,
 )
 from middleware.view import Block, Node, Role, ToolCall, ToolResult
 

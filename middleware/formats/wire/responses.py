@@ -10,22 +10,24 @@ from typing import Any, ClassVar, Literal
 import middleware.formats.wire.responses_items as items
 from middleware.errors import HistoryError
 from middleware.formats.base import (
-    AnswerCall,
     Codec,
+    arguments_json,
+    arguments_of,
+    check_content,
+    optional_id,
+    result_content,
+    string_field,
+    tool_name,
+    wire_content,
+)
+from middleware.formats.declarations import (
+    AnswerCall,
     Provider,
     ResultPlacement,
     Route,
     ToolSpec,
     UsageCounts,
-    arguments_json,
-    arguments_of,
-    check_content,
-    optional_id,
     part_types,
-    result_content,
-    string_field,
-    tool_name,
-    wire_content,
 )
 from middleware.formats.wire.openai import OPENAI, cached_prompt_usage
 from middleware.view import Node, Role, ToolCall, ToolResult

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from middleware.formats.base import Codec, ResultPlacement
+from middleware.formats.base import Codec
+from middleware.formats.declarations import ResultPlacement
 from middleware.steps.pairing.plan import (
     CallEntry,
     Plan,

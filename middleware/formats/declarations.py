@@ -1,0 +1,104 @@
+"""What a wire format declares beside its codec: where its results go, its provider (error
+shape, how its requests are recognised), its routes, what its answers report, and the
+tools and calls an integration reads in its answers. :class:`.base.Codec` carries these
+as its declarations; the values here are what the declarations are made of."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any, ClassVar, Literal, NamedTuple
+
+
+class ResultPlacement(Enum):
+    """Where a wire format wants the results answering an assistant turn."""
+
+    #: As blocks at the start of the user message right after the turn, one message for
+    #: all of them (Anthropic Messages).
+    NEXT_MESSAGE = "next_message"
+    #: One message per result, right after the assistant message that made the call
+    #: (OpenAI Chat Completions).
+    AFTER_CALL = "after_call"
+    #: As items after the turn's items, before the next input item (OpenAI Responses).
+    AFTER_TURN = "after_turn"
+
+
+#: What the proxy answers by itself, in the shape of the provider the client talks to.
+ErrorKind = Literal[
+    "too_large", "not_processed", "upstream_unreachable", "not_found", "forbidden",
+    "request_timeout", "overloaded",
+]  # fmt: skip
+
+
+class Provider(ABC):
+    """The API a wire format belongs to (several formats may share one): the shape of
+    its errors, and how a request for it is recognised when it is on no model route."""
+
+    #: The name the proxy's settings and metrics use (``proxy.<name>_upstream``).
+    name: ClassVar[str]
+
+    @abstractmethod
+    def error_document(self, kind: ErrorKind, message: str) -> dict[str, Any]:
+        """The JSON error its SDKs parse, so they raise their usual exception."""
+
+    @abstractmethod
+    def claims(self, headers: Mapping[str, str]) -> bool:
+        """Whether a request with these headers (names in lower case) is for it."""
+
+
+class UsageCounts(NamedTuple):
+    """Tokens an answer's usage reports, by how they are billed (the ledger prices them):
+    ``input`` neither read from nor written to the cache."""
+
+    input: int = 0
+    cache_read: int = 0
+    cache_write_5m: int = 0
+    cache_write_1h: int = 0
+    output: int = 0
+
+
+def string_of(value: Any) -> str | None:
+    """Only strings are evidence of a format (the codecs refuse other types)."""
+    return value if isinstance(value, str) else None
+
+
+def part_types(message: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The ``type`` of each typed part of a message's content list, with the part."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [(kind, part) for part in content if isinstance(part, dict)
+            if (kind := string_of(part.get("type"))) is not None]  # fmt: skip
+
+
+def count_of(mapping: Mapping[str, Any], key: str) -> int:
+    """A token count of a usage object (anything but a positive whole number: 0)."""
+    value = mapping.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+class ToolSpec(NamedTuple):
+    """A tool this product offers the model itself (the integrations' ``recall``)."""
+
+    name: str
+    description: str
+    #: Its arguments' JSON Schema.
+    parameters: dict[str, Any]
+
+
+class AnswerCall(NamedTuple):
+    """A tool call in a model's answer."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class Route(NamedTuple):
+    """A request path whose body carries a history in a codec's format: the proxy's own
+    path, or the ending of a path an SDK client sends to (wrapped by :func:`wrap`)."""
+
+    path: str
+    #: Whether the answer is billed as a model call (a token count is not).
+    billed: bool = True
