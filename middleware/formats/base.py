@@ -18,6 +18,7 @@ from middleware.formats.declarations import (
     Route,
     ToolSpec,
     UsageCounts,
+    Violation,
 )
 from middleware.formats.structure import TooDeep, check_message, cut_deep
 from middleware.formats.text_protocol import AutoTextProtocol, TextProtocol, TextProtocolRule
@@ -218,6 +219,13 @@ class Codec(ABC):
     @abstractmethod
     def user_message(self, text: str) -> dict[str, Any]:
         """A plain user message (Responses: item) saying ``text``."""
+
+    @abstractmethod
+    def violations(self, messages: Sequence[dict[str, Any]]) -> list[Violation]:
+        """The provider's tool-pairing rules ``messages`` break, read from the wire
+        messages themselves (no code shared with the repair, which they check), each
+        with a reason modelled on the provider's own 400 text. ``messages`` has been
+        parsed by this codec already."""
 
     # -- a model's answer, for an integration that answers some of its calls itself ----
 

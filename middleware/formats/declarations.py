@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar, Literal, NamedTuple
 
@@ -102,3 +103,30 @@ class Route(NamedTuple):
     path: str
     #: Whether the answer is billed as a model call (a token count is not).
     billed: bool = True
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken pairing rule of a provider: the message it is found at, a short code and
+    the reason, modelled on the provider's own 400 error text."""
+
+    #: Index of the message (or Responses item) in the history.
+    index: int
+    #: ``missing_result``, ``orphan_result``, ``duplicate_id``, ``duplicate_result``,
+    #: ``result_not_first``, ``displaced_result``, ``empty_id``, ``empty_name``,
+    #: ``invalid_id`` or ``reasoning_without_item``.
+    code: str
+    reason: str
+
+
+def blank_name(name: Any) -> bool:
+    """A missing, empty or blank tool name (the codecs refuse other types)."""
+    return name is None or not name.strip()
+
+
+def empty_name_reason(where: str) -> str:
+    """OpenAI's words for a call without a name."""
+    return (
+        f"Invalid '{where}.name': empty string. Expected a string with minimum length 1, "
+        "but got an empty string instead."
+    )

@@ -27,6 +27,9 @@ from middleware.formats.declarations import (
     Route,
     ToolSpec,
     UsageCounts,
+    Violation,
+    blank_name,
+    empty_name_reason,
     part_types,
 )
 from middleware.formats.wire.openai import OPENAI, cached_prompt_usage
@@ -67,6 +70,14 @@ class ResponsesCodec(Codec):
         out += [(f"{part!r} content part", True) for part, _ in part_types(message)
                 if part in self.PARTS]  # fmt: skip
         return out
+
+    def violations(self, messages: Sequence[dict[str, Any]]) -> list[Violation]:
+        """Every call item the client executes has an output of a type that answers it
+        (:data:`.responses_items.PAIRS`) with its ``call_id`` after it and before the next
+        model turn, and every output answers a call of the model turn before it, once;
+        ``call_id`` values are non-empty and unique in a turn; a reasoning item is followed
+        by the item it reasoned for."""
+        return _violations(messages)
 
     def tool_definition(self, tool: ToolSpec) -> dict[str, Any]:
         return {"type": "function", "name": tool.name, "description": tool.description,
@@ -252,3 +263,72 @@ def _text_content(
 
 
 CODEC = ResponsesCodec()
+
+
+# -- Responses' pairing rules, read from the wire items (the repair's oracle) ---------------
+
+
+def _violations(sent: Sequence[dict[str, Any]]) -> list[Violation]:
+    out: list[Violation] = []
+    # Pending calls of the current turn: call_id -> (index, call item type).
+    pending: dict[str, tuple[int, str]] = {}
+    answered: dict[str, str] = {}  # call_id -> call item type, answered in this turn
+    older: set[str] = set()  # call ids of earlier turns, for "displaced"
+    in_turn = False
+
+    def close_turn() -> None:
+        for uid, (index, kind) in pending.items():
+            out.append(
+                Violation(
+                    index, "missing_result", f"No tool output found for {items.words(kind)} {uid}."
+                )
+            )
+        older.update(pending, answered)
+
+    for i, item in enumerate(sent):
+        kind = items.item_type(item)
+        if kind == "reasoning" and not (i + 1 < len(sent) and items.is_model_item(sent[i + 1])):
+            out.append(
+                Violation(
+                    i,
+                    "reasoning_without_item",
+                    f"Item '{item.get('id', '')}' of type 'reasoning' was provided without its "
+                    "required following item.",
+                )
+            )
+        if items.is_model_item(item):
+            if not in_turn:
+                close_turn()
+                pending, answered, in_turn = {}, {}, True
+            spec = items.call_item(item)
+            if spec is not None:
+                if spec.name_key is not None and blank_name(item.get(spec.name_key)):
+                    out.append(Violation(i, "empty_name", empty_name_reason(f"input[{i}]")))
+                uid = item.get("call_id") or ""
+                if not uid:
+                    out.append(Violation(i, "empty_id", f"{kind} item has an empty call_id."))
+                elif uid in pending or uid in answered:
+                    out.append(
+                        Violation(i, "duplicate_id", f"Duplicate call_id {uid} in one model turn.")
+                    )
+                else:
+                    pending[uid] = (i, kind)
+            continue
+        in_turn = False
+        output = items.output_item(item)
+        if output is None:
+            continue
+        uid = items.output_call_id(item, output) or ""
+        if uid in pending and items.answers(kind, pending[uid][1]):
+            answered[uid] = pending.pop(uid)[1]
+        elif uid and uid in answered and items.answers(kind, answered[uid]):
+            out.append(Violation(i, "duplicate_result", f"More than one output for call_id {uid}."))
+        else:
+            code = "displaced_result" if uid and uid in older else "orphan_result"
+            out.append(
+                Violation(
+                    i, code, f"No tool call found for {items.words(kind)} with call_id {uid}."
+                )
+            )
+    close_turn()
+    return sorted(out, key=lambda v: v.index)
