@@ -232,8 +232,10 @@ class Pipeline:
             policy = self._policy  # one snapshot for the whole call
             memo = MessageMemo(self.cache, bind(policy, CacheSettings).max_message_bytes)
             request = read_request(messages, format, continuation=continuation, known=memo.known)
-            if request.text_input:  # a Responses body whose input is plain text
-                report = Report("responses", "the request body's 'input' text", policy.name)
+            if request.text_input:  # a body whose history is plain text (Responses' input)
+                assert request.body is not None  # only a body has a text history
+                why = f"the request body's {request.body.key!r} text"
+                report = Report(request.format, why, policy.name)
                 return ProcessResult([], report, messages)
             cold = self.prompt_cache.request(bind(policy, CacheLifetime).seconds, now)
             result = self._process(policy, request, memo, cold)
