@@ -28,19 +28,20 @@ from middleware.errors import (
 from middleware.formats import detect_format
 from middleware.formats.check import Violation, check_history
 from middleware.pipeline import Pipeline, ProcessResult
+from middleware.plugin.admission import Admission, Cap, ToolOutput
 from middleware.plugin.capabilities import DeclaredCap, SpillStore, ToolCap
 from middleware.plugin.markers import hookimpl
 from middleware.policy import Policy, load_policy, validate_policy_file
 from middleware.policy.resources import preset_names
 from middleware.report import Action, LoopAlert, ProblemReport, Report, SealedBlock
 from middleware.session.decisions import Decision, DecisionLedger
-from middleware.steps.budget.admission import Admission, ToolOutput
 
 ClientT = TypeVar("ClientT")
 
 __all__ = [
     "Action",
     "Admission",
+    "Cap",
     "Decision",
     "DecisionLedger",
     "DeclaredCap",

@@ -19,6 +19,13 @@ from middleware.formats import detect_format, get_codec
 from middleware.formats.base import Codec
 from middleware.formats.requests import Request, read_request
 from middleware.formats.text_protocol import text_protocol_rule
+from middleware.plugin.admission import (
+    Admission,
+    Cap,
+    ToolOutput,
+    batch_conversation,
+    check_batch,
+)
 from middleware.plugin.capabilities import SpillStore
 from middleware.plugin.context import Dispatch, StepContext
 from middleware.plugin.host import STEP_HOOKS, PluginHost
@@ -32,9 +39,6 @@ from middleware.session.decisions import Decision, DecisionLedger
 from middleware.session.resume import Continuations, Previous, Resume, copies
 from middleware.spill import SpillSettings, open_store
 from middleware.spill.remembered import RememberedStore
-from middleware.steps.budget.admission import Admission, ToolOutput, batch_conversation, check_batch
-from middleware.steps.budget.settings import BudgetSettings, Cap, TurnLimits, resolve_cap
-from middleware.steps.loop_guard import guard_loops
 from middleware.view import Conversation, ToolCall, ToolResult
 
 #: Hooks whose third-party implementations decide what old turns become: a request is then
@@ -310,7 +314,7 @@ class Pipeline:
                 {c.step: copies(c.actions) for c in contexts}, carried, len(self.decisions),
             ), parsed)  # fmt: skip
 
-        report.loop_alerts.extend(guard_loops(conversation, policy))
+        report.loop_alerts.extend(self._host.loop_alerts(conversation, policy, report.problems))
         out = codec.render(conversation) if conversation.changed else list(messages)
         report.messages_after = len(out)
         report.tool_results, report.result_chars_after = _results(conversation)
@@ -439,12 +443,9 @@ class Pipeline:
     ) -> Cap:
         """:meth:`result_budget` together with where it comes from (the policy key or
         the plugin), as the budget step reports it."""
-        settings = bind(self._policy, BudgetSettings)
-        if not settings.enabled:
-            return Cap(None, "budget.enabled is false")
         context = self._context("budget", self._policy, get_codec("anthropic"), {})
-        limits = TurnLimits.of(settings, parallel_calls, context_chars)
-        return limits.cap_for(resolve_cap(tool_name, settings, context))
+        cap = self._host.result_cap(tool_name, parallel_calls, context_chars, context)
+        return cap if cap is not None else Cap(None, "no plugin bounds results (budget blocked)")
 
     def _context(
         self, step: str, policy: Policy, codec: Codec, shared: dict[str, Any]

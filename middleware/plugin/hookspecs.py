@@ -32,9 +32,11 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    from middleware.plugin.admission import Cap
     from middleware.plugin.capabilities import SpillStore, ToolCap
     from middleware.plugin.context import StepContext
     from middleware.policy import Policy
+    from middleware.report import LoopAlert
     from middleware.view import Conversation, ConversationIndex
 
 PROJECT_NAME = "chatcli_middleware"
@@ -95,6 +97,31 @@ def tool_result_cap(tool_name: str) -> ToolCap | None:
 
     :param tool_name: the tool's name as it appears in the tool call.
     """
+
+
+@hookspec(firstresult=True)
+def result_cap(
+    tool_name: str, parallel_calls: int, context_chars: int | None, context: StepContext
+) -> Cap | None:
+    """The cap one result of ``tool_name`` keeps when ``parallel_calls`` calls run together
+    after ``context_chars`` characters of history (``None``: unknown), and where it comes
+    from: what ``Pipeline.result_budget`` tells a tool so it can trim at a meaningful
+    boundary itself. The budget step answers; with it blocked nothing bounds results, and
+    the pipeline says so. The first non-``None`` answer wins.
+
+    :param context: the policy snapshot (``context.policy``) and the capability hooks.
+    """
+
+
+@hookspec
+def loop_alerts(conversation: Conversation, policy: Policy) -> list[LoopAlert]:
+    """Alerts for tool calls the model keeps repeating in its current turn, after the
+    three steps. An implementation may add a notice to the history (each alert says
+    whether it did) or raise :class:`~middleware.errors.LoopGuardError` to end the turn,
+    as its policy says; any other failure is reported and its edits rolled back. The
+    built-in loop guard (``loop_guard`` in the policy) answers.
+    """
+    raise NotImplementedError  # a specification: the implementations answer
 
 
 @hookspec(firstresult=True)

@@ -33,13 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from middleware.errors import PluginError
+from middleware.errors import LoopGuardError, PluginError
 from middleware.plugin import hookspecs
+from middleware.plugin.admission import Cap
 from middleware.plugin.capabilities import DeclaredCap, SpillStore, ToolCap
 from middleware.plugin.runner import TimeLimits
 from middleware.plugin.settings import TIME_LIMIT_KEY, time_limit
 from middleware.plugin.spill_guard import GuardedSpillStore
-from middleware.report import ProblemReport
+from middleware.report import LoopAlert, ProblemReport
 
 if TYPE_CHECKING:
     from middleware.formats.base import Codec
@@ -57,6 +58,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "middleware.steps.pairing",
     "middleware.steps.budget",
     "middleware.steps.microcompact",
+    "middleware.steps.loop_guard",
     "middleware.default_plugins.chatcli_tools",
 )
 
@@ -276,6 +278,47 @@ class PluginHost:
                 return DeclaredCap(value, plugin_name)
             self._wrong_type(problems, plugin_name, "tool_result_cap", "a ToolCap", value)
         return None
+
+    def result_cap(
+        self, tool_name: str, parallel_calls: int, context_chars: int | None, context: StepContext
+    ) -> Cap | None:
+        """The first plugin's answer to ``result_cap`` that is a :class:`Cap` (``None``:
+        none answered, the budget step blocked). A wrong answer is reported."""
+        kwargs = {"tool_name": tool_name, "parallel_calls": parallel_calls,
+                  "context_chars": context_chars, "context": context}  # fmt: skip
+        limit = self._limit(context.policy)
+        for plugin_name, value in self._first_results("result_cap", kwargs, context.problems,
+                                                      limit):  # fmt: skip
+            if isinstance(value, Cap):
+                return value
+            self._wrong_type(context.problems, plugin_name, "result_cap", "a Cap", value)
+        return None
+
+    def loop_alerts(
+        self, conversation: Conversation, policy: Policy, problems: list[ProblemReport]
+    ) -> list[LoopAlert]:
+        """Every implementation's alerts, in order. One that fails (but with
+        :class:`LoopGuardError`, which ends the turn as its policy says) has its edits of
+        the history rolled back and is reported."""
+        alerts: list[LoopAlert] = []
+        for impl in self._ordered_impls("loop_alerts"):
+            snapshot = conversation.checkpoint()
+            try:
+                found = self._call(impl, "loop_alerts", {"conversation": conversation,
+                                                         "policy": policy})  # fmt: skip
+            except LoopGuardError:
+                raise
+            except Exception as exc:
+                conversation.restore(snapshot)
+                self._report(problems, impl.plugin_name, "loop_alerts", exc)
+                continue
+            if not isinstance(found, list) or not all(isinstance(a, LoopAlert) for a in found):
+                conversation.restore(snapshot)
+                self._wrong_type(problems, impl.plugin_name, "loop_alerts", "a list of alerts",
+                                 found)  # fmt: skip
+                continue
+            alerts.extend(found)
+        return alerts
 
     def implements(self, hook_name: str) -> bool:
         """Whether any plugin implements ``hook_name``: a step that would ask every

@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 from middleware.errors import LoopGuardError
+from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind, section
 from middleware.report import LoopAlert
 from middleware.view import Conversation, Node, ToolCall, ToolResult
@@ -35,6 +36,12 @@ class LoopGuardSettings:
     identical: Literal["name", "name_and_arguments"]
     action: Literal["report", "annotate", "raise"]
     notice: str
+
+
+@hookimpl(tryfirst=True)
+def loop_alerts(conversation: Conversation, policy: Policy) -> list[LoopAlert]:
+    """The loop guard as a plugin (the host calls it after the three steps)."""
+    return guard_loops(conversation, policy)
 
 
 def guard_loops(conversation: Conversation, policy: Policy) -> list[LoopAlert]:

@@ -16,6 +16,7 @@ from locations import REPO
 
 import middleware
 from middleware.plugin import hookspecs
+from middleware.plugin.host import BLOCK_PLUGINS_ENV as BLOCK
 from middleware.plugin.host import PluginHost
 from middleware.replay.costs import approximate_tokens
 
@@ -249,3 +250,50 @@ def test_hook_policy_reloaded(tmp_path: Path, caplog: pytest.LogCaptureFixture) 
         with caplog.at_level(logging.WARNING, logger="my_plugin"):
             pipe.reload_policy()
     assert "result cap changed from 20000 to 9000" in caplog.text
+
+
+def test_hook_result_cap() -> None:
+    """A plugin's answer comes before the budget step's; a tool it does not know gets the
+    budget step's cap; with the budget step blocked, nothing bounds a result."""
+    with pipeline("result_cap") as pipe:
+        assert pipe.result_cap("sql_query", parallel_calls=2) == middleware.Cap(
+            10_000, "plugin: sql_query shares 20,000 characters"
+        )
+        assert pipe.result_budget("ls") == 5_000  # budget.max_result_chars
+    host = PluginHost.create(load_entrypoints=False, env={BLOCK: "middleware.steps.budget"})
+    with middleware.Pipeline.from_policy(None, host=host) as pipe:
+        blocked = pipe.result_cap("ls")
+    assert blocked.max_chars is None and "budget blocked" in blocked.source
+
+
+def test_hook_loop_alerts() -> None:
+    """Every implementation's alerts reach the report, after the built-in loop guard's."""
+    deploy = [{"role": "user", "content": "ship it"}]
+    for i in range(2):
+        deploy += [
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": f"d{i}", "name": "deploy", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": f"d{i}", "content": "ok"}]},
+        ]  # fmt: skip
+    with pipeline("loop_alerts") as pipe:
+        report = pipe.process(deploy).report
+    assert [(a.kind, a.tool_name, a.call_ids) for a in report.loop_alerts] == [
+        ("repeated_call", "deploy", ("d0", "d1"))
+    ]
+
+
+def test_a_loop_guard_that_fails_is_reported_and_its_notice_rolled_back() -> None:
+    class Broken:
+        @middleware.hookimpl
+        def loop_alerts(self, conversation: Any, policy: Any) -> list[Any]:
+            conversation.nodes.pop()  # an edit, then a failure
+            raise RuntimeError("the guard broke")
+
+    host = PluginHost.create(load_entrypoints=False)
+    host.register(Broken(), name="broken-guard")
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    with middleware.Pipeline.from_policy(None, host=host) as pipe:
+        result = pipe.process(history)
+    assert result.output == history
+    assert [(p.plugin, p.hook) for p in result.report.problems] == [("broken-guard", "loop_alerts")]

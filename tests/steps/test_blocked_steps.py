@@ -21,7 +21,7 @@ import pytest
 from locations import REPO
 
 import middleware
-from middleware.plugin.host import STEP_HOOKS, PluginHost
+from middleware.plugin.host import BLOCK_PLUGINS_ENV, STEP_HOOKS, PluginHost
 from tests.preset_builders import batch, spilled_text
 
 PAIRING = "middleware.steps.pairing"
@@ -306,9 +306,33 @@ def test_no_step_imports_another(step: str) -> None:
             assert not module.startswith(tuple(others)), f"{path.name} imports {module}"
 
 
-def test_the_pipeline_names_no_step_that_budget_needs() -> None:
-    """The pipeline reaches pairing and microcompaction only as plugins (what remains of
-    steps/ in pipeline.py is the budget step's admission API and the loop guard)."""
+def test_the_pipeline_imports_nothing_from_the_steps() -> None:
+    """The pipeline reaches every built-in step only as a plugin: the steps through their
+    hooks, the budget step's dispatch-time cap through ``result_cap``, the loop guard
+    through ``loop_alerts`` (issue 29, item 2)."""
     modules = imported(REPO / "middleware" / "pipeline.py")
-    assert not [m for m in modules if m.startswith(("middleware.steps.microcompact",
-                                                    "middleware.steps.pairing"))]  # fmt: skip
+    assert not [m for m in modules if m.startswith("middleware.steps")]
+
+
+def test_blocking_the_loop_guard_leaves_the_steps_and_reports_no_alert(tmp_path: Path) -> None:
+    """The loop guard is a plugin like the steps: blocked, the turn's repeated calls raise
+    no alert, and the history is processed as before."""
+    repeated = [{"role": "user", "content": "go"}]
+    for i in range(6):
+        repeated += [
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": f"t{i}", "name": "ls", "input": {"path": "."}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": f"t{i}", "content": "a.py"}]},
+        ]  # fmt: skip
+    policy = middleware.load_policy(None, env={}, dotenv_path=False, overrides={
+        "spill": {"root": str(tmp_path)}, "loop_guard": {"max_identical_calls": 2}})  # fmt: skip
+    guarded = middleware.Pipeline(policy, host=PluginHost.create(load_entrypoints=False))
+    without = {BLOCK_PLUGINS_ENV: "middleware.steps.loop_guard"}
+    blocked = middleware.Pipeline(
+        policy, host=PluginHost.create(load_entrypoints=False, env=without)
+    )
+    with guarded, blocked:
+        alerted, quiet = guarded.process(repeated), blocked.process(repeated)
+    assert [a.kind for a in alerted.report.loop_alerts] == ["repeated_call"]
+    assert quiet.report.loop_alerts == [] and quiet.report.problems == []

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from middleware.plugin.admission import Cap
 from middleware.policy.settings import bind_entry, converted, group, section, setting
 from middleware.steps.previews import PreviewStyle
 from middleware.steps.tool_names import names_match
@@ -119,14 +120,6 @@ def tool_settings(policy: Policy, tool_name: str) -> tuple[str, ToolSettings] | 
         return None
     key, values = entry
     return key, bind_entry(ToolSettings, values, "tools.*")
-
-
-@dataclass(frozen=True)
-class Cap:
-    """The cap that applies to one result (``None``: exempt) and where it came from."""
-
-    max_chars: int | None
-    source: str
 
 
 @dataclass(frozen=True)

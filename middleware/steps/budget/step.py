@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from middleware.cache import Identity
+from middleware.plugin.admission import Cap
 from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
 from middleware.steps.budget.line_rules import LineRule, cut_lines, line_rule, recover_line_cut
-from middleware.steps.budget.settings import BudgetSettings, Cap, TurnLimits, resolve_cap
+from middleware.steps.budget.settings import BudgetSettings, TurnLimits, resolve_cap
 from middleware.steps.loop_guard import without_notices
 from middleware.steps.previews import could_shorten, fit_preview, make_preview, recover_preview
 from middleware.steps.sizes import chars_before_turns, node_chars
@@ -42,6 +43,18 @@ class _Candidate:
     frozen: bool  # already a preview, decided earlier, or exempt: never cut again
     rule: LineRule | None = None
     incoming: str = ""  # the text the request carried, for the decision ledger
+
+
+@hookimpl(tryfirst=True)
+def result_cap(
+    tool_name: str, parallel_calls: int, context_chars: int | None, context: StepContext
+) -> Cap:
+    """The cap a result of ``tool_name`` gets at dispatch time (``Pipeline.result_budget``)."""
+    settings = bind(context.policy, BudgetSettings)
+    if not settings.enabled:
+        return Cap(None, "budget.enabled is false")
+    limits = TurnLimits.of(settings, parallel_calls, context_chars)
+    return limits.cap_for(resolve_cap(tool_name, settings, context))
 
 
 @hookimpl(tryfirst=True)

@@ -1,7 +1,9 @@
-"""Admission at dispatch time: what a host hands ``Pipeline.admit`` and gets back.
+"""Admission at dispatch time: what a host hands ``Pipeline.admit`` and gets back, and the
+cap a result of a tool gets (:class:`Cap`, the ``result_cap`` hook's answer).
 
 A host that sees a tool's output before it enters the history can bound it then, with the
-same budget step a request would run, and the outcome is frozen for the call id.
+same budget step a request would run, and the outcome is frozen for the call id. These are
+the pipeline's and the budget plugin's common words: neither imports the other.
 """
 
 from __future__ import annotations
@@ -54,6 +56,14 @@ class ToolOutput:
             raise TypeError(
                 f"admit() takes the tool output as a string, got {type(self.output).__name__}"
             )
+
+
+@dataclass(frozen=True)
+class Cap:
+    """The cap that applies to one result (``None``: exempt) and where it came from."""
+
+    max_chars: int | None
+    source: str
 
 
 @dataclass(frozen=True)
