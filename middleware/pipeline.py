@@ -27,7 +27,7 @@ from middleware.plugin.admission import (
     check_batch,
 )
 from middleware.plugin.capabilities import SpillStore
-from middleware.plugin.context import Dispatch, StepContext
+from middleware.plugin.context import Dispatch, Internal, StepContext
 from middleware.plugin.host import STEP_HOOKS, PluginHost
 from middleware.plugin.spill_guard import GuardedSpillStore
 from middleware.policy import Policy, load_policy
@@ -306,7 +306,7 @@ class Pipeline:
             # One line per problem: the same plugin failing alike in two steps is one problem.
             report.problems.extend(p for p in context.problems if p not in report.problems)
         # What each step left for the next request; none left anything: nothing to continue.
-        carried = {c.step: c.carry for c in contexts if c.carry is not None}
+        carried = {c.step: c.internal.carry for c in contexts if c.internal.carry is not None}
         failed = any(context.problems for context in contexts)
         if marks and not repaired and carried and not failed:
             self._continuations.remember(Previous(
@@ -327,9 +327,9 @@ class Pipeline:
     ) -> StepContext:  # fmt: skip
         name, hook = step
         context = self._context(name, policy, codec, shared)
-        context.cold_cache = cold
+        context.internal.cold_cache = cold
         context.continuation = request.continuation
-        context.resume = resume
+        context.internal.resume = resume
         self._host.run_step(hook, conversation, context)
         return context
 
@@ -452,7 +452,8 @@ class Pipeline:
     ) -> StepContext:
         return StepContext(
             step, policy, codec, self._host, self.session_id, self._spill,
-            decisions=self.decisions, shared=shared, cache=self.cache, readings=self._readings,
+            shared=shared,
+            internal=Internal(decisions=self.decisions, cache=self.cache, readings=self._readings),
         )  # fmt: skip
 
     @property

@@ -73,31 +73,15 @@ class Dispatch:
 
 
 @dataclass
-class StepContext:
-    """The policy snapshot of one ``process()`` call, the wire format's codec, the
-    capability hooks and the report recorder, for the step being run."""
+class Internal:
+    """What the built-in steps and the pipeline share beyond the plugin API: frozen
+    decisions, what the request knows of its session's cache, the previous request it
+    continues and what this one leaves for the next, and the caches of derived data. Not
+    part of the plugin API (a third-party plugin never needs it; it may change)."""
 
-    step: str
-    policy: Policy
-    codec: Codec
-    host: Capabilities
-    session_id: str
-    #: Where the full text of results cut from the context is kept.
-    spill: SpillStore
     #: Decisions frozen per call id (admitted results, and all of them when the policy
     #: freezes decisions); ``None`` outside a pipeline.
     decisions: DecisionLedger | None = None
-    #: State a plugin hands from one of its hook implementations to another within the
-    #: same ``process()`` call, under a key of its own: the dictionary is the same for
-    #: every step of the call (the microcompaction plugin keeps there what it promised
-    #: the budget step through ``compact_before_spill``).
-    shared: dict[str, Any] = field(default_factory=dict)
-    #: Set by ``Pipeline.admit``: the number of calls dispatched together and the history
-    #: size before them.
-    admission: Dispatch | None = None
-    #: The provider holds earlier turns the history does not repeat (``process(...,
-    #: continuation=True)``): a result may answer a call the history does not show.
-    continuation: bool = False
     #: What the request knows of its session's prompt cache beyond the history (whether
     #: it is cold, the moves made when it was); ``None`` outside a pipeline.
     cold_cache: ColdRequest | None = None
@@ -113,8 +97,41 @@ class StepContext:
     #: Where readings of result texts are kept for a process that starts cold (the
     #: session's local workspace); ``None``: kept in :attr:`cache` only.
     readings: ReadingStore | None = None
+
+    @property
+    def kept(self) -> KeptReadings:
+        """:attr:`cache`, with the readings that scan a whole text kept in :attr:`readings`."""
+        return KeptReadings(self.cache, self.readings)
+
+
+@dataclass
+class StepContext:
+    """The policy snapshot of one ``process()`` call, the wire format's codec, the
+    capability hooks and the report recorder, for the step being run: the plugin API
+    (docs/plugins.md). :attr:`internal` is the built-in steps' own."""
+
+    step: str
+    policy: Policy
+    codec: Codec
+    host: Capabilities
+    session_id: str
+    #: Where the full text of results cut from the context is kept.
+    spill: SpillStore
+    #: State a plugin hands from one of its hook implementations to another within the
+    #: same ``process()`` call, under a key of its own: the dictionary is the same for
+    #: every step of the call (the microcompaction plugin keeps there what it promised
+    #: the budget step through ``compact_before_spill``).
+    shared: dict[str, Any] = field(default_factory=dict)
+    #: Set by ``Pipeline.admit``: the number of calls dispatched together and the history
+    #: size before them.
+    admission: Dispatch | None = None
+    #: The provider holds earlier turns the history does not repeat (``process(...,
+    #: continuation=True)``): a result may answer a call the history does not show.
+    continuation: bool = False
     actions: list[Action] = field(default_factory=list)
     problems: list[ProblemReport] = field(default_factory=list)
+    #: The built-in steps' and the pipeline's own state (:class:`Internal`).
+    internal: Internal = field(default_factory=Internal)
 
     def __post_init__(self) -> None:
         # A plugin's store reports its failures into this call's report, and runs under
@@ -122,16 +139,13 @@ class StepContext:
         if isinstance(self.spill, GuardedSpillStore):
             self.spill = self.spill.reporting_to(self.problems, time_limit(self.policy))
 
-    @property
-    def kept(self) -> KeptReadings:
-        """:attr:`cache`, with the readings that scan a whole text kept in :attr:`readings`."""
-        return KeptReadings(self.cache, self.readings)
-
     def fork(self) -> StepContext:
-        """A copy for one third-party implementation to work on: its own actions, problems
-        and shared state (a shallow copy), so that what it does after its time limit
+        """A copy for one third-party implementation to work on: its own actions, problems,
+        shared state (a shallow copy) and carry, so that what it does after its time limit
         touches nothing the request uses. :meth:`adopt` takes its work over."""
-        return replace(self, actions=[], problems=[], shared=dict(self.shared))
+        return replace(
+            self, actions=[], problems=[], shared=dict(self.shared), internal=replace(self.internal)
+        )
 
     def adopt(self, fork: StepContext) -> None:
         """Take over the actions, shared state and carry of a :meth:`fork` that finished in
@@ -139,7 +153,7 @@ class StepContext:
         self.actions.extend(fork.actions)
         self.shared.clear()
         self.shared.update(fork.shared)
-        self.carry = fork.carry
+        self.internal.carry = fork.internal.carry
 
     def verified(
         self,
@@ -154,11 +168,11 @@ class StepContext:
         was missing is not kept: the file may be written later. ``size`` measures the
         value, less ``texts(value)``: the texts the entry keeps alive (in ``key`` or the
         value), which the cache counts once however many entries hold them."""
-        store = self.spill
-        if not isinstance(store, RememberedStore) or not self.cache.enabled:
+        store, cache = self.spill, self.internal.cache
+        if not isinstance(store, RememberedStore) or not cache.enabled:
             return read(store.load)
         entry = ("verified", store.token, *key)
-        found = self.cache.get(entry, _ABSENT)
+        found = cache.get(entry, _ABSENT)
         if found is not _ABSENT:
             value: T = found
             return value
@@ -172,7 +186,7 @@ class StepContext:
 
         value = read(load)
         if not missed:
-            self.cache.put(entry, value, size(value), texts(value))
+            cache.put(entry, value, size(value), texts(value))
         return value
 
     def record(

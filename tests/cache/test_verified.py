@@ -10,7 +10,7 @@ from pathlib import Path
 import middleware
 from middleware.cache import DerivedCache
 from middleware.formats import get_codec
-from middleware.plugin.context import StepContext
+from middleware.plugin.context import Internal, StepContext
 from middleware.plugin.host import PluginHost
 from middleware.spill import SpillWorkspace
 from middleware.spill.remembered import RememberedStore
@@ -20,7 +20,7 @@ def context(store: object, cache: DerivedCache) -> StepContext:
     policy = middleware.load_policy(None, env={}, dotenv_path=False)
     return StepContext(
         "budget", policy, get_codec("anthropic"), PluginHost.create(), "s", store,  # type: ignore[arg-type]
-        cache=cache,
+        internal=Internal(cache=cache),
     )  # fmt: skip
 
 

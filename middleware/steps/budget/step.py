@@ -80,7 +80,7 @@ class _BudgetRun:
         # Continuing the previous request: its turns are as it left them, the new ones
         # are decided here. Decisions that read the history before a turn (the
         # context-aware ceilings) or the ledger are made in full.
-        resume = self.context.resume
+        resume = self.context.internal.resume
         if resume is None:
             index = self.conversation.index()
         elif self.settings.aware is not None or self.settings.freeze_decisions:
@@ -192,7 +192,7 @@ class _BudgetRun:
 
     def _decided(self, site: ResultSite) -> ToolResult | None:
         """The result as an earlier decision for its call id made it, if one applies."""
-        ledger = self.context.decisions
+        ledger = self.context.internal.decisions
         result = site.result
         if ledger is None or not result.call_id or result.text_protocol:
             return None
@@ -212,7 +212,7 @@ class _BudgetRun:
         return replayed
 
     def _remember(self, candidates: list[_Candidate]) -> None:
-        ledger = self.context.decisions
+        ledger = self.context.internal.decisions
         if ledger is None or not self.settings.freeze_decisions:
             return
         for cand in candidates:
@@ -278,14 +278,14 @@ class _BudgetRun:
                 )
                 continue
             standard = make_preview(
-                text, style, path=path, tool=tool, cache=self.context.kept, session=session
+                text, style, path=path, tool=tool, cache=self.context.internal.kept, session=session
             )
             floor = len(standard) if standard is not None else 0
             target = max(len(text) - (total - budget), floor)
             grow = self.settings.turn_previews == "fill"
             preview = fit_preview(
-                text, style, target, path=path, tool=tool, grow=grow, cache=self.context.kept,
-                session=session,
+                text, style, target, path=path, tool=tool, grow=grow,
+                cache=self.context.internal.kept, session=session,
             )  # fmt: skip
             if preview is not None:
                 plan.append((cand, path, preview))
@@ -299,7 +299,7 @@ class _BudgetRun:
                 max(len(preview) - (total - budget), 0),
                 path=path,
                 tool=cand.site.tool_name,
-                cache=self.context.kept,
+                cache=self.context.internal.kept,
                 session=session,
             )
             if smaller is not None and len(smaller) < len(preview):
@@ -331,7 +331,7 @@ class _BudgetRun:
             path=path,
             tool=cand.site.tool_name,
             grow=self.settings.fill_cap,
-            cache=self.context.kept,
+            cache=self.context.internal.kept,
             session=self.context.session_id,
         )
         if preview is not None:

@@ -81,7 +81,7 @@ class Readings:
             size = 200 + sum(len(m) + 2 for m in found) + sum(len(e) + 13 for e in errors)
             return Parts(found, errors, detect_content_type(text), size)
 
-        return self.context.kept.derive(
+        return self.context.internal.kept.derive(
             PARTS, ("summary-parts", text, count, lines), read, _parts_size, (text,)
         )
 

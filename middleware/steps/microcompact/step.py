@@ -74,15 +74,15 @@ class _Compaction:
         self.context = context
         self.conversation = conversation
         self.readings = Readings(settings, context)
-        self.weighing = Weighing(settings, self.readings, context.cache, self._exempt)
+        self.weighing = Weighing(settings, self.readings, context.internal.cache, self._exempt)
         host = context.host
         self._plugins_summarize = host.implements("summarize_result") or host.implements(
             "detect_content_type"
         )
 
     def run(self) -> None:
-        if self.context.resume is not None:
-            self._resume(self.context.resume)
+        if self.context.internal.resume is not None:
+            self._resume(self.context.internal.resume)
             return
         index = self.conversation.index()
         keep = self.settings.keep_results
@@ -107,7 +107,7 @@ class _Compaction:
         if not s.keep_results and s.window_tokens is None:  # nothing else decides: the next
             # request of the session can continue from here, or from before compaction
             before = tuple(self.conversation.nodes)
-            self.context.carry = weighed._replace(before=before)
+            self.context.internal.carry = weighed._replace(before=before)
         self._apply(
             self._plan(index.results, weighed.boundary, s.truncate_turns, s.summarize_turns)
         )
@@ -179,7 +179,7 @@ class _Compaction:
         if moved == carried.boundary and resume.from_turn >= moved:
             # The new turns are all after the boundary: too young to compact.
             before = carried.before + tuple(self.conversation.nodes[start:])
-            self.context.carry = weighed._replace(before=before)
+            self.context.internal.carry = weighed._replace(before=before)
             return
         nodes = self.conversation.nodes
         for i, made in enumerate(carried.before):
@@ -203,7 +203,7 @@ class _Compaction:
         turn_gains = TurnGains(
             gains, turns, s.truncate_turns, s.summarize_turns, s.inputs.clear_turns
         )
-        cold = self.context.cold_cache
+        cold = self.context.internal.cold_cache
         identify = self._identify(node_turns)
         found = boundary(
             s, turn_gains, sizes, node_turns, turns, decided=decided,
@@ -310,7 +310,7 @@ class _Compaction:
                 text, tool_name, kind or self.readings.parts(text).content_type, path
             )
             return found if found is not None else built_in(kind)
-        return self.context.cache.derive(
+        return self.context.internal.cache.derive(
             ("summary", Identity(self.context.policy), text, path),
             built_in,
             lambda summary: 0 if summary is None else len(summary),
@@ -335,7 +335,7 @@ class _Compaction:
                 return self.context.spill.save(key, text, suffix=".json")
 
             try:
-                cleared = clear_input(call, settings, save, self.context.cache)
+                cleared = clear_input(call, settings, save, self.context.internal.cache)
             except OSError as exc:
                 self.context.record(
                     "compaction_skipped", tool_call_id=call.id, tool_name=call.name,
