@@ -276,7 +276,7 @@ class Pipeline:
             self._run_step(STEP_HOOKS[0], policy, codec, conversation, request, shared, cold=cold)
         ]
         # What a request that continues the previous one takes from it (see .session.resume).
-        keys = memo.keys(messages) if self._continues(policy, codec, request) else None
+        keys = memo.keys(messages) if self._continues(codec, request) else None
         marks = tuple(map(message_mark, keys)) if keys else None
         repaired = len(conversation.nodes) != len(parsed) or any(
             a is not b for a, b in zip(conversation.nodes, parsed, strict=True)
@@ -333,7 +333,7 @@ class Pipeline:
         self._host.run_step(hook, conversation, context)
         return context
 
-    def _continues(self, policy: Policy, codec: Codec, request: Request) -> bool:
+    def _continues(self, codec: Codec, request: Request) -> bool:
         """Whether this request may continue the previous one of its conversation, or be
         continued: only built-in steps and summaries, on the pipeline's own store, in a
         format whose turns are messages (a history with reasoning items is always laid

@@ -69,7 +69,8 @@ def clean_body(
     :param headers: the request's headers, names in lower case (they may name the session).
     :param policy: the policy's key in ``pool`` and its current snapshot.
     :param session: the conversation, if the caller knows it (else found from the request).
-    :param now: when the request is sent, by the clock the ledger bills by (default: now).
+    :param now: when the request is sent, by the clock the ledger bills by (``None``: no
+        time, so the request never finds its session idle).
     """
     if headers.get("content-encoding", "identity").lower() != "identity":
         return Cleaned(raw, untouched="compressed body")

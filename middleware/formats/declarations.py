@@ -59,26 +59,6 @@ class UsageCounts(NamedTuple):
     output: int = 0
 
 
-def string_of(value: Any) -> str | None:
-    """Only strings are evidence of a format (the codecs refuse other types)."""
-    return value if isinstance(value, str) else None
-
-
-def part_types(message: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    """The ``type`` of each typed part of a message's content list, with the part."""
-    content = message.get("content")
-    if not isinstance(content, list):
-        return []
-    return [(kind, part) for part in content if isinstance(part, dict)
-            if (kind := string_of(part.get("type"))) is not None]  # fmt: skip
-
-
-def count_of(mapping: Mapping[str, Any], key: str) -> int:
-    """A token count of a usage object (anything but a positive whole number: 0)."""
-    value = mapping.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
 class ToolSpec(NamedTuple):
     """A tool this product offers the model itself (the integrations' ``recall``)."""
 

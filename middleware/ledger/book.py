@@ -15,6 +15,7 @@ from middleware.ledger.estimate import Footprint, expected_read, without_middlew
 from middleware.ledger.journal import Journal, read_journal
 from middleware.ledger.prices import LedgerSettings
 from middleware.ledger.usage import Usage
+from middleware.session.cold_cache import still_cached
 
 #: Sessions whose ledger is kept, at most (the least recently billed are forgotten first;
 #: the totals keep every request).
@@ -234,7 +235,7 @@ class Ledger:
                     )  # fmt: skip
                 if footprints is not None and before is not None:
                     # Nothing is expected from a cache the lifetime says has expired.
-                    warm = _within(settings.cache_lifetime_seconds, ledger.last, now)
+                    warm = still_cached(settings.cache_lifetime_seconds, ledger.last, now)
                     expected = expected_read(
                         usage, writes=writes, cleaned=footprints[1],
                         before=before[1] if warm else None, body_chars=body_chars,
@@ -303,8 +304,3 @@ def _count(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise TypeError("a token count is a whole number")
     return value
-
-
-def _within(lifetime: float | None, last: float | None, now: float) -> bool:
-    """Whether a cache entry written at ``last`` is still there at ``now``."""
-    return lifetime is not None and last is not None and now - last <= lifetime

@@ -137,14 +137,14 @@ class Metrics:
         if entry is None:
             self.usage_unread.inc()
             return
-        billed, estimated, dollars, missed = self._bill_series(entry.priced_as or "unpriced")
+        billed, estimated, dollars, cache = self._bill_series(entry.priced_as or "unpriced")
         for series, usage in ((billed, entry.billed), (estimated, entry.without)):
             for child, tokens in zip(series, usage.as_dict().values(), strict=True):
                 if tokens:
                     child.inc(tokens)
         if entry.expected_read is not None:
-            missed[0].inc(entry.expected_read)
-            missed[1].inc(max(0, entry.expected_read - entry.billed.cache_read))
+            cache[0].inc(entry.expected_read)
+            cache[1].inc(max(0, entry.expected_read - entry.billed.cache_read))
         if entry.dollars is not None and entry.dollars_without is not None:
             dollars[0].inc(entry.dollars)
             dollars[1].inc(entry.dollars_without)

@@ -25,7 +25,7 @@ import json
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, runtime_checkable
 
@@ -75,7 +75,7 @@ class ColdCache(NamedTuple):
 @dataclass
 class ColdRequest:
     """One request's view of its session's cache, which the microcompaction step reads
-    (:attr:`.StepContext.cold_cache`) and completes with the move it made."""
+    (:attr:`.Internal.cold_cache`) and completes with the move it made."""
 
     #: The provider keeps no prefix cache (the policy says so).
     none: bool = False
@@ -91,9 +91,8 @@ class ColdRequest:
         ``follow``, only what the policy says (``microcompact.schedule.cold_rewrites``)."""
         if not follow:
             return ColdCache(self.none)
-        return ColdCache(
-            self.none, self.cold, frozenset(m.turn for m in self.moved if identify(m.turn) == m)
-        )
+        mine = frozenset(m.turn for m in sorted(self.moved) if identify(m.turn) == m)
+        return ColdCache(self.none, self.cold, mine)
 
 
 @runtime_checkable
@@ -138,7 +137,7 @@ class SessionCache:
                 now is not None
                 and lifetime is not None
                 and self.last is not None
-                and now - self.last > lifetime
+                and not still_cached(lifetime, self.last, now)
             )
             measured = self.misses >= MISSES_FOR_COLD
             if now is not None:
@@ -210,9 +209,23 @@ def _move(value: object) -> ColdMove:
     return ColdMove(turn, messages, calls)
 
 
-def calls_digest(ids: Iterable[str]) -> str:
-    """The digest :class:`ColdMove` keeps of the ids of the calls before its turn."""
-    digest = hashlib.sha256()
-    for call in ids:
-        digest.update(call.encode("utf-8", "surrogatepass") + b"\0")
-    return digest.hexdigest()[:16]
+class CallsDigest:
+    """The digest :class:`ColdMove` keeps of the ids of the calls before its turn, taken
+    call by call (the moves of a conversation are named in the order of their turns, so
+    one pass over the history names them all)."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+
+    def add(self, call: str) -> None:
+        self._hash.update(call.encode("utf-8", "surrogatepass") + b"\0")
+
+    @property
+    def value(self) -> str:
+        return self._hash.hexdigest()[:16]
+
+
+def still_cached(lifetime: float | None, last: float | None, now: float) -> bool:
+    """Whether a prefix the provider's cache last used at ``last`` is still there at
+    ``now``, when it keeps one ``lifetime`` seconds (``None``: it keeps none)."""
+    return lifetime is not None and last is not None and now - last <= lifetime

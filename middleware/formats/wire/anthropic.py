@@ -11,7 +11,9 @@ from middleware.errors import HistoryError
 from middleware.formats.base import (
     Codec,
     check_content,
+    count_of,
     optional_id,
+    part_types,
     result_content,
     string_field,
     tool_name,
@@ -27,8 +29,6 @@ from middleware.formats.declarations import (
     UsageCounts,
     Violation,
     blank_name,
-    count_of,
-    part_types,
 )
 from middleware.view import Block, Node, Opaque, Role, ToolCall, ToolResult
 

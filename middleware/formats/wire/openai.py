@@ -11,9 +11,12 @@ from middleware.formats.base import (
     arguments_json,
     arguments_of,
     check_content,
+    count_of,
     optional_id,
+    part_types,
     result_content,
     string_field,
+    string_of,
     tool_name,
     wire_content,
 )
@@ -26,10 +29,7 @@ from middleware.formats.declarations import (
     UsageCounts,
     Violation,
     blank_name,
-    count_of,
     empty_name_reason,
-    part_types,
-    string_of,
 )
 from middleware.view import Block, Node, Role, ToolCall, ToolResult
 

@@ -15,6 +15,7 @@ from middleware.formats.base import (
     arguments_of,
     check_content,
     optional_id,
+    part_types,
     result_content,
     string_field,
     tool_name,
@@ -30,7 +31,6 @@ from middleware.formats.declarations import (
     Violation,
     blank_name,
     empty_name_reason,
-    part_types,
 )
 from middleware.formats.wire.openai import OPENAI, cached_prompt_usage
 from middleware.view import Node, Role, ToolCall, ToolResult

@@ -19,13 +19,12 @@ import logging
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
 
 from middleware.cache import Identity
 from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
-from middleware.session.cold_cache import ColdMove, calls_digest
+from middleware.session.cold_cache import CallsDigest, ColdMove
 from middleware.session.resume import Resume
 from middleware.steps.microcompact.before_spill import promised
 from middleware.steps.microcompact.inputs import clear_input
@@ -215,19 +214,22 @@ class _Compaction:
 
     def _identify(self, node_turns: Sequence[int]) -> Callable[[int], ColdMove]:
         """What names a move to a turn of this conversation in the session's record:
-        the messages before the turn, and the ids of the calls among them."""
+        the messages before the turn, and the ids of the calls among them. Asked for
+        turns in increasing order, it reads each message once."""
         nodes = self.conversation.nodes
+        digest, done = CallsDigest(), 0  # the calls of nodes[:done]
 
-        @cache
         def identify(turn: int) -> ColdMove:
+            nonlocal digest, done
             opens = bisect_left(node_turns, turn)
-            calls = (
-                block.id or block.name
-                for node in nodes[:opens]
-                for block in node.blocks
-                if isinstance(block, ToolCall)
-            )
-            return ColdMove(turn, opens, calls_digest(calls))
+            if opens < done:
+                digest, done = CallsDigest(), 0
+            for node in nodes[done:opens]:
+                for block in node.blocks:
+                    if isinstance(block, ToolCall):
+                        digest.add(block.id or block.name)
+            done = opens
+            return ColdMove(turn, opens, digest.value)
 
         return identify
 
