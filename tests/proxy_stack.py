@@ -37,8 +37,7 @@ def running(
     """A proxy on ``policy`` (with ``overrides`` of dotted keys) in front of ``provider``."""
     stand_in, upstream = provider
     layered = {
-        "proxy.anthropic_upstream": upstream,
-        "proxy.openai_upstream": upstream,
+        "proxy.upstreams": {"anthropic": upstream, "openai": upstream},
         "spill.root": str(tmp_path / "spill"),
         **overrides,
     }

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from middleware.cli.common import add_command
-from middleware.errors import MissingExtraError
+from middleware.errors import MissingExtraError, PolicyError
 
 if TYPE_CHECKING:
     from middleware.cli.common import Subcommands
@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 OPTIONS = {
     "host": "proxy.host",
     "port": "proxy.port",
-    "anthropic_upstream": "proxy.anthropic_upstream",
-    "openai_upstream": "proxy.openai_upstream",
+    "anthropic_upstream": "proxy.upstreams.anthropic",
+    "openai_upstream": "proxy.upstreams.openai",
     "policies_dir": "proxy.policies_dir",
 }
 
@@ -56,6 +56,13 @@ def add_serve(commands: Subcommands) -> None:
         help="where OpenAI requests go (default https://api.openai.com)",
     )
     serve.add_argument(
+        "--upstream",
+        metavar="PROVIDER=URL",
+        action="append",
+        default=[],
+        help="where one provider's requests go (repeatable): gemini=https://gateway/google",
+    )
+    serve.add_argument(
         "--policies-dir",
         metavar="FOLDER",
         help="folder of NAME.yaml policies that /policy/NAME/... selects",
@@ -67,6 +74,7 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn  # noqa: PLC0415 - the [proxy] extra, imported only to serve
 
+        from middleware.formats.routes import providers  # noqa: PLC0415 - with the others
         from middleware.proxy.build import build_proxy  # noqa: PLC0415 - needs the extra
         from middleware.proxy.listening import uvicorn_options  # noqa: PLC0415 - likewise
     except ImportError as exc:
@@ -75,6 +83,11 @@ def run_serve(args: argparse.Namespace) -> int:
         key: getattr(args, option) for option, key in OPTIONS.items()
         if getattr(args, option) is not None
     }  # fmt: skip
+    for given in args.upstream:
+        name, sep, url = given.partition("=")
+        if not sep or not name or not url:
+            raise PolicyError(f"--upstream takes PROVIDER=URL, got {given!r}")
+        overrides[f"proxy.upstreams.{name}"] = url
     if args.policies_dir is not None:
         overrides["proxy.policies_dir"] = str(Path(args.policies_dir).absolute())
     proxy, app = build_proxy(args.policy, overrides)
@@ -82,8 +95,9 @@ def run_serve(args: argparse.Namespace) -> int:
     _configure_logging()
     _warn_if_exposed(settings)
     logging.getLogger(__name__).info(
-        "chatcli-mw proxy on http://%s:%d (Anthropic -> %s, OpenAI -> %s), policy %s",
-        settings.host, settings.port, settings.anthropic_upstream, settings.openai_upstream,
+        "chatcli-mw proxy on http://%s:%d (%s), policy %s",
+        settings.host, settings.port,
+        ", ".join(f"{p.name} -> {settings.upstream(p)}" for p in providers()),
         proxy.catalog.default.policy.name,
     )  # fmt: skip
     uvicorn.run(

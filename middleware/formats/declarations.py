@@ -36,16 +36,20 @@ class Provider(ABC):
     """The API a wire format belongs to (several formats may share one): the shape of
     its errors, and how a request for it is recognised when it is on no model route."""
 
-    #: The name the proxy's settings and metrics use (``proxy.<name>_upstream``).
+    #: The name the proxy's settings and metrics use (``proxy.upstreams.<name>``).
     name: ClassVar[str]
+    #: The base URL of its own API: where the proxy forwards its requests unless
+    #: ``proxy.upstreams`` names another.
+    default_upstream: ClassVar[str]
 
     @abstractmethod
     def error_document(self, kind: ErrorKind, message: str) -> dict[str, Any]:
         """The JSON error its SDKs parse, so they raise their usual exception."""
 
     @abstractmethod
-    def claims(self, headers: Mapping[str, str]) -> bool:
-        """Whether a request with these headers (names in lower case) is for it."""
+    def claims(self, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
+        """Whether a request with these headers (names in lower case) and query
+        parameters is for it."""
 
 
 class UsageCounts(NamedTuple):
@@ -78,7 +82,9 @@ class AnswerCall(NamedTuple):
 
 class Route(NamedTuple):
     """A request path whose body carries a history in a codec's format: the proxy's own
-    path, or the ending of a path an SDK client sends to (wrapped by :func:`wrap`)."""
+    path, or the ending of a path an SDK client sends to (wrapped by :func:`wrap`). A
+    proxy path may hold ``{name}`` segments standing for any text without a ``/`` (Gemini's
+    ``/v1beta/models/{model}:generateContent``)."""
 
     path: str
     #: Whether the answer is billed as a model call (a token count is not).

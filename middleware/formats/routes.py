@@ -4,6 +4,7 @@ endings of an SDK client's requests, as each codec declares them (:attr:`.Codec.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import NamedTuple
 
@@ -22,7 +23,13 @@ class Routed(NamedTuple):
 def proxy_route(method: str, path: str) -> Routed | None:
     """The format of a request to the proxy's own ``path``, or ``None`` (not a model
     request: forwarded as it is)."""
-    return _proxy_paths().get(path) if method == "POST" else None
+    if method != "POST":
+        return None
+    exact, templates = _proxy_paths()
+    found = exact.get(path)
+    if found is None:
+        found = next((routed for pattern, routed in templates if pattern.fullmatch(path)), None)
+    return found
 
 
 def client_route(method: str, path: str) -> Routed | None:
@@ -34,12 +41,24 @@ def client_route(method: str, path: str) -> Routed | None:
 
 
 @cache
-def _proxy_paths() -> dict[str, Routed]:
-    return {
-        route.path: Routed(codec, route.billed)
-        for codec in CODECS.values()
-        for route in codec.proxy_routes
-    }
+def _proxy_paths() -> tuple[dict[str, Routed], tuple[tuple[re.Pattern[str], Routed], ...]]:
+    """The exact paths, and the paths with ``{name}`` segments as patterns."""
+    exact: dict[str, Routed] = {}
+    templates: list[tuple[re.Pattern[str], Routed]] = []
+    for codec in CODECS.values():
+        for route in codec.proxy_routes:
+            routed = Routed(codec, route.billed)
+            if "{" in route.path:
+                templates.append((path_pattern(route.path), routed))
+            else:
+                exact[route.path] = routed
+    return exact, tuple(templates)
+
+
+def path_pattern(template: str) -> re.Pattern[str]:
+    """``template`` with each ``{name}`` matching one or more characters other than ``/``."""
+    parts = re.split(r"\{[a-zA-Z_]+\}", template)
+    return re.compile("[^/]+".join(re.escape(part) for part in parts))
 
 
 @cache

@@ -12,7 +12,7 @@ import io
 import os
 import re
 from collections import ChainMap
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
@@ -42,6 +42,18 @@ from middleware.policy.templates import template_problems
 
 #: ``CHATCLI_POLICY``: the policy file ``load_policy(None)`` reads, when set.
 POLICY_ENV = "CHATCLI_POLICY"
+
+#: What the schema cannot say about a valid policy, told by the layer that knows it (the
+#: proxy: which provider names exist): each check yields ``(dotted key, problem)``.
+PolicyCheck = Callable[[Mapping[str, Any]], Iterator[tuple[str, str]]]
+_CHECKS: list[PolicyCheck] = []
+
+
+def register_check(check: PolicyCheck) -> PolicyCheck:
+    """Make every policy loaded from now on pass ``check`` (a bad value is a
+    :class:`PolicyError`, and hot reload keeps the last good policy)."""
+    _CHECKS.append(check)
+    return check
 
 
 def load_policy(
@@ -134,6 +146,10 @@ def _checked(document: dict[str, Any], origins: Mapping[str, str], source: str) 
     for key, problem in template_problems(document):
         where = origins.get(key, source)
         raise PolicyError(f"{problem} (set by {where})", source=source, path=f"$.{key}")
+    for check in _CHECKS:
+        for key, problem in check(document):
+            where = _origin(key, origins) or source
+            raise PolicyError(f"{problem} (set by {where})", source=source, path=f"$.{key}")
     pattern = document.get("text_protocol", {}).get("pattern")
     if pattern is not None:
         try:

@@ -36,7 +36,7 @@ from middleware.conversations.cleaning import Cleaned, clean_body
 from middleware.conversations.sessions import SessionPool, SessionSettings
 from middleware.errors import MiddlewareError
 from middleware.formats.declarations import ErrorKind, Provider
-from middleware.formats.routes import provider_named, providers, proxy_route
+from middleware.formats.routes import providers, proxy_route
 from middleware.ledger import Ledger, LedgerSettings
 from middleware.plugin.host import PluginHost
 from middleware.policy.settings import bind
@@ -100,7 +100,7 @@ class Proxy:
         route = proxy_route(request.method, path)
         provider = (
             route.codec.provider if route
-            else _provider_of(request.headers, self.settings.other_requests)
+            else _provider_of(request.headers, request.query_params, self.settings)
         )  # fmt: skip
         route_label = path if route else "other"
         started = time.perf_counter()
@@ -158,10 +158,7 @@ class Proxy:
                     f"({type(cleaned.error).__name__}: {cleaned.error}); proxy.fail_open is "
                     "false, so it was not forwarded",
                 )  # fmt: skip
-        upstream = (
-            self.settings.anthropic_upstream if provider.name == "anthropic"
-            else self.settings.openai_upstream
-        )  # fmt: skip
+        upstream = self.settings.upstream(provider)
         url = upstream.rstrip("/") + path + (f"?{request.url.query}" if request.url.query else "")
         exchange = Exchange(
             self.metrics, self.ledger, self.settings.access_log, request, route_label,
@@ -405,9 +402,11 @@ def _policy_prefix(path: str) -> tuple[str | None, str]:
     return name, "/" + rest
 
 
-def _provider_of(headers: Mapping[str, str], otherwise: str) -> Provider:
+def _provider_of(
+    headers: Mapping[str, str], query: Mapping[str, str], settings: ProxySettings
+) -> Provider:
     """Who a request not on a cleaned route is for: the first provider that claims its
-    headers (Anthropic's version or key header, or Claude Code; OpenAI's bearer token),
-    else the one ``otherwise`` names (``proxy.other_requests``)."""
-    claimed = next((p for p in providers() if p.claims(headers)), None)
-    return claimed if claimed is not None else provider_named(otherwise)
+    headers or query (Anthropic's version or key header, or Claude Code; OpenAI's bearer
+    token; Google's key), else the one ``proxy.other_requests`` names."""
+    claimed = next((p for p in providers() if p.claims(headers, query)), None)
+    return claimed if claimed is not None else settings.other_provider

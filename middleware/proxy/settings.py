@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any
 
+from middleware.formats.declarations import Provider
+from middleware.formats.routes import provider_named, providers
+from middleware.policy.loader import register_check
 from middleware.policy.settings import section
+
+#: The deprecated keys that named one provider's upstream each.
+_LEGACY_UPSTREAMS = {"anthropic": "anthropic_upstream", "openai": "openai_upstream"}
 
 
 @section("proxy")
@@ -13,9 +20,10 @@ from middleware.policy.settings import section
 class ProxySettings:
     host: str
     port: int
-    anthropic_upstream: str
-    openai_upstream: str
-    other_requests: Literal["openai", "anthropic"]
+    upstreams: Mapping[str, str]
+    anthropic_upstream: str | None
+    openai_upstream: str | None
+    other_requests: str
     fail_open: bool
     max_body_bytes: int
     policies_dir: str | None
@@ -32,3 +40,33 @@ class ProxySettings:
     cleaning_wait_seconds: float
     waiting_bytes: int
     access_log: bool
+
+    def upstream(self, provider: Provider) -> str:
+        """The base URL ``provider``'s requests go to: ``proxy.upstreams``, else the
+        deprecated key of its own, else its API."""
+        named = self.upstreams.get(provider.name)
+        if named is None and provider.name in _LEGACY_UPSTREAMS:
+            named = getattr(self, _LEGACY_UPSTREAMS[provider.name])
+        return named if named is not None else provider.default_upstream
+
+    @property
+    def other_provider(self) -> Provider:
+        """The provider ``proxy.other_requests`` names (checked when the policy loads)."""
+        return provider_named(self.other_requests)
+
+
+@register_check
+def _provider_names(document: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """``proxy.upstreams`` and ``proxy.other_requests`` name providers that exist."""
+    proxy = document.get("proxy", {})
+    known = [provider.name for provider in providers()]
+
+    def unknown(name: str) -> str:
+        return f"no wire format is for a provider {name!r}; expected one of: {', '.join(known)}"
+
+    for name in proxy.get("upstreams", {}):
+        if name not in known:
+            yield f"proxy.upstreams.{name}", unknown(name)
+    other = proxy.get("other_requests")
+    if other is not None and other not in known:
+        yield "proxy.other_requests", unknown(other)

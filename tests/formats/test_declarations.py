@@ -63,15 +63,16 @@ def test_every_provider_answers_every_error_in_its_own_shape(provider: Provider)
     for kind in get_args(ErrorKind):
         document = provider.error_document(kind, "what to change")
         assert "what to change" in json.dumps(document)
-    assert not provider.claims({})  # a request that names no one is proxy.other_requests'
+    assert not provider.claims({}, {})  # a request that names no one is proxy.other_requests'
+    assert provider.default_upstream.startswith("https://")
 
 
 def test_each_provider_claims_its_own_requests() -> None:
     anthropic, openai = provider_named("anthropic"), provider_named("openai")
-    assert anthropic.claims({"x-api-key": "k"}) and anthropic.claims({"user-agent": "claude-cli"})
-    assert openai.claims({"authorization": "Bearer sk"}) and not anthropic.claims(
-        {"authorization": "Bearer sk"}
-    )
+    assert anthropic.claims({"x-api-key": "k"}, {})
+    assert anthropic.claims({"user-agent": "claude-cli"}, {})
+    assert openai.claims({"authorization": "Bearer sk"}, {})
+    assert not anthropic.claims({"authorization": "Bearer sk"}, {})
     with pytest.raises(KeyError):
         provider_named("nobody")
 

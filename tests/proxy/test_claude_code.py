@@ -102,7 +102,7 @@ def session(
 ) -> Iterator[tuple[subprocess.CompletedProcess[str], Provider, Recorder]]:
     provider = Provider(script=script, cache=PromptCache())
     with serving(provider.app()) as upstream:
-        overrides = {**POLICY, "proxy.anthropic_upstream": upstream, "spill.root": str(tmp_path)}
+        overrides = {**POLICY, "proxy.upstreams.anthropic": upstream, "spill.root": str(tmp_path)}
         proxy, app = build_proxy(None, overrides)
         recorder = Recorder(app)
         with serving(recorder) as url:

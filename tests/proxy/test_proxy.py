@@ -373,7 +373,8 @@ def test_a_request_naming_no_provider_goes_where_the_policy_says(
 ) -> None:
     unreachable = "http://127.0.0.1:9"  # discard port: nothing listens
     for other, status in (("anthropic", 404), ("openai", 502)):
-        with running(provider, tmp_path, **{"proxy.openai_upstream": unreachable,
+        upstreams = {"anthropic": provider[1], "openai": unreachable}
+        with running(provider, tmp_path, **{"proxy.upstreams": upstreams,
                                              "proxy.other_requests": other}) as stack:  # fmt: skip
             assert httpx.head(stack.url + "/").status_code == status  # an agent's probe
             claude = httpx.get(stack.url + "/v1/nowhere", headers={"user-agent": "claude-cli/2"})

@@ -50,6 +50,7 @@ class AnthropicAPI(Provider):
     """Anthropic's Messages API."""
 
     name: ClassVar[str] = "anthropic"
+    default_upstream: ClassVar[str] = "https://api.anthropic.com"
     #: The proxy's situations -> Anthropic's error types.
     ERROR_TYPES: ClassVar[dict[str, str]] = {
         "too_large": "request_too_large",
@@ -64,7 +65,7 @@ class AnthropicAPI(Provider):
     def error_document(self, kind: ErrorKind, message: str) -> dict[str, Any]:
         return {"type": "error", "error": {"type": self.ERROR_TYPES[kind], "message": message}}
 
-    def claims(self, headers: Mapping[str, str]) -> bool:
+    def claims(self, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
         """Its version or key header, or Claude Code's user agent."""
         agent = headers.get("user-agent", "").lower()
         return (

@@ -48,6 +48,7 @@ class OpenAIAPI(Provider):
     """OpenAI's API (Chat Completions and Responses)."""
 
     name: ClassVar[str] = "openai"
+    default_upstream: ClassVar[str] = "https://api.openai.com"
     #: The proxy's situations -> OpenAI's error type and code.
     ERRORS: ClassVar[dict[str, tuple[str, str]]] = {
         "too_large": ("invalid_request_error", "request_too_large"),
@@ -63,7 +64,7 @@ class OpenAIAPI(Provider):
         kind_type, code = self.ERRORS[kind]
         return {"error": {"message": message, "type": kind_type, "param": None, "code": code}}
 
-    def claims(self, headers: Mapping[str, str]) -> bool:
+    def claims(self, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
         """A bearer token."""
         return headers.get("authorization", "").lower().startswith("bearer ")
 
