@@ -17,7 +17,7 @@ from typing import Any
 from middleware.conversations.keys import SessionKey, session_of
 from middleware.conversations.sessions import SessionPool
 from middleware.errors import FormatError, HistoryError, InputError
-from middleware.formats import jsonio
+from middleware.formats import get_codec, jsonio
 from middleware.formats.bodies import read_body
 from middleware.ledger import Footprint, Ledger, LedgerSettings, UsageReader, footprint
 from middleware.ledger.book import Entry
@@ -81,7 +81,8 @@ def clean_body(
         return Cleaned(raw, untouched="not JSON")
     if body is None:
         return Cleaned(raw, untouched="not a conversation")
-    key = SessionKey(session, "given") if session else session_of(headers, body.document)
+    codec = get_codec(body.format_hint) if body.format_hint is not None else None
+    key = SessionKey(session, "given") if session else session_of(headers, body.document, codec)
     if not isinstance(body.history, list):  # a Responses request of one plain text
         return Cleaned(raw, key, untouched="no message list")
     started = time.perf_counter()

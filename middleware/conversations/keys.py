@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from middleware.formats.base import Codec
+
 #: Request headers that name the agent's session, first match wins. Codex CLI sends
 #: ``session-id`` (and its ``thread-id``, the same for a main session); opencode sends
 #: ``x-session-id`` (and ``session-id`` to OpenAI).
@@ -53,8 +55,11 @@ class SessionKey:
     source: str
 
 
-def session_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> SessionKey:
-    """The conversation ``body`` belongs to (``headers`` with lower-case names)."""
+def session_of(
+    headers: Mapping[str, str], body: Mapping[str, Any], codec: Codec | None = None
+) -> SessionKey:
+    """The conversation ``body`` belongs to (``headers`` with lower-case names), a
+    request in ``codec``'s format when it is known (:meth:`.Codec.opening`)."""
     for name in HEADERS:
         value = _usable(headers.get(name))
         if value:
@@ -69,6 +74,9 @@ def session_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> SessionKe
     from_metadata = _metadata_session(body.get("metadata"))
     if from_metadata:
         return SessionKey(from_metadata, "metadata.user_id")
+    opening = codec.opening(body) if codec is not None else None
+    if opening is not None:
+        return SessionKey("conv-" + _digest(_normal(opening)), "opening")
     return SessionKey("conv-" + _conversation_digest(body), "opening")
 
 
@@ -130,6 +138,10 @@ def _conversation_digest(body: Mapping[str, Any]) -> str:
     opening = [_normal(system), _normal(first_user)]
     if reply:
         opening.append(_reply_identity(reply))
+    return _digest(opening)
+
+
+def _digest(opening: Any) -> str:
     text = json.dumps(opening, sort_keys=True, ensure_ascii=True, default=str)
     return hashlib.sha256(text.encode("ascii")).hexdigest()[:20]
 

@@ -90,6 +90,13 @@ class Codec(ABC):
         format shares) counts only when no other format has a strong one."""
         return []
 
+    def opening(self, body: Mapping[str, Any]) -> Any | None:
+        """What every request of one conversation in this format repeats (its opening, or
+        its first reply's call ids), digested into the session key of a client that names
+        no session; ``None``: the reading of ``messages``/``input`` the other formats
+        share (:mod:`middleware.conversations.keys`)."""
+        return None
+
     def usage_counts(self, usage: Mapping[str, Any]) -> UsageCounts | None:
         """The tokens a provider's ``usage`` object in this format reports, or ``None``
         if it is not one."""

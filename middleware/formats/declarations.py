@@ -89,6 +89,9 @@ class Route(NamedTuple):
     path: str
     #: Whether the answer is billed as a model call (a token count is not).
     billed: bool = True
+    #: Whether the answer is always streamed, whatever the body says (Gemini's
+    #: ``:streamGenerateContent``).
+    streamed: bool = False
 
 
 @dataclass(frozen=True)

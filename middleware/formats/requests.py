@@ -71,7 +71,8 @@ def read_request(
     if isinstance(value, Mapping):
         body = read_body(value, format)
         if body is None:
-            fields = " or ".join(map(repr, HISTORY_KEYS))
+            *others, last = map(repr, HISTORY_KEYS)
+            fields = f"{', '.join(others)} or {last}" if others else last
             raise HistoryError(
                 f"expected a list of messages, or a request body with a {fields} field, got "
                 f"a mapping with {', '.join(map(repr, list(value)[:5])) or 'no keys'}"

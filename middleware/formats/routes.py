@@ -14,10 +14,12 @@ from middleware.formats.registry import CODECS
 
 
 class Routed(NamedTuple):
-    """The format a request's body is in, and whether its answer is billed."""
+    """The format a request's body is in, whether its answer is billed, and whether it
+    is streamed by the path alone."""
 
     codec: Codec
     billed: bool
+    streamed: bool = False
 
 
 def proxy_route(method: str, path: str) -> Routed | None:
@@ -47,7 +49,7 @@ def _proxy_paths() -> tuple[dict[str, Routed], tuple[tuple[re.Pattern[str], Rout
     templates: list[tuple[re.Pattern[str], Routed]] = []
     for codec in CODECS.values():
         for route in codec.proxy_routes:
-            routed = Routed(codec, route.billed)
+            routed = Routed(codec, route.billed, route.streamed)
             if "{" in route.path:
                 templates.append((path_pattern(route.path), routed))
             else:
@@ -65,7 +67,7 @@ def path_pattern(template: str) -> re.Pattern[str]:
 def _client_endings() -> tuple[tuple[str, Routed], ...]:
     """Longest ending first: ``/messages/count_tokens`` before ``/messages``."""
     endings = [
-        (route.path, Routed(codec, route.billed))
+        (route.path, Routed(codec, route.billed, route.streamed))
         for codec in CODECS.values()
         for route in codec.client_routes
     ]

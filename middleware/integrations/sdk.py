@@ -119,8 +119,9 @@ class Cleaner:
 
     def _parsed(self, path: str, raw: bytes) -> dict[str, Any] | None:
         """The request body, if it may be offered the recall tool."""
-        if self.tool_policy is None or path.endswith("/count_tokens"):
-            return None
+        routed = client_route("POST", path)
+        if self.tool_policy is None or routed is None or not routed.billed or routed.streamed:
+            return None  # a token count, or an answer streamed by its path
         try:
             body = jsonio.loads(raw)
         except Exception:  # not JSON: cleaning leaves it as it is

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from middleware.errors import HistoryError
-from middleware.formats import detect_format
+from middleware.formats import detect_format, get_codec
+from middleware.formats.bodies import HISTORY_KEYS
 
 #: The explicit settings that mark these agents' observations as tool output. The default
 #: policy no longer needs them (``text_protocol.enabled: auto`` recognises both agents and
@@ -67,9 +68,12 @@ class Transcript:
         return [times[i] if i < len(times) else None for i in self._turn_starts()]
 
     def _turn_starts(self) -> Iterator[int]:
+        """Where each run of the model's messages begins (its format says which are)."""
+        codec = get_codec(self.format)
         previous_assistant = False
         for i, message in enumerate(self.messages):
-            assistant = _is_assistant(message)
+            assistant = isinstance(message, dict) and codec.read_message(message, i).role == (
+                "assistant")  # fmt: skip
             if assistant and not previous_assistant:
                 yield i
             previous_assistant = assistant
@@ -98,10 +102,10 @@ def load_transcripts(path: str | Path) -> list[Transcript]:
             for i, item in enumerate(data)
             if isinstance(item.get("traj"), list)
         ]
-    if isinstance(data, dict):
-        messages = data.get("messages", data.get("input"))
-        if isinstance(messages, list):
-            return [_plain(file.name, "json", messages, {})]
+    if isinstance(data, dict):  # a request body: its history field
+        found = next((data[key] for key in HISTORY_KEYS if isinstance(data.get(key), list)), None)
+        if found is not None:
+            return [_plain(file.name, "json", found, {})]
     if isinstance(data, list):
         return [_plain(file.name, "json", data, {})]
     raise HistoryError(f"{file}: not a transcript format this tool reads")
@@ -202,12 +206,3 @@ def _append_block_line(
     else:
         messages.append({"role": "user", "content": blocks})
     return last_assistant
-
-
-def _is_assistant(message: Any) -> bool:
-    if not isinstance(message, dict):
-        return False
-    return message.get("role") == "assistant" or message.get("type") in (
-        "function_call",
-        "reasoning",
-    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from locations import RECORDED
 
 from middleware.conversations.keys import HEADERS, SessionKey, session_of
+from middleware.formats.wire.openai import OpenAIChatCodec
 
 
 def recorded(name: str) -> list[dict[str, Any]]:
@@ -169,3 +171,23 @@ def test_a_system_prompt_sent_as_text_or_as_marked_blocks_is_the_same_opening(
 def test_a_long_id_is_cut_and_an_id_of_any_characters_is_kept() -> None:
     assert len(session_of({"x-chatcli-session": "a" * 5000}, {}).session) == 256
     assert session_of({}, {"prompt_cache_key": "équipe/alice"}).session == "équipe/alice"
+
+
+class _FirstWords(OpenAIChatCodec):
+    """A format whose conversations are known by their first user message's first word."""
+
+    def opening(self, body: Mapping[str, Any]) -> Any | None:
+        first = body.get("messages", [{}])[0].get("content")
+        return first.split()[0] if isinstance(first, str) and first.strip() else None
+
+
+def test_a_format_says_what_its_conversations_repeat() -> None:
+    codec = _FirstWords()
+    one = {"messages": [{"role": "user", "content": "Deploy the app."}]}
+    two = {"messages": [{"role": "user", "content": "Deploy it again, please."}]}
+    assert session_of({}, one, codec) == session_of({}, two, codec)
+    assert session_of({}, one, codec).source == "opening"
+    assert session_of({}, one) != session_of({}, two)  # the shared reading tells them apart
+    blank = {"messages": [{"role": "user", "content": " "}]}
+    assert session_of({}, blank, codec) == session_of({}, blank)  # None: the shared reading
+    assert session_of({"session-id": "s1"}, one, codec).session == "s1"  # a named one wins
