@@ -103,6 +103,8 @@ def _text(content: Any) -> str:
 def events(fmt: str, body: dict[str, Any]) -> list[Event]:
     """The prompts, calls and results of a request body, in order."""
     out: list[Event] = []
+    if fmt == "gemini":
+        return _gemini_events(body)
     history = body.get("input" if fmt == "responses" else "messages") or []
     for item in history if isinstance(history, list) else []:
         if fmt == "responses":
@@ -136,6 +138,24 @@ def events(fmt: str, body: dict[str, Any]) -> list[Event]:
                 out.append(Event("call", name=block["name"], arguments=block.get("input") or {}))
             elif block.get("type") == "tool_result":
                 out.append(Event("result", _text(block.get("content"))))
+    return out
+
+
+def _gemini_events(body: dict[str, Any]) -> list[Event]:
+    out: list[Event] = []
+    for content in body.get("contents") or []:
+        parts = [p for p in content.get("parts") or [] if isinstance(p, dict)]
+        typed = "".join(p["text"] for p in parts if "text" in p and not p.get("thought"))
+        if content.get("role", "user") == "user" and typed:
+            out.append(Event("prompt", typed))
+        for part in parts:
+            if "functionCall" in part:
+                call = part["functionCall"]
+                out.append(Event("call", name=call["name"], arguments=call.get("args") or {}))
+            elif "functionResponse" in part:
+                response = part["functionResponse"].get("response") or {}
+                said = response.get("output", response.get("error"))
+                out.append(Event("result", said if isinstance(said, str) else json.dumps(response)))
     return out
 
 

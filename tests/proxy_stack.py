@@ -18,6 +18,7 @@ import httpx
 from servers import free_port, serving
 from stand_in import Provider
 
+from middleware.formats.routes import providers
 from middleware.proxy.app import Proxy
 from middleware.proxy.build import build_proxy
 
@@ -37,7 +38,7 @@ def running(
     """A proxy on ``policy`` (with ``overrides`` of dotted keys) in front of ``provider``."""
     stand_in, upstream = provider
     layered = {
-        "proxy.upstreams": {"anthropic": upstream, "openai": upstream},
+        "proxy.upstreams": {provider.name: upstream for provider in providers()},
         "spill.root": str(tmp_path / "spill"),
         **overrides,
     }
@@ -82,8 +83,9 @@ def serve_process_pid(
         },
     }
     script = Path(sys.executable).parent / "chatcli-mw"
-    command = [str(script), "serve", "--port", str(port), "--anthropic-upstream", upstream,
-               "--openai-upstream", upstream]  # fmt: skip
+    command = [str(script), "serve", "--port", str(port)]
+    for provider in providers():  # every provider's requests go to the stand-in
+        command += ["--upstream", f"{provider.name}={upstream}"]
     if policy is not None:
         command += ["--policy", policy]
     url = f"http://127.0.0.1:{port}"

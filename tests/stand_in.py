@@ -1,8 +1,8 @@
 """A stand-in for the model providers, served on loopback: it enforces their rules on the
 history (answering 400 with their own error texts, docs in ../shared/reference/
 peer-systems.md), records every body it accepts, and answers like the real APIs, streamed
-(server-sent events) or not, in the Anthropic Messages, Chat Completions and Responses
-shapes, so the official SDKs and real agents can talk to it.
+(server-sent events) or not, in the Anthropic Messages, Chat Completions, Responses and
+Gemini ``generateContent`` shapes, so the official SDKs and real agents can talk to it.
 
 What the model "says" comes from a script: a function of the request that returns text or
 tool calls, so a multi-turn agent session can be played.
@@ -76,6 +76,9 @@ class Provider:
     #: records whether it was cancelled (the client went away) in ``cancelled``.
     release: threading.Event = field(default_factory=threading.Event)
     cancelled: threading.Event = field(default_factory=threading.Event)
+    #: The ``thoughtSignature`` of each call the Gemini stand-in signed, by its name and
+    #: arguments.
+    signatures: dict[str, str] = field(default_factory=dict)
 
     def app(self) -> Starlette:
         return Starlette(
@@ -87,6 +90,8 @@ class Provider:
                 Route("/v1/responses", self.responses, methods=["POST"]),
                 Route("/v1/models", self.models, methods=["GET"]),
                 Route("/v1/echo-headers", self.echo_headers, methods=["GET", "POST"]),
+                Route("/v1beta/models/{rest:path}", self.gemini, methods=["POST"]),
+                Route("/v1/models/{rest:path}", self.gemini, methods=["POST"]),
             ]
         )
 
@@ -101,10 +106,35 @@ class Provider:
             return str(exc)
         if violations:
             return violations[0].reason
+        if fmt == "gemini":
+            unsigned = self._unsigned_call(history)
+            if unsigned is not None:
+                return unsigned
         size = len(json.dumps(history, ensure_ascii=False))
         if size > self.context_chars:
-            tokens = size // 4
-            return f"prompt is too long: {tokens} tokens > {self.context_chars // 4} maximum"
+            tokens, most = size // 4, self.context_chars // 4
+            if fmt == "gemini":
+                return (f"The input token count ({tokens}) exceeds the maximum number of tokens "
+                        f"allowed ({most}).")  # fmt: skip
+            return f"prompt is too long: {tokens} tokens > {most} maximum"
+        return None
+
+    def _unsigned_call(self, contents: list[dict[str, Any]]) -> str | None:
+        """Gemini 3's rule: in the current turn (since the last prompt the user typed),
+        each call the model signed comes back with its ``thoughtSignature`` unchanged."""
+        typed = [i for i, c in enumerate(contents) if c.get("role", "user") == "user"
+                 and any("text" in p for p in c.get("parts", []))]  # fmt: skip
+        for content in contents[typed[-1] + 1 if typed else 0 :]:
+            for k, part in enumerate(content.get("parts", [])):
+                call = part.get("functionCall")
+                signed = self.signatures.get(_call_key(call)) if call else None
+                if signed is not None and part.get("thoughtSignature") != signed:
+                    return ("Function call is missing a thought_signature in functionCall "
+                            f"parts. This is required for tools to work correctly, and missing "
+                            f"thought_signature may lead to degraded model performance. "
+                            f"Additional data, function call `default_api:{call['name']}` , "
+                            f"position {k + 1}. Please refer to https://ai.google.dev/gemini-api/"
+                            "docs/thought-signatures for more details.")  # fmt: skip
         return None
 
     async def _accept(self, request: Request, fmt: str, key: str) -> dict[str, Any] | Response:
@@ -287,6 +317,64 @@ class Provider:
             return JSONResponse(response)
         return sse(responses_events(response))
 
+    # -- Google Gemini --------------------------------------------------------------------
+
+    async def gemini(self, request: Request) -> Response:
+        """``/v1beta/models/{model}:generateContent``, ``:streamGenerateContent`` (server-sent
+        events with ``alt=sse``, else one JSON array of chunks, as Google's API answers) and
+        ``:countTokens``."""
+        model, _, method = request.path_params["rest"].partition(":")
+        if method not in ("generateContent", "streamGenerateContent", "countTokens"):
+            return gemini_error(404, f"Method {method!r} is not found.", "NOT_FOUND")
+        if not (request.headers.get("x-goog-api-key") or request.query_params.get("key")):
+            return gemini_error(403, "Method doesn't allow unregistered callers (callers "
+                                "without established identity). Please use API Key or "
+                                "other form of API consumer identity to call this API.",
+                                "PERMISSION_DENIED")  # fmt: skip
+        body = await self._accept(request, "gemini", "contents")
+        if isinstance(body, Response):
+            return body
+        if method == "countTokens":
+            return JSONResponse({"totalTokens": len(json.dumps(body.get("contents"))) // 4})
+        reply = self.script("gemini", body)
+        parts: list[dict[str, Any]] = []
+        if reply.text:
+            parts.append({"text": reply.text})
+        for k, c in enumerate(reply.calls):
+            part: dict[str, Any] = {"functionCall": {"name": c.name, "args": c.arguments}}
+            if k == 0:  # Gemini 3 signs a turn's first call; it must come back unchanged
+                part["thoughtSignature"] = f"sig-{uuid.uuid4().hex[:12]}"
+                with self.lock:
+                    self.signatures[_call_key(part["functionCall"])] = part["thoughtSignature"]
+            parts.append(part)
+        usage = {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}
+        answer = {
+            "candidates": [{"content": {"role": "model", "parts": parts},
+                            "finishReason": "STOP", "index": 0}],
+            "usageMetadata": usage,
+            "modelVersion": model,
+            "responseId": uuid.uuid4().hex[:20],
+        }  # fmt: skip
+        if method == "generateContent":
+            return JSONResponse(answer)
+        chunks = [
+            {"candidates": [{"content": {"role": "model", "parts": [{"text": piece}]},
+                             "index": 0}], "modelVersion": model}
+            for piece in split(reply.text)
+        ] if reply.text else []  # fmt: skip
+        calls = [p for p in parts if "functionCall" in p]
+        last = {**answer, "candidates": [{**answer["candidates"][0], "content": {
+            "role": "model", "parts": calls or ([] if chunks else [{"text": ""}])}}]}  # fmt: skip
+        chunks.append(last)
+        if request.query_params.get("alt") != "sse":
+            return JSONResponse(chunks)
+
+        async def body_bytes() -> AsyncIterator[bytes]:
+            for chunk in chunks:
+                yield f"data: {json.dumps(chunk)}\r\n\r\n".encode()
+
+        return StreamingResponse(body_bytes(), media_type="text/event-stream")
+
     async def models(self, request: Request) -> Response:
         listing = {"object": "list", "data": [{"id": "stand-in", "object": "model"}]}
         echo = {"x-stand-in-saw": ",".join(sorted(request.headers.keys()))}
@@ -327,6 +415,8 @@ def billed(cache: PromptCache, fmt: str, body: dict[str, Any], reply: Reply) -> 
 
 def error(fmt: str, message: str) -> Response:
     """A 400 in the provider's own error shape."""
+    if fmt == "gemini":
+        return gemini_error(400, message, "INVALID_ARGUMENT")
     if fmt == "anthropic":
         body: dict[str, Any] = {
             "type": "error",
@@ -342,6 +432,16 @@ def error(fmt: str, message: str) -> Response:
             }
         }
     return JSONResponse(body, status_code=400)
+
+
+def _call_key(call: dict[str, Any]) -> str:
+    return json.dumps([call.get("name"), call.get("args")], sort_keys=True)
+
+
+def gemini_error(code: int, message: str, status: str) -> Response:
+    """Google's error shape (``google.rpc.Status``)."""
+    return JSONResponse({"error": {"code": code, "message": message, "status": status}},
+                        status_code=code)  # fmt: skip
 
 
 def split(text: str) -> list[str]:

@@ -104,8 +104,8 @@ def test_format_can_be_given() -> None:
         assert result.messages == plain
     detected = middleware.Pipeline.from_policy(None).process(plain)
     assert detected.report.format_source == "ambiguous"
-    with pytest.raises(middleware.FormatError, match="unknown format 'gemini'"):
-        middleware.Pipeline.from_policy(None).process(plain, format="gemini")
+    with pytest.raises(middleware.FormatError, match="unknown format 'cohere'"):
+        middleware.Pipeline.from_policy(None).process(plain, format="cohere")
 
 
 def test_bad_history_is_a_history_error_naming_the_message() -> None:

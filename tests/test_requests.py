@@ -103,7 +103,7 @@ def test_a_mapping_that_is_no_body_is_a_clear_error() -> None:
     with (
         middleware.Pipeline.from_policy(None) as pipe,
         pytest.raises(
-            middleware.HistoryError, match="or a request body with a 'messages' or 'input' field"
+            middleware.HistoryError, match="or a request body with a 'messages', 'contents' or"
         ),
     ):
         pipe.process({"prompt": "legacy"})

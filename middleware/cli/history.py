@@ -27,7 +27,8 @@ def add_process(commands: Subcommands) -> None:
         "process",
         summary="clean a history and write it back",
         description="Run pairing repair, budget enforcement and microcompaction on a JSON "
-        "history (a message list, or a request body with 'messages' or 'input', written back "
+        "history (a message list, or a request body with 'messages', 'contents' or 'input', "
+        "written back "
         "in the same shape). The cleaned history goes to stdout (or -o), a summary of what "
         "each step did to stderr; the full text of every cut result stays in the session's "
         "spill workspace. Exit 2 with one line on bad input.",

@@ -159,8 +159,9 @@ def wrap(
     recall_tool: bool = False,
 ) -> ClientT:
     """A copy of ``client`` (``anthropic.Anthropic``, ``AsyncAnthropic``, ``openai.OpenAI``,
-    ``AsyncOpenAI`` or a variant) whose Messages, Chat Completions and Responses requests
-    have their history cleaned before they leave.
+    ``AsyncOpenAI`` or a variant, ``google.genai.Client``) whose Messages, Chat
+    Completions, Responses and Gemini ``generateContent`` requests have their history
+    cleaned before they leave.
 
     :param policy: a policy file, ``preset:NAME``, a loaded :class:`Policy`, or ``None``
         for ``$CHATCLI_POLICY`` else the embedded default.
@@ -171,16 +172,18 @@ def wrap(
         and declare tools, have their previews name it, and answer its calls in the
         transport (see the module docstring).
     """
+    genai = getattr(client, "_api_client", None)
+    if genai is not None and hasattr(genai, "_http_options"):
+        copied: ClientT = _genai_copy(client, _cleaner(policy, session_id, recall_tool))
+        return copied
     inner = getattr(client, "_client", None)
     with_options = getattr(client, "with_options", None)
     if inner is None or not callable(with_options):
         raise TypeError(
-            f"wrap() takes a client of the official anthropic or openai SDK, got "
-            f"{type(client).__name__}"
+            f"wrap() takes a client of the official anthropic, openai or google-genai SDK, "
+            f"got {type(client).__name__}"
         )
-    loaded = policy if isinstance(policy, Policy) else load_policy(policy)
-    tool_policy = recall.tool_policy(policy) if recall_tool else None
-    cleaner = Cleaner(loaded, session_id, tool_policy=tool_policy)
+    cleaner = _cleaner(policy, session_id, recall_tool)
     http = _module_of(inner)
     is_async = isinstance(inner, http.AsyncClient)
     transport = getattr(inner, "_transport", None) or (
@@ -192,6 +195,37 @@ def wrap(
     )
     wrapped: ClientT = with_options(http_client=new_http)
     wrapped._chatcli_cleaner = cleaner  # type: ignore[attr-defined]
+    return wrapped
+
+
+def _cleaner(
+    policy: str | Path | Policy | None, session_id: str | None, recall_tool: bool
+) -> Cleaner:
+    loaded = policy if isinstance(policy, Policy) else load_policy(policy)
+    tool_policy = recall.tool_policy(policy) if recall_tool else None
+    return Cleaner(loaded, session_id, tool_policy=tool_policy)
+
+
+def _genai_copy(client: Any, cleaner: Cleaner) -> Any:
+    """A ``google.genai`` client like ``client`` whose HTTP clients send through cleaning
+    transports: the SDK makes (and closes) them around the transports it is given, and a
+    transport for the async client keeps ``client.aio`` off aiohttp, past any transport.
+    The sync transport sends through the original client's connection pool."""
+    api = client._api_client
+    http = _module_of(api._httpx_client)
+    original = getattr(api._httpx_client, "_transport", None) or http.HTTPTransport()
+    options = api._http_options.model_copy(update={
+        "client_args": {**(api._http_options.client_args or {}),
+                        "transport": _transport_class(http, False)(original, cleaner)},
+        "async_client_args": {**(api._http_options.async_client_args or {}),
+                              "transport": _transport_class(http, True)(
+                                  http.AsyncHTTPTransport(), cleaner)},
+    })  # fmt: skip
+    wrapped = type(client)(
+        vertexai=api.vertexai, api_key=api.api_key, credentials=api._credentials,
+        project=api.project, location=api.location, http_options=options,
+    )  # fmt: skip
+    wrapped._chatcli_cleaner = cleaner
     return wrapped
 
 

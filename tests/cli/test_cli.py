@@ -85,7 +85,8 @@ def test_responses_body_and_stdin(tmp_path: Path) -> None:
         ('{"messages": 5}', "history: expected a list of messages, got int"),
         ('[{"content": "x"}]', "message 0: message has no 'role'"),
         ('{"model": "m"}', "history: expected a list of messages, or a request body with a "
-                           "'messages' or 'input' field, got a mapping with 'model'"),
+                           "'messages', 'contents' or 'input' field, got a mapping with "
+                           "'model'"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, content: str, message: str) -> None:
@@ -100,7 +101,7 @@ def test_missing_file_and_unknown_format(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "No such file or directory" in done.stderr
     assert len(done.stderr.splitlines()) == 1
-    assert run("process", "x.json", "--format", "gemini").returncode == 2
+    assert run("process", "x.json", "--format", "cohere").returncode == 2
 
 
 def test_check(tmp_path: Path) -> None:

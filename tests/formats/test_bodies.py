@@ -34,4 +34,4 @@ def test_what_is_not_a_body_is_none() -> None:
     assert read_body({"prompt": "legacy completions"}) is None
     assert read_body({"input": []}, "anthropic") is None  # the route wants messages
     with pytest.raises(FormatError, match="unknown format"):
-        read_body({"messages": []}, "gemini")
+        read_body({"messages": []}, "cohere")

@@ -154,7 +154,7 @@ def test_auto_detects_the_format_and_bad_input_is_refused() -> None:
     with pytest.raises(HistoryError):
         check_history([1, 2])
     with pytest.raises(FormatError):
-        check_history(messages, "gemini")
+        check_history(messages, "cohere")
 
 
 def test_the_old_name_still_works_for_one_release() -> None:

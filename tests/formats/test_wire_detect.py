@@ -217,7 +217,7 @@ def test_given_format_skips_mixed_detection() -> None:
     assert result.messages == messages
 
 
-@pytest.mark.parametrize("name", ["gemini", "Anthropic", "", "chat"])
+@pytest.mark.parametrize("name", ["cohere", "Anthropic", "", "chat"])
 def test_unknown_format_name(name: str) -> None:
     with (
         middleware.Pipeline.from_policy(None) as pipe,

@@ -260,8 +260,35 @@ def responses_items() -> list[dict[str, Any]]:
     ]
 
 
+def gemini_contents() -> list[dict[str, Any]]:
+    """A Gemini CLI session: an id-less call answered by name, a signed call with an id,
+    thoughts, an inline image, unknown fields."""
+    return [
+        {"role": "user", "parts": [{"text": "<session_context>\ncwd: /repo\n</session_context>"},
+                                   {"text": "Why does the build fail?"}], "x_client": 7},
+        {"role": "model", "parts": [
+            {"text": "Checking the config.", "thought": True, "thoughtSignature": "c2ln"},
+            {"functionCall": {"name": "read_file", "args": {"file_path": "/repo/setup.cfg"}},
+             "thoughtSignature": "c2lnLTE="},
+            {"functionCall": {"id": "run_shell_command_1795_1", "name": "run_shell_command",
+                              "args": {"command": "make", "description": "build"}}},
+        ]},
+        {"role": "user", "parts": [
+            {"functionResponse": {"name": "read_file",
+                                  "response": {"output": "[metadata]\nname = demo\n"}}},
+            {"functionResponse": {"id": "run_shell_command_1795_1", "name": "run_shell_command",
+                                  "response": {"output": "make: *** [all] Error 2",
+                                               "exit_code": 2}, "x_extra": [1, 2]}},
+        ]},
+        {"role": "model", "parts": [{"text": "setup.cfg names the package demo."}]},
+        {"role": "user", "parts": [{"inlineData": {"mimeType": "image/png", "data": "iVBORw0"}},
+                                   {"text": "And this screenshot?"}]},
+    ]  # fmt: skip
+
+
 SAMPLES = {
     "anthropic": anthropic_session,
+    "gemini": gemini_contents,
     "openai": openai_session,
     "responses": responses_items,
 }
@@ -481,6 +508,9 @@ def test_delete_and_insert_nodes(fmt: str) -> None:
         }
     elif fmt == "openai":
         assert created == {"role": "tool", "tool_call_id": "call_new", "content": "inserted output"}
+    elif fmt == "gemini":
+        assert created == {"role": "user", "parts": [{"functionResponse": {
+            "id": "call_new", "name": "", "response": {"output": "inserted output"}}}]}  # fmt: skip
     else:
         assert created == {
             "type": "function_call_output",
@@ -514,7 +544,7 @@ def test_rename_call_id(fmt: str) -> None:
     sample = SAMPLES[fmt]()
     before = copy.deepcopy(sample)
     codec = get_codec(fmt)
-    id_key = {"anthropic": "id", "openai": "id", "responses": "call_id"}[fmt]
+    id_key = {"anthropic": "id", "openai": "id", "responses": "call_id", "gemini": "id"}[fmt]
     for ni, bi, call in _call_sites(codec.parse(sample)):
         conversation = codec.parse(sample)
         conversation.replace_block(ni, bi, dataclasses.replace(call, id="x"))
@@ -526,11 +556,16 @@ def test_rename_call_id(fmt: str) -> None:
             assert all(o is k for o, k in zip(others, kept, strict=True))
         elif fmt == "openai":
             wire = out[ni]["tool_calls"][bi]
+        elif fmt == "gemini":  # the id is in the part's functionCall, beside its signature
+            assert {k: v for k, v in out[ni]["parts"][bi].items() if k != "functionCall"} == {
+                k: v for k, v in call.raw.items() if k != "functionCall"}  # fmt: skip
+            wire, raw = out[ni]["parts"][bi]["functionCall"], call.raw["functionCall"]
         else:
             wire = out[ni]
+        raw = raw if fmt == "gemini" else call.raw
         assert wire[id_key] == "x"
         assert {k: v for k, v in wire.items() if k != id_key} == {
-            k: v for k, v in call.raw.items() if k != id_key
+            k: v for k, v in raw.items() if k != id_key
         }
         assert all(a is b for i, (a, b) in enumerate(zip(out, sample, strict=True)) if i != ni)
         assert sample == before
@@ -762,7 +797,9 @@ def test_changed_call_arguments_reach_the_wire(fmt: str) -> None:
     sample = SAMPLES[fmt]()
     before = copy.deepcopy(sample)
     codec = get_codec(fmt)
-    new_args: Any = {"path": "other.py"} if fmt == "anthropic" else '{"path": "other.py"}'
+    new_args: Any = (
+        {"path": "other.py"} if fmt in ("anthropic", "gemini") else '{"path": "other.py"}'
+    )
     for ni, bi, call in _call_sites(codec.parse(sample)):
         conversation = codec.parse(sample)
         conversation.replace_block(

@@ -15,7 +15,7 @@ EXAMPLES = {match.group(1): match.group(2) for match in SECTION.finditer(DOCS)}
 
 
 def test_every_section_has_an_example() -> None:
-    assert len(EXAMPLES) == 4, list(EXAMPLES)
+    assert len(EXAMPLES) == 5, list(EXAMPLES)
 
 
 @pytest.mark.parametrize("section", sorted(EXAMPLES))
@@ -29,6 +29,7 @@ def test_the_example_runs(
     for name, value in {
         "ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "sk-ant-test",
         "OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": "sk-test", "OPENAI_API_BASE": f"{url}/v1",
+        "GOOGLE_GEMINI_BASE_URL": url, "GEMINI_API_KEY": "test-key",
     }.items():  # fmt: skip
         monkeypatch.setenv(name, value)
     exec(compile(EXAMPLES[section], f"docs/integrations.md: {section}", "exec"), {})

@@ -4,13 +4,13 @@ history cleaned, whatever method sent it; the client is otherwise the same (issu
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Any
 
 import anthropic
 import openai
 import pytest
 from agents import events
+from recall_model import RECALL_SAID, recalling
 from stand_in import Call, Provider, Reply
 
 import middleware
@@ -118,29 +118,11 @@ def test_a_failing_pipeline_sends_the_request_as_it_was(
 
 
 def test_only_sdk_clients_can_be_wrapped() -> None:
-    with pytest.raises(TypeError, match="official anthropic or openai SDK"):
+    with pytest.raises(TypeError, match="official anthropic, openai or google-genai SDK"):
         middleware.wrap(object())
 
 
 BIG = "".join(f"build step {i}\n" for i in range(1, 2001))
-RECALL_SAID = re.compile(r"recall tool \(path (\S+), offset (\d+), limit (\d+)\)")
-
-
-def recalling(fmt: str, body: dict[str, Any]) -> Reply:
-    """The model: runs the agent's ``build`` tool, then reads on with ``recall`` as the
-    preview says, then answers with what it read back."""
-    seen = events(fmt, body)
-    outputs = [e.text for e in seen if e.kind == "result"]
-    if not outputs:
-        return Reply(calls=(Call("build", {}),))
-    said = RECALL_SAID.search(outputs[0])
-    if len(outputs) == 1:
-        if said is None:  # a streamed request: not offered the tool
-            return Reply(text="The preview names no recall tool.")
-        args = {"path": said.group(1), "offset": int(said.group(2)), "limit": int(said.group(3))}
-        return Reply(calls=(Call("recall", args),))
-    first_line = outputs[1].split("\n", 1)[0]
-    return Reply(text=f"read back {outputs[1].count(chr(10))} lines from {first_line!r}")
 
 
 def agent_loop(send: Any, fmt: str) -> tuple[str, list[dict[str, Any]]]:

@@ -1,0 +1,536 @@
+"""Google Gemini ``generateContent``: ``contents[].parts[]``, a model content's
+``functionCall`` parts answered by the ``functionResponse`` parts of the content after it.
+
+Ids are optional on both sides (the Developer API often sends calls without one, and
+Gemini CLI answers those with ids of its own), so a response answers a call of its turn by
+id when both carry the same one, else by name and position: the k-th response named ``N``
+answers the k-th call named ``N`` not answered by id. :meth:`GeminiCodec.link` gives the
+view ids saying so; they are never written to the wire.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, ClassVar
+
+from middleware.cache.messages import MessageMemo
+from middleware.errors import HistoryError
+from middleware.formats.base import Codec, count_of, optional_id, string_field, string_of, tool_name
+from middleware.formats.declarations import (
+    AnswerCall,
+    ErrorKind,
+    Provider,
+    ResultPlacement,
+    Route,
+    ToolSpec,
+    UsageCounts,
+    Violation,
+    blank_name,
+)
+from middleware.formats.text_protocol import TextProtocol
+from middleware.view import Block, Conversation, Node, Opaque, Role, ToolCall, ToolResult
+
+#: How the view ids of calls without one begin (``gemini-position:3:1``: the turn's first
+#: content, the call's place among the turn's calls).
+POSITION_PREFIX = "gemini-position:"
+
+_ROLES: dict[str, Role] = {"user": "user", "model": "assistant", "function": "user"}
+
+#: Keys of a ``functionResponse.response`` whose string value is a result's text, in the
+#: order looked for (Gemini CLI writes ``output``; failures are ``error`` by convention).
+_ERROR_KEY = "error"
+
+
+class GoogleAI(Provider):
+    """Google's Gemini API (``generativelanguage.googleapis.com``)."""
+
+    name: ClassVar[str] = "gemini"
+    default_upstream: ClassVar[str] = "https://generativelanguage.googleapis.com"
+    #: The proxy's situations -> Google's HTTP status names (``google.rpc.Code``).
+    STATUSES: ClassVar[dict[str, tuple[int, str]]] = {
+        "too_large": (413, "INVALID_ARGUMENT"),
+        "not_processed": (502, "INTERNAL"),
+        "upstream_unreachable": (502, "UNAVAILABLE"),
+        "not_found": (404, "NOT_FOUND"),
+        "forbidden": (403, "PERMISSION_DENIED"),
+        "request_timeout": (408, "DEADLINE_EXCEEDED"),
+        "overloaded": (503, "UNAVAILABLE"),
+    }
+
+    def error_document(self, kind: ErrorKind, message: str) -> dict[str, Any]:
+        code, status = self.STATUSES[kind]
+        return {"error": {"code": code, "message": message, "status": status}}
+
+    def claims(self, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
+        """Its key, as a header or as the ``key`` query parameter."""
+        return "x-goog-api-key" in headers or "key" in query
+
+
+GOOGLE = GoogleAI()
+
+
+class GeminiCodec(Codec):
+    name: ClassVar[str] = "gemini"
+    provider: ClassVar[Provider] = GOOGLE
+    history_key: ClassVar[str] = "contents"
+    proxy_routes: ClassVar[tuple[Route, ...]] = (
+        Route("/v1beta/models/{model}:generateContent"),
+        Route("/v1beta/models/{model}:streamGenerateContent", streamed=True),
+        Route("/v1/models/{model}:generateContent"),
+        Route("/v1/models/{model}:streamGenerateContent", streamed=True),
+        Route("/v1beta/models/{model}:countTokens", billed=False),
+        Route("/v1/models/{model}:countTokens", billed=False),
+    )
+    client_routes: ClassVar[tuple[Route, ...]] = (
+        Route(":generateContent"),
+        Route(":streamGenerateContent", streamed=True),
+        Route(":countTokens", billed=False),
+    )
+    results_share_message: ClassVar[bool] = True
+    result_placement: ClassVar[ResultPlacement] = ResultPlacement.NEXT_MESSAGE
+    generated_id_prefix: ClassVar[str] = "call_mw_"
+
+    #: Part fields only Gemini has.
+    PARTS: ClassVar[frozenset[str]] = frozenset({
+        "functionCall", "functionResponse", "inlineData", "fileData", "thoughtSignature",
+        "executableCode", "codeExecutionResult",
+    })  # fmt: skip
+
+    def signals(self, message: Mapping[str, Any]) -> list[tuple[str, bool]]:
+        """``parts`` instead of ``content``, the ``model`` role, its part fields."""
+        out: list[tuple[str, bool]] = []
+        if string_of(message.get("role")) == "model":
+            out.append(("role 'model'", True))
+        parts = message.get("parts")
+        if isinstance(parts, list) and "content" not in message:
+            out.append(("'parts' field", True))
+            out += [(f"{key!r} part", True) for part in parts if isinstance(part, dict)
+                    for key in part if key in self.PARTS]  # fmt: skip
+        return out
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def parse(
+        self,
+        messages: Sequence[Any],
+        rule: TextProtocol | None = None,
+        memo: MessageMemo | None = None,
+    ) -> Conversation:
+        conversation = super().parse(messages, rule, memo)
+        conversation.nodes = link(conversation.nodes)
+        return conversation
+
+    def parse_message(self, message: dict[str, Any], index: int) -> Node:
+        role = string_field(message, "role", index, "'role'") or "user"
+        if role not in _ROLES:
+            raise HistoryError(
+                f"unknown role {role!r} for Gemini contents (expected user or model)",
+                index=index,
+            )
+        parts = message.get("parts")
+        if not isinstance(parts, list):
+            raise HistoryError(
+                "a content needs 'parts', a list of parts"
+                if parts is None
+                else f"'parts' must be a list, got {type(parts).__name__}",
+                index=index,
+            )
+        blocks: list[Block] = []
+        for j, part in enumerate(parts):
+            if not isinstance(part, dict):
+                raise HistoryError(
+                    f"part {j} must be a JSON object, got {type(part).__name__}", index=index
+                )
+            if "functionCall" in part:
+                if role != "model":
+                    raise HistoryError(
+                        f"part {j}: a functionCall part must be in a model content", index=index
+                    )
+                blocks.append(_call(part, j, index))
+            elif "functionResponse" in part:
+                if role == "model":
+                    raise HistoryError(
+                        f"part {j}: a functionResponse part must be in a user content",
+                        index=index,
+                    )
+                blocks.append(_response(part, j, index))
+            else:
+                blocks.append(Opaque(part))
+        return Node(_ROLES[role], tuple(blocks), raw=message, origin=index)
+
+    def message_content(self, message: dict[str, Any]) -> str | list[Any] | None:
+        """The text of a content made only of text parts."""
+        parts = message.get("parts")
+        if not isinstance(parts, list) or not parts:
+            return None
+        texts = [part.get("text") for part in parts if isinstance(part, dict)]
+        if len(texts) != len(parts) or not all(isinstance(t, str) for t in texts):
+            return None
+        return "\n".join(texts)  # type: ignore[arg-type]
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def render_node(self, node: Node) -> Any:
+        if len(node.blocks) == 1 and isinstance(node.blocks[0], ToolResult):
+            only = node.blocks[0]
+            if only.text_protocol:
+                assert isinstance(only.content, str)
+                return {**(node.raw or {"role": "user"}), "parts": [{"text": only.content}]}
+        parts = [_render_block(block) for block in node.blocks]
+        if node.raw is None:
+            return {"role": "model" if node.role == "assistant" else "user", "parts": parts}
+        return {**node.raw, "parts": parts}
+
+    def result_node(self, results: Sequence[ToolResult]) -> Node:
+        return Node("user", tuple(results))
+
+    def user_message(self, text: str) -> dict[str, Any]:
+        return {"role": "user", "parts": [{"text": text}]}
+
+    def synthetic_result(self, call: ToolCall, text: str) -> ToolResult:
+        """``{"error": text}``, named after the call (and carrying its id, if it has one)."""
+        return ToolResult(call_id=call.id, content=text, is_error=True, tool_name=call.name)
+
+    def answers(self, result: ToolResult, call: ToolCall) -> bool:
+        return True
+
+    # -- the provider's rules ------------------------------------------------------------
+
+    def violations(self, messages: Sequence[dict[str, Any]]) -> list[Violation]:
+        """A model content with ``functionCall`` parts is followed right away by a content
+        with exactly as many ``functionResponse`` parts (answering its calls' ids, where
+        both carry one); a content with ``functionResponse`` parts comes right after such
+        a model content; calls are named."""
+        return _violations(messages)
+
+    # -- answers (an integration answering some calls itself) ------------------------------
+
+    def tool_definition(self, tool: ToolSpec) -> dict[str, Any]:
+        return {"functionDeclarations": [{"name": tool.name, "description": tool.description,
+                                          "parameters": tool.parameters}]}  # fmt: skip
+
+    def declared_tool_name(self, tool: Mapping[str, Any]) -> Any:
+        """The name of a tool of one function declaration (several: the first)."""
+        declarations = tool.get("functionDeclarations")
+        if isinstance(declarations, list) and declarations and isinstance(declarations[0], dict):
+            return declarations[0].get("name")
+        return None
+
+    def answer_calls(self, answer: Mapping[str, Any]) -> list[AnswerCall]:
+        """The first candidate's calls (an id-less call is named by its position)."""
+        out = []
+        for k, part in enumerate(_answer_parts(answer)):
+            call = part.get("functionCall")
+            if isinstance(call, dict):
+                out.append(AnswerCall(call.get("id") or f"{POSITION_PREFIX}answer:{k}",
+                                      call.get("name") or "", call.get("args") or {}))  # fmt: skip
+        return out
+
+    def answer_without_calls(self, answer: Mapping[str, Any], name: str) -> dict[str, Any]:
+        candidates = list(answer["candidates"])
+        content = dict(candidates[0]["content"])
+        content["parts"] = [p for p in content.get("parts") or []
+                            if (p.get("functionCall") or {}).get("name") != name]  # fmt: skip
+        candidates[0] = {**candidates[0], "content": content}
+        return {**answer, "candidates": candidates}
+
+    def continued(
+        self, body: Mapping[str, Any], answer: Mapping[str, Any], results: list[tuple[str, str]]
+    ) -> dict[str, Any]:
+        parts = _answer_parts(answer)
+        calls = {call.id: call for call in self.answer_calls(answer)}
+        responses = []
+        for call_id, text in results:
+            response: dict[str, Any] = {"name": calls[call_id].name, "response": {"output": text}}
+            if not call_id.startswith(POSITION_PREFIX):
+                response["id"] = call_id
+            responses.append({"functionResponse": response})
+        return {**body, "contents": [
+            *body["contents"],
+            {"role": "model", "parts": parts},
+            {"role": "user", "parts": responses},
+        ]}  # fmt: skip
+
+    def opening(self, body: Mapping[str, Any]) -> Any | None:
+        """The call ids of the first reply once there is one with ids (unique to their
+        conversation: Gemini CLI makes them, and rewrites the first user content, its
+        session context, when a session is resumed); else the system instruction, the
+        first user content and the first reply's text."""
+        contents = body.get("contents")
+        first_user: Any = None
+        reply: list[dict[str, Any]] = []
+        for content in contents if isinstance(contents, list) else []:
+            if not isinstance(content, dict):
+                continue
+            if content.get("role") == "model":
+                reply += [p for p in content.get("parts") or [] if isinstance(p, dict)]
+            elif reply:
+                break
+            elif first_user is None:
+                first_user = content.get("parts")
+        ids = [call.get("id") for part in reply
+               if isinstance(call := part.get("functionCall"), dict)]  # fmt: skip
+        if ids and all(isinstance(uid, str) and uid for uid in ids):
+            return {"calls": ids}
+        texts = [p["text"] for p in reply
+                 if isinstance(p.get("text"), str) and not p.get("thought")]  # fmt: skip
+        return [body.get("systemInstruction"), first_user, "".join(texts)]
+
+    # -- usage -----------------------------------------------------------------------------
+
+    def usage_counts(self, usage: Mapping[str, Any]) -> UsageCounts | None:
+        """``usageMetadata``: the prompt (tool-use prompt tokens with it), of which
+        ``cachedContentTokenCount`` were read from the cache; thoughts bill as output."""
+        if "promptTokenCount" not in usage and "candidatesTokenCount" not in usage:
+            return None
+        prompt = count_of(usage, "promptTokenCount") + count_of(usage, "toolUsePromptTokenCount")
+        cached = min(count_of(usage, "cachedContentTokenCount"), prompt)
+        output = count_of(usage, "candidatesTokenCount") + count_of(usage, "thoughtsTokenCount")
+        return UsageCounts(input=prompt - cached, cache_read=cached, output=output)
+
+    def answer_usage(self, answer: Mapping[str, Any]) -> tuple[Any, Any]:
+        return answer.get("usageMetadata"), answer.get("modelVersion")
+
+    def event_usage(self, event: Mapping[str, Any]) -> tuple[Any, Any] | None:
+        """Every chunk may carry the usage so far; the last one's is the answer's."""
+        if "usageMetadata" not in event:
+            return None
+        return event.get("usageMetadata"), event.get("modelVersion")
+
+
+CODEC = GeminiCodec()
+
+
+# -- parts ---------------------------------------------------------------------------------
+
+
+def _call(part: dict[str, Any], j: int, index: int) -> ToolCall:
+    body = part["functionCall"]
+    if not isinstance(body, dict):
+        raise HistoryError(f"part {j}: 'functionCall' must be a JSON object", index=index)
+    arguments = body.get("args", {})
+    if not isinstance(arguments, dict):
+        raise HistoryError(f"part {j}: 'functionCall.args' must be a JSON object", index=index)
+    return ToolCall(
+        id=optional_id(body.get("id"), index, f"part {j} functionCall.id"),
+        name=tool_name(body.get("name"), index, f"part {j} functionCall.name"),
+        arguments=arguments,
+        raw=part,
+    )
+
+
+def _response(part: dict[str, Any], j: int, index: int) -> ToolResult:
+    body = part["functionResponse"]
+    if not isinstance(body, dict):
+        raise HistoryError(f"part {j}: 'functionResponse' must be a JSON object", index=index)
+    response = body.get("response", {})
+    if not isinstance(response, dict):
+        raise HistoryError(
+            f"part {j}: 'functionResponse.response' must be a JSON object", index=index
+        )
+    key = text_key(response)
+    return ToolResult(
+        call_id=optional_id(body.get("id"), index, f"part {j} functionResponse.id"),
+        content=response_text(response),
+        is_error=key == _ERROR_KEY,
+        raw=part,
+        tool_name=tool_name(body.get("name"), index, f"part {j} functionResponse.name") or None,
+    )
+
+
+def text_key(response: Mapping[str, Any]) -> str | None:
+    """The key of a response's text: its only string value's (``output``, ``error``), or
+    ``None`` when it has none or several (the whole response is then its text)."""
+    keys = [key for key, value in response.items() if isinstance(value, str)]
+    return keys[0] if len(keys) == 1 else None
+
+
+def response_text(response: Mapping[str, Any]) -> str:
+    """What the model reads of a response: the text under :func:`text_key`, else the whole
+    response as JSON."""
+    key = text_key(response)
+    if key is not None:
+        text: str = response[key]
+        return text
+    return json.dumps(response, ensure_ascii=False, separators=(",", ":"))
+
+
+def _render_block(block: Block) -> Any:
+    if isinstance(block, Opaque):
+        return block.raw
+    if isinstance(block, ToolCall):
+        return _render_call(block)
+    raw = block.raw
+    if raw is None:
+        response: dict[str, Any] = {
+            "name": block.tool_name or "",
+            "response": {_ERROR_KEY if block.is_error else "output": block.content},
+        }
+        if block.call_id and not block.call_id.startswith(POSITION_PREFIX):
+            response = {"id": block.call_id, **response}
+        return {"functionResponse": response}
+    body = raw["functionResponse"]
+    before = body.get("response", {})
+    if block.sealed or response_text(before) == block.content:
+        return raw
+    key = text_key(before)
+    after = {**before, key: block.content} if key is not None else {"output": block.content}
+    return {**raw, "functionResponse": {**body, "response": after}}
+
+
+def _render_call(call: ToolCall) -> Any:
+    """A call as it came unless a step changed it; a view id made by position is never
+    written."""
+    real_id = call.id if call.id and not call.id.startswith(POSITION_PREFIX) else None
+    if call.raw is None:
+        made: dict[str, Any] = {"name": call.name, "args": call.arguments}
+        return {"functionCall": {"id": real_id, **made} if real_id else made}
+    body = call.raw["functionCall"]
+    same_args = call.sealed or body.get("args", {}) == call.arguments
+    if (body.get("id") or None) == real_id and body.get("name") == call.name and same_args:
+        return call.raw
+    out = {**body, "name": call.name}
+    if not same_args:
+        out["args"] = call.arguments
+    if real_id is not None:
+        out["id"] = real_id
+    else:
+        out.pop("id", None)
+    return {**call.raw, "functionCall": out}
+
+
+def _answer_parts(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
+    candidates = answer.get("candidates") or [{}]
+    content = candidates[0].get("content") or {}
+    return [p for p in content.get("parts") or [] if isinstance(p, dict)]
+
+
+# -- pairing by position and name ------------------------------------------------------------
+
+
+def link(nodes: list[Node]) -> list[Node]:
+    """``nodes`` with the view ids that pair each response with the call it answers: a
+    call without an id takes one made of its turn and its place in it; a response takes its
+    call's id, found by id, else by name and position within the turn (a response left
+    over keeps its own id, or none: an orphan). Returns ``nodes`` itself when no id
+    changes (every call and response carrying matching ids)."""
+    out: list[Node] | None = None
+    i = 0
+    while i < len(nodes):
+        if nodes[i].role != "assistant":
+            i += 1
+            continue
+        turn = i
+        while i < len(nodes) and nodes[i].role == "assistant":
+            i += 1
+        tail_end = i
+        while tail_end < len(nodes) and nodes[tail_end].role != "assistant":
+            tail_end += 1
+        changed = _link_turn(nodes, turn, i, tail_end)
+        if changed:
+            out = out if out is not None else list(nodes)
+            for index, node in changed.items():
+                out[index] = node
+        i = tail_end
+    return out if out is not None else nodes
+
+
+def _link_turn(nodes: list[Node], start: int, end: int, tail_end: int) -> dict[int, Node]:
+    """The nodes of one turn (model contents ``start:end``, the others up to
+    ``tail_end``) whose ids change."""
+    origin = nodes[start].origin if nodes[start].origin is not None else start
+    calls: list[tuple[int, int, ToolCall]] = []  # (node, block, call with its view id)
+    for ni in range(start, end):
+        for bi, block in enumerate(nodes[ni].blocks):
+            if isinstance(block, ToolCall):
+                place = f"{POSITION_PREFIX}{origin}:{len(calls)}"
+                calls.append((ni, bi, block if block.id else replace(block, id=place)))
+    if not calls and not any(_results_of(nodes[ti]) for ti in range(end, tail_end)):
+        return {}
+    wire_ids = {call.raw["functionCall"].get("id") for _, _, call in calls
+                if isinstance(call.raw, dict)} - {None, ""}  # fmt: skip
+    by_id_answered: set[str] = set()
+    pending: list[tuple[int, int, ToolResult]] = []
+    for ti in range(end, tail_end):
+        for bi, block in enumerate(nodes[ti].blocks):
+            if isinstance(block, ToolResult) and not block.text_protocol:
+                if block.call_id and block.call_id in wire_ids:
+                    by_id_answered.add(block.call_id)
+                else:
+                    pending.append((ti, bi, block))
+    waiting: dict[str, list[str]] = {}  # name -> view ids of calls not answered by id
+    for _, _, call in calls:
+        if call.id not in by_id_answered:
+            waiting.setdefault(call.name, []).append(call.id)
+    new_blocks: dict[int, list[Block]] = {}
+    for ni, bi, call in calls:
+        if call is not nodes[ni].blocks[bi]:
+            new_blocks.setdefault(ni, list(nodes[ni].blocks))[bi] = call
+    for ti, bi, result in pending:
+        queue = waiting.get(result.tool_name or "")
+        call_id = queue.pop(0) if queue else (
+            "" if result.call_id.startswith(POSITION_PREFIX) else result.call_id
+        )  # fmt: skip
+        if call_id != result.call_id:
+            new_blocks.setdefault(ti, list(nodes[ti].blocks))[bi] = replace(result, call_id=call_id)
+    # Not with_blocks: the node is still the wire message as it came (written as it is).
+    return {ni: replace(nodes[ni], blocks=tuple(blocks)) for ni, blocks in new_blocks.items()}
+
+
+def _results_of(node: Node) -> bool:
+    return any(isinstance(b, ToolResult) and not b.text_protocol for b in node.blocks)
+
+
+# -- Gemini's rules, read from the wire contents (the repair's oracle) -----------------------
+
+_COUNT = (
+    "Please ensure that the number of function response parts is equal to the number of "
+    "function call parts of the function call turn."
+)
+_AFTER = "Please ensure that function response turn comes immediately after a function call turn."
+
+
+def _parts(content: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    parts = content.get("parts")
+    if not isinstance(parts, list):
+        return []
+    return [p[key] for p in parts if isinstance(p, dict) and isinstance(p.get(key), dict)]
+
+
+def _violations(contents: Sequence[dict[str, Any]]) -> list[Violation]:
+    out: list[Violation] = []
+    for i, content in enumerate(contents):
+        calls = _parts(content, "functionCall") if content.get("role") == "model" else []
+        responses = _parts(content, "functionResponse")
+        for k, call in enumerate(calls):
+            if blank_name(call.get("name")):
+                out.append(Violation(i, "empty_name", f"contents[{i}].parts[{k}]: "
+                                     "function call name must not be empty"))  # fmt: skip
+        if responses:
+            previous = contents[i - 1] if i else None
+            called = (
+                _parts(previous, "functionCall")
+                if previous is not None and previous.get("role") == "model" else []
+            )  # fmt: skip
+            if not called:
+                out.append(Violation(i, "orphan_result", _AFTER))
+        if not calls:
+            continue
+        following = contents[i + 1] if i + 1 < len(contents) else None
+        answers = (
+            _parts(following, "functionResponse")
+            if following is not None and following.get("role") != "model" else []
+        )  # fmt: skip
+        if len(answers) != len(calls):
+            code = "missing_result" if len(answers) < len(calls) else "duplicate_result"
+            out.append(Violation(i, code, _COUNT))
+            continue
+        ids = {call.get("id") for call in calls} - {None, ""}
+        for answer in answers:
+            uid = answer.get("id")
+            if ids and uid and uid not in ids:
+                out.append(Violation(i + 1, "orphan_result", f"function response id {uid!r} "
+                                     "matches no function call of the turn before it"))  # fmt: skip
+    return sorted(out, key=lambda v: v.index)
