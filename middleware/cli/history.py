@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from middleware.cli.common import add_command, read_json, write_lines, write_output
 from middleware.errors import InputError
 from middleware.formats import FORMATS, jsonio
-from middleware.formats.bodies import read_body
+from middleware.formats.bodies import history_fields, read_body
 from middleware.formats.check import check_history
 from middleware.pipeline import Pipeline
 from middleware.policy import load_policy
@@ -27,8 +27,7 @@ def add_process(commands: Subcommands) -> None:
         "process",
         summary="clean a history and write it back",
         description="Run pairing repair, budget enforcement and microcompaction on a JSON "
-        "history (a message list, or a request body with 'messages', 'contents' or 'input', "
-        "written back "
+        f"history (a message list, or a request body with {history_fields()}, written back "
         "in the same shape). The cleaned history goes to stdout (or -o), a summary of what "
         "each step did to stderr; the full text of every cut result stays in the session's "
         "spill workspace. Exit 2 with one line on bad input.",

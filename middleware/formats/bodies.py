@@ -70,3 +70,10 @@ def read_body(document: Any, format: str = "auto") -> RequestBody | None:
         if key in document:
             return RequestBody(document, key, document[key], hint)
     return None
+
+
+def history_fields() -> str:
+    """The fields of a request body that hold a history, as a sentence says them
+    (``'messages', 'contents' or 'input'``)."""
+    *others, last = map(repr, HISTORY_KEYS)
+    return f"{', '.join(others)} or {last}" if others else last

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from middleware.errors import HistoryError
-from middleware.formats.bodies import HISTORY_KEYS, RequestBody, read_body
+from middleware.formats.bodies import RequestBody, history_fields, read_body
 from middleware.formats.structure import MAX_DEPTH
 
 
@@ -71,8 +71,7 @@ def read_request(
     if isinstance(value, Mapping):
         body = read_body(value, format)
         if body is None:
-            *others, last = map(repr, HISTORY_KEYS)
-            fields = f"{', '.join(others)} or {last}" if others else last
+            fields = history_fields()
             raise HistoryError(
                 f"expected a list of messages, or a request body with a {fields} field, got "
                 f"a mapping with {', '.join(map(repr, list(value)[:5])) or 'no keys'}"
