@@ -28,11 +28,12 @@ from stand_in import Call, Reply
 AGENTS = REPO / ".cache" / "agents"
 #: The pinned versions `.ci/run` installs (the recorded requests in tests/recorded/ are
 #: theirs).
-PINNED = {"claude": "2.1.197", "codex": "0.171.0", "opencode": "1.18.33"}
+PINNED = {"claude": "2.1.197", "codex": "0.171.0", "opencode": "1.18.33", "gemini": "0.61.0"}
 NPM_PACKAGES = {
     "claude": "@anthropic-ai/claude-code",
     "codex": "@openai/codex",
     "opencode": "opencode-ai",
+    "gemini": "@google/gemini-cli",
 }
 
 #: The prompts the scripted model knows, each a scenario.
@@ -225,10 +226,11 @@ def scripted(tools: Tools, fmt: str) -> Callable[[str, dict[str, Any]], Reply]:
 
 
 def _scenario(text: str) -> str | None:
-    for prompt in (RUN_BIG, READ_AGAIN, SLEEP, GO_ON):
-        if prompt in text:
-            return prompt
-    return None
+    """The last scenario ``text`` names (Gemini CLI sends a resumed session's new prompt
+    in the same content as the old one, when no model turn came between them)."""
+    found = {prompt: text.rfind(prompt) for prompt in (RUN_BIG, READ_AGAIN, SLEEP, GO_ON)}
+    last = max(found, key=lambda prompt: found[prompt])
+    return last if found[last] >= 0 else None
 
 
 def _letter(prompt: str) -> str:
@@ -409,6 +411,39 @@ def _opencode_argv(prompt: str, resume: bool) -> list[str]:
     return [str(binary("opencode")), "run", *(["-c"] if resume else []), prompt]
 
 
+def _gemini_env(home: Path, project: Path, url: str) -> dict[str, str]:
+    """``~/.gemini/settings.json`` as docs/proxy.md says, with what keeps the CLI offline
+    (no usage statistics to play.googleapis.com, no update checks, no IDE), and
+    ``GOOGLE_GEMINI_BASE_URL``."""
+    settings = json.loads(documented("Gemini CLI", "json"))
+    settings.update({
+        "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        "ide": {"enabled": False},
+    })  # fmt: skip
+    (home / ".gemini").mkdir(parents=True, exist_ok=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings), "utf-8")
+    said = re.search(r"GOOGLE_GEMINI_BASE_URL=(\S+) ", documented("Gemini CLI", "sh"))
+    assert said is not None, "docs/proxy.md no longer says how to point Gemini CLI"
+    return {
+        **base_env(home),
+        "GOOGLE_GEMINI_BASE_URL": said.group(1).replace(DOCUMENTED_URL, url),
+        "GEMINI_API_KEY": "test-key",
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",  # headless runs need a trusted folder
+    }
+
+
+def _gemini_argv(prompt: str, resume: bool) -> list[str]:
+    return [str(binary("gemini")), *(["--resume", "latest"] if resume else []), "-p", prompt,
+            "--yolo", "-o", "json", "-m", "gemini-2.5-pro"]  # fmt: skip
+
+
+GEMINI_TOOLS = Tools(
+    shell=lambda command: Call("run_shell_command", {"command": command, "description": "run"}),
+    read=lambda path, offset, limit: Call(
+        "read_file", {"file_path": path, "start_line": offset, "end_line": offset + limit - 1}
+    ),
+)
 OPENCODE_TOOLS = Tools(
     shell=lambda command: Call("bash", {"command": command, "description": "run"}),
     read=lambda path, offset, limit: Call("read", {"filePath": path, "offset": offset,
@@ -456,6 +491,14 @@ AGENT_LIST = (
         _opencode_argv,
         prepare=("session", "list"),
         store_env="XDG_DATA_HOME",
+    ),
+    Agent(
+        "gemini",
+        "gemini",
+        "gemini",
+        GEMINI_TOOLS,
+        _gemini_env,
+        _gemini_argv,
     ),
 )
 AGENT_BY_NAME = {agent.name: agent for agent in AGENT_LIST}

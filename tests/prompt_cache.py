@@ -93,6 +93,9 @@ def openai_pieces(fmt: str, body: Mapping[str, Any]) -> list[Any]:
     pieces: list[Any] = list(body.get("tools") or [])
     if fmt == "openai":
         return pieces + list(body.get("messages") or [])
+    if fmt == "gemini":  # implicit caching, as OpenAI's: the system instruction first
+        system = [body["systemInstruction"]] if body.get("systemInstruction") else []
+        return system + pieces + list(body.get("contents") or [])
     if body.get("instructions") is not None:
         pieces.append(body["instructions"])
     given = body.get("input")
@@ -137,7 +140,7 @@ class PromptCache:
             now = self.clock()
             if fmt == "anthropic":
                 usage = self._anthropic(body, output_tokens, now)
-            elif fmt in ("openai", "responses"):
+            elif fmt in ("openai", "responses", "gemini"):
                 usage = self._openai(fmt, body, output_tokens, now)
             else:
                 raise ValueError(f"no prompt cache for the format {fmt!r}")
@@ -189,6 +192,8 @@ class PromptCache:
             self._store(key, now, self.openai_ttl)
         if fmt == "openai":
             return chat_usage(len(prompt), cached, output)
+        if fmt == "gemini":
+            return gemini_usage(len(prompt), cached, output)
         return responses_usage(len(prompt), cached, output)
 
     # -- the entries -----------------------------------------------------------------------
@@ -259,3 +264,10 @@ def responses_usage(prompt: int, cached: int, output: int) -> dict[str, Any]:
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": prompt + output,
     }
+
+
+def gemini_usage(prompt: int, cached: int, output: int) -> dict[str, Any]:
+    """Gemini's ``usageMetadata`` (implicit caching reads ``cachedContentTokenCount``)."""
+    usage = {"promptTokenCount": prompt, "candidatesTokenCount": output,
+             "totalTokenCount": prompt + output}  # fmt: skip
+    return {**usage, "cachedContentTokenCount": cached} if cached else usage

@@ -77,8 +77,8 @@ class Provider:
     release: threading.Event = field(default_factory=threading.Event)
     cancelled: threading.Event = field(default_factory=threading.Event)
     #: The ``thoughtSignature`` of each call the Gemini stand-in signed, by its name and
-    #: arguments.
-    signatures: dict[str, str] = field(default_factory=dict)
+    #: arguments (two sessions may make the same call, each signed its own way).
+    signatures: dict[str, set[str]] = field(default_factory=dict)
 
     def app(self) -> Starlette:
         return Starlette(
@@ -128,7 +128,7 @@ class Provider:
             for k, part in enumerate(content.get("parts", [])):
                 call = part.get("functionCall")
                 signed = self.signatures.get(_call_key(call)) if call else None
-                if signed is not None and part.get("thoughtSignature") != signed:
+                if signed is not None and part.get("thoughtSignature") not in signed:
                     return ("Function call is missing a thought_signature in functionCall "
                             f"parts. This is required for tools to work correctly, and missing "
                             f"thought_signature may lead to degraded model performance. "
@@ -345,9 +345,12 @@ class Provider:
             if k == 0:  # Gemini 3 signs a turn's first call; it must come back unchanged
                 part["thoughtSignature"] = f"sig-{uuid.uuid4().hex[:12]}"
                 with self.lock:
-                    self.signatures[_call_key(part["functionCall"])] = part["thoughtSignature"]
+                    signed = self.signatures.setdefault(_call_key(part["functionCall"]), set())
+                    signed.add(part["thoughtSignature"])
             parts.append(part)
         usage = {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}
+        if self.cache is not None:
+            usage = billed(self.cache, "gemini", body, reply)
         answer = {
             "candidates": [{"content": {"role": "model", "parts": parts},
                             "finishReason": "STOP", "index": 0}],
