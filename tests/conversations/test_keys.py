@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from locations import RECORDED
 
 from middleware.conversations.keys import HEADERS, SessionKey, session_of
+from middleware.formats import get_codec
 from middleware.formats.wire.openai import OpenAIChatCodec
 
 
@@ -191,3 +192,17 @@ def test_a_format_says_what_its_conversations_repeat() -> None:
     blank = {"messages": [{"role": "user", "content": " "}]}
     assert session_of({}, blank, codec) == session_of({}, blank)  # None: the shared reading
     assert session_of({"session-id": "s1"}, one, codec).session == "s1"  # a named one wins
+
+
+def test_a_resumed_gemini_cli_session_is_known_by_its_first_reply() -> None:
+    """Gemini CLI names no session and rewrites its session context when it resumes; the
+    ids of the first reply's calls, which it keeps, are the conversation's."""
+    first, resumed = recorded("gemini-cli-0.61.0.json")
+    gemini = get_codec("gemini")
+    assert first["body"]["contents"][0] != resumed["body"]["contents"][0]  # rewritten
+    key = session_of({}, first["body"], gemini)
+    assert key == session_of({}, resumed["body"], gemini) and key.source == "opening"
+    opening = {**first["body"], "contents": first["body"]["contents"][:1]}
+    assert session_of({}, opening, gemini) != key  # before the reply: the opening alone
+    claims = {k.lower(): v for k, v in first["headers"].items()}
+    assert gemini.provider.claims(claims, {})

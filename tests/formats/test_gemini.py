@@ -346,3 +346,23 @@ def test_every_repaired_history_keeps_geminis_rules(
     # The model's turns go through as they came: no call is changed or lost.
     assert [c for c in history if c["role"] == "model"] == [
         c for c in result.messages if c["role"] == "model"]  # fmt: skip
+
+
+def test_what_gemini_cli_really_sends_after_resuming_goes_through_repaired(
+    tmp_path: Path,
+) -> None:
+    """The requests Gemini CLI 0.61 sent (tests/recorded/): the first goes through as it
+    came, the resumed one, whose old response the CLI sent twice, loses the copy only."""
+    record = json.loads((REPO / "tests" / "recorded" / "gemini-cli-0.61.0.json").read_text())
+    first, resumed = (request["body"] for request in record["requests"])
+    assert not processed(first, tmp_path).changed and codes(first["contents"]) == []
+    assert codes(resumed["contents"]) == ["duplicate_result"]
+    result = processed(resumed, tmp_path)
+    sent = result.output
+    assert codes(sent["contents"]) == []
+    assert {k: v for k, v in sent.items() if k != "contents"} == {
+        k: v for k, v in resumed.items() if k != "contents"}  # fmt: skip
+    assert sent["contents"][2]["parts"] == resumed["contents"][2]["parts"][:1]
+    others = [c for i, c in enumerate(resumed["contents"]) if i != 2]
+    assert [c for i, c in enumerate(sent["contents"]) if i != 2] == others
+    assert kinds(result) == ["duplicate_result_dropped"]
