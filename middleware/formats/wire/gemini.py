@@ -4,15 +4,14 @@
 Ids are optional on both sides (the Developer API often sends calls without one, and
 Gemini CLI answers those with ids of its own), so a response answers a call of its turn by
 id when both carry the same one, else by name and position: the k-th response named ``N``
-answers the k-th call named ``N`` not answered by id. :meth:`GeminiCodec.link` gives the
-view ids saying so; they are never written to the wire.
+answers the k-th call named ``N`` not answered by id. :func:`.gemini_turns.link` gives
+the view ids saying so; they are never written to the wire.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any, ClassVar
 
 from middleware.cache.messages import MessageMemo
@@ -27,19 +26,15 @@ from middleware.formats.declarations import (
     ToolSpec,
     UsageCounts,
     Violation,
-    blank_name,
 )
 from middleware.formats.text_protocol import TextProtocol
+from middleware.formats.wire.gemini_turns import POSITION_PREFIX, link, violations
 from middleware.view import Block, Conversation, Node, Opaque, Role, ToolCall, ToolResult
-
-#: How the view ids of calls without one begin (``gemini-position:3:1``: the turn's first
-#: content, the call's place among the turn's calls).
-POSITION_PREFIX = "gemini-position:"
 
 _ROLES: dict[str, Role] = {"user": "user", "model": "assistant", "function": "user"}
 
-#: Keys of a ``functionResponse.response`` whose string value is a result's text, in the
-#: order looked for (Gemini CLI writes ``output``; failures are ``error`` by convention).
+#: The ``functionResponse.response`` key of a failure's text, by convention (Gemini CLI
+#: writes ``{"error": ...}``; a success is ``{"output": ...}``).
 _ERROR_KEY = "error"
 
 
@@ -90,7 +85,6 @@ class GeminiCodec(Codec):
     )
     results_share_message: ClassVar[bool] = True
     result_placement: ClassVar[ResultPlacement] = ResultPlacement.NEXT_MESSAGE
-    generated_id_prefix: ClassVar[str] = "call_mw_"
 
     #: Part fields only Gemini has.
     PARTS: ClassVar[frozenset[str]] = frozenset({
@@ -193,9 +187,6 @@ class GeminiCodec(Codec):
         """``{"error": text}``, named after the call (and carrying its id, if it has one)."""
         return ToolResult(call_id=call.id, content=text, is_error=True, tool_name=call.name)
 
-    def answers(self, result: ToolResult, call: ToolCall) -> bool:
-        return True
-
     # -- the provider's rules ------------------------------------------------------------
 
     def violations(self, messages: Sequence[dict[str, Any]]) -> list[Violation]:
@@ -203,7 +194,7 @@ class GeminiCodec(Codec):
         with exactly as many ``functionResponse`` parts (answering its calls' ids, where
         both carry one); a content with ``functionResponse`` parts comes right after such
         a model content; calls are named."""
-        return _violations(messages)
+        return violations(messages)
 
     # -- answers (an integration answering some calls itself) ------------------------------
 
@@ -405,132 +396,3 @@ def _answer_parts(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
     candidates = answer.get("candidates") or [{}]
     content = candidates[0].get("content") or {}
     return [p for p in content.get("parts") or [] if isinstance(p, dict)]
-
-
-# -- pairing by position and name ------------------------------------------------------------
-
-
-def link(nodes: list[Node]) -> list[Node]:
-    """``nodes`` with the view ids that pair each response with the call it answers: a
-    call without an id takes one made of its turn and its place in it; a response takes its
-    call's id, found by id, else by name and position within the turn (a response left
-    over keeps its own id, or none: an orphan). Returns ``nodes`` itself when no id
-    changes (every call and response carrying matching ids)."""
-    out: list[Node] | None = None
-    i = 0
-    while i < len(nodes):
-        if nodes[i].role != "assistant":
-            i += 1
-            continue
-        turn = i
-        while i < len(nodes) and nodes[i].role == "assistant":
-            i += 1
-        tail_end = i
-        while tail_end < len(nodes) and nodes[tail_end].role != "assistant":
-            tail_end += 1
-        changed = _link_turn(nodes, turn, i, tail_end)
-        if changed:
-            out = out if out is not None else list(nodes)
-            for index, node in changed.items():
-                out[index] = node
-        i = tail_end
-    return out if out is not None else nodes
-
-
-def _link_turn(nodes: list[Node], start: int, end: int, tail_end: int) -> dict[int, Node]:
-    """The nodes of one turn (model contents ``start:end``, the others up to
-    ``tail_end``) whose ids change."""
-    origin = nodes[start].origin if nodes[start].origin is not None else start
-    calls: list[tuple[int, int, ToolCall]] = []  # (node, block, call with its view id)
-    for ni in range(start, end):
-        for bi, block in enumerate(nodes[ni].blocks):
-            if isinstance(block, ToolCall):
-                place = f"{POSITION_PREFIX}{origin}:{len(calls)}"
-                calls.append((ni, bi, block if block.id else replace(block, id=place)))
-    if not calls and not any(_results_of(nodes[ti]) for ti in range(end, tail_end)):
-        return {}
-    wire_ids = {call.raw["functionCall"].get("id") for _, _, call in calls
-                if isinstance(call.raw, dict)} - {None, ""}  # fmt: skip
-    by_id_answered: set[str] = set()
-    pending: list[tuple[int, int, ToolResult]] = []
-    for ti in range(end, tail_end):
-        for bi, block in enumerate(nodes[ti].blocks):
-            if isinstance(block, ToolResult) and not block.text_protocol:
-                if block.call_id and block.call_id in wire_ids:
-                    by_id_answered.add(block.call_id)
-                else:
-                    pending.append((ti, bi, block))
-    waiting: dict[str, list[str]] = {}  # name -> view ids of calls not answered by id
-    for _, _, call in calls:
-        if call.id not in by_id_answered:
-            waiting.setdefault(call.name, []).append(call.id)
-    new_blocks: dict[int, list[Block]] = {}
-    for ni, bi, call in calls:
-        if call is not nodes[ni].blocks[bi]:
-            new_blocks.setdefault(ni, list(nodes[ni].blocks))[bi] = call
-    for ti, bi, result in pending:
-        queue = waiting.get(result.tool_name or "")
-        call_id = queue.pop(0) if queue else (
-            "" if result.call_id.startswith(POSITION_PREFIX) else result.call_id
-        )  # fmt: skip
-        if call_id != result.call_id:
-            new_blocks.setdefault(ti, list(nodes[ti].blocks))[bi] = replace(result, call_id=call_id)
-    # Not with_blocks: the node is still the wire message as it came (written as it is).
-    return {ni: replace(nodes[ni], blocks=tuple(blocks)) for ni, blocks in new_blocks.items()}
-
-
-def _results_of(node: Node) -> bool:
-    return any(isinstance(b, ToolResult) and not b.text_protocol for b in node.blocks)
-
-
-# -- Gemini's rules, read from the wire contents (the repair's oracle) -----------------------
-
-_COUNT = (
-    "Please ensure that the number of function response parts is equal to the number of "
-    "function call parts of the function call turn."
-)
-_AFTER = "Please ensure that function response turn comes immediately after a function call turn."
-
-
-def _parts(content: dict[str, Any], key: str) -> list[dict[str, Any]]:
-    parts = content.get("parts")
-    if not isinstance(parts, list):
-        return []
-    return [p[key] for p in parts if isinstance(p, dict) and isinstance(p.get(key), dict)]
-
-
-def _violations(contents: Sequence[dict[str, Any]]) -> list[Violation]:
-    out: list[Violation] = []
-    for i, content in enumerate(contents):
-        calls = _parts(content, "functionCall") if content.get("role") == "model" else []
-        responses = _parts(content, "functionResponse")
-        for k, call in enumerate(calls):
-            if blank_name(call.get("name")):
-                out.append(Violation(i, "empty_name", f"contents[{i}].parts[{k}]: "
-                                     "function call name must not be empty"))  # fmt: skip
-        if responses:
-            previous = contents[i - 1] if i else None
-            called = (
-                _parts(previous, "functionCall")
-                if previous is not None and previous.get("role") == "model" else []
-            )  # fmt: skip
-            if not called:
-                out.append(Violation(i, "orphan_result", _AFTER))
-        if not calls:
-            continue
-        following = contents[i + 1] if i + 1 < len(contents) else None
-        answers = (
-            _parts(following, "functionResponse")
-            if following is not None and following.get("role") != "model" else []
-        )  # fmt: skip
-        if len(answers) != len(calls):
-            code = "missing_result" if len(answers) < len(calls) else "duplicate_result"
-            out.append(Violation(i, code, _COUNT))
-            continue
-        ids = {call.get("id") for call in calls} - {None, ""}
-        for answer in answers:
-            uid = answer.get("id")
-            if ids and uid and uid not in ids:
-                out.append(Violation(i + 1, "orphan_result", f"function response id {uid!r} "
-                                     "matches no function call of the turn before it"))  # fmt: skip
-    return sorted(out, key=lambda v: v.index)
