@@ -92,6 +92,8 @@ class Provider:
                 Route("/v1/echo-headers", self.echo_headers, methods=["GET", "POST"]),
                 Route("/v1beta/models/{rest:path}", self.gemini, methods=["POST"]),
                 Route("/v1/models/{rest:path}", self.gemini, methods=["POST"]),
+                Route("/v1/projects/{rest:path}", self.gemini, methods=["POST"]),  # Vertex AI
+                Route("/v1beta1/projects/{rest:path}", self.gemini, methods=["POST"]),
             ]
         )
 
@@ -323,10 +325,14 @@ class Provider:
         """``/v1beta/models/{model}:generateContent``, ``:streamGenerateContent`` (server-sent
         events with ``alt=sse``, else one JSON array of chunks, as Google's API answers) and
         ``:countTokens``."""
-        model, _, method = request.path_params["rest"].partition(":")
+        model, _, method = request.path_params["rest"].rpartition("/")[2].partition(":")
         if method not in ("generateContent", "streamGenerateContent", "countTokens"):
             return gemini_error(404, f"Method {method!r} is not found.", "NOT_FOUND")
-        if not (request.headers.get("x-goog-api-key") or request.query_params.get("key")):
+        if not (
+            request.headers.get("x-goog-api-key")
+            or request.query_params.get("key")
+            or request.headers.get("authorization", "").startswith("Bearer ")
+        ):  # Vertex
             return gemini_error(403, "Method doesn't allow unregistered callers (callers "
                                 "without established identity). Please use API Key or "
                                 "other form of API consumer identity to call this API.",

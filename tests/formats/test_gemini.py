@@ -253,6 +253,15 @@ def test_detected_from_its_parts_and_model_role_and_read_from_a_request_body(
     assert result.output == body and result.messages == body["contents"]
 
 
+def test_a_body_going_on_from_an_explicit_cache_is_not_repaired(tmp_path: Path) -> None:
+    """With ``cachedContent`` the provider holds earlier turns: a response at the start of
+    ``contents`` may answer a call in the cache, and is no orphan."""
+    contents = [user(answer("read_file", "A", "call_in_cache")), model(text("Done."))]
+    body = {"cachedContent": "cachedContents/build-log-7", "contents": contents}
+    result = processed(body, tmp_path)
+    assert not result.changed and result.output == body
+
+
 @pytest.mark.parametrize(
     ("content", "says"),
     [

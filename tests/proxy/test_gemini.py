@@ -155,3 +155,17 @@ def test_usage_reaches_the_ledger(stack: Stack) -> None:
     total = httpx.get(stack.url + "/sessions").json()["total"]
     assert total["requests"] == 2
     assert total["billed"]["input"] == 20 and total["billed"]["output"] == 10
+
+
+def test_vertex_ai_paths_are_cleaned_too(stack: Stack) -> None:
+    """With ``proxy.upstreams.gemini`` at a Vertex AI endpoint, its model paths (OAuth
+    bearer, not a key) are cleaned like the Developer API's."""
+    path = ("/v1/projects/p1/locations/us-central1/publishers/google/models/gemini-2.5-pro"
+            ":streamGenerateContent?alt=sse")  # fmt: skip
+    body = {"contents": history("unanswered")}
+    bearer = {"authorization": "Bearer ya29.token"}
+    assert httpx.post(stack.upstream + path, json=body, headers=bearer).status_code == 400
+    answer = httpx.post(stack.url + path, json=body, headers=bearer)
+    assert answer.status_code == 200 and "data: " in answer.text
+    sent = stack.provider.accepted[-1][2]["contents"]
+    assert "error" in sent[2]["parts"][0]["functionResponse"]["response"]

@@ -38,6 +38,15 @@ _ROLES: dict[str, Role] = {"user": "user", "model": "assistant", "function": "us
 _ERROR_KEY = "error"
 
 
+#: The model methods whose body holds a history: whether the answer is billed, and
+#: whether it is streamed by its path.
+_METHODS = (
+    ("generateContent", True, False),
+    ("streamGenerateContent", True, True),
+    ("countTokens", False, False),
+)
+
+
 class GoogleAI(Provider):
     """Google's Gemini API (``generativelanguage.googleapis.com``)."""
 
@@ -70,18 +79,21 @@ class GeminiCodec(Codec):
     name: ClassVar[str] = "gemini"
     provider: ClassVar[Provider] = GOOGLE
     history_key: ClassVar[str] = "contents"
-    proxy_routes: ClassVar[tuple[Route, ...]] = (
-        Route("/v1beta/models/{model}:generateContent"),
-        Route("/v1beta/models/{model}:streamGenerateContent", streamed=True),
-        Route("/v1/models/{model}:generateContent"),
-        Route("/v1/models/{model}:streamGenerateContent", streamed=True),
-        Route("/v1beta/models/{model}:countTokens", billed=False),
-        Route("/v1/models/{model}:countTokens", billed=False),
-    )
-    client_routes: ClassVar[tuple[Route, ...]] = (
-        Route(":generateContent"),
-        Route(":streamGenerateContent", streamed=True),
-        Route(":countTokens", billed=False),
+    #: An explicit cache (``cachedContents/...``) holds turns the body goes on from.
+    stored_state_keys: ClassVar[tuple[str, ...]] = ("cachedContent",)
+    #: The Developer API's model paths, and Vertex AI's (for a proxy whose
+    #: ``proxy.upstreams.gemini`` is a Vertex endpoint).
+    proxy_routes: ClassVar[tuple[Route, ...]] = tuple(
+        Route(f"{models}/{{model}}:{method}", billed, streamed)
+        for models in (
+            "/v1beta/models", "/v1/models",
+            "/v1/projects/{project}/locations/{location}/publishers/google/models",
+            "/v1beta1/projects/{project}/locations/{location}/publishers/google/models",
+        )
+        for method, billed, streamed in _METHODS
+    )  # fmt: skip
+    client_routes: ClassVar[tuple[Route, ...]] = tuple(
+        Route(f":{method}", billed, streamed) for method, billed, streamed in _METHODS
     )
     results_share_message: ClassVar[bool] = True
     result_placement: ClassVar[ResultPlacement] = ResultPlacement.NEXT_MESSAGE
