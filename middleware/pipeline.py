@@ -215,11 +215,12 @@ class Pipeline:
     ) -> ProcessResult:
         """Run pairing repair, budget enforcement and microcompaction on ``messages``.
 
-        :param messages: a history in Anthropic Messages, OpenAI Chat Completions or
-            OpenAI Responses format, or a whole request body (``{system, messages, ...}``,
-            ``{input, instructions, ...}``); elements may be the official SDKs' objects.
-            Never mutated. The result's ``output`` has the same shape.
-        :param format: ``"auto"`` (detect), ``"anthropic"``, ``"openai"`` or ``"responses"``.
+        :param messages: a history in one of the wire formats (Anthropic Messages, OpenAI
+            Chat Completions or Responses, Gemini ``generateContent``), or a whole request
+            body (``{system, messages, ...}``, ``{input, instructions, ...}``,
+            ``{contents, systemInstruction, ...}``); elements may be the official SDKs'
+            objects. Never mutated. The result's ``output`` has the same shape.
+        :param format: ``"auto"`` (detect) or a format's name (:data:`.FORMATS`).
         :param continuation: the provider holds earlier turns that ``messages`` does not
             repeat (a Responses request with ``previous_response_id``, which a body says by
             itself): results may answer calls it cannot see, so pairing repair leaves the

@@ -20,7 +20,7 @@ from typing import Any, Literal, NamedTuple, TypeAlias, get_args
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 
-#: Content-part types that carry plain text, across the three wire formats.
+#: Content-part types that carry plain text, across the wire formats that type their parts.
 TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
 
 

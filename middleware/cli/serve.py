@@ -30,9 +30,10 @@ def add_serve(commands: Subcommands) -> None:
         "serve",
         summary="run the HTTP proxy that cleans every request an agent sends",
         description="Listen for model requests (Anthropic Messages, OpenAI Chat Completions "
-        "and Responses), run the pipeline on each one's history and forward it to the "
-        "provider; everything else is forwarded untouched. Point the agent at it with its "
-        "base-URL setting (ANTHROPIC_BASE_URL, OPENAI_BASE_URL). The proxy section of the "
+        "and Responses, Gemini generateContent), run the pipeline on each one's history and "
+        "forward it to the provider; everything else is forwarded untouched. Point the agent "
+        "at it with its base-URL setting (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, "
+        "GOOGLE_GEMINI_BASE_URL). The proxy section of the "
         "policy (docs/policy.md) sets the rest; the policy is hot-reloaded.",
         examples=[
             "chatcli-mw serve      # then: ANTHROPIC_BASE_URL=http://127.0.0.1:8787 claude",
