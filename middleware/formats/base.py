@@ -240,10 +240,10 @@ class Codec(ABC):
     def tool_definition(self, tool: ToolSpec) -> dict[str, Any]:
         """``tool`` as a request in this format declares it."""
 
-    def declared_tool_name(self, tool: Mapping[str, Any]) -> Any:
-        """The name of a tool a request declares (``None`` if it has none)."""
+    def declared_tool_names(self, tool: Mapping[str, Any]) -> list[Any]:
+        """The names of the tools one entry of a request's ``tools`` declares."""
         function = tool.get("function")
-        return function.get("name") if isinstance(function, Mapping) else tool.get("name")
+        return [function.get("name") if isinstance(function, Mapping) else tool.get("name")]
 
     @abstractmethod
     def answer_calls(self, answer: Mapping[str, Any]) -> list[AnswerCall]:

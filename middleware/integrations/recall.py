@@ -65,7 +65,8 @@ def offered(fmt: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
     if body.get("stream") or not isinstance(tools, list) or not tools:
         return None
     codec = get_codec(fmt)
-    if any(codec.declared_tool_name(tool) == NAME for tool in tools if isinstance(tool, Mapping)):
+    declared = (n for t in tools if isinstance(t, Mapping) for n in codec.declared_tool_names(t))
+    if NAME in declared:
         return None  # the agent has a tool of that name: never shadow it
     return {**body, "tools": [*tools, definition(fmt)]}
 

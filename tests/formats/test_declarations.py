@@ -37,7 +37,7 @@ def test_every_format_declares_itself(name: str) -> None:
         assert getattr(type(codec), question) is not getattr(Codec, question), question
     # A tool an integration offers reads back as declared.
     spec = ToolSpec("recall", "Read lines back.", {"type": "object", "properties": {}})
-    assert codec.declared_tool_name(codec.tool_definition(spec)) == "recall"
+    assert codec.declared_tool_names(codec.tool_definition(spec)) == ["recall"]
     assert codec.proxy_routes and all(r.path.startswith("/v") for r in codec.proxy_routes)
     assert codec.client_routes
     assert any(route.billed for route in codec.proxy_routes)

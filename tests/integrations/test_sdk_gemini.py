@@ -110,3 +110,14 @@ def test_the_recall_tool_is_answered_in_the_transport_and_never_offered_to_a_str
     assert "sed -n" in events("gemini", sent)[-1].text
     wrapped.close()
     plain.close()  # its connections are the ones the wrapped client sent through
+
+
+def test_an_agent_declaring_its_own_recall_among_its_functions_is_never_offered_ours() -> None:
+    from middleware.integrations import recall
+
+    own = {"functionDeclarations": [{"name": "build"}, {"name": "recall"}]}  # one Tool, two
+    body = {"contents": UNANSWERED, "tools": [own]}
+    assert recall.offered("gemini", body) is None
+    offered = recall.offered("gemini", {**body, "tools": [{"functionDeclarations": [
+        {"name": "build"}]}]})  # fmt: skip
+    assert offered is not None and offered["tools"][-1] == recall.definition("gemini")

@@ -214,12 +214,11 @@ class GeminiCodec(Codec):
         return {"functionDeclarations": [{"name": tool.name, "description": tool.description,
                                           "parameters": tool.parameters}]}  # fmt: skip
 
-    def declared_tool_name(self, tool: Mapping[str, Any]) -> Any:
-        """The name of a tool of one function declaration (several: the first)."""
+    def declared_tool_names(self, tool: Mapping[str, Any]) -> list[Any]:
+        """Every function a ``Tool`` declares (Gemini CLI declares all of its in one)."""
         declarations = tool.get("functionDeclarations")
-        if isinstance(declarations, list) and declarations and isinstance(declarations[0], dict):
-            return declarations[0].get("name")
-        return None
+        return [d.get("name") for d in declarations if isinstance(d, Mapping)] if isinstance(
+            declarations, list) else []  # fmt: skip
 
     def answer_calls(self, answer: Mapping[str, Any]) -> list[AnswerCall]:
         """The first candidate's calls (an id-less call is named by its position)."""
