@@ -375,3 +375,23 @@ def test_what_gemini_cli_really_sends_after_resuming_goes_through_repaired(
     others = [c for i, c in enumerate(resumed["contents"]) if i != 2]
     assert [c for i, c in enumerate(sent["contents"]) if i != 2] == others
     assert kinds(result) == ["duplicate_result_dropped"]
+
+
+def test_a_text_agent_on_gemini_has_its_observations_budgeted(tmp_path: Path) -> None:
+    """mini-swe-agent's protocol (a fenced command, an observation as a plain user
+    content) spoken over Gemini: recognised as for the other formats, its observation over
+    the cap spilled and written back as one text part."""
+    from text_agent_builders import mini
+
+    big = "".join(f"line {i} {'x' * 60}\n" for i in range(400))
+    contents = [
+        {"role": "model" if m["role"] == "assistant" else "user", "parts": [text(m["content"])]}
+        for m in mini([big, "ok\n"])
+        if m["role"] != "system"
+    ]
+    result = processed(contents, tmp_path)
+    assert result.report.text_protocol == "recognised mini-swe-agent (<returncode> observations)"
+    observation = result.messages[2]
+    assert list(observation) == ["role", "parts"] and len(observation["parts"]) == 1
+    assert "full output saved to" in observation["parts"][0]["text"]
+    assert result.messages[4] == contents[4]

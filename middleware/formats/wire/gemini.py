@@ -181,9 +181,8 @@ class GeminiCodec(Codec):
     def render_node(self, node: Node) -> Any:
         if len(node.blocks) == 1 and isinstance(node.blocks[0], ToolResult):
             only = node.blocks[0]
-            if only.text_protocol:
-                assert isinstance(only.content, str)
-                return {**(node.raw or {"role": "user"}), "parts": [{"text": only.content}]}
+            if only.text_protocol:  # read from text parts (message_content): written as one
+                return {**(node.raw or {"role": "user"}), "parts": [{"text": only.text}]}
         parts = [_render_block(block) for block in node.blocks]
         if node.raw is None:
             return {"role": "model" if node.role == "assistant" else "user", "parts": parts}
