@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from proxy_stack import Stack
+from proxy_stack import Stack, running
+from stand_in import Provider
 
 genai = pytest.importorskip("google.genai", reason="the google-genai SDK tests need it")
 from google.genai import errors, types  # noqa: E402
@@ -169,3 +171,16 @@ def test_vertex_ai_paths_are_cleaned_too(stack: Stack) -> None:
     assert answer.status_code == 200 and "data: " in answer.text
     sent = stack.provider.accepted[-1][2]["contents"]
     assert "error" in sent[2]["parts"][0]["functionResponse"]["response"]
+
+
+def test_what_the_proxy_answers_itself_is_in_googles_shape(
+    provider: tuple[Provider, str], tmp_path: Path
+) -> None:
+    """A body over ``proxy.max_body_bytes``: the SDK raises its usual error, with Google's
+    code and status, and the message says which setting to change."""
+    with running(provider, tmp_path, **{"proxy.max_body_bytes": 2_000}) as small:
+        through = client(small.url)
+        with pytest.raises(errors.ClientError) as refused:
+            through.models.generate_content(model=MODEL, contents=history("oversized"))
+    assert refused.value.code == 413 and refused.value.status == "INVALID_ARGUMENT"
+    assert "proxy.max_body_bytes" in str(refused.value)
