@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from proxy_stack import Stack, running
-from stand_in import Provider
+from stand_in import Call, Provider, Reply
 
 genai = pytest.importorskip("google.genai", reason="the google-genai SDK tests need it")
 from google.genai import errors, types  # noqa: E402
@@ -142,9 +142,7 @@ def test_a_signed_call_keeps_its_signature_through_a_repair(stack: Stack) -> Non
     assert len(sent[2]["parts"]) == 2  # and a response for each call
 
 
-def _two_calls(body: dict[str, Any]) -> Any:
-    from stand_in import Call, Reply
-
+def _two_calls(body: dict[str, Any]) -> Reply:
     if len(body["contents"]) == 1:
         return Reply(calls=(Call("make", {"target": "all"}), Call("make", {"target": "test"})))
     return Reply(text="ok")
