@@ -8,6 +8,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+import middleware.proxy.settings  # noqa: F401 - registers the proxy's checks (provider names)
 from middleware.cli.common import add_command
 from middleware.policy import load_policy, validate_policy_file
 from middleware.policy.reference import render_markdown

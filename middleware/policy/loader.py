@@ -178,6 +178,11 @@ def validate_policy_file(path: str | Path) -> list[PolicyError]:
     document.pop("extends", None)
     if not errors:
         errors.extend(schema_errors(document, source=str(path)))
+    if not errors:  # what the schema cannot say: templates, the pattern, registered checks
+        try:
+            _checked(document, {}, str(path))
+        except PolicyError as exc:
+            errors.append(exc)
     return errors
 
 

@@ -3,12 +3,14 @@ per-provider keys, each provider's own API, and names that exist checked at load
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from middleware.cli.app import build_parser
 from middleware.errors import PolicyError
 from middleware.formats.routes import provider_named, providers
-from middleware.policy import load_policy
+from middleware.policy import load_policy, validate_policy_file
 from middleware.policy.settings import bind
 from middleware.proxy.settings import ProxySettings
 
@@ -52,6 +54,14 @@ def test_a_provider_name_that_no_format_belongs_to_is_refused(key: str, value: o
         settings(**{key: value})
     message = str(caught.value)
     assert "expected one of: anthropic" in message and "set by override" in message
+
+
+def test_validate_finds_a_provider_name_no_format_belongs_to(tmp_path: Path) -> None:
+    """``chatcli-mw validate`` refuses what loading the policy refuses."""
+    path = tmp_path / "proxy.yaml"
+    path.write_text("version: 1\nproxy:\n  upstreams:\n    opnai: http://x\n", "utf-8")
+    (error,) = validate_policy_file(path)
+    assert error.path == "$.proxy.upstreams.opnai" and "expected one of: anthropic" in str(error)
 
 
 def test_an_upstream_must_be_a_url() -> None:
