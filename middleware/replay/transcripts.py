@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -58,25 +59,29 @@ class Transcript:
     def requests(self) -> Iterator[list[Any]]:
         """The history the agent sent before each of its assistant turns (consecutive
         assistant items, as in the Responses format, are one turn)."""
-        for i in self._turn_starts():
+        for i in self._turn_starts:
             yield self.messages[:i]
 
     def request_times(self) -> list[float | None]:
         """When each request was answered (the time of the assistant message that answered
         it), in the order of :meth:`requests`; all ``None`` without recorded times."""
         times = self.message_times
-        return [times[i] if i < len(times) else None for i in self._turn_starts()]
+        return [times[i] if i < len(times) else None for i in self._turn_starts]
 
-    def _turn_starts(self) -> Iterator[int]:
-        """Where each run of the model's messages begins (its format says which are)."""
+    @cached_property
+    def _turn_starts(self) -> tuple[int, ...]:
+        """Where each run of the model's messages begins (its format says which are; read
+        once, as each of the methods above asks)."""
         codec = get_codec(self.format)
+        starts: list[int] = []
         previous_assistant = False
         for i, message in enumerate(self.messages):
             assistant = isinstance(message, dict) and codec.read_message(message, i).role == (
                 "assistant")  # fmt: skip
             if assistant and not previous_assistant:
-                yield i
+                starts.append(i)
             previous_assistant = assistant
+        return tuple(starts)
 
     @property
     def request_count(self) -> int:
