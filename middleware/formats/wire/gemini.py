@@ -28,7 +28,7 @@ from middleware.formats.declarations import (
     Violation,
 )
 from middleware.formats.text_protocol import TextProtocol
-from middleware.formats.wire.gemini_turns import POSITION_PREFIX, link, violations
+from middleware.formats.wire.gemini_turns import POSITION_PREFIX, link, violations, wire_id
 from middleware.view import Block, Conversation, Node, Opaque, Role, ToolCall, ToolResult
 
 _ROLES: dict[str, Role] = {"user": "user", "model": "assistant", "function": "user"}
@@ -245,7 +245,7 @@ class GeminiCodec(Codec):
         responses = []
         for call_id, text in results:
             response: dict[str, Any] = {"name": calls[call_id].name, "response": {"output": text}}
-            if not call_id.startswith(POSITION_PREFIX):
+            if wire_id(call_id) is not None:
                 response["id"] = call_id
             responses.append({"functionResponse": response})
         return {**body, "contents": [
@@ -331,31 +331,25 @@ def _response(part: dict[str, Any], j: int, index: int) -> ToolResult:
         raise HistoryError(
             f"part {j}: 'functionResponse.response' must be a JSON object", index=index
         )
-    key = text_key(response)
+    key, text = read_response(response)
     return ToolResult(
         call_id=optional_id(body.get("id"), index, f"part {j} functionResponse.id"),
-        content=response_text(response),
+        content=text,
         is_error=key == _ERROR_KEY,
         raw=part,
         tool_name=tool_name(body.get("name"), index, f"part {j} functionResponse.name") or None,
     )
 
 
-def text_key(response: Mapping[str, Any]) -> str | None:
-    """The key of a response's text: its only string value's (``output``, ``error``), or
-    ``None`` when it has none or several (the whole response is then its text)."""
+def read_response(response: Mapping[str, Any]) -> tuple[str | None, str]:
+    """What the model reads of a response, and the key it is under: the only string value
+    (``output``, ``error``), else (none or several) the whole response as JSON, key
+    ``None``."""
     keys = [key for key, value in response.items() if isinstance(value, str)]
-    return keys[0] if len(keys) == 1 else None
-
-
-def response_text(response: Mapping[str, Any]) -> str:
-    """What the model reads of a response: the text under :func:`text_key`, else the whole
-    response as JSON."""
-    key = text_key(response)
-    if key is not None:
-        text: str = response[key]
-        return text
-    return json.dumps(response, ensure_ascii=False, separators=(",", ":"))
+    if len(keys) == 1:
+        text: str = response[keys[0]]
+        return keys[0], text
+    return None, json.dumps(response, ensure_ascii=False, separators=(",", ":"))
 
 
 def _render_block(block: Block) -> Any:
@@ -369,14 +363,16 @@ def _render_block(block: Block) -> Any:
             "name": block.tool_name or "",
             "response": {_ERROR_KEY if block.is_error else "output": block.content},
         }
-        if block.call_id and not block.call_id.startswith(POSITION_PREFIX):
+        if wire_id(block.call_id) is not None:
             response = {"id": block.call_id, **response}
         return {"functionResponse": response}
     body = raw["functionResponse"]
     before = body.get("response", {})
-    if block.sealed or response_text(before) == block.content:
+    if block.sealed:
         return raw
-    key = text_key(before)
+    key, text = read_response(before)
+    if text == block.content:
+        return raw
     after = {**before, key: block.content} if key is not None else {"output": block.content}
     return {**raw, "functionResponse": {**body, "response": after}}
 
@@ -384,7 +380,7 @@ def _render_block(block: Block) -> Any:
 def _render_call(call: ToolCall) -> Any:
     """A call as it came unless a step changed it; a view id made by position is never
     written."""
-    real_id = call.id if call.id and not call.id.startswith(POSITION_PREFIX) else None
+    real_id = wire_id(call.id)
     if call.raw is None:
         made: dict[str, Any] = {"name": call.name, "args": call.arguments}
         return {"functionCall": {"id": real_id, **made} if real_id else made}

@@ -4,6 +4,7 @@ contents with none of the repair's code (:meth:`.GeminiCodec.violations`)."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -48,15 +49,16 @@ def _link_turn(nodes: list[Node], start: int, end: int, tail_end: int) -> dict[i
     ``tail_end``) whose ids change."""
     origin = nodes[start].origin if nodes[start].origin is not None else start
     calls: list[tuple[int, int, ToolCall]] = []  # (node, block, call with its view id)
+    wire_ids: set[str] = set()
     for ni in range(start, end):
         for bi, block in enumerate(nodes[ni].blocks):
             if isinstance(block, ToolCall):
                 place = f"{POSITION_PREFIX}{origin}:{len(calls)}"
                 calls.append((ni, bi, block if block.id else replace(block, id=place)))
-    if not calls and not any(_results_of(nodes[ti]) for ti in range(end, tail_end)):
+                if block.id:
+                    wire_ids.add(block.id)
+    if not calls:  # the turn's responses are orphans, their ids as they came
         return {}
-    wire_ids = {call.raw["functionCall"].get("id") for _, _, call in calls
-                if isinstance(call.raw, dict)} - {None, ""}  # fmt: skip
     by_id_answered: set[str] = set()
     pending: list[tuple[int, int, ToolResult]] = []
     for ti in range(end, tail_end):
@@ -66,27 +68,27 @@ def _link_turn(nodes: list[Node], start: int, end: int, tail_end: int) -> dict[i
                     by_id_answered.add(block.call_id)
                 else:
                     pending.append((ti, bi, block))
-    waiting: dict[str, list[str]] = {}  # name -> view ids of calls not answered by id
+    waiting: dict[str, deque[str]] = {}  # name -> view ids of calls not answered by id
     for _, _, call in calls:
         if call.id not in by_id_answered:
-            waiting.setdefault(call.name, []).append(call.id)
+            waiting.setdefault(call.name, deque()).append(call.id)
     new_blocks: dict[int, list[Block]] = {}
     for ni, bi, call in calls:
         if call is not nodes[ni].blocks[bi]:
             new_blocks.setdefault(ni, list(nodes[ni].blocks))[bi] = call
     for ti, bi, result in pending:
         queue = waiting.get(result.tool_name or "")
-        call_id = queue.pop(0) if queue else (
-            "" if result.call_id.startswith(POSITION_PREFIX) else result.call_id
-        )  # fmt: skip
+        call_id = queue.popleft() if queue else result.call_id
         if call_id != result.call_id:
             new_blocks.setdefault(ti, list(nodes[ti].blocks))[bi] = replace(result, call_id=call_id)
     # Not with_blocks: the node is still the wire message as it came (written as it is).
     return {ni: replace(nodes[ni], blocks=tuple(blocks)) for ni, blocks in new_blocks.items()}
 
 
-def _results_of(node: Node) -> bool:
-    return any(isinstance(b, ToolResult) and not b.text_protocol for b in node.blocks)
+def wire_id(view_id: str) -> str | None:
+    """The id a call or response carries on the wire: none for a view id made by
+    position."""
+    return view_id if view_id and not view_id.startswith(POSITION_PREFIX) else None
 
 
 # -- Gemini's rules, read from the wire contents (the repair's oracle) -----------------------
