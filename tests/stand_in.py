@@ -10,7 +10,10 @@ tool calls, so a multi-turn agent session can be played.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import os
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -79,6 +82,11 @@ class Provider:
     #: The ``thoughtSignature`` of each call the Gemini stand-in signed, by its name and
     #: arguments (two sessions may make the same call, each signed its own way).
     signatures: dict[str, set[str]] = field(default_factory=dict)
+    #: Every compaction the stand-in issued, as it issued it, by its opaque content (a
+    #: Responses ``compaction`` item's ``encrypted_content``, an Anthropic ``compaction``
+    #: block's): what a later request must send back unchanged. A test replaying recorded
+    #: requests registers the items the recorded run was given (:meth:`issued`).
+    compactions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def app(self) -> Starlette:
         return Starlette(
@@ -88,6 +96,7 @@ class Provider:
                 Route("/v1/messages/count_tokens", self.count_tokens, methods=["POST"]),
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
                 Route("/v1/responses", self.responses, methods=["POST"]),
+                Route("/v1/responses/compact", self.compact, methods=["POST"]),
                 Route("/v1/models", self.models, methods=["GET"]),
                 Route("/v1/echo-headers", self.echo_headers, methods=["GET", "POST"]),
                 Route("/v1beta/models/{rest:path}", self.gemini, methods=["POST"]),
@@ -112,7 +121,10 @@ class Provider:
             unsigned = self._unsigned_call(history)
             if unsigned is not None:
                 return unsigned
-        size = len(json.dumps(history, ensure_ascii=False))
+        compacted = self._compaction_refusal(fmt, history)
+        if compacted is not None:
+            return compacted
+        size = len(json.dumps(live(fmt, history), ensure_ascii=False))
         if size > self.context_chars:
             tokens, most = size // 4, self.context_chars // 4
             if fmt == "gemini":
@@ -139,13 +151,76 @@ class Provider:
                             "docs/thought-signatures for more details.")  # fmt: skip
         return None
 
+    # -- compaction: what the provider issued comes back as it was issued ------------------
+
+    def _compaction_refusal(self, fmt: str, history: Any) -> str | None:
+        """Responses: a ``compaction_trigger`` item is the last input item and carries
+        nothing but its type; a ``compaction`` item is one this provider issued, every field
+        as issued (its ``encrypted_content`` is encrypted and signed by the provider: a
+        changed or invented one cannot be read). Anthropic: a ``compaction`` block in an
+        assistant message is one issued, unchanged (its ``encrypted_content``)."""
+        if not isinstance(history, list):
+            return None
+        if fmt == "responses":
+            for i, item in enumerate(history):
+                kind = item.get("type") if isinstance(item, dict) else None
+                if kind == "compaction_trigger":
+                    if i != len(history) - 1:
+                        return "The 'compaction_trigger' item must be the final input item."
+                    extra = sorted(key for key in item if key != "type")
+                    if extra:
+                        return f"Unknown parameter: 'input[{i}].{extra[0]}'."
+                elif kind in ("compaction", "compaction_summary") and not self._as_issued(item):
+                    name = item.get("id") or f"input[{i}]"
+                    return f"The encrypted content for item {name} could not be verified."
+        elif fmt == "anthropic":
+            for i, message in enumerate(history):
+                content = message.get("content") if isinstance(message, dict) else None
+                for k, block in enumerate(content if isinstance(content, list) else []):
+                    if (isinstance(block, dict) and block.get("type") == "compaction"
+                            and not self._as_issued(block)):  # fmt: skip
+                        return (f"messages.{i}.content.{k}: the compaction block's "
+                                "encrypted_content could not be verified: send compaction "
+                                "blocks back exactly as they were returned")  # fmt: skip
+        return None
+
+    def _as_issued(self, item: dict[str, Any]) -> bool:
+        """Whether ``item`` is a compaction this provider issued: its opaque content known,
+        every field it carries (``cache_control`` aside) the value issued, the same type."""
+        issued = self.compactions.get(str(item.get("encrypted_content")))
+        if issued is None:
+            return False
+        sent = {k: v for k, v in item.items() if k not in ("type", "cache_control")}
+        return all(issued.get(k) == v for k, v in sent.items())
+
+    def issued(self, item: dict[str, Any]) -> None:
+        """Register ``item`` as a compaction this provider issued (for replayed requests)."""
+        with self.lock:
+            self.compactions[str(item["encrypted_content"])] = dict(item)
+
+    def _compaction_item(self, seen: Any) -> dict[str, Any]:
+        """A new Responses ``compaction`` item replacing the history ``seen``."""
+        item = {"id": f"cmp_{uuid.uuid4().hex}", "type": "compaction",
+                "encrypted_content": _sealed(seen)}  # fmt: skip
+        self.issued(item)
+        return item
+
+    def _compaction_block(self, seen: Any) -> dict[str, Any]:
+        """A new Anthropic ``compaction`` block: a summary of ``seen`` and its opaque
+        metadata."""
+        said = [e for m in seen for e in _said(m.get("content"))][:3]
+        summary = f"Summary of {len(seen)} earlier messages: {' / '.join(said)[:300]}"
+        block = {"type": "compaction", "content": summary, "encrypted_content": _sealed(seen)}
+        self.issued(block)
+        return block
+
     async def _accept(self, request: Request, fmt: str, key: str) -> dict[str, Any] | Response:
         raw = await request.body()
         try:
             body = json.loads(raw)
         except ValueError:
             return error(fmt, "There was an error parsing the body of your request as JSON.")
-        refusal = self._refusal(fmt, request.url.path, body.get(key))
+        refusal = self._refusal(fmt, request.url.path, body.get(key)) or _setting_refusal(fmt, body)
         if refusal is not None:
             if self.record:
                 with self.lock:
@@ -163,8 +238,16 @@ class Provider:
         body = await self._accept(request, "anthropic", "messages")
         if isinstance(body, Response):
             return body
-        reply = self.script("anthropic", body)
         content: list[dict[str, Any]] = []
+        edit = _compact_edit(body)
+        seen = live("anthropic", body["messages"])
+        paused = False
+        if edit is not None and tokens_of(seen) >= (edit.get("trigger") or {}).get(
+            "value", 150_000
+        ):
+            content.append(self._compaction_block(seen))
+            paused = bool(edit.get("pause_after_compaction"))
+        reply = Reply() if paused else self.script("anthropic", body)
         if reply.text:
             content.append({"type": "text", "text": reply.text})
         content += [
@@ -182,7 +265,7 @@ class Provider:
             "role": "assistant",
             "model": body.get("model", "stand-in"),
             "content": content,
-            "stop_reason": "tool_use" if reply.calls else "end_turn",
+            "stop_reason": "compaction" if paused else "tool_use" if reply.calls else "end_turn",
             "stop_sequence": None,
             "usage": {"input_tokens": 10, "output_tokens": 5},
         }
@@ -272,8 +355,16 @@ class Provider:
         body = await self._accept(request, "responses", "input")
         if isinstance(body, Response):
             return body
-        reply = self.script("responses", body)
+        history = body.get("input")
         output: list[dict[str, Any]] = []
+        if triggered(body):  # one compaction item, and nothing else
+            reply = Reply()
+            output.append(self._compaction_item(history[:-1]))
+        else:
+            threshold = _compact_threshold(body)
+            if threshold is not None and tokens_of(live("responses", history)) >= threshold:
+                output.append(self._compaction_item(history))  # server-side compaction
+            reply = self.script("responses", body)
         if reply.text:
             output.append(
                 {
@@ -318,6 +409,28 @@ class Provider:
         if not body.get("stream"):
             return JSONResponse(response)
         return sse(responses_events(response))
+
+    async def compact(self, request: Request) -> Response:
+        """``POST /v1/responses/compact`` (Codex CLI's remote compaction v1, the SDKs'
+        ``responses.compact``): the history's user messages, then one ``compaction`` item
+        standing for the rest; one JSON answer, never streamed."""
+        body = await self._accept(request, "responses", "input")
+        if isinstance(body, Response):
+            return body
+        given = body.get("input")
+        history = given if isinstance(given, list) else [{"role": "user", "content": given}]
+        kept = [item for item in history if isinstance(item, dict) and item.get("role") == "user"
+                and item.get("type", "message") == "message"]  # fmt: skip
+        usage: dict[str, Any] = {"input_tokens": tokens_of(history), "output_tokens": 50,
+                                 "total_tokens": tokens_of(history) + 50,
+                                 "input_tokens_details": {"cached_tokens": 0},
+                                 "output_tokens_details": {"reasoning_tokens": 0}}  # fmt: skip
+        if self.cache is not None:
+            usage = billed(self.cache, "responses", body, Reply(text="compacted " * 50))
+        return JSONResponse({
+            "id": f"resp_{uuid.uuid4().hex[:20]}", "object": "response.compaction",
+            "created_at": 0, "output": [*kept, self._compaction_item(history)], "usage": usage,
+        })  # fmt: skip
 
     # -- Google Gemini --------------------------------------------------------------------
 
@@ -411,6 +524,84 @@ class Provider:
                 raise
 
         return StreamingResponse(chunks(), media_type="text/event-stream")
+
+
+def _sealed(seen: Any) -> str:
+    """Opaque content standing for the history ``seen``: a digest of it and a nonce,
+    encoded as the APIs' encrypted fields are."""
+    digest = hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).digest()
+    return "gAAAAA" + base64.urlsafe_b64encode(digest + os.urandom(160)).decode()
+
+
+def _said(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content[:100]]
+    return [b["text"][:100] for b in content or [] if isinstance(b, dict) and b.get("text")]
+
+
+def live(fmt: str, history: Any) -> Any:
+    """What of ``history`` the model reads: Anthropic drops every message before the last
+    one holding a ``compaction`` block (the block stands for them)."""
+    if fmt != "anthropic" or not isinstance(history, list):
+        return history
+    for i in range(len(history) - 1, -1, -1):
+        content = history[i].get("content") if isinstance(history[i], dict) else None
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") == "compaction" for b in content
+        ):
+            return history[i:]
+    return history
+
+
+def tokens_of(history: Any) -> int:
+    """The stand-in's token count of a history (its JSON's characters / 4, as the
+    prompt-too-long message says)."""
+    return len(json.dumps(history, ensure_ascii=False)) // 4
+
+
+def _compact_threshold(body: dict[str, Any]) -> int | None:
+    """The ``compact_threshold`` of a Responses body's ``context_management`` (server-side
+    compaction), if it asks for one."""
+    entries = body.get("context_management")
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("type") == "compaction":
+            threshold = entry.get("compact_threshold")
+            return threshold if isinstance(threshold, int) else None
+    return None
+
+
+def _compact_edit(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``compact_20260112`` edit of an Anthropic body's ``context_management``."""
+    management = body.get("context_management")
+    edits = management.get("edits") if isinstance(management, dict) else None
+    return next((edit for edit in edits if isinstance(edit, dict)
+                 and edit.get("type") == "compact_20260112"), None) if isinstance(
+        edits, list) else None  # fmt: skip
+
+
+def _setting_refusal(fmt: str, body: dict[str, Any]) -> str | None:
+    """The compaction settings' bounds: a Responses ``compact_threshold`` of 1,000 tokens
+    at least, an Anthropic ``compact_20260112`` trigger of 50,000."""
+    if fmt == "responses":
+        threshold = _compact_threshold(body)
+        if threshold is not None and threshold < 1000:
+            return ("Invalid 'context_management[0].compact_threshold': integer below minimum "
+                    f"value. Expected a value >= 1000, but got {threshold} instead.")  # fmt: skip
+    if fmt == "anthropic":
+        edit = _compact_edit(body)
+        value = (edit.get("trigger") or {}).get("value") if edit is not None else None
+        if isinstance(value, int) and value < 50_000:
+            return ("context_management.edits.0.trigger.value: Input should be greater than or "
+                    "equal to 50000")  # fmt: skip
+    return None
+
+
+def triggered(body: dict[str, Any]) -> bool:
+    """Whether a Responses request asks for a compaction (its last input item is a
+    ``compaction_trigger``: Codex CLI's remote compaction v2)."""
+    given = body.get("input")
+    return isinstance(given, list) and bool(given) and isinstance(given[-1], dict) and (
+        given[-1].get("type") == "compaction_trigger")  # fmt: skip
 
 
 def billed(cache: PromptCache, fmt: str, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
@@ -511,6 +702,14 @@ def anthropic_events(
                         },
                     )
                 )
+        elif block["type"] == "compaction":  # the block empty, then its fields in one delta
+            start_block = {**block, "content": None, "encrypted_content": None}
+            events.append(("content_block_start", {"type": "content_block_start", "index": i,
+                                                   "content_block": start_block}))  # fmt: skip
+            delta = {"type": "compaction_delta", "content": block["content"],
+                     "encrypted_content": block["encrypted_content"]}  # fmt: skip
+            events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                   "delta": delta}))  # fmt: skip
         else:
             events.append(
                 (
