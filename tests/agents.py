@@ -41,6 +41,12 @@ RUN_BIG = "Run the big command."
 READ_AGAIN = "Read the big output again."
 SLEEP = "Start the slow command."
 GO_ON = "Go on."
+#: Fills the context until the agent compacts it (its own compaction), then goes on.
+FILL = "Fill the context, then go on."
+#: A tool output of 4,000 characters that are a token each (the stand-in counts every
+#: punctuation mark as one): what takes a Codex session past the compaction limit the
+#: compaction tests set, with room on either side (a request is ~9,000 tokens without it).
+FILL_COMMAND = "python3 -c \"import sys; sys.stdout.write('.' * 4000)\""
 
 #: What the preview says to run to read lines back (path form), or to ask Read for.
 SHELL_READ = re.compile(r"read them with `([^`]+)`")
@@ -84,7 +90,9 @@ def missing(name: str) -> str | None:
 @dataclass(frozen=True)
 class Event:
     """One step of a conversation as the model sees it: a typed ``prompt``, a tool
-    ``call`` (its name and arguments) or a tool ``result`` (its text)."""
+    ``call`` (its name and arguments), a tool ``result`` (its text) or a ``compaction``
+    (a Responses ``compaction`` item, an Anthropic ``compaction`` block: the agent's own
+    compaction of what came before)."""
 
     kind: str
     text: str = ""
@@ -118,6 +126,8 @@ def events(fmt: str, body: dict[str, Any]) -> list[Event]:
                 out.append(Event("result", _text(item.get("output"))))
             elif kind == "message" and item.get("role") == "user":
                 out.append(Event("prompt", _text(item.get("content"))))
+            elif kind == "compaction":
+                out.append(Event("compaction"))
             continue
         role, content = item.get("role"), item.get("content")
         if fmt == "openai":
@@ -139,6 +149,8 @@ def events(fmt: str, body: dict[str, Any]) -> list[Event]:
                 out.append(Event("call", name=block["name"], arguments=block.get("input") or {}))
             elif block.get("type") == "tool_result":
                 out.append(Event("result", _text(block.get("content"))))
+            elif block.get("type") == "compaction":
+                out.append(Event("compaction"))
     return out
 
 
@@ -214,6 +226,8 @@ def scripted(tools: Tools, fmt: str) -> Callable[[str, dict[str, Any]], Reply]:
                 first = next(e.text for e in seen if e.kind == "result")
                 return Reply(calls=(follow(first, tools),))
             return Reply(text="Read it again.")
+        if scenario == FILL:
+            return _fill(seen[start + 1 :], tools)
         if scenario == SLEEP:
             if after:  # the agent ran it after all (it was not killed in time)
                 return Reply(text="The slow command ended.")
@@ -225,10 +239,28 @@ def scripted(tools: Tools, fmt: str) -> Callable[[str, dict[str, Any]], Reply]:
     return script
 
 
+def _fill(since: list[Event], tools: Tools) -> Reply:
+    """The model's side of :data:`FILL`: the filling output, one more call (an agent
+    compacting in the middle of a turn does it before the request that would answer it),
+    then, once the history holds the agent's compaction, a call made after it and an
+    answer."""
+    compactions = [i for i, e in enumerate(since) if e.kind == "compaction"]
+    if compactions:
+        if not any(e.kind == "result" for e in since[compactions[-1] + 1 :]):
+            return Reply(calls=(tools.shell("echo after compaction"),))
+        return Reply(text="Went on after the compaction.")
+    done = [e for e in since if e.kind == "result"]
+    if not done:
+        return Reply(calls=(tools.shell(FILL_COMMAND),))
+    if len(done) == 1:
+        return Reply(calls=(tools.shell("echo before compaction"),))
+    return Reply(text="The context was never compacted.")
+
+
 def _scenario(text: str) -> str | None:
     """The last scenario ``text`` names (Gemini CLI sends a resumed session's new prompt
     in the same content as the old one, when no model turn came between them)."""
-    found = {prompt: text.rfind(prompt) for prompt in (RUN_BIG, READ_AGAIN, SLEEP, GO_ON)}
+    found = {prompt: text.rfind(prompt) for prompt in (RUN_BIG, READ_AGAIN, SLEEP, GO_ON, FILL)}
     last = max(found, key=lambda prompt: found[prompt])
     return last if found[last] >= 0 else None
 

@@ -10,6 +10,9 @@ docs/proxy.md says. For each agent:
 * a tool call interrupted mid-run (the agent killed) is repaired on the next request;
 * every request the stand-in receives is one the provider would accept.
 
+Codex CLI also compacts its own context through the proxy (remote compaction v2) and goes
+on after it, its compaction item sent back exactly as the stand-in issued it.
+
 `.ci/run` installs the pinned CLIs; an agent that is not installed skips, saying how.
 """
 
@@ -28,8 +31,10 @@ from urllib.parse import quote
 import httpx
 import pytest
 from agents import (
+    AGENT_BY_NAME,
     AGENT_LIST,
     AGENTS,
+    FILL,
     GO_ON,
     LINES_SAID,
     NPM_PACKAGES,
@@ -51,7 +56,7 @@ from locations import REPO
 from prompt_cache import PromptCache
 from proxy_stack import access_log, serve_process
 from servers import serving
-from stand_in import Provider
+from stand_in import Provider, triggered
 
 from middleware.ledger import Usage, read_usage
 from middleware.spill.layout import session_folder_name
@@ -371,6 +376,51 @@ def without_results(fmt: str, body: dict[str, Any]) -> dict[str, Any]:
                                   if b.get("type") != "tool_result"]  # fmt: skip
     out["messages"] = [m for m in out["messages"] if m.get("content") != []]
     return out
+
+
+#: Codex's auto-compaction limit for the compaction test (tokens, as the stand-in counts
+#: them): a request of the test's session is ~9,000 without the :data:`agents.FILL`
+#: output and ~13,000 with it.
+CODEX_COMPACT_AT = 11_000
+
+
+@pytest.mark.parametrize("setup", [AGENT_BY_NAME["codex"]], indirect=True, ids=["codex"])
+def test_codex_compacts_its_context_through_the_proxy_and_goes_on(setup: Setup) -> None:
+    """Codex CLI past its auto-compaction limit in the middle of a turn: its request with a
+    ``compaction_trigger`` as its last item goes through, the stand-in answers it with one
+    ``compaction`` item, and every later request (the rest of the turn, a resumed session)
+    carries that item exactly as it was issued, which the stand-in checks as OpenAI checks
+    its encrypted content; the session goes on calling tools after it."""
+    config = Path(setup.env["HOME"]) / ".codex" / "config.toml"
+    limit = f"model_auto_compact_token_limit = {CODEX_COMPACT_AT}\n"
+    config.write_text(limit + config.read_text("utf-8"), "utf-8")  # a root key: before tables
+    done = setup.run(FILL)
+    assert "Went on after the compaction." in done.stdout, done.explain()
+    sent = [body for path, _, body in setup.provider.accepted if path == "/v1/responses"]
+    asks = [i for i, body in enumerate(sent) if triggered(body)]
+    assert len(asks) == 1, [[item.get("type") for item in body["input"]] for body in sent]
+    ask = sent[asks[0]]["input"]
+    assert ask[-1] == {"type": "compaction_trigger"}  # last, and as Codex wrote it
+    (issued,) = setup.provider.compactions.values()
+    after = sent[asks[0] + 1 :]
+    assert after and all(compaction_items(body) == [issued] for body in after)
+    # Codex went on: a call after the compaction, answered, in the same turn.
+    assert any(item.get("type") == "function_call_output" for item in after[-1]["input"])
+
+    setup.run(GO_ON, resume=True)
+    resumed = [body for path, _, body in setup.provider.accepted if path == "/v1/responses"]
+    assert len(resumed) > len(sent) and compaction_items(resumed[-1]) == [issued]
+    # The proxy cleaned every request (none went through untouched or failed) and
+    # repaired nothing: there was nothing to repair.
+    lines = setup.cleaned(until=lambda lines: len(lines) >= len(resumed))
+    assert len(lines) == len(resumed)
+    assert all(line["status"] == 200 and line["repairs"] == 0 for line in lines)
+    assert not any("untouched" in line or "error" in line for line in lines)
+
+
+def compaction_items(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``compaction`` items of a Responses request, as sent."""
+    return [item for item in body["input"] if item.get("type") == "compaction"]
 
 
 def test_ci_installs_the_pinned_version_of_each_agent() -> None:
