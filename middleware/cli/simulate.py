@@ -235,6 +235,10 @@ def render_table(
         listed = ", ".join(f"{cause} {n}" for cause, n in sorted(s.hidden_by.items()))
         lines.append(f"hidden by ({s.name}): {listed}")
     for s in summaries:
+        if s.quotes_hidden_by:
+            listed = by_cause_and_tool(s.quotes_hidden_by)
+            lines.append(f"quotes hidden ({s.name}), by cause and tool: {listed}")
+    for s in summaries:
         if s.rereads:
             listed = ", ".join(f"{tool} {n}" for tool, n in sorted(s.rereads.items()))
             lines.append(f"re-reads ({s.name}), by the tool that gave the text: {listed}")
@@ -242,21 +246,33 @@ def render_table(
     return "\n".join(lines)
 
 
+def by_cause_and_tool(by: dict[str, dict[str, int]]) -> str:
+    """``cause tool count`` for each pair of a cause -> tool -> count table, the most
+    frequent first (``microcompact:summarized Read 120, budget:spilled Read 40``)."""
+    pairs = [(n, cause, tool) for cause, tools in by.items() for tool, n in tools.items()]
+    pairs.sort(key=lambda pair: (-pair[0], pair[1], pair[2]))
+    return ", ".join(f"{cause} {tool} {n}" for n, cause, tool in pairs)
+
+
 def render_sessions(summaries: list[PolicySummary]) -> str:
     """One line per session and policy: cost, effective cost, hidden references and
-    quotes, forced re-reads."""
+    quotes, forced re-reads, and the hidden quotes by cause and tool (last: its width
+    varies)."""
     lines = [f"{'session':45} {'policy':28} {'cost':>6} {'effective':>9} {'hidden':>12} "
-             f"{'quoted hidden':>13} {'re-reads':>8}"]  # fmt: skip
+             f"{'quoted hidden':>13} {'re-reads':>8}  quoted hidden by cause and tool"]  # fmt: skip
     for s in summaries[1:]:
         for name, figures in s.sessions.items():
             row = figures.to_dict()
             hidden = f"{figures.hidden}/{figures.references}"
             quotes = f"{figures.quotes_hidden}/{figures.quotes}"
-            lines.append(
+            line = (
                 f"{name[:45]:45} {s.name[:28]:28} {row['relative_cost']:>6.3f} "
                 f"{row['relative_effective_cost']:>9.3f} {hidden:>12} {quotes:>13} "
                 f"{figures.rereads:>8}"
             )
+            if figures.quotes_hidden_by:
+                line += f"  {by_cause_and_tool(figures.quotes_hidden_by)}"
+            lines.append(line)
     return "\n".join(lines)
 
 

@@ -61,6 +61,8 @@ class SessionFigures:
     hidden: int = 0
     quotes: int = 0
     quotes_hidden: int = 0
+    #: Hidden quotes by what hid their result and by the tool that gave the text.
+    quotes_hidden_by: dict[str, dict[str, int]] = field(default_factory=dict)
     rereads: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,8 +74,14 @@ class SessionFigures:
             "hidden": self.hidden,
             "quotes": self.quotes,
             "quotes_hidden": self.quotes_hidden,
+            "quotes_hidden_by": sorted_by_cause(self.quotes_hidden_by),
             "forced_rereads": self.rereads,
         }
+
+
+def sorted_by_cause(by: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """A cause -> tool -> count table with both levels in name order (stable JSON)."""
+    return {cause: dict(sorted(tools.items())) for cause, tools in sorted(by.items())}
 
 
 def readback_cost(pricing: Pricing, request_tokens: int, result_tokens: int) -> float:
@@ -115,10 +123,13 @@ class PolicySummary:
     #: Hidden references by the action that hid their result (``step:kind``).
     hidden_by: dict[str, int] = field(default_factory=dict)
     #: The independent measure (:mod:`.quotes`): lines the model's tool inputs quote from
-    #: earlier results, those the policy removed, and the edits that quote a removed line
-    #: (forced re-reads), by the tool whose result it was taken from.
+    #: earlier results, those the policy removed (also by the action that hid their result
+    #: and the tool that gave the text, as ``hidden_by`` for references), and the edits
+    #: that quote a removed line (forced re-reads), by the tool whose result it was taken
+    #: from.
     quotes: int = 0
     quotes_hidden: int = 0
+    quotes_hidden_by: dict[str, dict[str, int]] = field(default_factory=dict)
     rereads: dict[str, int] = field(default_factory=dict)
     #: Per session: cost, raw cost, read-back cost, references, hidden.
     sessions: dict[str, SessionFigures] = field(default_factory=dict)
@@ -171,6 +182,7 @@ class PolicySummary:
             "quotes": self.quotes,
             "quotes_hidden": self.quotes_hidden,
             "quotes_hidden_rate": round(self.quotes_hidden_rate, 4),
+            "quotes_hidden_by": sorted_by_cause(self.quotes_hidden_by),
             "forced_rereads": sum(self.rereads.values()),
             "forced_rereads_by_tool": dict(sorted(self.rereads.items())),
             "sessions": {name: figures.to_dict() for name, figures in self.sessions.items()},
@@ -275,11 +287,13 @@ class _Simulation:
                     summary.hidden += len(hidden)
                     figures.references += len(refs)
                     figures.hidden += len(hidden)
+                    causes = Causes(full, result.report.actions)
                     self._read_back(
                         summary, figures, full=full, refs_index=refs_index, hidden=hidden,
-                        text=text, actions=result.report.actions, read_back=read_back,
+                        text=text, causes=causes, read_back=read_back,
                     )  # fmt: skip
-                    self._quotes(summary, figures, full, quotes, text=text, read_back=read_back)
+                    self._quotes(summary, figures, full, quotes, text=text, causes=causes,
+                                 read_back=read_back)  # fmt: skip
                     recent = node_turns[len(request) - 1] - 1  # last two turns: >= recent
                     steps = {a.step for a in result.report.actions
                              if a.message_index is not None
@@ -311,7 +325,7 @@ class _Simulation:
         refs_index: ReferenceIndex,
         hidden: list[str],
         text: str,
-        actions: Sequence[Action],
+        causes: Causes,
         read_back: set[tuple[int, int]],
     ) -> None:
         """Attribute each hidden reference to what hid its result, and charge reading the
@@ -320,7 +334,7 @@ class _Simulation:
             where = refs_index.source.get(token)
             if where is None:
                 continue
-            cause = _cause(full, where, actions)
+            cause = causes.of(where)
             summary.hidden_by[cause] = summary.hidden_by.get(cause, 0) + 1
             if where in read_back:
                 continue
@@ -335,15 +349,22 @@ class _Simulation:
         quotes: Sequence[quoted.Quote],
         *,
         text: str,
+        causes: Causes,
         read_back: set[tuple[int, int]],
     ) -> None:
-        """Count the request's quotes the policy hid and the edits they force to read
-        again, and charge reading each result back once, as for hidden references."""
+        """Count the request's quotes the policy hid (by what hid their result and the
+        tool that gave the text) and the edits they force to read again, and charge reading
+        each result back once, as for hidden references."""
         hidden = [quote for quote in quotes if quoted.is_hidden(quote, text)]
         summary.quotes += len(quotes)
         summary.quotes_hidden += len(hidden)
         figures.quotes += len(quotes)
         figures.quotes_hidden += len(hidden)
+        for quote in hidden:
+            cause = causes.of(quote.source)
+            for table in (summary.quotes_hidden_by, figures.quotes_hidden_by):
+                tools = table.setdefault(cause, {})
+                tools[quote.source_tool] = tools.get(quote.source_tool, 0) + 1
         forced = {(q.call_id, q.source_tool) for q in hidden if q.in_edit}
         for _, tool in forced:
             summary.rereads[tool] = summary.rereads.get(tool, 0) + 1
@@ -393,18 +414,32 @@ def _session_id(name: str) -> str:
     return "sim-" + "".join(c if c.isalnum() else "-" for c in name)[:48]
 
 
-def _cause(full: Conversation, where: tuple[int, int], actions: Sequence[Action]) -> str:
-    """``step:kind`` of the last action on the result at ``where`` (by its call id, or by
-    its message for a text-protocol output), ``other`` when none names it."""
-    block = full.nodes[where[0]].blocks[where[1]]
-    call_id = getattr(block, "call_id", "")
-    cause = "other"
-    for action in actions:
-        if (call_id and action.tool_call_id == call_id) or (
-            not call_id and action.message_index == where[0]
-        ):
+#: The cause of a hidden result no action of the request names.
+OTHER = "other"
+
+
+class Causes:
+    """What hid a result in one processed request, for hidden references and hidden
+    quotes alike: ``step:kind`` of the last action of the request's report on the result
+    (by its call id, or by its message for a text-protocol output), :data:`OTHER` when
+    none names it. Indexed once per request: a request can hide hundreds of quotes."""
+
+    def __init__(self, full: Conversation, actions: Sequence[Action]) -> None:
+        self._full = full
+        self._by_call: dict[str, str] = {}
+        self._by_message: dict[int, str] = {}
+        for action in actions:  # the last action on a result wins
             cause = f"{action.step}:{action.kind}"
-    return cause
+            self._by_call[action.tool_call_id] = cause
+            if action.message_index is not None:
+                self._by_message[action.message_index] = cause
+
+    def of(self, where: tuple[int, int]) -> str:
+        """What hid the result at ``where``, (message, block) of the full conversation."""
+        call_id = getattr(self._full.nodes[where[0]].blocks[where[1]], "call_id", "")
+        if call_id:
+            return self._by_call.get(call_id, OTHER)
+        return self._by_message.get(where[0], OTHER)
 
 
 def _sent_at(times: Sequence[float | None], count: int) -> list[float]:

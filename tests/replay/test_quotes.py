@@ -26,12 +26,14 @@ def result(call_id: str, text: str) -> dict[str, Any]:
         {"type": "tool_result", "tool_use_id": call_id, "content": text}]}  # fmt: skip
 
 
-def conversation() -> list[dict[str, Any]]:
+def conversation(reader: str = "Read") -> list[dict[str, Any]]:
+    """A file read with ``reader``, an edit quoting a line of it, and a write of a line
+    the user typed."""
     old = 'def handler_250(request):  # returns the "value" of 250\nx = 1'
     typed = 'def handler_7(request):  # returns the "value" of 7'
     return [
         {"role": "user", "content": f"Fix handler 250. Also look at `{typed}`."},
-        use("r1", "Read", {"file_path": "/src/app.py"}),
+        use("r1", reader, {"file_path": "/src/app.py"}),
         result("r1", FILE),
         use("e1", "Edit", {"file_path": "/src/app.py", "old_string": old, "new_string": "ok"}),
         result("e1", "The file was edited."),
@@ -97,3 +99,57 @@ def test_a_text_protocol_agent_quotes_with_the_code_of_its_answer() -> None:
     assert quote.text == "def permute_7(self, other):  # cycle 7"
     assert (quote.source, quote.call_id, quote.in_edit) == ((3, 0), "text:4", False)
     assert quotes(full, 2) == []  # the first command quotes nothing
+
+
+def test_hidden_quotes_are_told_by_what_hid_their_result_and_the_tool() -> None:
+    """Issue 35, item 5: the spilled output is the cause, the command that printed the
+    file the tool; in the summary, its JSON, each session's, and the text table's line."""
+    from middleware.cli.simulate import render_sessions, render_table
+
+    transcript = Transcript("q", "claude-code", "anthropic", conversation("Bash"))
+    raw, capped = simulate([transcript], [PolicySpec("cap", None)], PRICING["anthropic-5m"])
+    assert raw.quotes_hidden_by == {}
+    by = {"budget:spilled": {"Bash": 1}}
+    assert capped.quotes_hidden_by == capped.to_dict()["quotes_hidden_by"] == by
+    assert capped.sessions["q"].quotes_hidden_by == by
+    assert capped.sessions["q"].to_dict()["quotes_hidden_by"] == by
+    table = render_table([raw, capped], 1, "anthropic-5m", 200_000, []).splitlines()
+    assert "quotes hidden (cap), by cause and tool: budget:spilled Bash 1" in table
+    assert not any(line.startswith("quotes hidden (none)") for line in table)
+    head, row = render_sessions([raw, capped]).splitlines()
+    assert head.endswith("quoted hidden by cause and tool")
+    assert row.endswith("  budget:spilled Bash 1")
+
+
+def test_one_cause_for_a_result_whether_a_reference_or_a_quote_finds_it_hidden() -> None:
+    """The last action on a result is its cause (by call id; by message for an output of
+    the text protocol, which has none); a result no action names was hidden by something
+    else (``other``)."""
+    from middleware.replay.simulate import OTHER, Causes
+    from middleware.report import Action
+
+    full = get_codec("anthropic").parse(conversation())
+    causes = Causes(full, [
+        Action("budget", "spilled", "r1", "Read", 2),
+        Action("microcompact", "summarized", "r1", "Read", 2),
+        Action("microcompact", "input_cleared", "e1", "Edit", 3),
+    ])  # fmt: skip
+    assert causes.of((2, 0)) == "microcompact:summarized"  # the read: the last action
+    assert causes.of((4, 0)) == "microcompact:input_cleared"  # the edit's call and result
+    assert causes.of((6, 0)) == OTHER == "other"  # the write: no action on it
+    assert Causes(full, []).of((2, 0)) == OTHER
+
+    import middleware
+    from middleware.formats.text_protocol import text_protocol_rule
+
+    policy = middleware.load_policy(None, env={}, dotenv_path=False)
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant that can run bash."},
+        {"role": "user", "content": "Fix it."},
+        {"role": "assistant", "content": "THOUGHT: look.\n\n```bash\ncat a.py\n```"},
+        {"role": "user", "content": "<returncode>0</returncode>\n<output>\nx = 1\n</output>"},
+    ]
+    text = get_codec("openai").parse(messages, text_protocol_rule(policy))
+    by_message = Causes(text, [Action("microcompact", "summarized", "", None, 3)])
+    assert by_message.of((3, 0)) == "microcompact:summarized"
+    assert Causes(text, [Action("microcompact", "summarized", "", None, 1)]).of((3, 0)) == OTHER
