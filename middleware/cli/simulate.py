@@ -6,17 +6,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
 from middleware.cli.common import add_command
-from middleware.cli.plotting import pyplot, style, thousands
+from middleware.cli.plotting import integer_ticks, over_baseline, pyplot, style, thousands
 from middleware.plugin.host import PluginHost
 from middleware.policy import load_policy
 from middleware.policy.resources import data_dir, preset_names
 from middleware.replay.costs import PRICING, approximate_tokens
-from middleware.replay.simulate import PolicySpec, PolicySummary, simulate
+from middleware.replay.simulate import PolicySpec, PolicySummary, SessionSeries, simulate
 from middleware.replay.transcripts import load_transcripts
 
 if TYPE_CHECKING:
@@ -97,7 +97,8 @@ def add_simulate(commands: Subcommands) -> None:
     sim.add_argument(
         "--plot",
         metavar="FILE.png",
-        help="draw request size and cumulative cost (needs the [plot] extra)",
+        help="draw request size and cumulative effective cost per model call (needs the "
+        "[plot] extra)",
     )
     sim.set_defaults(run=run_simulate)
 
@@ -276,43 +277,102 @@ def render_sessions(summaries: list[PolicySummary]) -> str:
     return "\n".join(lines)
 
 
+#: What the cost panels draw, in words (the figure's title says it under what was drawn).
+COST_UNIT = (
+    "right-hand panels: cumulative effective cost (the table's 'effective': cost with prompt\n"
+    "caching plus reading hidden results back, at the call that misses them), as a share of\n"
+    "the session's cost without middleware"
+)
+
+
 def plot(summaries: list[PolicySummary], path: Path, sessions_shown: int = 6) -> str:
-    """Context size per call and cumulative cost of each policy, one row per session, for
-    the ``sessions_shown`` sessions with the most calls; returns the line that says what
-    was drawn and what was left out (also the figure's title)."""
+    """Draw :func:`draw`'s figure into ``path``; returns the line that says what was drawn
+    and what was left out."""
     plt = pyplot()
-    by_length = sorted(summaries[0].series, key=lambda n: -len(summaries[0].series[n].tokens))
+    figure, said = draw(summaries, sessions_shown)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return said
+
+
+def draw(summaries: list[PolicySummary], sessions_shown: int = 6) -> tuple[Any, str]:
+    """Context size per call and cumulative effective cost of each policy (what the table
+    ranks by), one row per session, for the ``sessions_shown`` sessions with the most
+    calls; returns the figure and the line that says what was drawn and what was left out
+    (also the figure's title, above :data:`COST_UNIT`).
+
+    A policy whose series is the baseline's exactly is drawn in the baseline's gaps and
+    named in the panel (``= none: NAME``); the cost panel of a session whose source has no
+    timestamps says so (its cache never expired)."""
+    plt = pyplot()
+    from matplotlib.lines import Line2D  # noqa: PLC0415 - optional extra
+
+    baseline = summaries[0]
+    by_length = sorted(baseline.series, key=lambda n: -len(baseline.series[n].tokens))
     sessions = by_length[:sessions_shown]
     left = len(by_length) - len(sessions)
     said = (f"{len(sessions)} of {len(by_length)} sessions drawn, those with the most model "
             f"calls" + (f"; {left} left out (all are in the table)" if left else ""))  # fmt: skip
     figure, axes = plt.subplots(
-        len(sessions), 2, figsize=(12, 3.2 * len(sessions) + 1.2), squeeze=False
+        len(sessions), 2, figsize=(12, 3.2 * len(sessions) + 1.9), squeeze=False
     )
+    # Policies equal to no middleware in every panel drawn (said in the legend too).
+    same_everywhere = {summary.name for summary in summaries[1:]}
     for row, name in enumerate(sessions):
         size_ax, cost_ax = axes[row]
-        for index, summary in enumerate(summaries):
-            look = style(index - 1, baseline=index == 0)
-            series = summary.series[name]
-            calls = range(1, len(series.tokens) + 1)
-            size_ax.plot(calls, series.tokens, label=summary.name, **look)
-            cost_ax.plot(calls, series.costs, label=summary.name, **look)
+        raw = baseline.series[name]
+        total = (raw.costs[-1] if raw.costs else 0.0) or 1.0
+        sizes = [[float(t) for t in s.series[name].tokens] for s in summaries]
+        costs = [[cost / total for cost in s.series[name].effective] for s in summaries]
+        for ax, lines in ((size_ax, sizes), (cost_ax, costs)):
+            same = _draw_panel(ax, summaries, lines)
+            same_everywhere &= set(same)
+            integer_ticks(ax.xaxis)
+            ax.set_xlabel("model call")
         thousands(size_ax.yaxis)
-        thousands(cost_ax.yaxis)
+        integer_ticks(size_ax.yaxis)
         size_ax.set_title(f"{name}: request size", fontsize=9)
         size_ax.set_ylabel("tokens", fontsize=8)
-        cost_ax.set_title(f"{name}: cumulative cost", fontsize=9)
-        cost_ax.set_ylabel("base-input token prices", fontsize=8)
-        size_ax.set_xlabel("model call")
-        cost_ax.set_xlabel("model call")
-    handles, labels = axes[0][0].get_legend_handles_labels()
+        cost_ax.set_title(f"cumulative effective cost{_clock_note(raw)}", fontsize=9)
+        cost_ax.set_ylabel("share of the session's cost\nwithout middleware", fontsize=8)
+    handles = [Line2D([], [], **style(index - 1, baseline=index == 0))
+               for index in range(len(summaries))]  # fmt: skip
+    labels = [s.name + " (= none in every panel)" * (s.name in same_everywhere)
+              for s in summaries]  # fmt: skip
     columns = min(len(labels), 4)
     legend_rows = -(-len(labels) // columns)
     figure.legend(handles, labels, loc="lower center", ncol=columns, fontsize=8, frameon=False)
-    figure.suptitle(said, fontsize=10)
+    figure.suptitle(f"{said}\n{COST_UNIT}", fontsize=9)
     height = figure.get_figheight()
     # Room for the title above and the legend below the panels (in figure fractions).
-    figure.tight_layout(rect=(0, (0.1 + 0.2 * legend_rows) / height, 1, 1 - 0.35 / height))
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return said
+    figure.tight_layout(rect=(0, (0.1 + 0.2 * legend_rows) / height, 1, 1 - 0.8 / height))
+    return figure, said
+
+
+def _draw_panel(ax: Any, summaries: list[PolicySummary], lines: list[list[float]]) -> list[str]:
+    """Each policy's line (one point per model call, the baseline's first); the policies
+    equal to the baseline are drawn over it, taking turns with its dashes, and named in
+    the panel. Returns their names."""
+    same = [index for index in range(1, len(lines)) if lines[index] == lines[0]]
+    for index, (summary, points) in enumerate(zip(summaries, lines, strict=True)):
+        look = style(index - 1, baseline=index == 0)
+        if same and (index == 0 or index in same):
+            look = over_baseline(look, same.index(index) + 1 if index else 0, len(same))
+        if len(points) == 1:  # a line of one point draws nothing
+            look["marker"] = "o"
+        ax.plot(range(1, len(points) + 1), points, label=summary.name, **look)
+    ax.set_xlim(0.5, max(len(points) for points in lines) + 0.5)
+    names = [summaries[index].name for index in same]
+    if names:
+        ax.text(0.01, 0.97, "= none: " + ", ".join(names), transform=ax.transAxes,
+                va="top", fontsize=7)  # fmt: skip
+    return names
+
+
+def _clock_note(series: SessionSeries) -> str:
+    """What a cost panel's title adds when no clock priced the cache's expiry."""
+    if not series.timestamps:
+        return " (no timestamps: the cache never expires)"
+    if not series.clock:
+        return " (--no-clock: the cache never expires)"
+    return ""

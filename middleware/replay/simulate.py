@@ -47,7 +47,14 @@ class SessionSeries:
     """Per-request figures of one transcript under one policy (for plots)."""
 
     tokens: list[int] = field(default_factory=list)
+    #: Cumulative cost, and cumulative effective cost: each read-back charged at the
+    #: request where the hidden result was first missed.
     costs: list[float] = field(default_factory=list)
+    effective: list[float] = field(default_factory=list)
+    #: Whether the transcript recorded times, and whether they priced the cache's expiry
+    #: (not with ``clock=False``): without, the cache never expired.
+    timestamps: bool = False
+    clock: bool = False
 
 
 @dataclass
@@ -258,12 +265,15 @@ class _Simulation:
         answers = [refs_index.references(answer_tokens(full, len(r)), len(r)) for r in requests]
         quoting = [quoted.quotes(full, len(r)) for r in requests]
 
-        times = transcript.request_times() if self.clock else []
+        recorded = transcript.request_times()
+        timestamps = any(t is not None for t in recorded)
+        times = recorded if self.clock else []
         raw_costs = request_costs(
             [serialize(r) for r in requests], self.pricing, self.count_tokens, times
         )
         raw_total = sum(c.cost for c in raw_costs)
-        self._charge(self.summaries[0], transcript.name, raw_costs, raw_total)
+        self._charge(self.summaries[0], transcript.name, raw_costs, raw_total,
+                     readbacks=[0.0] * len(raw_costs), timestamps=timestamps)  # fmt: skip
         self.summaries[0].references += sum(len(a) for a in answers)
         self.summaries[0].quotes += sum(len(q) for q in quoting)
 
@@ -274,6 +284,7 @@ class _Simulation:
                        "ledger.cache_lifetime_seconds": self._lifetime}  # fmt: skip
             policy = load_policy(spec.path, env={}, dotenv_path=False, overrides=layered)
             texts: list[str] = []
+            readbacks: list[float] = []  # what each request charged for reading back
             figures = summary.sessions.setdefault(transcript.name, SessionFigures())
             read_back: set[tuple[int, int]] = set()  # results already read back
             with Pipeline.from_policy(policy, session_id=_session_id(transcript.name)) as pipe:
@@ -288,31 +299,25 @@ class _Simulation:
                     figures.references += len(refs)
                     figures.hidden += len(hidden)
                     causes = Causes(full, result.report.actions)
-                    self._read_back(
+                    charged = self._read_back(
                         summary, figures, full=full, refs_index=refs_index, hidden=hidden,
                         text=text, causes=causes, read_back=read_back,
                     )  # fmt: skip
-                    self._quotes(summary, figures, full, quotes, text=text, causes=causes,
-                                 read_back=read_back)  # fmt: skip
+                    charged += self._quotes(summary, figures, full, quotes, text=text,
+                                            causes=causes, read_back=read_back)  # fmt: skip
+                    readbacks.append(charged)
                     recent = node_turns[len(request) - 1] - 1  # last two turns: >= recent
                     steps = {a.step for a in result.report.actions
                              if a.message_index is not None
                              and node_turns[a.message_index] >= recent}  # fmt: skip
                     summary.recent_compacted += "microcompact" in steps
                     summary.recent_spilled += "budget" in steps
-                # What the last request of the session carries spilled or compacted.
-                for action in result.report.actions:
-                    saved = action.chars_before - action.chars_after
-                    if saved < 0:
-                        summary.chars_added -= saved
-                    elif action.step == "budget":
-                        summary.chars_spilled += saved
-                    elif action.step == "microcompact":
-                        summary.chars_compacted += saved
+                _count_chars(summary, result.report.actions)
             if self.progress is not None:
                 self.progress(len(requests))
             costs = request_costs(texts, self.pricing, self.count_tokens, times)
-            self._charge(summary, transcript.name, costs, raw_total)
+            self._charge(summary, transcript.name, costs, raw_total, readbacks=readbacks,
+                         timestamps=timestamps)  # fmt: skip
             figures.cost += sum(c.cost for c in costs)
             figures.raw_cost += raw_total
 
@@ -327,9 +332,11 @@ class _Simulation:
         text: str,
         causes: Causes,
         read_back: set[tuple[int, int]],
-    ) -> None:
+    ) -> float:
         """Attribute each hidden reference to what hid its result, and charge reading the
-        result back the first time one of its references is hidden in the session."""
+        result back the first time one of its references is hidden in the session; returns
+        what this request charged."""
+        charged = 0.0
         for token in hidden:
             where = refs_index.source.get(token)
             if where is None:
@@ -339,7 +346,8 @@ class _Simulation:
             if where in read_back:
                 continue
             read_back.add(where)
-            self._charge_read_back(summary, figures, full, where, text)
+            charged += self._charge_read_back(summary, figures, full, where, text)
+        return charged
 
     def _quotes(
         self,
@@ -351,10 +359,11 @@ class _Simulation:
         text: str,
         causes: Causes,
         read_back: set[tuple[int, int]],
-    ) -> None:
+    ) -> float:
         """Count the request's quotes the policy hid (by what hid their result and the
         tool that gave the text) and the edits they force to read again, and charge reading
-        each result back once, as for hidden references."""
+        each result back once, as for hidden references; returns what this request
+        charged."""
         hidden = [quote for quote in quotes if quoted.is_hidden(quote, text)]
         summary.quotes += len(quotes)
         summary.quotes_hidden += len(hidden)
@@ -369,10 +378,12 @@ class _Simulation:
         for _, tool in forced:
             summary.rereads[tool] = summary.rereads.get(tool, 0) + 1
         figures.rereads += len(forced)
+        charged = 0.0
         for quote in hidden:
             if quote.source not in read_back:
                 read_back.add(quote.source)
-                self._charge_read_back(summary, figures, full, quote.source, text)
+                charged += self._charge_read_back(summary, figures, full, quote.source, text)
+        return charged
 
     def _charge_read_back(
         self,
@@ -381,23 +392,36 @@ class _Simulation:
         full: Conversation,
         where: tuple[int, int],
         text: str,
-    ) -> None:
-        """What reading the result at ``where`` back costs, once per session."""
+    ) -> float:
+        """Charge what reading the result at ``where`` back costs (once per session: the
+        callers keep count); returns the charge."""
         block = full.nodes[where[0]].blocks[where[1]]
         size = self.count_tokens(getattr(block, "text", ""))
         charge = self.readback_factor * readback_cost(self.pricing, self.count_tokens(text), size)
         summary.readback_cost += charge
         figures.readback_cost += charge
+        return charge
 
     def _charge(
-        self, summary: PolicySummary, name: str, costs: Sequence[RequestCost], raw_total: float
+        self,
+        summary: PolicySummary,
+        name: str,
+        costs: Sequence[RequestCost],
+        raw_total: float,
+        *,
+        readbacks: Sequence[float],
+        timestamps: bool,
     ) -> None:
-        series = SessionSeries()
-        running = 0.0
-        for cost in costs:
+        """Add a session's request costs to ``summary`` and keep its series; ``readbacks``
+        is what each request charged for reading hidden results back."""
+        series = SessionSeries(timestamps=timestamps, clock=timestamps and self.clock)
+        running = effective = 0.0
+        for cost, readback in zip(costs, readbacks, strict=True):
             running += cost.cost
+            effective += cost.cost + readback
             series.tokens.append(cost.tokens)
             series.costs.append(running)
+            series.effective.append(effective)
             summary.requests += 1
             summary.tokens += cost.tokens
             summary.cached_tokens += cost.cached_tokens
@@ -408,6 +432,19 @@ class _Simulation:
                 summary.over_window += 1
         summary.raw_cost += raw_total
         summary.series[name] = series
+
+
+def _count_chars(summary: PolicySummary, actions: Sequence[Action]) -> None:
+    """Count what the last request of a session (its ``actions``) carries spilled,
+    compacted, and added."""
+    for action in actions:
+        saved = action.chars_before - action.chars_after
+        if saved < 0:
+            summary.chars_added -= saved
+        elif action.step == "budget":
+            summary.chars_spilled += saved
+        elif action.step == "microcompact":
+            summary.chars_compacted += saved
 
 
 def _session_id(name: str) -> str:
