@@ -29,7 +29,7 @@ from middleware.formats import detect_format
 from middleware.formats.check import Violation, check_history
 from middleware.pipeline import Pipeline, ProcessResult
 from middleware.plugin.admission import Admission, Cap, ToolOutput
-from middleware.plugin.capabilities import DeclaredCap, SpillStore, ToolCap
+from middleware.plugin.capabilities import DeclaredCap, FileAccess, SpillStore, ToolCap
 from middleware.plugin.markers import hookimpl
 from middleware.policy import Policy, load_policy, validate_policy_file
 from middleware.policy.resources import preset_names
@@ -45,6 +45,7 @@ __all__ = [
     "Decision",
     "DecisionLedger",
     "DeclaredCap",
+    "FileAccess",
     "FormatError",
     "HistoryError",
     "InputError",

@@ -40,6 +40,19 @@ class ToolCall:
     sealed: bool = False
 
     @property
+    def decoded_arguments(self) -> Any:
+        """The arguments as a value: an OpenAI call's JSON string read (``None`` when it is
+        not JSON). Worked out once per call."""
+        if isinstance(self.arguments, str):
+            if "_decoded" not in self.__dict__:
+                try:
+                    self.__dict__["_decoded"] = json.loads(self.arguments)
+                except ValueError:
+                    self.__dict__["_decoded"] = None
+            return self.__dict__["_decoded"]
+        return self.arguments
+
+    @property
     def canonical_arguments(self) -> str:
         """The arguments as JSON with sorted keys (a string that is not JSON as it is), so
         two calls with the same arguments compare equal however the wire wrote them.

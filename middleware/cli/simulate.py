@@ -58,7 +58,7 @@ def add_simulate(commands: Subcommands) -> None:
     sim.add_argument(
         "--presets",
         action="store_true",
-        help="also compare the shipped presets (chatcli, claude-code, ethos, hermes, pi)",
+        help="also compare the shipped presets (chatcli, claude-code, ethos, hermes, lean, pi)",
     )
     sim.add_argument(
         "--pricing",

@@ -17,7 +17,7 @@ from middleware.spill.remembered import RememberedStore
 
 if TYPE_CHECKING:
     from middleware.formats.base import Codec
-    from middleware.plugin.capabilities import DeclaredCap, SpillStore
+    from middleware.plugin.capabilities import DeclaredCap, FileAccess, SpillStore
     from middleware.policy import Policy
     from middleware.session.decisions import DecisionLedger
     from middleware.view import ConversationIndex
@@ -36,6 +36,12 @@ class Capabilities(Protocol):
         self, tool_name: str, problems: list[ProblemReport], *, policy: Policy | None = None
     ) -> DeclaredCap | None:
         """The cap a plugin declares for ``tool_name``."""
+        ...
+
+    def tool_file_access(
+        self, tool_name: str, problems: list[ProblemReport], *, policy: Policy | None = None
+    ) -> FileAccess | None:
+        """What a plugin declares ``tool_name`` does with files."""
         ...
 
     def implements(self, hook_name: str) -> bool:
@@ -217,6 +223,10 @@ class StepContext:
     def tool_cap(self, tool_name: str) -> DeclaredCap | None:
         """The cap a plugin declares for ``tool_name`` (plugin failures are reported)."""
         return self.host.tool_result_cap(tool_name, self.problems, policy=self.policy)
+
+    def file_access(self, tool_name: str) -> FileAccess | None:
+        """What a plugin declares ``tool_name`` does with files (failures are reported)."""
+        return self.host.tool_file_access(tool_name, self.problems, policy=self.policy)
 
     def summary(self, text: str, tool_name: str | None, content_type: str, path: str) -> str | None:
         """A plugin's summary of an old result (naming ``path``), if any plugin writes one."""

@@ -33,7 +33,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from middleware.plugin.admission import Cap
-    from middleware.plugin.capabilities import SpillStore, ToolCap
+    from middleware.plugin.capabilities import FileAccess, SpillStore, ToolCap
     from middleware.plugin.context import StepContext
     from middleware.policy import Policy
     from middleware.report import LoopAlert
@@ -94,6 +94,23 @@ def tool_result_cap(tool_name: str) -> ToolCap | None:
     cut (a tool that reads spilled files, which would otherwise loop). Return ``None`` for
     tools the plugin does not know. The first non-``None`` answer wins (plugins registered
     later are asked first); the policy's per-tool settings win over every plugin.
+
+    :param tool_name: the tool's name as it appears in the tool call.
+    """
+
+
+@hookspec(firstresult=True)
+def tool_file_access(tool_name: str) -> FileAccess | None:
+    """Declare that a tool reads or writes files, and which argument names the file.
+
+    Return a :class:`~middleware.FileAccess`: ``FileAccess("read", ("file_path",),
+    ("offset", "limit"))`` for a tool whose results are a file's text. Microcompaction
+    keeps such a result whole in its protected window (``microcompact.protect_tokens``)
+    until the same file (or part) is read again or the file is written, and a cut or
+    compacted read tells the model to read the file again with the tool before acting
+    on it. Return ``None`` for tools the plugin does not know; the first non-``None``
+    answer wins (plugins registered later are asked first). The built-in
+    ``agent_tools`` plugin declares Claude Code's, opencode's and Gemini CLI's tools.
 
     :param tool_name: the tool's name as it appears in the tool call.
     """

@@ -36,7 +36,7 @@ import pluggy
 from middleware.errors import LoopGuardError, PluginError
 from middleware.plugin import hookspecs
 from middleware.plugin.admission import Cap
-from middleware.plugin.capabilities import DeclaredCap, SpillStore, ToolCap
+from middleware.plugin.capabilities import DeclaredCap, FileAccess, SpillStore, ToolCap
 from middleware.plugin.runner import TimeLimits
 from middleware.plugin.settings import TIME_LIMIT_KEY, time_limit
 from middleware.plugin.spill_guard import GuardedSpillStore
@@ -60,6 +60,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "middleware.steps.microcompact",
     "middleware.steps.loop_guard",
     "middleware.default_plugins.chatcli_tools",
+    "middleware.default_plugins.agent_tools",
 )
 
 #: The step hooks, in the order the host calls them, with the report's name for each.
@@ -277,6 +278,18 @@ class PluginHost:
             if isinstance(value, ToolCap):
                 return DeclaredCap(value, plugin_name)
             self._wrong_type(problems, plugin_name, "tool_result_cap", "a ToolCap", value)
+        return None
+
+    def tool_file_access(
+        self, tool_name: str, problems: list[ProblemReport], *, policy: Policy | None = None
+    ) -> FileAccess | None:
+        """The first declaration of what ``tool_name`` does with files."""
+        for plugin_name, value in self._first_results(
+            "tool_file_access", {"tool_name": tool_name}, problems, self._limit(policy)
+        ):
+            if isinstance(value, FileAccess):
+                return value
+            self._wrong_type(problems, plugin_name, "tool_file_access", "a FileAccess", value)
         return None
 
     def result_cap(

@@ -52,6 +52,7 @@ TEMPLATE_RULES: tuple[tuple[str, frozenset[str]], ...] = (
     ("microcompact.summary_template", SUMMARY_FIELDS),
     ("microcompact.inputs.template", frozenset({"chars", "path", "tool"})),
     ("loop_guard.notice", frozenset({"reason"})),
+    ("recall.file_template", RECALL_FIELDS | {"file", "tool", "arguments"}),
     ("recall.*_template", RECALL_FIELDS),
 )  # fmt: skip
 

@@ -21,7 +21,7 @@ from middleware.policy.schema import default_of
 from middleware.policy.settings import build
 from middleware.policy.templates import PREVIEW_FIELDS, template_fields
 from middleware.steps.outline import outline
-from middleware.steps.read_back import ReadBack
+from middleware.steps.read_back import FileRead, ReadBack
 
 #: The outline of a preview, kept for a process that starts cold (:mod:`middleware.cache.kept`).
 OUTLINE = KeptKind(
@@ -70,11 +70,13 @@ def make_preview(
     tool: str | None = None,
     cache: KeptReadings | None = None,
     session: str = "",
+    file: FileRead | None = None,
 ) -> str | None:
     """The preview replacing ``text``, or ``None`` when it would not be shorter. What reads
     the whole text (its size and lines, the outline of the omitted part) is read once per
     text when a ``cache`` is given (the outline kept in its store too). ``session`` is the
-    spill store's session, which a ``{recall}`` URL or command names."""
+    spill store's session, which a ``{recall}`` URL or command names; ``file`` the read
+    a file-reading tool's result answers, which ``{recall}`` says to make again."""
     head = _head(text, style)
     tail = _tail(text, style, len(head))
     omitted = len(text) - len(head) - len(tail)
@@ -98,8 +100,9 @@ def make_preview(
     if "{recall}" in style.template:
         read_back = style.read_back or default_read_back()
         recall = read_back.instruction(
-            text, path, len(head), len(text) - len(tail), session=session, total_lines=n_lines
-        )
+            text, path, len(head), len(text) - len(tail), session=session, total_lines=n_lines,
+            file=file,
+        )  # fmt: skip
     preview = style.template.format_map(
         {
             "recall": recall,
@@ -290,11 +293,14 @@ def fit_preview(
     grow: bool = False,
     cache: KeptReadings | None = None,
     session: str = "",
+    file: FileRead | None = None,
 ) -> str | None:
     """The preview of ``text`` in ``style`` if it fits in ``target`` characters (with
     ``grow``, head and tail enlarged in proportion to fill ``target``); else one shrunk to
     fit; else the bare marker. ``None`` when no preview is shorter than the text."""
-    preview = make_preview(text, style, path=path, tool=tool, cache=cache, session=session)
+    preview = make_preview(
+        text, style, path=path, tool=tool, cache=cache, session=session, file=file
+    )
     if preview is not None and len(preview) <= target and not grow:
         return preview
     bare = make_preview(
@@ -304,6 +310,7 @@ def fit_preview(
         tool=tool,
         cache=cache,
         session=session,
+        file=file,
     )
     if bare is None:
         return None
@@ -319,7 +326,9 @@ def fit_preview(
     head = room * style.head // total if total else 0
     tail = room * style.tail // total if lines else room - head
     shares = replace(style, head=head, tail=tail, outline_chars=room - head - tail if lines else 0)
-    scaled = make_preview(text, shares, path=path, tool=tool, cache=cache, session=session)
+    scaled = make_preview(
+        text, shares, path=path, tool=tool, cache=cache, session=session, file=file
+    )
     for candidate in (scaled, preview):
         if candidate is not None and len(candidate) <= target:
             return candidate

@@ -11,20 +11,46 @@ integration offers the model. ``auto`` takes ``path`` for a local store, else ``
 
 The sentence names the lines the preview does not show and a first part of them that
 fits in ``recall.read_chars``, so what the agent reads back fits under the cap instead of
-being cut again. It depends only on the text, the location and the session: the same
-result gets the same words on every request and every replica.
+being cut again. A result of a tool that reads a file (:class:`FileRead`) gets
+``file_template`` instead, whatever the form: the file is what an edit must match, so the
+model is told to read it again with its own tool before acting on it. The sentence
+depends only on the text, the location, the session and the call: the same result gets
+the same words on every request and every replica.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 from urllib.parse import quote
 
 from middleware.policy.settings import section
 from middleware.spill.layout import RESULTS, is_result_name
 from middleware.spill.stores import is_local
+
+
+class FileRead(NamedTuple):
+    """The call a result of a file-reading tool answers: the tool, the file, and the part
+    of it the call read, in the tool's own words (`` (offset: 100, limit: 50)``; empty
+    for the whole file)."""
+
+    tool: str
+    file: str
+    arguments: str
+
+    @classmethod
+    def of(cls, tool: str, file: str, arguments: Any, names: tuple[str, ...]) -> FileRead:
+        """The read of ``file`` by ``tool`` with ``arguments``, naming those of the range
+        arguments ``names`` the call gave."""
+        given = arguments if isinstance(arguments, dict) else {}
+        said = ", ".join(
+            f"{name}: {json.dumps(given[name], ensure_ascii=False)}"
+            for name in names
+            if given.get(name) is not None
+        )
+        return cls(tool, file, f" ({said})" if said else "")
 
 
 @section("recall")
@@ -39,13 +65,15 @@ class ReadBack:
     url_template: str
     command_template: str
     tool_template: str
+    file_template: str | None
 
     def instruction(
         self, text: str, location: str, head_end: int, tail_start: int, *, session: str,
-        total_lines: int,
+        total_lines: int, file: FileRead | None = None,
     ) -> str:  # fmt: skip
         """The sentence for ``text`` saved at ``location``, of which the preview shows
-        ``text[:head_end]`` and ``text[tail_start:]`` (``total_lines`` lines in all)."""
+        ``text[:head_end]`` and ``text[tail_start:]`` (``total_lines`` lines in all): the
+        read of ``file`` again, for a result of a file-reading tool."""
         hidden_first = text.count("\n", 0, head_end) + 1
         hidden_last = total_lines - _whole_lines(text, tail_start)
         hidden_last = max(hidden_last, hidden_first)
@@ -67,6 +95,9 @@ class ReadBack:
             "hidden_last": hidden_last,
             "lines": total_lines,
         }
+        if file is not None and self.file_template is not None:
+            values.update(file=file.file, tool=file.tool, arguments=file.arguments)
+            return self.file_template.format_map(values)
         return self._template(location, ours).format_map(values)
 
     def _template(self, location: str, ours: bool) -> str:

@@ -243,11 +243,11 @@ def test_presets_by_name_in_process_config_and_simulate(tmp_path: Path) -> None:
     config = run("config", "--policy", "preset:ethos", cwd=tmp_path)
     assert 'turn_strategy: "even_split"' in config.stdout
     unknown = run("config", "--policy", "preset:nope", cwd=tmp_path)
-    assert unknown.returncode == 2 and "claude-code, ethos, hermes, pi" in unknown.stderr
+    assert unknown.returncode == 2 and "claude-code, ethos, hermes, lean, pi" in unknown.stderr
     data = json.loads(run("simulate", str(session), "--presets", "--json", cwd=tmp_path).stdout)
     assert [p["policy"] for p in data["policies"]] == [
         "none", "default", "preset:chatcli", "preset:claude-code", "preset:ethos",
-        "preset:hermes", "preset:pi",
+        "preset:hermes", "preset:lean", "preset:pi",
     ]  # fmt: skip
 
 

@@ -168,7 +168,7 @@ def test_explicit_settings_win() -> None:
 def test_a_processed_history_is_recognised_again_and_left_as_it_is() -> None:
     """Compaction rewrites the old observations; the last turns' are kept, so the output
     is still a mini-swe-agent history and processing it again changes nothing."""
-    messages = mini([f"line {i}\n" * 400 for i in range(8)])
+    messages = mini([f"line {i}\n" * 400 for i in range(12)])
     with middleware.Pipeline.from_policy(None) as pipe:
         first = pipe.process(messages)
         assert {a.kind for a in first.report.actions} == {"summarized"}

@@ -135,12 +135,35 @@ def big(tool: str, size: int) -> list[dict[str, Any]]:
 
 def test_hook_tool_result_cap() -> None:
     with pipeline("tool_result_cap") as pipe:
-        capped = pipe.process(big("sql_query", 50_000))
+        capped = pipe.process(big("sql_query", 80_000))
         exempt = pipe.process(big("read_spilled_file", 100_000))
     (spilled,) = capped.report.actions
     assert (spilled.detail["cap"], spilled.detail["cap_source"]) == (
         40_000, "plugin example-tool_result_cap")  # fmt: skip
     assert not exempt.report.actions
+
+
+def test_hook_tool_file_access() -> None:
+    """The example's tool reads a file: its result stays whole while young, and once it
+    is compacted the summary says to read the file again with the tool."""
+    numbered = "".join(f"{n:>5}  row_{n} = load(source_{n})\n" for n in range(1, 200))
+    history: list[dict[str, Any]] = [{"role": "user", "content": "fix it"}]
+    calls = [("view_file", {"path": "src/app.rs", "start": 10}, numbered)]
+    calls += [("ls", {"dir": str(i)}, f"listing {i}\n" * 300) for i in range(12)]
+    for i, (tool, arguments, output) in enumerate(calls):
+        history += [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"c{i}", "type": "function",
+                 "function": {"name": tool, "arguments": json.dumps(arguments)}}]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": output},
+        ]  # fmt: skip
+    with pipeline("tool_file_access", **EVERY_TURN) as pipe:
+        young = pipe.process(history[:9]).messages
+        old = pipe.process(history).messages
+    assert young[2]["content"] == numbered  # kept whole: the ls outputs are summarised
+    assert young[4]["content"].startswith("[Old tool result cleared")
+    assert "read it again with view_file (start: 10) before acting on it" in old[2]["content"]
+    assert "Not all of src/app.rs is shown" in old[2]["content"]
 
 
 def compacting_session(tool: str, output: str) -> list[dict[str, Any]]:

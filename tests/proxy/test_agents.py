@@ -162,11 +162,12 @@ def check_read_back(preview: str, result: str) -> None:
     """``result`` holds exactly the lines ``preview`` said to read, of the output as the
     agent sent it (the file the preview names)."""
     said = LINES_SAID.search(preview)
-    count = re.search(r"(\d+) lines at a time|limit (\d+)", preview)
-    assert said is not None and count is not None, preview
+    span = re.search(r"sed -n '(\d+),(\d+)p'|limit (\d+)", preview)
+    assert said is not None and span is not None, preview
     first = int(said.group(1))
+    count = int(span.group(3)) if span.group(3) else int(span.group(2)) - int(span.group(1)) + 1
     lines = named_file(preview).read_text("utf-8").splitlines(keepends=True)
-    wanted = "".join(lines[first - 1 : first - 1 + int(count.group(1) or count.group(2))])
+    wanted = "".join(lines[first - 1 : first - 1 + count])
     assert wanted.rstrip("\n") in result, (preview[-800:], result[:800])  # agents may drop
     # the last line break
 

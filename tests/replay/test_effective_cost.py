@@ -22,13 +22,14 @@ def big_result(*tokens: str) -> str:
 
 
 def transcript(answers: list[str], results: dict[str, str]) -> Transcript:
-    """Reads of ``results`` (id -> text), then one assistant answer per entry of
-    ``answers``, each followed by a small Bash call and its output."""
+    """Searches giving ``results`` (id -> text: not file reads, which the default keeps
+    whole), then one assistant answer per entry of ``answers``, each followed by a small
+    Bash call and its output."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "look around"}]
     for call_id, text in results.items():
         messages += [
             {"role": "assistant", "content": [
-                {"type": "tool_use", "id": call_id, "name": "Read", "input": {"f": call_id}}]},
+                {"type": "tool_use", "id": call_id, "name": "Grep", "input": {"f": call_id}}]},
             {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": call_id, "content": text}]},
         ]  # fmt: skip

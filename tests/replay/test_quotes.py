@@ -66,15 +66,17 @@ def test_a_quote_is_hidden_when_no_string_of_the_request_holds_it() -> None:
 def test_simulate_counts_hidden_quotes_and_the_rereads_they_force() -> None:
     messages = conversation()
     transcript = Transcript("q", "claude-code", "anthropic", messages)
-    spec = PolicySpec("cap", None)
-    raw, capped = simulate([transcript], [spec], PRICING["anthropic-5m"])
+    lean, default = PolicySpec("cap", "preset:lean"), PolicySpec("default", None)
+    raw, capped, kept = simulate([transcript], [lean, default], PRICING["anthropic-5m"])
     assert raw.quotes == capped.quotes == 1 and raw.quotes_hidden == 0
-    # The default cap keeps 5,000 characters of the 30,000-character file: the edited
-    # line (about line 250) is in the spilled middle, and the edit must read it again.
+    # preset:lean keeps 5,000 characters of the 30,000-character file: the edited line
+    # (about line 250) is in the spilled middle, and the edit must read it again.
     assert capped.quotes_hidden == 1 and capped.rereads == {"Read": 1}
     assert capped.readback_cost > 0 and capped.relative_effective_cost > capped.relative_cost
     session = capped.sessions["q"].to_dict()
     assert (session["quotes_hidden"], session["forced_rereads"]) == (1, 1)
+    # The default bounds a read by the Read tool's own limit: the edit finds its line.
+    assert kept.quotes_hidden == 0 and kept.readback_cost == 0
 
 
 def test_a_text_protocol_agent_quotes_with_the_code_of_its_answer() -> None:

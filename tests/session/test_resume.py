@@ -24,7 +24,7 @@ from middleware.plugin.markers import hookimpl
 
 #: A schedule that moves within a short session, so some requests continue and some do not.
 BUSY = {"microcompact": {"schedule": {"trigger_tokens": 2_000, "step_turns": 2,
-                                      "min_reclaim_tokens": 200}}}  # fmt: skip
+                                      "min_reclaim_tokens": 200, "rewrite_cost": 6}}}  # fmt: skip
 
 
 def request(turns: int) -> list[dict[str, Any]]:

@@ -74,6 +74,8 @@ class LineLimitSettings:
 class BudgetSettings:
     enabled: bool
     max_result_chars: int
+    #: A result over its cap is cut only when the cut takes off this share of it.
+    min_saving: float
     per_tool_default_chars: int
     declared_cap_ceiling: int | None
     turn_budget_chars: int | None

@@ -27,6 +27,7 @@ from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
 from middleware.steps.budget.line_rules import LineRule, cut_lines, line_rule, recover_line_cut
 from middleware.steps.budget.settings import BudgetSettings, TurnLimits, resolve_cap
+from middleware.steps.file_tools import FileTools
 from middleware.steps.loop_guard import without_notices
 from middleware.steps.previews import could_shorten, fit_preview, make_preview, recover_preview
 from middleware.steps.sizes import chars_before_turns, node_chars
@@ -75,6 +76,8 @@ class _BudgetRun:
         self.conversation = conversation
         self._caps: dict[str | None, Cap] = {}
         self._rules: dict[str | None, LineRule | None] = {}
+        #: What the tools do with files: a cut file read says to read the file again.
+        self.files = FileTools(context.file_access)
 
     def run(self) -> None:
         # Continuing the previous request: its turns are as it left them, the new ones
@@ -124,11 +127,17 @@ class _BudgetRun:
                     continue
                 if cand.rule is not None:
                     self._shape(cand, cand.rule)
-                elif cand.cap.max_chars is not None and len(cand.result.text) > cand.cap.max_chars:
+                elif cand.cap.max_chars is not None and self._over_cap(cand, cand.cap.max_chars):
                     self._spill_to(cand, cand.cap.max_chars, "result_cap")
             if self.settings.turn_strategy == "largest_first" and limits.budget is not None:
                 self._fit_turn(candidates, limits.budget)
             self._remember(candidates)
+
+    def _over_cap(self, cand: _Candidate, cap: int) -> bool:
+        """Whether ``cand`` is over its ``cap`` by enough for a cut to be worth what it
+        hides: a preview of at most the cap takes off ``min_saving`` of the result."""
+        size = len(cand.result.text)
+        return size > cap and size - cap >= self.settings.min_saving * size
 
     def _would_cut(self, sites: list[ResultSite], limits: TurnLimits) -> bool:
         """Whether the turn's results are over their caps or the turn over its budget
@@ -277,15 +286,17 @@ class _BudgetRun:
                     self._spill_failed(cand, len(text) - (total - budget), "turn_budget", str(path))
                 )
                 continue
+            file = self.files.read_of(cand.site)
             standard = make_preview(
-                text, style, path=path, tool=tool, cache=self.context.internal.kept, session=session
-            )
+                text, style, path=path, tool=tool, cache=self.context.internal.kept,
+                session=session, file=file,
+            )  # fmt: skip
             floor = len(standard) if standard is not None else 0
             target = max(len(text) - (total - budget), floor)
             grow = self.settings.turn_previews == "fill"
             preview = fit_preview(
                 text, style, target, path=path, tool=tool, grow=grow,
-                cache=self.context.internal.kept, session=session,
+                cache=self.context.internal.kept, session=session, file=file,
             )  # fmt: skip
             if preview is not None:
                 plan.append((cand, path, preview))
@@ -301,6 +312,7 @@ class _BudgetRun:
                 tool=cand.site.tool_name,
                 cache=self.context.internal.kept,
                 session=session,
+                file=self.files.read_of(cand.site),
             )
             if smaller is not None and len(smaller) < len(preview):
                 total -= len(preview) - len(smaller)
@@ -333,6 +345,7 @@ class _BudgetRun:
             grow=self.settings.fill_cap,
             cache=self.context.internal.kept,
             session=self.context.session_id,
+            file=self.files.read_of(cand.site),
         )
         if preview is not None:
             self._apply(cand, path, preview, reason)

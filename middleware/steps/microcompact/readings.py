@@ -66,23 +66,26 @@ class Readings:
         recovered = self.recovered(result.text)
         return len(recovered if recovered is not None else result.text)
 
-    def summary_size(self, text: str) -> int:
+    def summary_size(self, text: str, mentions: int) -> int:
         """About what a summary of ``text`` keeps: its line, its mentions, its errors."""
-        return self.parts(text).summary_size
+        return self.parts(text, mentions).summary_size
 
-    def parts(self, text: str) -> Parts:
-        """What a summary keeps of ``text`` (its mentions and error lines) and its detected
-        content type: read once per text and settings, however many requests repeat it."""
-        count, lines = self.settings.mentions, self.settings.error_lines
+    def parts(self, text: str, count: int) -> Parts:
+        """What a summary keeps of ``text`` (up to ``count`` mentions, within the
+        policy's share of the text, and its error lines) and its detected content type:
+        read once per text and settings, however many requests repeat it."""
+        lines, share = self.settings.error_lines, self.settings.mentions_share
+        # The summary's line, and the sentence saying how to read the text back.
+        line = 200 + (250 if "{recall}" in self.settings.summary_template else 0)
 
         def read() -> Parts:
-            found = tuple(mentions(text, count))
+            found = tuple(_within_share(mentions(text, count), share, len(text)))
             errors = tuple(error_lines(text, lines))
-            size = 200 + sum(len(m) + 2 for m in found) + sum(len(e) + 13 for e in errors)
+            size = line + sum(len(m) + 2 for m in found) + sum(len(e) + 13 for e in errors)
             return Parts(found, errors, detect_content_type(text), size)
 
         return self.context.internal.kept.derive(
-            PARTS, ("summary-parts", text, count, lines), read, _parts_size, (text,)
+            PARTS, ("summary-parts", text, count, lines, share), read, _parts_size, (text,)
         )
 
     def _own(self, text: str) -> tuple[str | None, str | None]:
@@ -108,6 +111,21 @@ class Readings:
         elif self.settings.is_truncation(own, load):
             state = "truncate"
         return state, self.settings.recover(own, load)
+
+
+def _within_share(found: list[str], share: float | None, chars: int) -> list[str]:
+    """The first of ``found`` whose list (each with its ``, ``) takes at most ``share``
+    of ``chars`` characters."""
+    if share is None:
+        return found
+    room = share * chars
+    kept: list[str] = []
+    for mention in found:
+        room -= len(mention) + 2
+        if room < 0:
+            break
+        kept.append(mention)
+    return kept
 
 
 def _parts_from(value: object) -> Parts | None:

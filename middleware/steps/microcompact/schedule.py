@@ -11,7 +11,7 @@ alone, so deciding costs no I/O and two processes agree.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from itertools import accumulate
 from typing import NamedTuple
@@ -32,6 +32,21 @@ class Gain(NamedTuple):
     summarized: int = 0
     #: Characters clearing the call's input removes (the gain of an input, not a result).
     cleared: int = 0
+    #: The first boundary at which the result may be compacted whatever its age (the
+    #: protected window and supersession, :mod:`.protection`); 0: from its age alone.
+    released: int = 0
+    #: The result's block in its message (results of parallel calls share a message).
+    block: int = 0
+
+
+def levels_from(
+    turn: int, truncate_turns: int, summarize_turns: int, released: int = 0
+) -> tuple[int, int]:
+    """The boundaries from which a result of ``turn`` is truncated, and summarised: its
+    age (assistant turns after its own, before the boundary) reaches ``truncate_turns``,
+    and the larger of the two ages, and it is ``released``."""
+    truncated = max(turn + 1 + truncate_turns, released)
+    return truncated, max(turn + 1 + max(summarize_turns, truncate_turns), truncated)
 
 
 class Decided(NamedTuple):
@@ -71,6 +86,8 @@ class Carried(NamedTuple):
     later_summaries: tuple[tuple[int, int, int], ...]
     later_inputs: tuple[tuple[int, int, int], ...]
     sizes: tuple[int, ...]
+    #: The characters of tool output in every message (the protected window's measure).
+    outputs: tuple[int, ...]
     #: The turn of every message (:attr:`.ConversationIndex.node_turns`).
     node_turns: tuple[int, ...]
     boundary: int
@@ -89,6 +106,7 @@ class Carried(NamedTuple):
             tuple(later for later in self.later_summaries if later[0] < kept),
             tuple(later for later in self.later_inputs if later[1] < node),
             self.sizes[:node],
+            self.outputs[:node],
             self.node_turns[:node],
             self.boundary,
             self.decided.up_to(self.node_turns[node]),
@@ -97,8 +115,14 @@ class Carried(NamedTuple):
 
 
 class TurnGains:
-    """Per-turn prefix sums of what compaction would remove, so every candidate boundary
-    is weighed in constant time."""
+    """What compaction would remove at every candidate boundary, so each is weighed in
+    constant time.
+
+    A result is truncated from the boundary ``truncate_turns`` turns after its own (its
+    age), summarised from ``summarize_turns``, neither before it is released
+    (:attr:`Gain.released`); a call's input is cleared from ``clear_turns``. Each gain
+    changes level at two boundaries at most, so the sums are prefix sums over
+    boundaries."""
 
     def __init__(
         self,
@@ -111,60 +135,46 @@ class TurnGains:
         self.truncate_turns = truncate_turns
         self.summarize_turns = max(summarize_turns, truncate_turns)
         self.clear_turns = clear_turns
-        by_truncate = [0] * turns
-        by_summary = [0] * turns
-        by_clearing = [0] * turns
-        #: The first message of each turn that compacting results changes, and that
-        #: clearing inputs does.
-        self.first_result: dict[int, int] = {}
-        self.first_input: dict[int, int] = {}
+        change: dict[int, int] = {}
+        #: The first message each boundary changes (a result changing level, an input
+        #: cleared), by the boundary from which it does.
+        self.first_changed: dict[int, int] = {}
         for gain in gains:
-            by_truncate[gain.turn] += gain.truncated
-            by_summary[gain.turn] += gain.summarized
-            by_clearing[gain.turn] += gain.cleared
-            first = self.first_input if gain.cleared else self.first_result
-            if gain.node < first.get(gain.turn, gain.node + 1):
-                first[gain.turn] = gain.node
-        self.result_turns = sorted(self.first_result)
-        self.input_turns = sorted(self.first_input)
-        self.truncated = list(accumulate(by_truncate, initial=0))
-        self.summarized = list(accumulate(by_summary, initial=0))
-        self.cleared = list(accumulate(by_clearing, initial=0))
+            if gain.cleared:
+                at = max(gain.turn + 1 + clear_turns, 0)
+                change[at] = change.get(at, 0) + gain.cleared
+                self._changes(at, gain.node)
+                continue
+            at, then = levels_from(gain.turn, truncate_turns, summarize_turns, gain.released)
+            change[at] = change.get(at, 0) + gain.truncated
+            change[then] = change.get(then, 0) + gain.summarized - gain.truncated
+            self._changes(at, gain.node)
+            self._changes(then, gain.node)
+        #: The boundaries at which something changes, and what is removed from each on.
+        self.changing = sorted(self.first_changed)
+        self._at = sorted(change)
+        self._removed = list(accumulate(change[at] for at in self._at))
+
+    def _changes(self, at: int, node: int) -> None:
+        if node < self.first_changed.get(at, node + 1):
+            self.first_changed[at] = node
 
     def total(self, boundary: int) -> int:
-        """What compaction at ``boundary`` removes: results older than ``summarize_turns``
-        summarised, those older than ``truncate_turns`` truncated, and inputs older than
-        ``clear_turns`` cleared."""
-        summarized = max(boundary - self.summarize_turns, 0)
-        truncated = max(boundary - self.truncate_turns, summarized)
-        cleared = max(boundary - self.clear_turns, 0)
-        return (
-            self.summarized[summarized]
-            + self.truncated[truncated]
-            - self.truncated[summarized]
-            + self.cleared[cleared]
-        )
+        """What compaction at ``boundary`` removes."""
+        changed = bisect_right(self._at, boundary)
+        return self._removed[changed - 1] if changed else 0
 
     def first_changed_node(self, current: int, candidate: int) -> int | None:
         """The first node that compaction at ``candidate`` changes and compaction at
         ``current`` (< ``candidate``) does not: a result ``current`` truncated that
         ``candidate`` summarises, one ``current`` leaves alone that ``candidate``
         compacts, or an input ``candidate`` clears and ``current`` does not."""
-        found = None
-        start = bisect_left(self.result_turns, current - self.summarize_turns)
-        for turn in self.result_turns[start:]:
-            if turn >= candidate - self.truncate_turns:
-                break
-            if turn >= current - self.truncate_turns or turn < candidate - self.summarize_turns:
-                found = self.first_result[turn]
-                break
-        start = bisect_left(self.input_turns, current - self.clear_turns)
-        if start < len(self.input_turns):
-            turn = self.input_turns[start]
-            if turn < candidate - self.clear_turns:
-                node = self.first_input[turn]
-                found = node if found is None else min(found, node)
-        return found
+        start = bisect_right(self.changing, current)
+        nodes = [
+            self.first_changed[at]
+            for at in self.changing[start : bisect_right(self.changing, candidate)]
+        ]
+        return min(nodes) if nodes else None
 
 
 #: A cache the history alone speaks for.

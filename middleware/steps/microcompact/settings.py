@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 from middleware.policy.settings import converted, group, section, setting
 from middleware.steps.microcompact.inputs import InputSettings
+from middleware.steps.microcompact.protection import ReadSettings
 from middleware.steps.previews import PreviewStyle, make_preview, parse_template, recover_preview
-from middleware.steps.read_back import ReadBack
+from middleware.steps.read_back import FileRead, ReadBack
 
 
 @section("microcompact")
@@ -26,6 +27,8 @@ class MicrocompactSettings:
     error_lines: int
     keep_errors: bool
     keep_results: int
+    #: A summary's mentions take at most this share of its result's characters.
+    mentions_share: float | None
     exempt_tools: frozenset[str] = converted(frozenset)
     step_turns: int = setting("microcompact.schedule.step_turns")
     trigger_tokens: int = setting("microcompact.schedule.trigger_tokens")
@@ -41,24 +44,29 @@ class MicrocompactSettings:
     budget_preview: PreviewStyle = group(PreviewStyle, "budget.preview")
     #: Which old tool-call inputs are cleared, and how.
     inputs: InputSettings = group(InputSettings, "microcompact.inputs")
+    #: How file reads are protected and summarised.
+    reads: ReadSettings = group(ReadSettings, "microcompact.reads")
     #: How a ``{recall}`` field says to read the full output back.
     read_back: ReadBack = group(ReadBack, "recall")
 
-    def truncate(self, text: str, path: str, session: str = "") -> str | None:
+    def truncate(
+        self, text: str, path: str, session: str = "", file: FileRead | None = None
+    ) -> str | None:
         """Head + marker + tail, the marker giving the exact count left out and the file."""
-        return make_preview(text, self._truncate_style, path=path, session=session)
+        return make_preview(text, self._truncate_style, path=path, session=session, file=file)
 
     def summarize(
         self, text: str, path: str, content_type: str, mentions: list[str], errors: list[str],
-        *, session: str = "",
+        *, session: str = "", file: FileRead | None = None,
     ) -> str:  # fmt: skip
-        """One line naming what was cleared and where it is, then what the model is
-        likely to need from it: the paths and identifiers it mentions, its error lines."""
+        """One line naming what was cleared and where it is, how to read it back (the
+        file again, for a file read), then what the model is likely to need from it: the
+        paths and identifiers it mentions, its error lines."""
         recall = ""
         if "{recall}" in self.summary_template:
             lines = _line_count(text)
             recall = self.read_back.instruction(
-                text, path, 0, len(text), session=session, total_lines=lines
+                text, path, 0, len(text), session=session, total_lines=lines, file=file
             )
         return self.summary_template.format_map({
             "recall": recall,

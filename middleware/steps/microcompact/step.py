@@ -26,8 +26,10 @@ from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
 from middleware.session.cold_cache import CallsDigest, ColdMove
 from middleware.session.resume import Resume
+from middleware.steps.file_tools import FileTools, read_outputs
 from middleware.steps.microcompact.before_spill import promised
 from middleware.steps.microcompact.inputs import clear_input
+from middleware.steps.microcompact.protection import Protection
 from middleware.steps.microcompact.readings import Readings
 from middleware.steps.microcompact.schedule import (
     WARM,
@@ -36,9 +38,11 @@ from middleware.steps.microcompact.schedule import (
     Gain,
     TurnGains,
     boundary,
+    levels_from,
 )
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.steps.microcompact.weighing import Weighing
+from middleware.steps.read_back import FileRead
 from middleware.steps.sizes import node_chars
 from middleware.view import CallSite, Conversation, ConversationIndex, ResultSite, ToolCall
 
@@ -73,7 +77,13 @@ class _Compaction:
         self.context = context
         self.conversation = conversation
         self.readings = Readings(settings, context)
-        self.weighing = Weighing(settings, self.readings, context.internal.cache, self._exempt)
+        self.tools = FileTools(context.file_access)
+        #: The results of tools that read a file, by (node, block), and what each read.
+        self.reads: dict[tuple[int, int], FileRead | None] = {}
+        self.protection: Protection | None = None
+        self.weighing = Weighing(
+            settings, self.readings, context.internal.cache, self._exempt, self._mentions
+        )
         host = context.host
         self._plugins_summarize = host.implements("summarize_result") or host.implements(
             "detect_content_type"
@@ -88,18 +98,21 @@ class _Compaction:
         recent = index.results[-keep:] if keep else ()
         self.recent = {(site.node, site.block) for site in recent}
         sizes = [node_chars(node, self.context.codec) for node in self.conversation.nodes]
+        outputs = read_outputs(index.results, len(sizes), 0, self.tools)
+        turns = index.node_turns
+        self._protect(index, outputs, turns)
         results, later_summaries = self.weighing.results(index.results, index.turn_count)
         inputs, later_inputs = self.weighing.inputs(index.calls, index.turn_count)
-        turns = index.node_turns
         boundary, decided = self._boundary(results + inputs, sizes, turns, index.turn_count)
         weighed = Carried(
             tuple(results), tuple(inputs), tuple(later_summaries), tuple(later_inputs),
-            tuple(sizes), turns, boundary, decided, (),
+            tuple(sizes), tuple(outputs), turns, boundary, decided, (),
         )  # fmt: skip
         self._compact(index, weighed)
 
     def _compact(self, index: ConversationIndex, weighed: Carried) -> None:
-        """Compact what is older than the boundary ``weighed`` found."""
+        """Compact what is older than the boundary ``weighed`` found (and released from
+        the protected window)."""
         s = self.settings
         turns = index.turn_count
         self.size = sum(weighed.sizes)
@@ -108,8 +121,11 @@ class _Compaction:
             before = tuple(self.conversation.nodes)
             self.context.internal.carry = weighed._replace(before=before)
         self._apply(
-            self._plan(index.results, weighed.boundary, s.truncate_turns, s.summarize_turns)
-        )
+            self._plan(
+                index.results, weighed.boundary, s.truncate_turns, s.summarize_turns,
+                protected=True,
+            )
+        )  # fmt: skip
         self._clear_inputs(index.calls, weighed.boundary)
         window = s.window_tokens
         if window is None or self.size <= window * s.chars_per_token:
@@ -149,11 +165,20 @@ class _Compaction:
         carried = resume.carried.get(self.context.step)
         start = resume.from_node
         if not isinstance(carried, Carried) or not (
-            len(carried.sizes) == len(carried.node_turns) == len(carried.before) == start
+            len(carried.sizes)
+            == len(carried.outputs)
+            == len(carried.node_turns)
+            == len(carried.before)
+            == start
         ):
             resume.refuse()
             return
         new = self.conversation.index(start, resume.from_turn)
+        added_nodes = self.conversation.nodes[start:]
+        outputs = carried.outputs + tuple(read_outputs(new.results, len(added_nodes), start,
+                                                       self.tools))  # fmt: skip
+        turns = carried.node_turns + new.node_turns
+        self._protect(self.conversation.index(), outputs, turns)
         weighed_on = self.weighing.carried_on(carried, new.turn_count)
         if weighed_on is None:
             resume.refuse()
@@ -166,14 +191,13 @@ class _Compaction:
         inputs += added
         later_inputs += pending
         codec = self.context.codec
-        sizes = carried.sizes + tuple(node_chars(n, codec) for n in self.conversation.nodes[start:])
-        turns = carried.node_turns + new.node_turns
+        sizes = carried.sizes + tuple(node_chars(n, codec) for n in added_nodes)
         moved, decided = self._boundary(
             results + inputs, sizes, turns, new.turn_count, carried.decided
         )
         weighed = Carried(
             tuple(results), tuple(inputs), tuple(later_summaries), tuple(later_inputs),
-            sizes, turns, moved, decided, (),
+            sizes, outputs, turns, moved, decided, (),
         )  # fmt: skip
         if moved == carried.boundary and resume.from_turn >= moved:
             # The new turns are all after the boundary: too young to compact.
@@ -185,6 +209,29 @@ class _Compaction:
             nodes[i] = made.in_place_of(nodes[i])
         resume.redone.add(self.context.step)
         self._compact(self.conversation.index(), weighed)
+
+    def _protect(
+        self, index: ConversationIndex, outputs: Sequence[int], node_turns: Sequence[int]
+    ) -> None:
+        """Find the file reads among the results and when each leaves the protected
+        window (``outputs``: characters of reads per message, as they came)."""
+        for site in index.results:
+            if self.tools.reads(site.tool_name):
+                self.reads[(site.node, site.block)] = self.tools.read_of(site)
+        s = self.settings
+        if self.reads and s.reads.protect_turns:
+            self.protection = Protection(
+                s.reads, s.chars_per_token, index,
+                outputs=outputs, node_turns=node_turns, tools=self.tools,
+            )  # fmt: skip
+
+    def _released(self, node: int, block: int) -> int:
+        return 0 if self.protection is None else self.protection.released(node, block)
+
+    def _mentions(self, node: int, block: int) -> int:
+        """How many mentions the summary of the result at ``node``, ``block`` keeps."""
+        s = self.settings
+        return s.reads.mentions if (node, block) in self.reads else s.mentions
 
     def _boundary(
         self,
@@ -199,6 +246,10 @@ class _Compaction:
         (``decided``: an earlier request's), on what the request knows of its session's
         cache (a move made because it is cold is left for the pipeline to record)."""
         s = self.settings
+        gains = [
+            gain if gain.cleared else gain._replace(released=self._released(gain.node, gain.block))
+            for gain in gains
+        ]
         turn_gains = TurnGains(
             gains, turns, s.truncate_turns, s.summarize_turns, s.inputs.clear_turns
         )
@@ -240,16 +291,23 @@ class _Compaction:
         truncate_age: int,
         summarize_age: int,
         min_size: int | None = None,
+        *,
+        protected: bool = False,
     ) -> list[_Plan]:
+        """What to compact at ``boundary``, by age (and, ``protected``, the results'
+        releases from the protected window)."""
         minimum = self.settings.min_content if min_size is None else min_size
         plans = []
         for site in results:
             if site.turn is None or site.turn >= boundary or self._exempt(site):
                 continue
-            age = boundary - 1 - site.turn
+            released = self._released(site.node, site.block) if protected else 0
+            truncated, summarized = levels_from(site.turn, truncate_age, summarize_age, released)
             level = (
-                "summarize" if age >= summarize_age else "truncate" if age >= truncate_age else None
-            )
+                "summarize" if boundary >= summarized
+                else "truncate" if boundary >= truncated
+                else None
+            )  # fmt: skip
             if level is None:
                 continue
             if self.readings.compacted_to(site.result.text) in (level, "summarize"):
@@ -278,10 +336,11 @@ class _Compaction:
             path = self._save(site, text)
             if path is None:
                 continue
+            file = self.reads.get((site.node, site.block))
             if plan.level == "truncate":
-                new = self.settings.truncate(text, path, self.context.session_id)
+                new = self.settings.truncate(text, path, self.context.session_id, file)
             else:
-                new = self._summary(text, site.tool_name, path)
+                new = self._summary(text, site, path, file)
             if new is None or len(new) >= len(current):
                 continue
             self.conversation.replace_block(site.node, site.block, result.with_text(new))
@@ -293,27 +352,30 @@ class _Compaction:
                 chars_before=len(current), chars_after=len(new), age=site.age, path=path,
             )  # fmt: skip
 
-    def _summary(self, text: str, tool_name: str | None, path: str) -> str | None:
-        """The summary of ``text``, saved at ``path``. Plugins that summarise or name
-        content types are asked every time (their answer is theirs to cache); without
-        them, the summary depends on the text, the path and the policy alone and is made
-        once, however many requests carry the result."""
+    def _summary(self, text: str, site: ResultSite, path: str, file: FileRead | None) -> str | None:
+        """The summary of ``text``, saved at ``path`` (for a file read, ``file``: the
+        summary says to read the file again). Plugins that summarise or name content types
+        are asked every time (their answer is theirs to cache); without them, the summary
+        depends on the text, the path, the read and the policy alone and is made once,
+        however many requests carry the result."""
+        tool_name = site.tool_name
+        mentions = self._mentions(site.node, site.block)
 
         def built_in(kind: str | None = None) -> str | None:
-            found, errors, detected, _ = self.readings.parts(text)
-            kind = kind or detected
+            found, errors, detected, _ = self.readings.parts(text, mentions)
             return self.settings.summarize(
-                text, path, kind, list(found), list(errors), session=self.context.session_id
-            )
+                text, path, kind or detected, list(found), list(errors),
+                session=self.context.session_id, file=file,
+            )  # fmt: skip
 
         if self._plugins_summarize:
             kind = self.context.content_type(text, tool_name)
             found = self.context.summary(
-                text, tool_name, kind or self.readings.parts(text).content_type, path
+                text, tool_name, kind or self.readings.parts(text, mentions).content_type, path
             )
             return found if found is not None else built_in(kind)
         return self.context.internal.cache.derive(
-            ("summary", Identity(self.context.policy), text, path),
+            ("summary", Identity(self.context.policy), text, path, file),
             built_in,
             lambda summary: 0 if summary is None else len(summary),
             (text,),

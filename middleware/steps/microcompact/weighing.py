@@ -33,11 +33,14 @@ class Weighing:
         readings: Readings,
         cache: DerivedCache,
         exempt: Callable[[ResultSite], bool],
+        mentions: Callable[[int, int], int],
     ) -> None:
         self.settings = settings
         self.readings = readings
         self.cache = cache
         self.exempt = exempt
+        #: How many mentions the summary of the result at (node, block) keeps.
+        self.mentions = mentions
 
     def results(self, sites: Iterable[ResultSite], turns: int) -> tuple[list[Gain], list[Later]]:
         """What compacting each result would remove, of ``turns`` turns; the results
@@ -59,10 +62,10 @@ class Weighing:
             truncated = max(size - truncate_kept, 0) if state != "truncate" else 0
             summarized = 0
             if site.turn < summarised_before:
-                summarized = self.summary_gain(site.result)
+                summarized = self.summary_gain(site.result, site.node, site.block)
             else:
                 later.append((len(gains), site.node, site.block))
-            gains.append(Gain(site.turn, site.node, truncated, summarized))
+            gains.append(Gain(site.turn, site.node, truncated, summarized, block=site.block))
         return gains, later
 
     def inputs(self, sites: Iterable[CallSite], turns: int) -> tuple[list[Gain], list[Later]]:
@@ -99,7 +102,7 @@ class Weighing:
             result = carried.before[node].blocks[block]
             if not isinstance(result, ToolResult):
                 return None
-            results[position] = gain._replace(summarized=self.summary_gain(result))
+            results[position] = gain._replace(summarized=self.summary_gain(result, node, block))
         cleared_before = turns - s.inputs.clear_turns
         inputs, later_inputs = list(carried.inputs), []
         for turn, node, block in carried.later_inputs:
@@ -114,7 +117,9 @@ class Weighing:
                 inputs.append(Gain(turn, node, cleared=removable))
         return results, later_results, inputs, later_inputs
 
-    def summary_gain(self, result: ToolResult) -> int:
-        """What summarising ``result`` removes (the summary is of its full text)."""
+    def summary_gain(self, result: ToolResult, node: int, block: int) -> int:
+        """What summarising ``result`` (at ``node``, ``block``) removes (the summary is of
+        its full text)."""
         full = self.readings.full_text(result)
-        return max(len(result.text) - self.readings.summary_size(full), 0)
+        size = self.readings.summary_size(full, self.mentions(node, block))
+        return max(len(result.text) - size, 0)
