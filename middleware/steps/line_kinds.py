@@ -77,6 +77,7 @@ _ERROR = re.compile(
             # A linter's rule code opening a finding: ``F401 [*] `os` imported but unused``.
             r"^(?:\S+:\d+:\d+:[ \t]+)?[A-Z]{1,4}\d{3,4}[ \t](?:\[\*\][ \t])?\S",
             r"^E[ \t]{2,}\S",  # pytest's lines explaining a failure
+            r"^>[ \t]{3,}\S",  # and the line it marks as the one that raised
         )
     ),
     re.MULTILINE,
@@ -98,10 +99,11 @@ _WARNING = re.compile(
 _WORDS = ("err", "fail", "fatal", "panic", "exception", "traceback", "critical", "severe",
           "conflict", "fault", "core dumped", "warn", "deprecat")  # fmt: skip
 _ANY_WORD = re.compile("|".join(_WORDS), re.IGNORECASE)
-#: How a report with none of those words opens: pytest's ``E`` lines, a rule code, a
-#: location.
+#: How a report with none of those words opens: pytest's ``E`` lines and the ``>`` line
+#: it marks as the one that raised (indented like the source, unlike a quote's ``> ``), a
+#: rule code, a location.
 _OPENING = re.compile(
-    r"^(?:E[ \t]{2}|[A-Z]{1,4}\d{3,4}[ \t]|\S+:\d+:\d+:[ \t]+[A-Z]{1,4}\d{3,4}[ \t]"
+    r"^(?:E[ \t]{2}|>[ \t]{3,}\S|[A-Z]{1,4}\d{3,4}[ \t]|\S+:\d+:\d+:[ \t]+[A-Z]{1,4}\d{3,4}[ \t]"
     r"|\S+\.\w+(?::\[\d+,\d+\]|\(\d+,\d+\):))",
     re.MULTILINE,
 )

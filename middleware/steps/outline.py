@@ -107,7 +107,8 @@ class _Scan:
         position = first
         while position < last:
             stop = text.find("\n", position, last)
-            line = " ".join(text[position:stop].split())
+            level = severity.get(position)
+            line = _shown(text[position:stop])
             entry: _Line | None = None
             for width in LINE_WIDTHS if line else ():
                 if entry is None or len(line) > width:  # a short line is the same at any width
@@ -116,7 +117,7 @@ class _Scan:
                 if entry[2]:
                     self.lines[width].append(entry)
             if line:
-                self._report(severity.get(position), line)
+                self._report(level, line)
                 if position in frame:
                     self.framed.append(self.number)
                 if position in kind:
@@ -131,7 +132,7 @@ class _Scan:
             self.number += self.text.count("\n", counted, position)
             counted = position
             stop = self.text.find("\n", position, last)
-            self._report(level, " ".join(self.text[position:stop].split()))
+            self._report(level, _shown(self.text[position:stop]))
 
     def _entry(self, line: str, width: int) -> _Line:
         clipped = cut_between_tokens(line, width)
@@ -271,3 +272,10 @@ def _choose(
         covered |= tokens
         used += cost
     return chosen, len(covered) - before
+
+
+def _shown(line: str) -> str:
+    """A line as the outline shows it: its runs of spaces squeezed, which fits more lines
+    in the outline; but pytest's ``>`` line, the code that raised, keeps its spacing (the
+    model copies it into its fix)."""
+    return line.strip() if line.startswith(">") else " ".join(line.split())

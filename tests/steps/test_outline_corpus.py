@@ -27,6 +27,12 @@ PATH = "/tmp/chatcli-agent-s/tool-results/r1-0123456789abcdef.txt"
 NOTICE = re.compile(r"^… and (\d+) more (?:error|warning) lines? \(lines? (\d+)(?:–(\d+))?\)$")
 
 
+def squeezed(line: str) -> str:
+    """A line with its runs of spaces squeezed: the outline shows error lines as they
+    are, other lines squeezed (test_outline.py checks which)."""
+    return " ".join(line.split())
+
+
 def default_style() -> PreviewStyle:
     policy = middleware.load_policy(None, env={}, dotenv_path=False)
     return bind(policy, BudgetSettings).preview
@@ -64,7 +70,7 @@ def at_most_cost(text: str, numbers: list[int]) -> int:
     lines = text.splitlines()
     widest = LINE_WIDTHS[0]
     return len(HEADING) + sum(
-        len(f"\n{n}: ") + min(len(" ".join(lines[n - 1].split())), widest) for n in numbers
+        len(f"\n{n}: ") + min(len(lines[n - 1].strip()), widest) for n in numbers
     )
 
 
@@ -73,7 +79,7 @@ def assert_errors_shown_or_counted(text: str, errors: list[int]) -> None:
     shown = quoted(outline)
     lines = text.splitlines()
     for number, rest in shown.items():  # what is quoted is that line
-        assert " ".join(lines[number - 1].split()).startswith(rest), (number, rest)
+        assert squeezed(lines[number - 1]).startswith(squeezed(rest)), (number, rest)
     hidden = [n for n in omitted if n not in shown]
     if at_most_cost(text, omitted) <= STYLE.outline_chars:
         assert not hidden, f"error lines {hidden} fit the outline but are not in it:\n{outline}"
