@@ -34,8 +34,9 @@ from middleware.view import Conversation, ToolCall, ToolResult
 #: are everywhere and say nothing about where they came from.
 MIN_QUOTE = 20
 #: Call input keys that hold the text an edit replaces (Claude Code's ``Edit`` and
-#: ``MultiEdit``, SWE-agent's and OpenHands' ``str_replace``).
-EDIT_KEYS = frozenset({"old_string", "old_str"})
+#: ``MultiEdit``, Gemini CLI's ``replace``, opencode's ``edit``, SWE-agent's and
+#: OpenHands' ``str_replace``).
+EDIT_KEYS = frozenset({"old_string", "oldString", "old_str"})
 #: A fenced block of an answer's text: a text-protocol agent's command.
 _FENCED = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 

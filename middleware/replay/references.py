@@ -74,7 +74,14 @@ def answer_tokens(conversation: Conversation, start: int) -> set[str]:
 
 def is_hidden(token: str, serialized_request: str) -> bool:
     """Whether the serialised (JSON) request lacks ``token``, escaped or not."""
-    return token not in serialized_request and json.dumps(token)[1:-1] not in serialized_request
+    if token in serialized_request:
+        return False
+    # As JSON writes it: ASCII-escaped, or not (a request serialised with
+    # ensure_ascii=False keeps "é" but still escapes '"' and '\\').
+    escaped = json.dumps(token)[1:-1]
+    return escaped not in serialized_request and (
+        json.dumps(token, ensure_ascii=False)[1:-1] not in serialized_request
+    )
 
 
 def _call_arguments(call: ToolCall) -> str:
