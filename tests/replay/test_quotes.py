@@ -155,3 +155,18 @@ def test_one_cause_for_a_result_whether_a_reference_or_a_quote_finds_it_hidden()
     by_message = Causes(text, [Action("microcompact", "summarized", "", None, 3)])
     assert by_message.of((3, 0)) == "microcompact:summarized"
     assert Causes(text, [Action("microcompact", "summarized", "", None, 1)]).of((3, 0)) == OTHER
+
+
+def test_a_line_with_an_accent_and_a_quote_is_found_as_the_request_writes_it() -> None:
+    """A request is serialised with ``ensure_ascii=False``: "–" stays as it is and '"' is
+    escaped, so a line holding both is found only in that spelling."""
+    line = '<dd class="field-odd"><p>Dict[str, Any]</p> – the value of 250</dd>'
+    messages = [
+        {"role": "user", "content": "render it"},
+        use("r1", "Bash", {"command": "cat index.html"}),
+        result("r1", f"<html>\n{line}\n</html>"),
+        use("e1", "Edit", {"file_path": "/x.html", "old_string": line, "new_string": "ok"}),
+    ]
+    (quote,) = quotes(get_codec("anthropic").parse(messages), 3)
+    assert not is_hidden(quote, serialize(messages[:3]))
+    assert is_hidden(quote, serialize([*messages[:2], result("r1", "<html></html>")]))

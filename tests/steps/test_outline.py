@@ -274,3 +274,16 @@ def test_an_outline_of_a_log_fits_and_quotes_its_lines_in_order(
     for number, line in zip(numbers, quoted, strict=True):
         assert first <= number and text[:end].count("\n") >= number  # wholly omitted
         assert squeezed(lines[number - 1]).startswith(squeezed(line.split(": ", 1)[1]))
+
+
+def test_pytests_raising_line_is_an_error_and_keeps_its_spacing() -> None:
+    """pytest marks the code that raised with ``>`` and the code's own indentation: the
+    model copies that line into its fix, so the outline takes it first, as it is."""
+    raised = ">               original.expand_dims(OrderedDict((('d', 4),)), e=4)"
+    report = [f"filler line number {n} of the run" for n in range(60)]
+    text = "\n".join([*report[:30], "    def test_expand_dims_error(self):", raised,
+                      *report[30:]]) + "\n"  # fmt: skip
+    start = text.index("filler line number 5 ")
+    assert ERROR in severities(text, start, len(text) - 100).values()
+    shown = outline(text, start, len(text) - 100, 3_000)
+    assert raised in shown  # not "> original.expand_dims(..."
