@@ -210,19 +210,45 @@ class Relay:
 _CLOSED_UNANSWERED = "Server disconnected without sending a response"
 
 
+class Unanswered(httpx.RemoteProtocolError):
+    """The upstream closed the connection without answering the request sent on it. It is
+    not sent again: the upstream may have read it whole and acted on it (a model call
+    answered to no one is still billed)."""
+
+
 async def _sent(http: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
-    """The upstream's answer to ``request``. A kept-alive connection the upstream closed
-    as the request went out on it (its idle timeout ran out as the pool reused it: 5 s in
-    uvicorn and Node, as in httpx) is tried once more, on a new connection; nothing was
-    answered, so nothing was done. The client would see a 502 the proxy caused."""
+    """The upstream's answer to ``request``, sent once.
+
+    A kept-alive connection is used only if the upstream has not closed it (httpcore's
+    pool looks at an idle connection as it hands it out, and gives up those idle past
+    ``proxy.upstream_idle_seconds``, before the upstream's own timeout), so a connection
+    closed unanswered had the request sent on it: the proxy cannot tell whether the
+    upstream read it, so it never sends it again, and the client gets a 502.
+    """
+    opened = False
+
+    async def trace(event: str, info: Mapping[str, Any]) -> None:
+        nonlocal opened
+        opened = opened or event.startswith("connection.connect_")
+
+    request.extensions["trace"] = trace
     try:
         return await http.send(request, stream=True)
     except httpx.RemoteProtocolError as exc:
         if _CLOSED_UNANSWERED not in str(exc):
             raise
-        where = str(request.url).split("?", 1)[0]  # a query may hold an API key
-        logger.info("upstream %s closed a kept-alive connection unanswered: sent again", where)
-        return await http.send(request, stream=True)
+        where = str(request.url).split("?", 1)[0]  # a query may hold an API key (Gemini's)
+        connection = "a new connection" if opened else "a kept-alive connection"
+        logger.warning(
+            "upstream %s closed %s without answering the request sent on it: not sent "
+            "again (the upstream may have read it and acted on it)", where, connection,
+        )  # fmt: skip
+        raise Unanswered(
+            f"the upstream closed {connection} without answering the request sent on it; "
+            "it was not sent again, since the upstream may have read it and acted on it: "
+            "the upstream's logs say why it closed the connection",
+            request=request,
+        ) from exc
 
 
 async def _chunks(response: httpx.Response) -> AsyncIterator[bytes]:
