@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import TYPE_CHECKING, Any
+
+import yaml
 
 import middleware.proxy.settings  # noqa: F401 - registers the proxy's checks (provider names)
 from middleware.cli.common import add_command
@@ -79,23 +82,75 @@ def _config(args: argparse.Namespace) -> int:
             data["origins"] = dict(policy.origins)
         print(json.dumps(data, ensure_ascii=False, indent=2))
         return 0
-    print(f"# effective policy: {policy.source} (sha256 {policy.digest[:12]})")
-    _print_tree(policy.to_dict(), "", policy.origins if args.show_origin else None)
+    print(_comment(f"effective policy: {policy.source} (sha256 {policy.digest[:12]})"))
+    _print_tree(policy.to_dict(), "", 0, policy.origins if args.show_origin else None)
     return 0
 
 
-def _print_tree(node: dict[str, Any], prefix: str, origins: Any) -> None:
-    indent = "  " * prefix.count(".")
+def _print_tree(node: dict[str, Any], prefix: str, depth: int, origins: Any) -> None:
+    """The policy as YAML that loads back to it (saved, it is a policy to edit)."""
+    indent = "  " * depth
     for key, value in node.items():
         dotted = f"{prefix}{key}"
         if isinstance(value, dict) and value:
-            print(f"{indent}{key}:")
-            _print_tree(value, f"{dotted}.", origins)
+            print(f"{indent}{_yaml_key(key)}:")
+            _print_tree(value, f"{dotted}.", depth + 1, origins)
             continue
-        line = f"{indent}{key}: {json.dumps(value, ensure_ascii=False)}"
+        line = f"{indent}{_yaml_key(key)}: {_yaml_value(value)}"
         if origins is not None and dotted in origins:
-            line += f"  # {origins[dotted]}"
+            line += f"  {_comment(origins[dotted])}"
         print(line)
+
+
+#: A key written as it is: a word YAML reads as that string (indicators such as ``*`` or
+#: ``&``, spaces and ``:`` need quotes; ``on`` or ``null`` are checked by loading).
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
+#: What YAML cannot hold raw in a quoted string or a comment: characters outside its
+#: printable set (a BOM among them), and the line breaks it folds or ends a comment on
+#: (NEL, LS, PS). JSON already escapes the C0 controls of a string.
+_UNSAFE = re.compile(
+    "[^\t\n\r\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
+)
+
+
+def _yaml_key(key: str) -> str:
+    if _PLAIN_KEY.fullmatch(key) and yaml.safe_load(key) == key:
+        return key
+    return _yaml_string(key)
+
+
+def _yaml_value(value: Any) -> str:
+    """A value in YAML's flow style, written as JSON would where the two agree."""
+    if isinstance(value, str):
+        return _yaml_string(value)
+    if isinstance(value, float):
+        mantissa, e, exponent = repr(value).partition("e")
+        if e and "." not in mantissa:  # YAML 1.1 reads 1e-05 as a string
+            mantissa += ".0"
+        return f"{mantissa}{e}{exponent}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_yaml_value(item) for item in value) + "]"
+    if isinstance(value, dict):
+        items = (f"{_yaml_string(k)}: {_yaml_value(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    return json.dumps(value)
+
+
+def _yaml_string(text: str) -> str:
+    """A double-quoted YAML string: JSON's, with what YAML refuses or folds escaped."""
+    return _UNSAFE.sub(_escape, json.dumps(text, ensure_ascii=False))
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _comment(text: str) -> str:
+    """A comment that stays one line whatever ``text`` holds (a path with a line break)."""
+    return "# " + _UNSAFE.sub(_escape, text.replace("\n", "\\n").replace("\r", "\\r"))
 
 
 def add_schema(commands: Subcommands) -> None:
