@@ -1,6 +1,6 @@
 """A replica in a process of its own, for the tests: a pipeline that answers requests as
-JSON lines on stdin (``{"process": body}`` or ``{"load": location}``) with JSON lines on
-stdout, until stdin closes.
+JSON lines on stdin (``{"process": body}``, with the request's ``"now"`` and ``"format"``
+if given, or ``{"load": location}``) with JSON lines on stdout, until stdin closes.
 
     python tests/replica.py SESSION '{"spill.url": "s3://...", ...}'
 """
@@ -34,8 +34,10 @@ class Replica:
         answer: dict[str, Any] = json.loads(line)
         return answer
 
-    def process_body(self, body: Any) -> dict[str, Any]:
-        return self.ask({"process": body})
+    def process_body(
+        self, body: Any, *, now: float | None = None, format: str = "auto"
+    ) -> dict[str, Any]:
+        return self.ask({"process": body, "now": now, "format": format})
 
     def load(self, location: str) -> str | None:
         loaded: str | None = self.ask({"load": location})["text"]
@@ -63,7 +65,9 @@ def serve(session: str, overrides: dict[str, Any]) -> None:
             if "load" in request:
                 answer: dict[str, Any] = {"text": pipe.spill.load(request["load"])}
             else:
-                result = pipe.process(request["process"])
+                result = pipe.process(
+                    request["process"], format=request.get("format", "auto"), now=request.get("now")
+                )
                 answer = {
                     # the bytes a proxy would send on
                     "sent": json.dumps(result.output, ensure_ascii=False),

@@ -28,7 +28,7 @@ class ResultPlacement(Enum):
 #: What the proxy answers by itself, in the shape of the provider the client talks to.
 ErrorKind = Literal[
     "too_large", "not_processed", "upstream_unreachable", "not_found", "forbidden",
-    "request_timeout", "overloaded",
+    "request_timeout", "overloaded", "bad_request",
 ]  # fmt: skip
 
 

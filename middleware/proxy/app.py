@@ -23,7 +23,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import anyio.to_thread
 from starlette.applications import Starlette
@@ -46,7 +46,14 @@ from middleware.proxy.exchange import Exchange
 from middleware.proxy.metrics import Metrics
 from middleware.proxy.policies import PolicyCatalog, PolicySource
 from middleware.proxy.settings import ProxySettings
-from middleware.proxy.upstream import REQUEST_DROPPED, Relay, Upstream, forwarded_headers
+from middleware.proxy.upstream import (
+    REQUEST_DROPPED,
+    PathOutsideBase,
+    Relay,
+    Upstream,
+    forwarded_headers,
+    forwarded_url,
+)
 from middleware.spill import SpillError, SpillSettings, SpillTimeout, open_root
 from middleware.spill.layout import session_folder_name
 from middleware.spill.recall import RecallError, lines_of
@@ -94,20 +101,27 @@ class Proxy:
 
     async def forward(self, request: Request) -> Response | Relay:
         # ``ANTHROPIC_BASE_URL=http://host:8787/`` makes SDKs send ``//v1/messages``: the
-        # same route, which must be cleaned too.
-        path = _SLASHES.sub("/", request.url.path)
-        policy_name, path = _policy_prefix(path)
+        # same route, which must be cleaned too. The path is forwarded as it came (still
+        # percent-encoded), and routed decoded.
+        raw_path = _SLASHES.sub("/", _raw_path(request))
+        policy_name, raw_path = _policy_prefix(raw_path)
+        path = unquote(raw_path)
         route = proxy_route(request.method, path)
         provider = (
             route.codec.provider if route
             else _provider_of(request.headers, request.query_params, self.settings)
         )  # fmt: skip
+        upstream = self.settings.upstream(provider)
+        try:
+            url = forwarded_url(upstream, raw_path, request.scope["query_string"].decode("latin-1"))
+        except PathOutsideBase as exc:
+            return self._answer("other", provider, 400, "bad_request", str(exc))
         route_label = path if route else "other"
         started = time.perf_counter()
         try:
             source = (
                 self.catalog.default if policy_name is None
-                else await anyio.to_thread.run_sync(self.catalog.get, policy_name)
+                else await anyio.to_thread.run_sync(self.catalog.get, unquote(policy_name))
             )  # fmt: skip
         except LookupError as exc:
             return self._answer(route_label, provider, 404, "not_found", str(exc))
@@ -158,8 +172,6 @@ class Proxy:
                     f"({type(cleaned.error).__name__}: {cleaned.error}); proxy.fail_open is "
                     "false, so it was not forwarded",
                 )  # fmt: skip
-        upstream = self.settings.upstream(provider)
-        url = upstream.rstrip("/") + path + (f"?{request.url.query}" if request.url.query else "")
         exchange = Exchange(
             self.metrics, self.ledger, self.settings.access_log, request, route_label,
             provider, cleaned, source.policy, started,
@@ -392,6 +404,15 @@ def _allowed(request: Request, token: str | None) -> bool:
 
 def _optional_int(value: str | None) -> int | None:
     return None if value is None else int(value)
+
+
+def _raw_path(request: Request) -> str:
+    """The request's path as the client sent it (percent-encoded), as latin-1 text: the
+    server's ``raw_path``, else the decoded path encoded again."""
+    raw = request.scope.get("raw_path")
+    if isinstance(raw, bytes):
+        return raw.decode("latin-1")
+    return quote(request.scope["path"], safe="/")
 
 
 def _policy_prefix(path: str) -> tuple[str | None, str]:

@@ -1,5 +1,6 @@
-"""Forwarding to the provider: keep-alive connection pools, headers passed through but for
-the hop-by-hop ones, and answers relayed chunk by chunk as they arrive.
+"""Forwarding to the provider: the URL (always under the upstream's base), keep-alive
+connection pools, headers passed through but for the hop-by-hop ones, and answers relayed
+chunk by chunk as they arrive.
 
 A streamed answer is never buffered: each chunk the provider sends is written to the client
 as it comes (raw, still compressed if it was, so nothing is decoded and encoded again). A
@@ -10,18 +11,71 @@ still silent (a model thinking before its first token).
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import quote, unquote
 
 import anyio
 import httpx
 from starlette.types import Receive, Scope, Send
 
+from middleware.errors import MiddlewareError
 from middleware.proxy.settings import ProxySettings
 
 logger = logging.getLogger(__name__)
+
+#: The characters a URL's path holds as they are (httpx's own set): every other byte of a
+#: request's path is percent-encoded, so the upstream gets the bytes the client sent.
+_PATH_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"#<>?`{}')
+#: What a server in front of a provider may take for a segment's end: a slash, a
+#: backslash (Windows servers, WHATWG URLs), a path parameter's ``;`` (Tomcat, Spring).
+_SEGMENT_END = re.compile(r"[/\\;]")
+
+
+class PathOutsideBase(MiddlewareError, ValueError):
+    """A request path that could leave the upstream's base URL: it is not forwarded."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        shown = path if len(path) <= 200 else path[:200] + "..."
+        super().__init__(
+            f"the request path {shown!r} has a dot-segment ('.' or '..', also percent-encoded "
+            "or between encoded slashes or backslashes), which could take it out of the "
+            "upstream's base URL: chatcli-middleware does not forward it; send the path "
+            "with its dot-segments resolved"
+        )
+
+
+def forwarded_url(base: str, path: str, query: str) -> str:
+    """The URL a request for ``path`` and ``query`` is forwarded to, under ``base``.
+    ``path`` is the bytes of the path as the client sent them, as latin-1 text; they are
+    forwarded as they came (an encoded slash stays encoded), with those a URL cannot
+    hold percent-encoded.
+
+    :raises PathOutsideBase: ``path`` does not start with ``/``, or has a dot-segment as
+        it is or as a server in front of the provider may read it: percent-encoding
+        decoded as often as it can be, a backslash or ``;`` taken for a segment's end.
+    """
+    if not path.startswith("/") or _dot_segment(path):
+        raise PathOutsideBase(path)
+    forwarded = quote(path.encode("latin-1", "replace"), safe=_PATH_SAFE)
+    return base.rstrip("/") + forwarded + (f"?{query}" if query else "")
+
+
+def _dot_segment(path: str) -> bool:
+    """Whether a segment of ``path`` is ``.`` or ``..`` once decoded 0, 1, 2... times
+    (each decoding shortens it, until one changes nothing)."""
+    while True:
+        if any(segment in (".", "..") for segment in _SEGMENT_END.split(path)):
+            return True
+        decoded = unquote(path)
+        if decoded == path:
+            return False
+        path = decoded
+
 
 #: Headers that describe one connection, not the message (RFC 9110, 7.6.1), never forwarded;
 #: ``host`` and ``content-length`` are set again for the new request.

@@ -16,6 +16,13 @@ restart, makes it again and sends the same bytes. The record is kept in the sess
 local workspace. A store shared by replicas keeps none (a replica cannot tell how long
 the session was idle on another), so there only a policy without a cache makes moves
 free, and the replicas still send the same bytes.
+
+Several processes may serve one session from one local folder (two proxies, a proxy and
+``chatcli-mw process``: the default root is the system temporary folder, which every
+process of the user shares). Each merges its record with the one on disk under a lock
+before writing it, and reads it again before a request when it changed, so none erases
+what another recorded and all make the same moves. A record that cannot be read (too
+large, not JSON, numbers that are no count or time) is said in the log and taken as none.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import logging
 import math
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, runtime_checkable
 
@@ -39,6 +47,15 @@ MISSES_FOR_COLD = 2
 #: Fewer tokens than this expected from the cache are no evidence either way: a
 #: provider caches prefixes from 1,024 tokens on.
 MIN_EXPECTED_TOKENS = 1_024
+#: The largest record read or written. A move takes about 30 bytes, and a session makes
+#: one when its cache is cold and a turn is due: a real record holds a few kilobytes. One
+#: larger is not read at all.
+MAX_RECORD_BYTES = 1 << 20
+#: The most digits of a number in a record (a count, or a time in seconds).
+MAX_DIGITS = 20
+#: What a record that cannot be read fails with (a :class:`SpillError` is an OSError;
+#: RecursionError: arrays nested too deep for the parser).
+UNREADABLE = (OSError, ValueError, TypeError, KeyError, OverflowError, RecursionError)
 
 
 @section("ledger")
@@ -97,14 +114,34 @@ class ColdRequest:
 
 @runtime_checkable
 class RecordStore(Protocol):
-    """Where a session's record is kept (its local spill workspace)."""
+    """Where a session's record is kept (its local spill workspace), which other
+    processes may write too."""
 
-    def load_record(self) -> str | None:
-        """The record saved before, or ``None`` (none, unsafe or unreadable)."""
+    @property
+    def record_location(self) -> str:
+        """Where the record is, for the messages that name it."""
 
-    def save_record(self, content: str, *, create: bool = True) -> None:
-        """Keep ``content`` as the record, written whole (with ``create=False``, only
-        where the session keeps something anyway).
+    def record_stamp(self) -> object:
+        """What changes whenever the record is written (``None``: there is none); cheap,
+        asked before every request."""
+
+    def load_record(self, max_bytes: int) -> str | None:
+        """The record, or ``None``: there is none.
+
+        :raises OSError: it cannot be read, is not safe to read, or holds more than
+            ``max_bytes`` (then none of it is read).
+        """
+
+    def record_lock(self, *, create: bool = True) -> AbstractContextManager[bool]:
+        """Held, by every process that writes the record, while it is read, merged and
+        written; gives whether it may be written (with ``create=False``, only where the
+        session keeps something anyway).
+
+        :raises OSError: the lock could not be taken.
+        """
+
+    def save_record(self, content: str) -> None:
+        """Keep ``content`` as the record, written whole, under :meth:`record_lock`.
 
         :raises OSError: it could not be written.
         """
@@ -113,7 +150,8 @@ class RecordStore(Protocol):
 class SessionCache:
     """One session's view of its provider's prompt cache: when its last request was
     sent, what the provider's answers said of the cache, and the moves made on a cold
-    cache. Thread-safe. Without a store, no request is ever taken as cold."""
+    cache, merged with those other processes recorded. Thread-safe. Without a store, no
+    request is ever taken as cold."""
 
     def __init__(self, store: RecordStore | None) -> None:
         self._store = store
@@ -123,8 +161,12 @@ class SessionCache:
         self.moved: set[ColdMove] = set()
         #: Answers in a row that read nothing of what was expected of the cache.
         self.misses = 0
-        if store is not None:
-            self._load(store)
+        #: Why the record as it is now could not be read (``None``: it could, or there
+        #: is none); the session is cleaned as if it had none.
+        self.unreadable: str | None = None
+        #: The stamp of the record as this process last read or wrote it.
+        self._stamp: object = None
+        self._refresh()
 
     def request(self, lifetime: float | None, now: float | None = None) -> ColdRequest:
         """The view of a request sent at ``now`` when the cache keeps a prefix
@@ -132,6 +174,7 @@ class SessionCache:
         says for every request alike). Without ``now`` the request has no time: it
         neither finds the cache idle nor counts as the session's latest, so a caller
         that gives no times gets the same output for the same input in any process."""
+        self._refresh()
         with self._lock:
             idle = (
                 now is not None
@@ -169,43 +212,118 @@ class SessionCache:
     def save(self, *, create: bool = False) -> None:
         """Write the record (the moves, and when the last request was sent), in a
         session folder that exists already unless ``create``: a pipeline closing after
-        its session kept nothing leaves nothing behind."""
-        if self._store is None:
+        its session kept nothing leaves nothing behind. Under the record's lock, what
+        another process wrote since this one last read it is merged in first."""
+        store = self._store
+        if store is None:
             return
         with self._lock:
             if self.last is None and not self.moved:
                 return
-            record = {"moved": sorted(self.moved), "last": self.last}
         try:
-            self._store.save_record(json.dumps(record), create=create)
+            with store.record_lock(create=create) as writable:
+                if not writable:
+                    return
+                stamp = store.record_stamp()
+                if stamp is not None and stamp != self._stamp:
+                    self._take_in(store, stamp)
+                with self._lock:
+                    moved, last = sorted(self.moved), self.last
+                content = json.dumps({"moved": moved, "last": last})  # ASCII: bytes = chars
+                if len(content) > MAX_RECORD_BYTES:
+                    logger.warning(
+                        "the session's cold-cache record %s was not kept: its %s moves take "
+                        "%s bytes, more than the %s a record may hold (after a restart, the "
+                        "session is rewritten once more)",
+                        store.record_location, f"{len(moved):,}", f"{len(content):,}",
+                        f"{MAX_RECORD_BYTES:,}",
+                    )  # fmt: skip
+                    return
+                store.save_record(content)
+                with self._lock:
+                    self._stamp, self.unreadable = store.record_stamp(), None
         except OSError as exc:
             logger.warning("the session's cold-cache record was not kept: %s", exc)
 
-    def _load(self, store: RecordStore) -> None:
-        text = store.load_record()
-        if text is None:
+    def _refresh(self) -> None:
+        """Take in the record if it changed since this process last read or wrote it
+        (another process serving the session wrote it)."""
+        if self._store is None:
             return
+        stamp = self._store.record_stamp()
+        if stamp is not None and stamp != self._stamp:
+            self._take_in(self._store, stamp)
+
+    def _take_in(self, store: RecordStore, stamp: object) -> None:
+        """Merge the record, as ``stamp`` (taken before reading it) says it is, with what
+        this process knows. An unreadable record is said once, and taken as none."""
         try:
-            record = json.loads(text)
-            moved = {_move(move) for move in record["moved"]}
-            last = record["last"]
-            if last is not None and not (isinstance(last, (int, float)) and math.isfinite(last)):
-                raise ValueError("'last' is not a time")
-        except (ValueError, TypeError, KeyError) as exc:
-            logger.warning("the session's cold-cache record is unreadable, ignored: %s", exc)
+            text = store.load_record(MAX_RECORD_BYTES)
+            moved, last = parse_record(text) if text is not None else (set(), None)
+        except UNREADABLE as exc:
+            why = f"{type(exc).__name__}: {exc}"
+            with self._lock:
+                self._stamp, self.unreadable = stamp, why
+            logger.warning(
+                "the session's cold-cache record %s is unreadable, ignored (the session is "
+                "cleaned as if it had none, and its next move writes the record anew): %s",
+                store.record_location, why,
+            )  # fmt: skip
             return
-        self.moved, self.last = moved, last
+        with self._lock:
+            self._stamp, self.unreadable = stamp, None
+            self.moved |= moved
+            if last is not None:
+                self.last = last if self.last is None else max(self.last, last)
+
+
+def parse_record(text: str) -> tuple[set[ColdMove], float | None]:
+    """The moves and the time of the last request a record holds.
+
+    :raises ValueError: it is not a record (not JSON, numbers that are no count or time,
+        NaN, a number of more than :data:`MAX_DIGITS` digits).
+    :raises RecursionError: arrays nested too deep to parse.
+    """
+    record = json.loads(text, parse_int=_small_int, parse_constant=_no_constant)
+    if not isinstance(record, dict) or not {"moved", "last"} <= set(record):
+        raise ValueError("not an object of 'moved' and 'last'")
+    if not isinstance(record["moved"], list):
+        raise ValueError(f"'moved' is not a list: {_short(record['moved'])}")
+    moved = {_move(move) for move in record["moved"]}
+    last = record["last"]
+    if last is None:
+        return moved, None
+    if isinstance(last, bool) or not isinstance(last, (int, float)):
+        raise ValueError(f"'last' is not a time: {_short(last)}")
+    if not (math.isfinite(last) and last >= 0):
+        raise ValueError(f"'last' is not a time: {last!r}")
+    return moved, float(last)
+
+
+def _small_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_DIGITS:
+        raise ValueError(f"a number of {len(digits.lstrip('-')):,} digits")
+    return int(digits)
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is no number a record holds")
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 def _move(value: object) -> ColdMove:
     if not isinstance(value, list) or len(value) != len(ColdMove._fields):
-        raise ValueError(f"not a move: {value!r}")
+        raise ValueError(f"not a move: {_short(value)}")
     turn, messages, calls = value
     for count in (turn, messages):
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ValueError(f"not a count: {count!r}")
+            raise ValueError(f"not a count: {_short(count)}")
     if not isinstance(calls, str):
-        raise ValueError(f"not a digest: {calls!r}")
+        raise ValueError(f"not a digest: {_short(calls)}")
     return ColdMove(turn, messages, calls)
 
 

@@ -19,15 +19,19 @@ workspace did not create, or refused to use, is never removed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import shutil
 import socket
 import stat
+import sys
 import tempfile
 import threading
+import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -46,6 +50,9 @@ from middleware.spill.layout import (
 )
 from middleware.spill.settings import SpillSettings
 
+if sys.platform != "win32":
+    import fcntl
+
 __all__ = [
     "MARKER",
     "MAX_ID_CHARS",
@@ -60,6 +67,11 @@ logger = logging.getLogger(__name__)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 LEASES = ".leases"
+#: The file every process locks while it reads, merges and writes a session's record.
+RECORD_LOCK = ".session.lock"
+#: How long a process waits for another to finish writing the record before it gives up
+#: (the record is then not written this time: see :meth:`SpillWorkspace.record_lock`).
+RECORD_LOCK_SECONDS = 5.0
 #: Files synced at once: a journaling file system commits concurrent syncs together.
 SYNC_THREADS = 16
 _syncing_pool: ThreadPoolExecutor | None = None
@@ -219,21 +231,92 @@ class SpillWorkspace:
         except OSError as exc:  # a SpillError too: a closed or unsafe workspace
             logger.info("reading %s not kept in %s: %s", name, folder, exc)
 
-    def load_record(self) -> str | None:
-        """The session's record (:mod:`middleware.session.cold_cache`), or ``None``:
-        missing, or not a private regular file of this user's."""
-        return _read_private(self.session_dir / RECORD)
+    @property
+    def record_location(self) -> str:
+        """Where the session's record is (:mod:`middleware.session.cold_cache`)."""
+        return str(self.session_dir / RECORD)
 
-    def save_record(self, content: str, *, create: bool = True) -> None:
-        """Keep ``content`` as the session's record, written whole, not synced; with
-        ``create=False``, only in a session folder that exists already or that this
-        workspace keeps (``spill.keep``).
+    def record_stamp(self) -> tuple[int, int, int] | None:
+        """What changes whenever the record is written (a new file is renamed over it
+        each time: its inode, size and time), or ``None``: there is none. One ``lstat``,
+        cheap enough to ask before every request."""
+        try:
+            info = os.lstat(self.session_dir / RECORD)
+        except OSError:
+            return None
+        return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+    def load_record(self, max_bytes: int) -> str | None:
+        """The session's record, or ``None``: there is none. A record of more than
+        ``max_bytes`` is not read at all (its size is known before reading).
+
+        :raises SpillError: it cannot be read, is not a private regular file of this
+            user's, holds more than ``max_bytes`` or is not UTF-8.
+        """
+        path = self.session_dir / RECORD
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise SpillError(f"cannot read {path}: {exc}") from exc
+        try:
+            with os.fdopen(fd, "rb") as handle:
+                info = os.fstat(handle.fileno())
+                if not _private_file(info):
+                    raise SpillError(
+                        f"refusing to read {path}: it is not a private regular file of this "
+                        f"user's (mode {stat.S_IMODE(info.st_mode):o}); remove it"
+                    )
+                if info.st_size > max_bytes:
+                    raise SpillError(
+                        f"refusing to read {path}: it holds {info.st_size:,} bytes, more than "
+                        f"the {max_bytes:,} a record may hold; remove it"
+                    )
+                data = handle.read(max_bytes + 1)
+        except SpillError:
+            raise
+        except OSError as exc:
+            raise SpillError(f"cannot read {path}: {exc}") from exc
+        if len(data) > max_bytes:  # written in place by something else than a workspace
+            raise SpillError(f"refusing to read {path}: it grew past {max_bytes:,} bytes")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SpillError(f"cannot read {path}: it is not UTF-8 ({exc}); remove it") from exc
+
+    @contextlib.contextmanager
+    def record_lock(self, *, create: bool = True) -> Iterator[bool]:
+        """Held while the record is read, merged and written: every process that writes
+        it locks ``.session.lock`` beside it (``flock``; none on Windows), so two of them
+        never write at once and neither loses what the other wrote. Gives whether the
+        record may be written: with ``create=False``, only in a session folder that
+        exists already or that this workspace keeps (``spill.keep``).
+
+        :raises OSError: the lock could not be taken within :data:`RECORD_LOCK_SECONDS`
+            (a process holds it that does not let go), or the folder is unusable (a
+            :class:`SpillError` for a closed or unsafe workspace).
+        """
+        if not (create or self.keep or self.session_dir.is_dir()):
+            yield False
+            return
+        self._prepare()
+        path = self.session_dir / RECORD_LOCK
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            _lock_file(fd, path, RECORD_LOCK_SECONDS)
+            yield True
+        finally:
+            os.close(fd)  # releases the lock
+
+    def save_record(self, content: str) -> None:
+        """Keep ``content`` as the session's record, written whole (a reader never sees
+        part of it), not synced; under :meth:`record_lock`.
 
         :raises OSError: it could not be written (a :class:`SpillError` for a closed
             or unsafe workspace).
         """
-        if not (create or self.keep or self.session_dir.is_dir()):
-            return
         self._prepare()
         _replace_private(self.session_dir, RECORD, content)
 
@@ -377,6 +460,25 @@ def _replace_private(folder: Path, name: str, content: str) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _lock_file(fd: int, path: Path, seconds: float) -> None:
+    """Lock the file open as ``fd`` for this open file (threads of one process exclude
+    each other too), waiting at most ``seconds`` for the one who holds it."""
+    if sys.platform == "win32":
+        return
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise SpillError(
+                    f"cannot lock {path}: another process has held it for more than "
+                    f"{seconds:g} s (a process stopped while writing the record?)"
+                ) from None
+            time.sleep(0.01)
 
 
 def _sync_file(path: Path, *, directory: bool = False) -> None:

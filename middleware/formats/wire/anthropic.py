@@ -60,6 +60,7 @@ class AnthropicAPI(Provider):
         "forbidden": "permission_error",
         "request_timeout": "timeout_error",
         "overloaded": "overloaded_error",
+        "bad_request": "invalid_request_error",
     }
 
     def error_document(self, kind: ErrorKind, message: str) -> dict[str, Any]:

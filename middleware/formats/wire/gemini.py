@@ -61,6 +61,7 @@ class GoogleAI(Provider):
         "forbidden": (403, "PERMISSION_DENIED"),
         "request_timeout": (408, "DEADLINE_EXCEEDED"),
         "overloaded": (503, "UNAVAILABLE"),
+        "bad_request": (400, "INVALID_ARGUMENT"),
     }
 
     def error_document(self, kind: ErrorKind, message: str) -> dict[str, Any]:

@@ -58,6 +58,7 @@ class OpenAIAPI(Provider):
         "forbidden": ("invalid_request_error", "forbidden"),
         "request_timeout": ("invalid_request_error", "request_timeout"),
         "overloaded": ("server_error", "overloaded"),
+        "bad_request": ("invalid_request_error", "invalid_path"),
     }
 
     def error_document(self, kind: ErrorKind, message: str) -> dict[str, Any]:
