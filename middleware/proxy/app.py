@@ -16,6 +16,7 @@ unchanged when ``proxy.fail_open`` (the default), and the failure is logged and 
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import logging
 import re
@@ -393,13 +394,23 @@ def _forbidden(what: str, key: str = "proxy.recall_token") -> Response:
 
 def _allowed(request: Request, token: str | None) -> bool:
     """Whether ``request`` comes from loopback or carries ``token`` as its bearer."""
-    if token is not None and request.headers.get("authorization") == f"Bearer {token}":
+    if token is not None and _carries(request.headers.get("authorization", ""), token):
         return True
     host = request.client.host if request.client is not None else ""
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _carries(authorization: str, token: str) -> bool:
+    """Whether an ``Authorization`` header carries ``token`` as its bearer credentials:
+    the scheme in any case, one space or more after it (RFC 7235); the header's bytes as
+    they came, compared in a time that does not tell how much of the token they share."""
+    scheme, _, credentials = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(credentials.lstrip(" ").encode("latin-1"), token.encode("utf-8"))
 
 
 def _optional_int(value: str | None) -> int | None:
