@@ -26,6 +26,15 @@ MAX_ANSWER_BYTES = 4 * 1024 * 1024
 #: Bytes of one server-sent event line kept while it arrives (a Responses
 #: ``response.completed`` carries the whole answer).
 MAX_LINE_BYTES = 8 * 1024 * 1024
+#: Bytes a compressed event stream is inflated to, at most, to read its usage (a long
+#: answer streams a few MB; a compressed JSON answer stops at :data:`MAX_ANSWER_BYTES`).
+MAX_INFLATED_BYTES = 64 * 1024 * 1024
+#: One chunk of a compressed answer is inflated to :data:`INFLATION_FLOOR` bytes plus
+#: :data:`INFLATION_RATIO` times its own size, at most: text and JSON compress 3 to 20
+#: times, a bomb of one repeated byte a thousand times. Past either bound the answer's
+#: usage is not read (the ledger counts it ``unread``); each chunk costs O(its size).
+INFLATION_RATIO = 64
+INFLATION_FLOOR = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -81,8 +90,9 @@ class UsageReader:
     """Reads the usage and the model of one answer as its bytes are relayed, chunk by
     chunk, without holding a streamed answer: a JSON answer is read whole at the end (up
     to :data:`MAX_ANSWER_BYTES`), an event stream line by line. A gzip or deflate answer
-    is read through a decompressor; another encoding is not read (``usage`` stays
-    ``None``)."""
+    is read through a decompressor, bounded per chunk and in all (:data:`INFLATION_RATIO`,
+    :data:`MAX_INFLATED_BYTES`: a bomb is read no further, and its usage is ``None``);
+    another encoding is not read (``usage`` stays ``None``)."""
 
     def __init__(self, fmt: str, content_type: str = "", content_encoding: str = "") -> None:
         self.fmt = fmt
@@ -95,7 +105,12 @@ class UsageReader:
             self._decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
         elif encoding == "deflate":
             self._decoder = zlib.decompressobj()
+        #: Bytes the decompressor gave so far.
+        self.inflated = 0
+        #: A JSON answer so far, or the start of an event stream's line still arriving.
         self._buffer = bytearray()
+        #: Whether the line arriving is over :data:`MAX_LINE_BYTES` (dropped to its end).
+        self._skipping = False
         self._fields: dict[str, Any] = {}
         self.model: str | None = None
         self._overflow = False
@@ -105,39 +120,100 @@ class UsageReader:
         if not self.readable or self._overflow:
             return
         if self._decoder is not None:
-            try:
-                chunk = self._decoder.decompress(chunk)
-            except zlib.error as exc:
-                logger.info("cannot decompress an answer to read its usage: %s", exc)
-                self.readable = False
+            inflated = self._inflate(chunk)
+            if inflated is None:
                 return
-        self._buffer += chunk
+            chunk = inflated
         if self.streamed:
-            self._read_lines()
-        elif len(self._buffer) > MAX_ANSWER_BYTES:
-            self._overflow = True
-            self._buffer.clear()
+            self._read_lines(chunk)
+        elif len(self._buffer) + len(chunk) > MAX_ANSWER_BYTES:
+            self._give_up()
+        else:
+            self._buffer += chunk
 
     @property
     def usage(self) -> Usage | None:
-        """What the answer reported so far (the whole of it once the answer ended)."""
-        if not self.streamed and self._buffer and not self._overflow:
+        """What the answer reported so far (the whole of it once the answer ended), or
+        ``None``: none, or the answer was past a bound (what it said before is not the
+        whole bill)."""
+        if self._overflow:
+            return None
+        if not self.streamed and self._buffer:
             self._read_document(bytes(self._buffer))
             self._buffer.clear()
         return read_usage(self.fmt, self._fields) if self._fields else None
 
-    def _read_lines(self) -> None:
-        """Read the complete lines of the buffer (split at once: an answer streams many
-        small events, and only the few that name their usage are parsed)."""
-        if b"\n" not in self._buffer:
-            if len(self._buffer) > MAX_LINE_BYTES:
-                self._buffer.clear()  # not an event stream a client could read either
+    def _inflate(self, chunk: bytes) -> bytes | None:
+        """``chunk`` inflated, no further than its bounds (``None`` past them, or if it
+        does not inflate: the answer is read no more)."""
+        if self.streamed:
+            room = MAX_INFLATED_BYTES - self.inflated
+        else:
+            room = MAX_ANSWER_BYTES - len(self._buffer)
+        bound = min(INFLATION_FLOOR + INFLATION_RATIO * len(chunk), room)
+        try:
+            # One byte past the bound tells an answer that reaches it from one past it.
+            out: bytes = self._decoder.decompress(chunk, bound + 1)
+        except zlib.error as exc:
+            logger.info("cannot decompress an answer to read its usage: %s", exc)
+            self.readable = False
+            return None
+        self.inflated += len(out)
+        if len(out) > bound:
+            logger.warning(
+                "an answer inflates past %d bytes (%d compressed in one chunk, %d inflated "
+                "in all): its usage is not read and the ledger counts it unread",
+                bound, len(chunk), self.inflated,
+            )  # fmt: skip
+            self._give_up()
+            return None
+        return out
+
+    def _give_up(self) -> None:
+        """Read this answer no further: its usage is ``None``."""
+        self._overflow = True
+        self._decoder = None
+        self._buffer = bytearray()
+        self._fields.clear()
+
+    def _read_lines(self, data: bytes) -> None:
+        """Read the lines ``data`` completes, in O(``data``): only the few lines that name
+        a usage are looked at (an answer streams many small events); the last line, not
+        complete yet, is kept for the next chunk."""
+        last = data.rfind(b"\n")
+        if last == -1:
+            self._hold(data)
             return
-        *complete, rest = bytes(self._buffer).split(b"\n")
-        self._buffer = bytearray(rest)
-        for line in complete:
-            if b"usage" in line and line.startswith(b"data:"):
-                self._read_event(line[5:].strip())
+        start = 0
+        if self._buffer or self._skipping:  # a line begun in an earlier chunk ends here
+            start = data.find(b"\n") + 1
+            if not self._skipping and len(self._buffer) + start <= MAX_LINE_BYTES:
+                self._buffer += data[: start - 1]
+                self._read_line(bytes(self._buffer))
+            self._buffer.clear()
+            self._skipping = False
+        at = data.find(b"usage", start, last)
+        while at != -1:
+            begins = max(start, data.rfind(b"\n", start, at) + 1)
+            ends = data.find(b"\n", at, last + 1)
+            self._read_line(data[begins:ends])
+            at = data.find(b"usage", ends, last)
+        self._hold(data[last + 1 :])
+
+    def _hold(self, part: bytes) -> None:
+        """Keep ``part`` of the line arriving, unless the line is over
+        :data:`MAX_LINE_BYTES` (not an event stream a client could read either)."""
+        if self._skipping:
+            return
+        if len(self._buffer) + len(part) > MAX_LINE_BYTES:
+            self._buffer.clear()
+            self._skipping = True
+        else:
+            self._buffer += part
+
+    def _read_line(self, line: bytes) -> None:
+        if line.startswith(b"data:") and b"usage" in line:
+            self._read_event(line[5:].strip())
 
     def _read_event(self, data: bytes) -> None:
         try:

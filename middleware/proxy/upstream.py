@@ -165,7 +165,8 @@ class Relay:
     ``on_headers`` is called with the upstream status, the seconds it took and its headers
     once they arrived (for the access log, the latency histogram and the ledger);
     ``on_chunk`` with each chunk of the answer as it came (raw: still compressed if it
-    was); ``on_done`` when the answer ended, with whether it was relayed whole.
+    was), once it was passed on to the client; ``on_done`` when the answer ended, with
+    whether it was relayed whole.
     ``answer_headers`` are added to the upstream's (the proxy's own, such as the session
     it filed the request under).
     """
@@ -234,9 +235,9 @@ class Relay:
                 {"type": "http.response.start", "status": response.status_code, "headers": headers}
             )
             async for chunk in _chunks(response):
-                if self.on_chunk is not None:
-                    self._observe(chunk)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                if self.on_chunk is not None:  # read once it is on its way: never waited for
+                    self._observe(chunk)
             await send({"type": "http.response.body", "body": b""})
             return True
         except httpx.HTTPError as exc:  # the upstream broke off mid-answer: end ours too

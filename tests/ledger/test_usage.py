@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import tracemalloc
 import zlib
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from middleware.ledger import Usage, UsageReader, read_usage
+from middleware.ledger import Usage, UsageReader, read_usage, usage
 
 ANTHROPIC = {
     "input_tokens": 7, "cache_creation_input_tokens": 300, "cache_read_input_tokens": 9000,
@@ -127,3 +129,67 @@ def test_what_cannot_be_read_gives_no_usage() -> None:
     error = UsageReader("anthropic", "application/json")
     error.feed(b'{"type": "error", "error": {"message": "overloaded"}}')
     assert error.usage is None
+
+
+def newlines(size: int, wbits: int = 16 + zlib.MAX_WBITS) -> bytes:
+    """``size`` newlines, compressed (gzip by default): a decompression bomb."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    block = b"\n" * (1 << 20)
+    return b"".join([packer.compress(block) for _ in range(size >> 20)] + [packer.flush()])
+
+
+def test_a_bomb_is_inflated_no_further_than_its_bound_and_gives_no_usage() -> None:
+    bomb = newlines(32 << 20)  # 32 MiB from 32 KB
+    for content_type, bound in (("text/event-stream", usage.INFLATION_FLOOR),
+                                ("application/json", usage.INFLATION_FLOOR)):  # fmt: skip
+        reader = UsageReader("anthropic", content_type, "gzip")
+        head = gzip.compress(STREAMS["anthropic"][:300])[:-8]  # a usage first, then the bomb
+        reader.feed(head[:10])
+        for i in range(0, len(bomb), 1000):
+            reader.feed(bomb[i : i + 1000])
+        # One chunk of 1,000 bytes may give 1 MiB and 64,000 bytes, and the first past
+        # that ended the reading: what was read before is not the whole bill.
+        assert reader.inflated <= bound + usage.INFLATION_RATIO * 1000 + 1
+        assert reader.usage is None
+
+
+def test_a_compressed_stream_is_read_up_to_its_total_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(usage, "MAX_INFLATED_BYTES", 64 * 1024)
+    filler = sse([("ping", {"type": "ping", "note": "x" * 100})] * 1000)  # 130 KB
+    for body, expected in ((STREAMS["anthropic"], EXPECTED["anthropic"][0]),
+                           (filler + STREAMS["anthropic"], None)):  # fmt: skip
+        packer = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+        reader = UsageReader("anthropic", "text/event-stream", "gzip")
+        for i in range(0, len(body), 4096):  # flushed as a server flushes each event
+            reader.feed(packer.compress(body[i : i + 4096]) + packer.flush(zlib.Z_SYNC_FLUSH))
+        reader.feed(packer.flush())
+        assert reader.usage == expected
+        assert reader.inflated <= 64 * 1024 + 1
+
+
+def test_reading_a_chunk_holds_memory_of_its_size() -> None:
+    """Lines are found in the chunk, not split out of it: 4 MiB of newlines hold a few
+    KB while read, not a list of millions of lines; lines that name a usage that is none
+    are each read and let go."""
+    for chunk in (b"\n" * (4 << 20), b"data: usage\n" * 5000):
+        reader = UsageReader("anthropic", "text/event-stream")
+        tracemalloc.start()
+        try:
+            reader.feed(chunk)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 1 << 20, peak
+        assert reader.usage is None
+
+
+def test_a_line_over_its_bound_is_dropped_to_its_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(usage, "MAX_LINE_BYTES", 1000)
+    long_line = b"data: " + json.dumps({"usage": {"input_tokens": 1}, "x": "y" * 2000}).encode()
+    data = long_line + b"\n\n" + STREAMS["anthropic"]
+    reader = UsageReader("anthropic", "text/event-stream")
+    for i in range(0, len(data), 100):
+        reader.feed(data[i : i + 100])
+    assert (reader.usage, reader.model) == EXPECTED["anthropic"]
