@@ -73,11 +73,9 @@ def add_serve(commands: Subcommands) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     try:
-        import uvicorn  # noqa: PLC0415 - the [proxy] extra, imported only to serve
-
         from middleware.formats.routes import providers  # noqa: PLC0415 - with the others
         from middleware.proxy.build import build_proxy  # noqa: PLC0415 - needs the extra
-        from middleware.proxy.listening import uvicorn_options  # noqa: PLC0415 - likewise
+        from middleware.proxy.listening import serve  # noqa: PLC0415 - likewise (uvicorn)
     except ImportError as exc:
         raise MissingExtraError("proxy", "starlette>=0.37", "chatcli-mw serve") from exc
     overrides: dict[str, Any] = {
@@ -101,10 +99,7 @@ def run_serve(args: argparse.Namespace) -> int:
         ", ".join(f"{p.name} -> {settings.upstream(p)}" for p in providers()),
         proxy.catalog.default.policy.name,
     )  # fmt: skip
-    uvicorn.run(
-        app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
-        timeout_graceful_shutdown=30, **uvicorn_options(settings),
-    )  # fmt: skip
+    serve(app, settings, log_level="warning", access_log=False, timeout_graceful_shutdown=30)
     return 0
 
 
