@@ -117,7 +117,9 @@ class Proxy:
             url = forwarded_url(upstream, raw_path, request.scope["query_string"].decode("latin-1"))
         except PathOutsideBase as exc:
             return self._answer("other", provider, 400, "bad_request", str(exc))
-        route_label = path if route else "other"
+        # The route's template, never the path: a Gemini path holds the model a client
+        # chose, and each label is a metrics series held for ever.
+        route_label = route.template if route else "other"
         started = time.perf_counter()
         try:
             source = (
