@@ -14,10 +14,11 @@ runs three times:
   ``@path``, ``opencode run -f``; Codex CLI has none), the model answering at once.
 
 Every request the stand-in receives is kept (method, path with its query, headers but host
-and content-length, body) and trimmed as the older recordings are: strings over
-:data:`KEEP_CHARS` characters cut short with a marker, the other tools' declarations cut to
-their names; while the read and edit tools' declarations, the model's turns, the tool
-results (and in the third run whatever holds the file's text) stay exactly as sent.
+and content-length, body) and trimmed as the older recordings are (both by
+tests/recording.py): strings over :data:`KEEP_CHARS` characters cut short with a marker, the
+other tools' declarations cut to their names; while the read and edit tools' declarations,
+the model's turns, the tool results (and in the third run whatever holds the file's text)
+stay exactly as sent.
 
 Recorded again, then checked, with ``CHATCLI_RECORD=1 python -m pytest
 tests/test_recorded_reads.py`` (without the variable that module only checks the files).
@@ -29,18 +30,26 @@ import datetime
 import json
 import re
 import tempfile
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents import AGENT_BY_NAME, Agent, Event, Run, events
+from agents import AGENT_BY_NAME, Agent, Event, events
 from locations import RECORDED
+from recording import (
+    HISTORY,  # noqa: F401 (tests/test_recorded_reads.py's)
+    KEEP_CHARS,
+    Recorder,
+    cut,
+    model_item,
+    run_cli,
+    strings,
+    tool_name,  # noqa: F401 (tests/test_recorded_reads.py's)
+)
+from recording import trim as trim_request
 from servers import serving
-from stand_in import Call, Provider, Reply, responses_events, sse
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from stand_in import FREEFORM, Call, Provider, Reply
 
 #: The file the model reads: numbered lines of 72 characters, 300 of them (21,600
 #: characters), and a long one past every CLI's own limit on one read.
@@ -53,11 +62,6 @@ PROMPT = f"Read {FILE_NAME}, then fix line {EDITED}."
 LONG_PROMPT = f"Read {FILE_NAME}."
 #: Where the partial read starts and how many lines it asks for.
 PART = (120, 30)
-#: Strings longer than this outside what is kept whole are cut short.
-KEEP_CHARS = 200
-#: The argument of a :class:`Call` to a freeform tool (Responses' ``custom_tool_call``,
-#: Codex CLI's ``apply_patch``): its whole input.
-FREEFORM = "input"
 
 
 def line(number: int) -> str:
@@ -132,7 +136,7 @@ def _codex(path: Path) -> list[Call]:
     return [
         Call("exec_command", {"cmd": f"sed -n '1,{LINES}p' {path}"}),
         Call("exec_command", {"cmd": f"cat {path}"}),
-        Call("apply_patch", {FREEFORM: patch}),
+        Call("apply_patch", {FREEFORM: patch}, freeform=True),
     ]
 
 
@@ -277,119 +281,7 @@ def model_events(fmt: str, body: dict[str, Any]) -> list[Event]:
     return events(fmt, {**body, "input": items})
 
 
-class StandIn(Provider):
-    """The provider stand-in, whose Responses model may also call a freeform tool: a call
-    whose only argument is :data:`FREEFORM` (Codex CLI's ``apply_patch``) comes as a
-    ``custom_tool_call`` carrying that text as its ``input``, as the API sends one."""
-
-    async def responses(self, request: Request) -> Response:
-        body = await self._accept(request, "responses", "input")
-        if isinstance(body, Response):
-            return body
-        reply = self.script("responses", body)
-        output: list[dict[str, Any]] = []
-        if reply.text:
-            output.append(
-                {
-                    "type": "message",
-                    "id": f"msg_{uuid.uuid4().hex[:20]}",
-                    "role": "assistant",
-                    "status": "completed",
-                    "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
-                }
-            )
-        for call in reply.calls:
-            custom = set(call.arguments) == {FREEFORM}
-            ids = {
-                "id": f"{'ctc' if custom else 'fc'}_{uuid.uuid4().hex[:20]}",
-                "call_id": f"call_{uuid.uuid4().hex[:20]}",
-            }
-            if custom:
-                output.append(
-                    {
-                        "type": "custom_tool_call",
-                        **ids,
-                        "name": call.name,
-                        "input": call.arguments[FREEFORM],
-                        "status": "completed",
-                    }
-                )
-            else:
-                output.append(
-                    {
-                        "type": "function_call",
-                        **ids,
-                        "name": call.name,
-                        "arguments": json.dumps(call.arguments),
-                        "status": "completed",
-                    }
-                )
-        usage = {
-            "input_tokens": 10,
-            "output_tokens": 5,
-            "total_tokens": 15,
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens_details": {"reasoning_tokens": 0},
-        }
-        response = {
-            "id": f"resp_{uuid.uuid4().hex[:20]}",
-            "object": "response",
-            "created_at": 0,
-            "status": "completed",
-            "model": body.get("model", "stand-in"),
-            "output": output,
-            "parallel_tool_calls": True,
-            "tool_choice": "auto",
-            "tools": [],
-            "usage": usage,
-        }
-        if not body.get("stream"):
-            return JSONResponse(response)
-        return sse(responses_events(response))
-
-
 # -- recording ---------------------------------------------------------------------------------
-
-
-class Recorder:
-    """An ASGI wrapper that keeps every HTTP request as it came: method, path with its
-    query, headers (but ``host`` and ``content-length``) and body."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.requests: list[dict[str, Any]] = []
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        query = scope.get("query_string", b"").decode("latin-1")
-        headers = {
-            k.decode("latin-1"): v.decode("latin-1")
-            for k, v in scope["headers"]
-            if k not in (b"host", b"content-length")
-        }
-        entry = {
-            "method": scope["method"],
-            "path": scope["path"] + (f"?{query}" if query else ""),
-            "headers": headers,
-        }
-
-        async def recording() -> Any:
-            message = await receive()
-            if message["type"] == "http.request":
-                chunks.append(message.get("body", b""))
-                if not message.get("more_body"):
-                    raw = b"".join(chunks)
-                    try:
-                        entry["body"] = json.loads(raw) if raw else None
-                    except ValueError:
-                        entry["body"] = raw.decode("utf-8", "replace")
-                    self.requests.append(entry)
-            return message
-
-        await self.app(scope, recording, send)
 
 
 @dataclass
@@ -418,17 +310,11 @@ def run_once(
     project.mkdir(parents=True)
     target = project / FILE_NAME
     target.write_text(numbered_file(lines), "utf-8")
-    provider = StandIn(script=script(agent.fmt, calls(target)), context_chars=10_000_000)
+    provider = Provider(script=script(agent.fmt, calls(target)), context_chars=10_000_000)
     recorder = Recorder(provider.app())
     with serving(recorder) as url:
         env = agent.configure(home, project, url)
-        run = Run([*agent.argv(prompt, False), *options], project, env).start()
-        try:
-            run.wait(300)
-        finally:
-            if run.returncode is None:
-                run.kill()
-    assert run.returncode == 0, run.explain()
+        run_cli([*agent.argv(prompt, False), *options], project, env)
     assert not provider.refused, [reason for _, reason, _ in provider.refused]
     return Recorded(recorder.requests, target, target.read_text("utf-8"))
 
@@ -513,12 +399,6 @@ def record(reader: Reader, today: str | None = None) -> dict[str, Any]:
 # -- trimming ----------------------------------------------------------------------------------
 
 
-def cut(text: str) -> str:
-    if len(text) <= KEEP_CHARS:
-        return text
-    return f"{text[:KEEP_CHARS]}…[{len(text) - KEEP_CHARS} more characters, trimmed for the test]"
-
-
 #: A line of the file as a read shows it, whatever the CLI puts before it.
 FILE_LINE = re.compile(r'^.*ROW_(\d{4}) = "row \1 of the inventory, kept in stock: #{16}"\n?$')
 #: Of a run of more file lines than twice this in a long read, the first and last are kept.
@@ -552,90 +432,11 @@ def cut_lines(text: str) -> str:
     return "".join(out)
 
 
-def _strings(value: Any, change: Callable[[str], str]) -> Any:
-    if isinstance(value, str):
-        return change(value)
-    if isinstance(value, list):
-        return [_strings(v, change) for v in value]
-    if isinstance(value, dict):
-        return {k: _strings(v, change) for k, v in value.items()}
-    return value
-
-
-def _kept(fmt: str, item: Any) -> bool:
-    """Whether a history item is the model's turn or carries tool calls or results."""
-    if not isinstance(item, dict):
-        return False
-    if fmt == "gemini":
-        parts = item.get("parts") or []
-        return item.get("role") == "model" or any(
-            isinstance(p, dict) and ("functionResponse" in p or "functionCall" in p) for p in parts
-        )
-    if fmt == "responses":
-        return item.get("type", "message") != "message" or item.get("role") == "assistant"
-    if item.get("role") in ("assistant", "tool"):
-        return True
-    content = item.get("content")
-    return isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") in ("tool_result", "tool_use") for b in content
-    )
-
-
 def _holds_file(item: Any) -> bool:
     """Whether a string of ``item`` holds a line of the file."""
     found: list[bool] = []
-    _strings(item, lambda text: found.append(line(EDITED).rstrip("\n") in text) or text)
+    strings(item, lambda text: found.append(line(EDITED).rstrip("\n") in text) or text)
     return any(found)
-
-
-def tool_name(tool: dict[str, Any]) -> str:
-    return str(tool.get("name") or (tool.get("function") or {}).get("name") or "")
-
-
-def _tool_cut(fmt: str, tool: dict[str, Any], kept: tuple[str, ...]) -> Any:
-    """A tool's declaration cut to its name as the older recordings keep one, or whole."""
-    if fmt == "gemini":
-        declarations = [
-            d if d.get("name") in kept else _declaration_cut(d)
-            for d in tool.get("functionDeclarations") or []
-        ]
-        rest = {k: _strings(v, cut) for k, v in tool.items() if k != "functionDeclarations"}
-        return {"functionDeclarations": declarations, **rest} if declarations else rest
-    if tool_name(tool) in kept:
-        return tool
-    if fmt == "anthropic":
-        short = {"name": tool.get("name")}
-        if "input_schema" in tool:
-            short["input_schema"] = {"type": "object"}
-        return short
-    short = {k: tool[k] for k in ("type", "name") if k in tool}
-    if "parameters" in tool:
-        short["parameters"] = {"type": "object"}
-    if "function" in tool:
-        short["function"] = {"name": tool_name(tool), "parameters": {"type": "object"}}
-    return short
-
-
-def _declaration_cut(declaration: dict[str, Any]) -> dict[str, Any]:
-    """A Gemini function as the older recording keeps one: the names of its arguments."""
-    schema = declaration.get("parametersJsonSchema") or declaration.get("parameters") or {}
-    return {
-        "name": declaration.get("name"),
-        "description": "...",
-        "parametersJsonSchema": {
-            "type": schema.get("type", "object"),
-            "properties": dict.fromkeys(schema.get("properties") or {}, "..."),
-            "required": schema.get("required"),
-        },
-    }
-
-
-HISTORY = {
-    "anthropic": "messages",
-    "openai": "messages",
-    "responses": "input",
-    "gemini": "contents",
-}
 
 
 def trim(
@@ -646,26 +447,13 @@ def trim(
     long: bool = False,
     attached: bool = False,
 ) -> dict[str, Any]:
-    """``request`` as the recording keeps it (the module's docstring): in a ``long`` run the
-    file's lines in what is kept are cut (:func:`cut_lines`); in an ``attached`` one each
-    history item holding the file's text is kept whole too."""
-    body = request.get("body")
-    if not isinstance(body, dict):
-        return {**request, "body": _strings(body, cut)}
-    out: dict[str, Any] = {}
-    for name, value in body.items():
-        if name == HISTORY[fmt] and isinstance(value, list):
-            out[name] = [_item_cut(fmt, item, long, attached) for item in value]
-        elif name == "tools" and isinstance(value, list):
-            out[name] = [
-                _tool_cut(fmt, tool, kept) if isinstance(tool, dict) else tool for tool in value
-            ]
-        else:
-            out[name] = _strings(value, cut)
-    return {**request, "body": out}
+    """``request`` as the recording keeps it (the module's docstring, :func:`recording.trim`):
+    in a ``long`` run the file's lines in what is kept are cut (:func:`cut_lines`); in an
+    ``attached`` one each history item holding the file's text is kept whole too."""
 
+    def item_cut(item: Any) -> Any:
+        if model_item(fmt, item) or (attached and _holds_file(item)):
+            return strings(item, cut_lines) if long else item
+        return strings(item, cut)
 
-def _item_cut(fmt: str, item: Any, long: bool, attached: bool) -> Any:
-    if _kept(fmt, item) or (attached and _holds_file(item)):
-        return _strings(item, cut_lines) if long else item
-    return _strings(item, cut)
+    return trim_request(fmt, request, kept, item_cut)

@@ -33,14 +33,24 @@ from middleware.errors import MiddlewareError
 #: Characters a request may hold before the stand-in says the prompt is too long (a model
 #: with a small window: what one huge tool output breaks).
 CONTEXT_CHARS = 120_000
+#: The one argument of a freeform call (:attr:`Call.freeform`): its whole text.
+FREEFORM = "input"
 
 
 @dataclass(frozen=True)
 class Call:
-    """A tool call the scripted model makes."""
+    """A tool call the scripted model makes. A ``freeform`` one calls a freeform (custom)
+    tool, such as Codex CLI's ``apply_patch``: its whole text is ``arguments[FREEFORM]``, and
+    the Responses API sends it as a ``custom_tool_call`` whose ``input`` is that text (the
+    other APIs, which have no freeform tools, as an ordinary call with those arguments)."""
 
     name: str
     arguments: dict[str, Any]
+    freeform: bool = False
+
+    def __post_init__(self) -> None:
+        if self.freeform and set(self.arguments) != {FREEFORM}:
+            raise ValueError(f"a freeform call has one argument, {FREEFORM!r}: its text")
 
 
 @dataclass(frozen=True)
@@ -375,17 +385,7 @@ class Provider:
                     "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
                 }
             )
-        output += [
-            {
-                "type": "function_call",
-                "id": f"fc_{uuid.uuid4().hex[:20]}",
-                "call_id": f"call_{uuid.uuid4().hex[:20]}",
-                "name": c.name,
-                "arguments": json.dumps(c.arguments),
-                "status": "completed",
-            }
-            for c in reply.calls
-        ]
+        output += [responses_call(c) for c in reply.calls]
         response = {
             "id": f"resp_{uuid.uuid4().hex[:20]}",
             "object": "response",
@@ -524,6 +524,23 @@ class Provider:
                 raise
 
         return StreamingResponse(chunks(), media_type="text/event-stream")
+
+
+def responses_call(call: Call) -> dict[str, Any]:
+    """``call`` as a Responses output item: a ``function_call`` with its arguments as JSON,
+    or a freeform one as a ``custom_tool_call`` with its text as ``input``."""
+    if call.freeform:
+        kind, ident, given = "custom_tool_call", "ctc", {"input": call.arguments[FREEFORM]}
+    else:
+        kind, ident, given = "function_call", "fc", {"arguments": json.dumps(call.arguments)}
+    return {
+        "type": kind,
+        "id": f"{ident}_{uuid.uuid4().hex[:20]}",
+        "call_id": f"call_{uuid.uuid4().hex[:20]}",
+        "name": call.name,
+        **given,
+        "status": "completed",
+    }
 
 
 def _sealed(seen: Any) -> str:
@@ -751,8 +768,9 @@ def anthropic_events(
 
 def responses_events(response: dict[str, Any]) -> list[tuple[str, str]]:
     """Every event a Responses client waits for, in the API's order: the response created
-    and in progress; per output item its ``added``, its content part or its arguments as
-    deltas, each ``done``; then ``response.completed`` (clients stall without them)."""
+    and in progress; per output item its ``added``, its content part, its arguments (a
+    ``function_call``) or its input (a ``custom_tool_call``) as deltas, each ``done``; then
+    ``response.completed`` (clients stall without them)."""
     created = {**response, "status": "in_progress", "output": [], "usage": None}
     events: list[dict[str, Any]] = [
         {"type": "response.created", "response": created},
@@ -774,16 +792,17 @@ def responses_events(response: dict[str, Any]) -> list[tuple[str, str]]:
             events.append({"type": "response.output_text.done", **where, "text": text,
                            "logprobs": []})  # fmt: skip
             events.append({"type": "response.content_part.done", **where, "part": part})
-        elif item["type"] == "function_call":
-            started = {**item, "status": "in_progress", "arguments": ""}
+        elif item["type"] in ("function_call", "custom_tool_call"):
+            given, kind = (("arguments", "function_call_arguments")
+                           if item["type"] == "function_call"
+                           else ("input", "custom_tool_call_input"))  # fmt: skip
+            started = {**item, "status": "in_progress", given: ""}
             events.append({"type": "response.output_item.added", "output_index": i,
                            "item": started})  # fmt: skip
             where = {"output_index": i, "item_id": item["id"]}
-            for piece in split(item["arguments"]):
-                events.append({"type": "response.function_call_arguments.delta", **where,
-                               "delta": piece})  # fmt: skip
-            events.append({"type": "response.function_call_arguments.done", **where,
-                           "arguments": item["arguments"]})  # fmt: skip
+            for piece in split(item[given]):
+                events.append({"type": f"response.{kind}.delta", **where, "delta": piece})
+            events.append({"type": f"response.{kind}.done", **where, given: item[given]})
         else:
             events.append({"type": "response.output_item.added", "output_index": i,
                            "item": item})  # fmt: skip
