@@ -164,6 +164,83 @@ def test_responses_without_ids_answer_by_name_and_position_whatever_their_order(
     assert paired == {"a b": {"pattern": "*"}, "A": {"file_path": "a"}, "B": {"file_path": "b"}}
 
 
+def test_a_response_whose_id_matches_no_call_is_an_orphan_not_answered_by_name(
+    tmp_path: Path,
+) -> None:
+    """Name and position pair only calls that carry no id: a response whose id matches no
+    call of its turn does not answer a call of its name that carries another id (Gemini
+    refuses it, as check does). It is dropped, reported with its content, and the call gets
+    its synthetic response, with its own id."""
+    history = [
+        user(text("Read a.")),
+        model(call("read_file", "call_a", file_path="a")),
+        user(answer("read_file", "from another turn", "call_z")),
+        model(text("Done.")),
+    ]
+    assert codes(history) == ["orphan_result"]
+    (response,) = get_codec("gemini").parse(history).nodes[2].results
+    assert response.call_id == "call_z"  # not the call's: nothing pairs them
+    result = processed(history, tmp_path)
+    assert codes(result.messages) == []
+    (synthetic,) = result.messages[2]["parts"]
+    assert synthetic["functionResponse"]["id"] == "call_a"
+    assert "Tool result missing" in synthetic["functionResponse"]["response"]["error"]
+    dropped, made = result.report.actions
+    assert (dropped.kind, dropped.tool_call_id) == ("orphan_dropped", "call_z")
+    assert dropped.detail["content"] == "from another turn"
+    assert (made.kind, made.tool_call_id) == ("synthetic_result", "call_a")
+
+
+def test_in_a_turn_with_ids_a_foreign_id_answers_no_call_without_one(tmp_path: Path) -> None:
+    """A turn mixing calls with and without ids: a response carrying an id none of them has
+    does not answer the call without one (Gemini checks the ids of a turn that has them);
+    a response without an id still answers a call of its name by position, whatever id
+    that call has."""
+    history = [
+        user(text("Read a and b, then c.")),
+        model(call("read_file", "call_a", file_path="a"), call("read_file", file_path="b")),
+        user(answer("read_file", "B?", "call_z"), answer("read_file", "A", "call_a")),
+        model(call("read_file", "call_c", file_path="c")),
+        user(answer("read_file", "C")),
+    ]
+    assert codes(history) == ["orphan_result"]
+    result = processed(history, tmp_path)
+    assert codes(result.messages) == []
+    a, missing = result.messages[2]["parts"]
+    assert a == history[2]["parts"][1]
+    assert "id" not in missing["functionResponse"]  # the call had none
+    assert result.messages[3:] == history[3:]  # C answers call_c by name: kept as it is
+    assert [(x.kind, x.detail.get("content")) for x in result.report.actions] == [
+        ("orphan_dropped", "B?"), ("synthetic_result", None)]  # fmt: skip
+
+
+def test_an_explicit_id_that_looks_like_a_position_is_kept_and_pairs_by_id(
+    tmp_path: Path,
+) -> None:
+    """The view names a call without an id after its place (``gemini-position:1:1``); a
+    call or a response carrying such an id on the wire is not taken for that place: a
+    valid history goes through as it came, and a response spoofing a place's name in a
+    turn with ids answers nothing."""
+    valid = [
+        user(text("Go.")),
+        model(call("f", "gemini-position:1:1"), call("g")),
+        user(answer("f", "F", "gemini-position:1:1"), answer("g", "G")),
+    ]
+    assert codes(valid) == []
+    result = processed(valid, tmp_path)
+    assert not result.changed and kinds(result) == []
+    spoofed = [
+        user(text("Go.")),
+        model(call("f", "call_f"), call("g")),
+        user(answer("f", "F", "call_f"), answer("g", "G?", "gemini-position:1:1")),
+    ]
+    assert codes(spoofed) == ["orphan_result"]
+    result = processed(spoofed, tmp_path)
+    assert codes(result.messages) == [] and result.messages[1] == spoofed[1]
+    assert [(x.kind, x.detail.get("content")) for x in result.report.actions] == [
+        ("orphan_dropped", "G?"), ("synthetic_result", None)]  # fmt: skip
+
+
 def test_a_late_response_moves_right_after_its_call_and_an_orphan_goes(tmp_path: Path) -> None:
     history = [
         user(answer("read_file", "from nowhere"), text("Start.")),  # no call before it
@@ -355,6 +432,82 @@ def test_every_repaired_history_keeps_geminis_rules(
     # The model's turns go through as they came: no call is changed or lost.
     assert [c for c in history if c["role"] == "model"] == [
         c for c in result.messages if c["role"] == "model"]  # fmt: skip
+
+
+@st.composite
+def mixed_id_histories(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Turns whose calls carry an id or none (some ids looking like the view's names of
+    places), answered by responses carrying their call's id, none, an id no call has,
+    another call's id, or a place's name; dropped, doubled, reordered, moved, strays."""
+    names = st.sampled_from(["read_file", "glob"])
+    history = [user(text("Start."))]
+    for turn in range(draw(st.integers(1, 3))):
+        at = len(history)
+        count = draw(st.integers(1, 3))
+        ids: list[str | None] = []
+        for k in range(count):
+            kind = draw(st.sampled_from(["own", "none", "place"]))
+            uid = {"own": f"id_{turn}_{k}", "none": None, "place": f"gemini-position:{at}:{k}"}
+            ids.append(uid[kind] if uid[kind] not in ids else f"id_{turn}_{k}")
+        calls = [(draw(names), uid) for uid in ids]
+        history.append(model(*[call(n, uid, k=k) for k, (n, uid) in enumerate(calls)]))
+        responses = []
+        for k, (n, uid) in enumerate(calls):
+            said = draw(st.sampled_from(["call", "none", "foreign", "other", "place"]))
+            rid = {
+                "call": uid, "none": None, "foreign": f"x_{turn}_{k}",
+                "other": draw(st.sampled_from([u for u in ids if u] or [None])),
+                "place": f"gemini-position:{at}:{draw(st.integers(0, count - 1))}",
+            }[said]  # fmt: skip
+            responses.append(answer(draw(st.sampled_from([n, n, "glob"])), f"out {turn}.{k}", rid))
+        responses = draw(st.permutations(responses))
+        kept = [r for r in responses if draw(st.integers(0, 5))]  # some dropped
+        kept += [r for r in kept if not draw(st.integers(0, 4))]  # some doubled
+        if draw(st.integers(0, 5)) == 0:
+            kept.append(answer(draw(names), "stray", draw(st.sampled_from([None, "id_0_0"]))))
+        if kept and draw(st.integers(0, 5)) == 0:
+            history += [user(text("Interrupting.")), user(*kept)]
+        elif kept:
+            history.append(user(*kept))
+        if draw(st.booleans()):
+            history += [model(text(f"Turn {turn} done.")), user(text("Next."))]
+    return history
+
+
+@settings(max_examples=300, deadline=None)
+@given(history=mixed_id_histories())
+def test_with_mixed_ids_explicit_ids_are_never_overridden_and_the_result_passes_check(
+    history: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Issue 36, item 6: name and position pair a response only with a call that carries
+    no id (or, from a response without one, any call of its name); what ``process``
+    sends always passes ``check``, the model's contents go through as they came, and
+    every output that left is reported with its content."""
+    conversation = get_codec("gemini").parse(history)
+    by_view = {c.id: c for node in conversation.nodes for c in node.calls}
+    for node in conversation.nodes:
+        for response in node.results:
+            said = (response.raw or {}).get("functionResponse", {}).get("id")
+            paired = by_view.get(response.call_id)
+            if said and paired is not None:
+                carried = (paired.raw or {})["functionCall"].get("id")
+                assert carried in (None, said), (said, carried)
+    result = processed(history, tmp_path_factory.mktemp("spill"))
+    assert codes(result.messages) == []
+    assert [c for c in history if c["role"] == "model"] == [
+        c for c in result.messages if c["role"] == "model"]  # fmt: skip
+
+    def outputs(contents: list[dict[str, Any]]) -> list[str]:
+        return [p["functionResponse"]["response"].get("output") for c in contents
+                for p in c["parts"] if "functionResponse" in p]  # fmt: skip
+
+    gone = [o for o in outputs(history) if o is not None]
+    for kept in outputs(result.messages):
+        if kept in gone:
+            gone.remove(kept)
+    reported = [a.detail.get("content") for a in result.report.actions
+                if a.kind in ("orphan_dropped", "duplicate_result_dropped")]  # fmt: skip
+    assert sorted(gone) == sorted(reported)
 
 
 def test_what_gemini_cli_really_sends_after_resuming_goes_through_repaired(

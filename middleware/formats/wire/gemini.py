@@ -4,8 +4,9 @@
 Ids are optional on both sides (the Developer API often sends calls without one, and
 Gemini CLI answers those with ids of its own), so a response answers a call of its turn by
 id when both carry the same one, else by name and position: the k-th response named ``N``
-answers the k-th call named ``N`` not answered by id. :func:`.gemini_turns.link` gives
-the view ids saying so; they are never written to the wire.
+answers the k-th call named ``N`` not answered by id, unless the response carries an id
+and a call of its turn does (that response answers nothing). :func:`.gemini_turns.link`
+gives the view ids saying so; they are never written to the wire.
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ from middleware.formats.declarations import (
     Violation,
 )
 from middleware.formats.text_protocol import TextProtocol
-from middleware.formats.wire.gemini_turns import POSITION_PREFIX, link, violations, wire_id
+from middleware.formats.wire.gemini_turns import (
+    POSITION_PREFIX,
+    link,
+    view_id,
+    violations,
+    wire_id,
+)
 from middleware.view import Block, Conversation, Node, Opaque, Role, ToolCall, ToolResult
 
 _ROLES: dict[str, Role] = {"user": "user", "model": "assistant", "function": "user"}
@@ -226,7 +233,9 @@ class GeminiCodec(Codec):
         for k, part in enumerate(_answer_parts(answer)):
             call = part.get("functionCall")
             if isinstance(call, dict):
-                out.append(AnswerCall(call.get("id") or f"{POSITION_PREFIX}answer:{k}",
+                uid = call.get("id")
+                out.append(AnswerCall(view_id(uid) if isinstance(uid, str) and uid
+                                      else f"{POSITION_PREFIX}answer:{k}",
                                       call.get("name") or "", call.get("args") or {}))  # fmt: skip
         return out
 
@@ -246,8 +255,8 @@ class GeminiCodec(Codec):
         responses = []
         for call_id, text in results:
             response: dict[str, Any] = {"name": calls[call_id].name, "response": {"output": text}}
-            if wire_id(call_id) is not None:
-                response["id"] = call_id
+            if (real_id := wire_id(call_id)) is not None:
+                response["id"] = real_id
             responses.append({"functionResponse": response})
         return {**body, "contents": [
             *body["contents"],
@@ -316,7 +325,7 @@ def _call(part: dict[str, Any], j: int, index: int) -> ToolCall:
     if not isinstance(arguments, dict):
         raise HistoryError(f"part {j}: 'functionCall.args' must be a JSON object", index=index)
     return ToolCall(
-        id=optional_id(body.get("id"), index, f"part {j} functionCall.id"),
+        id=view_id(optional_id(body.get("id"), index, f"part {j} functionCall.id")),
         name=tool_name(body.get("name"), index, f"part {j} functionCall.name"),
         arguments=arguments,
         raw=part,
@@ -334,7 +343,7 @@ def _response(part: dict[str, Any], j: int, index: int) -> ToolResult:
         )
     key, text = read_response(response)
     return ToolResult(
-        call_id=optional_id(body.get("id"), index, f"part {j} functionResponse.id"),
+        call_id=view_id(optional_id(body.get("id"), index, f"part {j} functionResponse.id")),
         content=text,
         is_error=key == _ERROR_KEY,
         raw=part,
@@ -364,8 +373,8 @@ def _render_block(block: Block) -> Any:
             "name": block.tool_name or "",
             "response": {_ERROR_KEY if block.is_error else "output": block.content},
         }
-        if wire_id(block.call_id) is not None:
-            response = {"id": block.call_id, **response}
+        if (real_id := wire_id(block.call_id)) is not None:
+            response = {"id": real_id, **response}
         return {"functionResponse": response}
     body = raw["functionResponse"]
     before = body.get("response", {})

@@ -1,6 +1,7 @@
 """Gemini's turns: which response answers which call (by id, else by name and position
-within the turn), and the rules Gemini's API holds a history to, read from the wire
-contents with none of the repair's code (:meth:`.GeminiCodec.violations`)."""
+within the turn, never against an id either carries), and the rules Gemini's API holds a
+history to, read from the wire contents with none of the repair's code
+(:meth:`.GeminiCodec.violations`)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,25 @@ from middleware.view import Block, Node, ToolCall, ToolResult
 #: How the view ids of calls without one begin (``gemini-position:3:1``: the turn's first
 #: content, the call's place among the turn's calls).
 POSITION_PREFIX = "gemini-position:"
+#: What a wire id beginning like a view id made here is prefixed with in the view, so that
+#: no id a client or the model writes is taken for a call's place (and then dropped from
+#: the model's content, or paired with the call at that place).
+ESCAPE_PREFIX = "gemini-id:"
+
+
+def view_id(wire: str) -> str:
+    """The view id of an id read from the wire (escaped if it begins like one made here)."""
+    return ESCAPE_PREFIX + wire if wire.startswith((POSITION_PREFIX, ESCAPE_PREFIX)) else wire
 
 
 def link(nodes: list[Node]) -> list[Node]:
     """``nodes`` with the view ids that pair each response with the call it answers: a
     call without an id takes one made of its turn and its place in it; a response takes its
-    call's id, found by id, else by name and position within the turn (a response left
-    over keeps its own id, or none: an orphan). Returns ``nodes`` itself when no id
+    call's id, found by id, else by name and position within the turn, where an id is
+    never overridden: a response carrying an id answers by name only when no call of its
+    turn carries one (Gemini CLI's own ids for the Developer API's id-less calls), and a
+    response without one answers a call of its name whatever id that call has. A response
+    left over keeps its own id, or none: an orphan. Returns ``nodes`` itself when no id
     changes (every call and response carrying matching ids)."""
     out: list[Node] | None = None
     i = 0
@@ -77,6 +90,8 @@ def _link_turn(nodes: list[Node], start: int, end: int, tail_end: int) -> dict[i
         if call is not nodes[ni].blocks[bi]:
             new_blocks.setdefault(ni, list(nodes[ni].blocks))[bi] = call
     for ti, bi, result in pending:
+        if result.call_id and wire_ids:  # its id is no call's: Gemini refuses it, an orphan
+            continue
         queue = waiting.get(result.tool_name or "")
         call_id = queue.popleft() if queue else result.call_id
         if call_id != result.call_id:
@@ -85,10 +100,12 @@ def _link_turn(nodes: list[Node], start: int, end: int, tail_end: int) -> dict[i
     return {ni: replace(nodes[ni], blocks=tuple(blocks)) for ni, blocks in new_blocks.items()}
 
 
-def wire_id(view_id: str) -> str | None:
-    """The id a call or response carries on the wire: none for a view id made by
-    position."""
-    return view_id if view_id and not view_id.startswith(POSITION_PREFIX) else None
+def wire_id(view: str) -> str | None:
+    """The id a call or response carries on the wire (:func:`view_id` undone): none for a
+    view id made by position."""
+    if not view or view.startswith(POSITION_PREFIX):
+        return None
+    return view.removeprefix(ESCAPE_PREFIX)
 
 
 # -- Gemini's rules, read from the wire contents (the repair's oracle) -----------------------
