@@ -91,10 +91,10 @@ def clean_body(
         result = pipe.process(body.document, format=fmt, now=now)
     except (HistoryError, FormatError) as exc:
         # Not a conversation the pipeline can read: the provider will say what is wrong.
-        logger.info("leaving a %s body as it was: %s", fmt, exc)
+        logger.info("leaving this %s body as it was: %s", fmt, exc)
         return Cleaned(raw, key, untouched="not a conversation")
     except Exception as exc:  # a bug or a broken plugin: never the reason a request fails
-        logger.exception("could not process a %s request of session %s", fmt, key.session)
+        logger.exception("could not process this %s request of session %s", fmt, key.session)
         return Cleaned(raw, key, error=exc, seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started
     body_out = raw

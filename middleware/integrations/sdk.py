@@ -114,7 +114,7 @@ class Cleaner:
         self.pool.trim()  # what this request left counts now, not at the next one
         self.last = cleaned
         if cleaned.error is not None:
-            logger.error("sent a %s request unchanged: %s", fmt, cleaned.error)
+            logger.error("sent this %s request unchanged: %s", fmt, cleaned.error)
         return cleaned.body, agents if with_tool is not None else None, cleaned
 
     def _parsed(self, path: str, raw: bytes) -> dict[str, Any] | None:

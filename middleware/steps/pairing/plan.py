@@ -360,7 +360,7 @@ def _assign(calls: list[CallEntry], results: list[ResultEntry], rules: Rules) ->
             fitting.append(entry)
         else:
             entry.reason = (
-                f"a {_kind(entry.result.raw)} does not answer the {waiting.kinds()} with this id"
+                f"the {_kind(entry.result.raw)} does not answer the {waiting.kinds()} with this id"
             )
     order: list[int] = list(range(len(fitting)))
     if len(fitting) > len(calls):

@@ -153,7 +153,7 @@ def repair_pairing(conversation: Conversation, context: StepContext) -> None:
         for action in done:
             kinds[action.kind] = kinds.get(action.kind, 0) + 1
         logger.info(
-            "pairing repaired a %s history: %s",
+            "pairing repaired this %s history: %s",
             context.codec.name,
             ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())),
         )
