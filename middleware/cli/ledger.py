@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import urllib.error
 import urllib.request
@@ -17,8 +18,9 @@ from middleware.cli.common import add_command, write_lines
 from middleware.cli.plotting import pyplot, style, thousands
 from middleware.errors import InputError
 from middleware.ledger import Ledger, LedgerSettings
+from middleware.ledger.archive import sums_path
 from middleware.ledger.book import Entry
-from middleware.ledger.journal import read_journal
+from middleware.ledger.journal import parts, read_journal, reading
 from middleware.policy import load_policy
 from middleware.policy.settings import bind
 from middleware.proxy.settings import ProxySettings
@@ -92,7 +94,8 @@ def _ledger(args: argparse.Namespace) -> int:
 
 def _from_files(files: list[str], args: argparse.Namespace) -> Any:
     for path in files:
-        if not Path(path).expanduser().is_file():
+        there = Path(path).expanduser()  # just rotated, it is the sums and the parts
+        if not (there.is_file() or sums_path(there).is_file() or parts(there)):
             raise InputError(f"{path}: no ledger file there (ledger.file)")
     ledger = Ledger.read(*files)
     if ledger.skipped:
@@ -197,16 +200,21 @@ def plot(files: list[str], session: str | None, path: Path) -> str:
     """What each request was billed beside the estimate without the proxy, in the order
     they were billed: the running totals in dollars above, each request's prompt tokens
     by how they were billed below. Returns the line saying what was drawn."""
-    entries: list[Entry] = []
+    timed: list[tuple[float, Entry]] = []
     for file in files:
-        for record in sorted(read_journal(file).records, key=lambda r: r["time"]):
-            if session is not None and record.get("session") != session:
-                continue
-            try:
-                if not record.get("unread"):
-                    entries.append(Entry.from_record(record))
-            except ValueError:
-                continue
+        ledger_file = Path(file).expanduser()
+        with reading(ledger_file):  # the parts rotated out that are still there, then it
+            for _, kept in [*parts(ledger_file), (0, ledger_file)]:
+                for record in read_journal(kept):
+                    if session is not None and record.get("session") != session:
+                        continue
+                    try:
+                        when = float(record["time"])
+                        if not record.get("unread") and math.isfinite(when):
+                            timed.append((when, Entry.from_record(record)))
+                    except (ValueError, OverflowError):
+                        continue
+    entries = [entry for _, entry in sorted(timed, key=lambda pair: pair[0])]
     if not entries:
         raise InputError(f"nothing billed to draw{f' for session {session!r}' if session else ''}")
     plt = pyplot("chatcli-mw ledger --plot")

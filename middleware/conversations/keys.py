@@ -41,6 +41,7 @@ MAX_ID_CHARS = 256
 #: moves or renumbers between the requests of one conversation.
 MOVED_MARKERS = frozenset({"cache_control", "id", "status"})
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _CLAUDE_CODE_USER = re.compile(r"session_([0-9A-Za-z-]{8,64})")
 _SYSTEM_ROLES = ("system", "developer")
 _USER_TYPES = (None, "message")
@@ -84,7 +85,8 @@ def _usable(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
     value = value.strip()
-    return value[:MAX_ID_CHARS] if value else None
+    # A lone surrogate is no character a folder, a header or a JSON answer can hold.
+    return _SURROGATE.sub("\ufffd", value[:MAX_ID_CHARS]) if value else None
 
 
 def _metadata_session(metadata: Any) -> str | None:

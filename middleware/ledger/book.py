@@ -3,23 +3,50 @@ of what the same requests would have cost without the middleware."""
 
 from __future__ import annotations
 
+import logging
+import math
+import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from middleware.formats import get_codec
+from middleware.ledger.archive import read_into, rotate
 from middleware.ledger.estimate import Footprint, expected_read, without_middleware
-from middleware.ledger.journal import Journal, read_journal
+from middleware.ledger.journal import Journal
 from middleware.ledger.prices import LedgerSettings
 from middleware.ledger.usage import Usage
 from middleware.session.cold_cache import still_cached
 
+logger = logging.getLogger(__name__)
+
 #: Sessions whose ledger is kept, at most (the least recently billed are forgotten first;
 #: the totals keep every request).
 MAX_SESSIONS = 10_000
+#: Characters kept of a name the ledger keeps (a session, a model, a price key): clients
+#: and upstreams choose them, so a longer one is cut (as session ids are:
+#: :data:`middleware.conversations.keys.MAX_ID_CHARS`).
+MAX_NAME_CHARS = 256
+#: Models counted by name in one session's ledger, and in the totals; the answers of
+#: models past them are counted under :data:`OTHER_MODELS` (an upstream may name a new
+#: model in every answer).
+MAX_MODELS = 8
+MAX_MODELS_IN_TOTAL = 64
+OTHER_MODELS = "(other models)"
+#: Tokens of one kind one answer may be billed: no context window comes near, so a usage
+#: reporting more is not a bill (it is counted as unread), and every sum stays a number
+#: JSON and floats can hold.
+MAX_TOKENS = 10**12
+#: US dollars one answer may cost: a price that makes more (or no finite number) is a
+#: mistake in ``ledger.prices``, and the answer is counted in tokens only.
+MAX_DOLLARS = 1e9
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: The kinds of tokens, in the order :class:`Usage` takes them.
+_KINDS = tuple(Usage().as_dict())
 
 
 @dataclass(frozen=True)
@@ -51,17 +78,17 @@ class Entry:
         }
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Entry:
+    def from_record(cls, record: Mapping[str, Any]) -> Entry:
         """The entry a ledger file line holds (:class:`ValueError` if it holds none)."""
         try:
             return cls(
                 _text(record.get("model")),
                 _text(record.get("priced_as")),
-                _usage(record["billed"]),
-                _usage(record["without"]),
-                _amount(record.get("dollars")),
-                _amount(record.get("dollars_without")),
-                _count(record.get("expected_read")),
+                _usage(record["billed"], MAX_TOKENS),
+                _usage(record["without"], MAX_TOKENS),
+                _amount(record.get("dollars"), MAX_DOLLARS),
+                _amount(record.get("dollars_without"), MAX_DOLLARS),
+                _count(record.get("expected_read"), MAX_TOKENS),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a ledger entry: {exc}") from exc
@@ -92,6 +119,8 @@ class SessionLedger:
     read_when_expected: int = 0
     #: The previous request, unprocessed and cleaned (the estimate compares with it).
     before: tuple[Footprint, Footprint] | None = field(default=None, repr=False)
+    #: Models counted by name (:data:`MAX_MODELS`; the totals: :data:`MAX_MODELS_IN_TOTAL`).
+    max_models: int = field(default=MAX_MODELS, repr=False)
 
     def add(self, entry: Entry | None, now: float) -> None:
         self.requests += 1
@@ -106,12 +135,94 @@ class SessionLedger:
             self.expected_read += entry.expected_read
             self.read_when_expected += entry.billed.cache_read
         if entry.model:
-            self.models[entry.model] = self.models.get(entry.model, 0) + 1
+            self.count_model(entry.model, 1)
         if entry.dollars is None or entry.dollars_without is None:
             self.unpriced += 1
         else:
             self.dollars += entry.dollars
             self.dollars_without += entry.dollars_without
+
+    def merge(self, other: SessionLedger) -> None:
+        """Add ``other``'s counts (the same session's, or the totals, from another
+        replica's ledger file)."""
+        self.requests += other.requests
+        self.unread += other.unread
+        self.unpriced += other.unpriced
+        self.billed += other.billed
+        self.without += other.without
+        self.dollars += other.dollars
+        self.dollars_without += other.dollars_without
+        self.expected_read += other.expected_read
+        self.read_when_expected += other.read_when_expected
+        for model, answers in other.models.items():
+            self.count_model(model, answers)
+        times = [t for t in (self.first, self.last, other.first, other.last) if t is not None]
+        self.first = min(times, default=None)
+        self.last = max(times, default=None)
+
+    def count_model(self, model: str, answers: int) -> None:
+        """Count ``answers`` of ``model``, under :data:`OTHER_MODELS` once the ledger
+        counts as many models as it may by name."""
+        if model not in self.models and len(self.models) >= self.max_models - 1:
+            model = OTHER_MODELS
+        self.models[model] = self.models.get(model, 0) + answers
+
+    def state(self) -> dict[str, Any]:
+        """Every count as it is (the ledger file's sums keep it: :mod:`.archive`)."""
+        return {
+            "session": self.session,
+            "requests": self.requests,
+            "unread": self.unread,
+            "unpriced": self.unpriced,
+            "billed": self.billed.as_dict(),
+            "without": self.without.as_dict(),
+            "dollars": self.dollars,
+            "dollars_without": self.dollars_without,
+            "models": dict(self.models),
+            "first": self.first,
+            "last": self.last,
+            "expected_read": self.expected_read,
+            "read_when_expected": self.read_when_expected,
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any], *, max_models: int = MAX_MODELS) -> SessionLedger:
+        """The ledger :meth:`state` wrote (:class:`ValueError` if ``state`` is not one:
+        a count not a whole number, an amount not finite, a name not text)."""
+        try:
+            session = _text(state["session"])
+            models = state.get("models", {})
+            if session is None or not isinstance(models, dict):
+                raise TypeError("a session is named, its models are a mapping")
+            ledger = cls(
+                session,
+                requests=_whole(state["requests"]),
+                unread=_whole(state.get("unread", 0)),
+                unpriced=_whole(state.get("unpriced", 0)),
+                billed=_usage(state["billed"]),
+                without=_usage(state["without"]),
+                dollars=_total(state["dollars"]),
+                dollars_without=_total(state["dollars_without"]),
+                first=_time(state.get("first")),
+                last=_time(state.get("last")),
+                expected_read=_whole(state.get("expected_read", 0)),
+                read_when_expected=_whole(state.get("read_when_expected", 0)),
+                max_models=max_models,
+            )
+            for model, answers in models.items():
+                ledger.count_model(name(model), _whole(answers))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a session's sums: {exc}") from exc
+        return ledger
+
+    @property
+    def ratio(self) -> float | None:
+        """The bill over the estimate without (``None``: no estimate, or one so small
+        that the ratio is no finite number)."""
+        if not self.dollars_without:
+            return None
+        ratio = self.dollars / self.dollars_without
+        return round(ratio, 4) if math.isfinite(ratio) else None
 
     def as_dict(self) -> dict[str, Any]:
         """The ledger as JSON: ``saved`` is the estimate without less the bill."""
@@ -123,9 +234,7 @@ class SessionLedger:
             "billed": {**self.billed.as_dict(), "dollars": round(self.dollars, 6)},
             "without": {**self.without.as_dict(), "dollars": round(self.dollars_without, 6)},
             "saved_dollars": round(self.dollars_without - self.dollars, 6),
-            "ratio": round(self.dollars / self.dollars_without, 4)
-            if self.dollars_without
-            else None,
+            "ratio": self.ratio,
             "models": dict(sorted(self.models.items())),
             "cache": {
                 "expected_read": self.expected_read,
@@ -146,7 +255,7 @@ class Ledger:
         self.journal = journal
         #: The wall clock answers are billed by (a test's own, to make time pass).
         self.clock: Callable[[], float] = time.time
-        self.totals = SessionLedger("*")
+        self.totals = SessionLedger("*", max_models=MAX_MODELS_IN_TOTAL)
         #: Lines of the ledger file read back that were not records.
         self.skipped = 0
         self._sessions: OrderedDict[str, SessionLedger] = OrderedDict()
@@ -154,37 +263,68 @@ class Ledger:
 
     @classmethod
     def open(cls, settings: LedgerSettings) -> Ledger:
-        """The ledger ``settings`` ask for: with ``ledger.file``, the answers it holds
-        read back first, and each new one written to it."""
+        """The ledger ``settings`` ask for: with ``ledger.file``, what it holds read back
+        first (its sums and the current file, :func:`.archive.read_into`), and each new
+        answer written to it (rotated past ``ledger.rotate_bytes``)."""
         if settings.file is None:
             return cls()
         ledger = cls.read(settings.file)
-        ledger.journal = Journal(settings.file)
+        if ledger.skipped:
+            logger.warning("%d lines of the ledger file %s were not answers and were skipped",
+                           ledger.skipped, settings.file)  # fmt: skip
+        ledger.journal = Journal(
+            settings.file, settings.rotate_bytes, rotate=lambda path: rotate(cls(), path)
+        )
         return ledger
 
     @classmethod
     def read(cls, *paths: str) -> Ledger:
-        """The ledger the files at ``paths`` hold (several: one per replica)."""
+        """The ledger the files at ``paths`` hold (several: one per replica), each read
+        as a stream into the ledger's sums (:func:`.archive.read_into`)."""
         ledger = cls()
         for path in paths:
-            reading = read_journal(path)
-            ledger.skipped += reading.skipped
-            for record in reading.records:
-                ledger.replay(record)
+            read_into(ledger, path)
         return ledger
 
-    def replay(self, record: dict[str, Any]) -> None:
+    def replay(self, record: Mapping[str, Any]) -> None:
         """Add one ledger file line (counted as skipped if it is not an answer's)."""
         try:
+            when = _time(record.get("time"))
             entry = None if record.get("unread") else Entry.from_record(record)
+            if when is None:
+                raise ValueError("an answer has a time")
         except ValueError:
             self.skipped += 1
             return
-        session = record.get("session")
+        session = _text(record.get("session"))
         with self._lock:
-            ledger = self._ledger_of(session if isinstance(session, str) else None)
-            ledger.add(entry, float(record["time"]))
-            self.totals.add(entry, float(record["time"]))
+            ledger = self._ledger_of(session)
+            ledger.add(entry, when)
+            self.totals.add(entry, when)
+
+    def sums(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The state of the totals, and of every session's ledger, the least recently
+        billed first (the order :meth:`restore` takes them back in)."""
+        with self._lock:
+            return self.totals.state(), [ledger.state() for ledger in self._sessions.values()]
+
+    def restore(self, state: object, *, totals: bool = False) -> None:
+        """Add a ledger's ``state`` (what :meth:`sums` listed, read back) to the
+        :attr:`totals`, or to its session's ledger, then the most recently billed
+        (:class:`ValueError` if ``state`` is not a ledger's)."""
+        if not isinstance(state, Mapping):
+            raise ValueError("a ledger's state is a mapping")
+        with self._lock:
+            if totals:
+                self.totals.merge(SessionLedger.from_state(state, max_models=MAX_MODELS_IN_TOTAL))
+                return
+            sums = SessionLedger.from_state(state)
+            ledger = self._sessions.pop(sums.session, None)
+            if ledger is not None:
+                ledger.merge(sums)
+            self._sessions[sums.session] = sums if ledger is None else ledger
+            while len(self._sessions) > self.max_sessions:
+                self._sessions.popitem(last=False)
 
     def close(self) -> None:
         """Write what the journal still holds."""
@@ -221,6 +361,12 @@ class Ledger:
             it came, so it would have cost what it was billed).
         """
         now = self.clock() if now is None else now
+        session = None if session is None else name(session)
+        model = None if model is None else name(model)
+        if usage is not None and max(usage.as_dict().values()) > MAX_TOKENS:
+            logger.warning("an answer of session %r reports more than %d tokens of a kind: "
+                           "not a bill, counted as unread", session, MAX_TOKENS)  # fmt: skip
+            usage = None
         with self._lock:
             ledger = self._ledger_of(session)
             entry = None
@@ -241,14 +387,15 @@ class Ledger:
                         before=before[1] if warm else None, body_chars=body_chars,
                     )  # fmt: skip
                 found = settings.entry(model)
+                dollars = None if found is None else _priced(found, usage, without)
                 entry = Entry(
                     model,
-                    None if found is None else found[0],
+                    None if dollars is None or found is None else name(found[0]),
                     usage,
                     without,
-                    None if found is None else found[1].dollars(usage),
-                    None if found is None else found[1].dollars(without),
-                    expected,
+                    None if dollars is None else dollars[0],
+                    None if dollars is None else dollars[1],
+                    expected if expected is None or expected <= MAX_TOKENS else None,
                 )
             ledger.before = footprints
             ledger.add(entry, now)
@@ -262,7 +409,7 @@ class Ledger:
         """The ledger of ``session`` as JSON, or ``None`` if it was never billed (or was
         forgotten)."""
         with self._lock:
-            ledger = self._sessions.get(session)
+            ledger = self._sessions.get(name(session))
             return None if ledger is None else ledger.as_dict()
 
     def total(self) -> dict[str, Any]:
@@ -277,30 +424,82 @@ class Ledger:
             return [ledger.as_dict() for ledger in latest[:limit]]
 
 
-def _usage(value: Any) -> Usage:
+def name(value: str) -> str:
+    """``value`` as the ledger keeps a name: valid Unicode (a lone surrogate, which no
+    JSON answer or UTF-8 file can hold, becomes U+FFFD) of :data:`MAX_NAME_CHARS` at most."""
+    if len(value) <= MAX_NAME_CHARS and (value.isascii() or not _SURROGATE.search(value)):
+        return value  # as most are: read back a line at a time, each name is checked
+    return _SURROGATE.sub("\ufffd", value[:MAX_NAME_CHARS])
+
+
+def _priced(found: tuple[str, Any], usage: Usage, without: Usage) -> tuple[float, float] | None:
+    """What ``usage`` and ``without`` cost at the prices ``found``, or ``None`` if that is
+    no amount (``ledger.prices`` holding a price too high, or infinite: logged)."""
+    key, prices = found
+    try:
+        dollars = prices.dollars(usage), prices.dollars(without)
+    except OverflowError:
+        dollars = math.inf, math.inf
+    if all(0 <= amount <= MAX_DOLLARS for amount in dollars):
+        return dollars
+    logger.warning("ledger.prices[%r] prices an answer at more than $%g: counted in tokens "
+                   "only; check that entry", key, MAX_DOLLARS)  # fmt: skip
+    return None
+
+
+def _usage(value: Any, most: int | None = None) -> Usage:
     if not isinstance(value, dict):
         raise TypeError("tokens are a mapping of kinds")
-    counts = {kind: value.get(kind, 0) for kind in Usage().as_dict()}
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts.values()):
-        raise TypeError("token counts are whole numbers")
-    return Usage(**counts)
+    counts = [value.get(kind, 0) for kind in _KINDS]
+    for count in counts:
+        _whole(count, most)
+    return Usage(*counts)
 
 
-def _amount(value: Any) -> float | None:
+def _whole(value: Any, most: int | None = None) -> int:
+    if type(value) is not int or value < 0:  # not a bool either
+        raise TypeError("counts are whole numbers")
+    if most is not None and value > most:
+        raise TypeError(f"a count past {most:,} is out of range")
+    return value
+
+
+def _amount(value: Any, most: float) -> float | None:
     if value is None:
         return None
+    amount = _total(value)
+    if amount > most:
+        raise TypeError(f"an amount of {amount:.3g} dollars is out of range")
+    return amount
+
+
+def _total(value: Any) -> float:
+    """A sum of dollars: a finite number, not negative."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError("dollars are a number")
-    return float(value)
+    try:
+        amount = float(value)
+    except OverflowError as exc:
+        raise TypeError("dollars are a finite number") from exc
+    if not math.isfinite(amount) or amount < 0:
+        raise TypeError("dollars are a finite number, not negative")
+    return amount
+
+
+def _time(value: Any) -> float | None:
+    """A time of the ledger file (seconds since the epoch), ``None`` if it is none."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        when = float(value)
+    except OverflowError:
+        return None
+    return when if math.isfinite(when) else None
 
 
 def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+    return name(value) if isinstance(value, str) else None
 
 
-def _count(value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TypeError("a token count is a whole number")
-    return value
+def _count(value: Any, most: int) -> int | None:
+    return None if value is None else _whole(value, most)

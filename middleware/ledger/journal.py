@@ -1,9 +1,13 @@
 """The ledger written down: one JSON line per billed answer, appended to ``ledger.file``
-by a thread of its own (a slow or hung disk never holds an answer up), read back when a
-proxy or a wrapped client starts, and by ``chatcli-mw ledger --file``.
+by a thread of its own (a slow or hung disk never holds an answer up), rotated past
+``ledger.rotate_bytes`` (:mod:`.archive` keeps the sums of the parts rotated out), and read
+back a line at a time, never whole, when a proxy or a wrapped client starts and by
+``chatcli-mw ledger --file``.
 
-Lines are appended with ``O_APPEND`` in one ``write`` each (a few hundred bytes), so
-processes on one machine may share a file; on a network filesystem, give each its own.
+Lines are appended with ``O_APPEND`` in one ``write`` each (a few hundred bytes), holding
+the file's lock (``PATH.lock``) shared; a rotation holds it exclusively, so processes on
+one machine may share a file and none writes to a part once it is summed. On a network
+filesystem, give each process its own file.
 """
 
 from __future__ import annotations
@@ -13,12 +17,28 @@ import json
 import logging
 import os
 import queue
+import re
+import sys
 import threading
 import weakref
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+if sys.platform != "win32":
+    import fcntl
+
+    def _flock(lock: int, shared: bool | None) -> None:
+        """Take the lock shared or exclusive, or (``None``) release it."""
+        fcntl.flock(lock, fcntl.LOCK_UN if shared is None else (
+            fcntl.LOCK_SH if shared else fcntl.LOCK_EX))  # fmt: skip
+
+else:  # Windows: no advisory locks, so give each process its own ledger file
+
+    def _flock(lock: int, shared: bool | None) -> None:
+        pass
+
 
 logger = logging.getLogger(__name__)
 
@@ -27,17 +47,32 @@ logger = logging.getLogger(__name__)
 MAX_WAITING = 10_000
 #: Seconds :meth:`Journal.close` waits for the lines still waiting.
 CLOSE_SECONDS = 5.0
+#: Bytes of one line read back, at most: the journal writes a few hundred (names are
+#: cut short, :data:`.book.MAX_NAME_CHARS`); a longer line is skipped unread.
+MAX_LINE_BYTES = 64 * 1024
 _STOP = object()
+_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 
 
 class Journal:
-    """Appends records to ``path`` from a background thread."""
+    """Appends records to ``path`` from a background thread; past ``rotate_bytes`` (none:
+    never) calls ``rotate(path)`` while it holds the file's lock exclusively (by default
+    :func:`rename_to_next_part`; the ledger's own also sums the parts: :mod:`.archive`)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        rotate_bytes: int | None = None,
+        rotate: Callable[[Path], None] | None = None,
+    ) -> None:
         self.path = Path(path).expanduser()
+        self.rotate_bytes = rotate_bytes
+        self.rotate = rotate
         self.dropped = 0
         self.failed = 0
         self._waiting: queue.Queue[object] = queue.Queue(MAX_WAITING)
+        #: The file open for appending (the writing thread's alone).
+        self._descriptor: int | None = None
         self._thread = threading.Thread(target=self._run, name="chatcli-ledger", daemon=True)
         self._thread.start()
         # A client nobody closes still has its last lines written when the program ends.
@@ -45,9 +80,16 @@ class Journal:
 
     def write(self, record: Mapping[str, Any]) -> None:
         """Queue ``record`` for the file; dropped (and counted) when too many wait."""
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
         try:
-            self._waiting.put_nowait(line)
+            line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        except ValueError as exc:  # NaN or an infinity: a line no JSON reader takes
+            self.failed += 1
+            logger.error("a ledger line was not written to %s: %s", self.path, exc)
+            return
+        try:
+            # Names are valid Unicode (.book.name); should one slip through, a "?", never
+            # a line that is not UTF-8.
+            self._waiting.put_nowait((line + "\n").encode("utf-8", "replace"))
         except queue.Full:
             self.dropped += 1
             if self.dropped == 1 or self.dropped % 1000 == 0:
@@ -65,28 +107,64 @@ class Journal:
         self._thread.join(timeout)
 
     def _run(self) -> None:
-        descriptor: int | None = None
+        lock: int | None = None
         while True:
             line = self._waiting.get()
             if line is _STOP:
                 break
-            assert isinstance(line, str)
+            assert isinstance(line, bytes)
             try:
-                if descriptor is None:
+                if lock is None:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
-                    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-                    descriptor = os.open(self.path, flags, 0o600)
-                os.write(descriptor, line.encode("utf-8", "surrogatepass"))
+                    lock = _open_lock(self.path)
+                with _locked(lock, shared=True):
+                    descriptor = self._current()
+                    os.write(descriptor, line)
+                    size = os.fstat(descriptor).st_size
+                if self.rotate_bytes is not None and size >= self.rotate_bytes:
+                    with _locked(lock, shared=False):
+                        self._rotate()
             except OSError as exc:
                 self.failed += 1
                 if self.failed == 1 or self.failed % 1000 == 0:
                     logger.error("cannot write the ledger file %s (%d lines lost): %s",
                                  self.path, self.failed, exc)  # fmt: skip
-                if descriptor is not None:
-                    os.close(descriptor)
-                    descriptor = None  # opened again for the next line
-        if descriptor is not None:
+                self._close_file()  # opened again for the next line
+        self._close_file()
+        if lock is not None:
+            os.close(lock)
+
+    def _current(self) -> int:
+        """A descriptor of the file at :attr:`path` now: the one open unless the file
+        was rotated since it was opened (by this process or another)."""
+        if self._descriptor is not None:
+            try:
+                there, mine = os.stat(self.path), os.fstat(self._descriptor)
+                if (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
+                    return self._descriptor
+            except FileNotFoundError:
+                pass
+            self._close_file()
+        self._descriptor = os.open(self.path, _FLAGS, 0o600)
+        return self._descriptor
+
+    def _close_file(self) -> None:
+        if self._descriptor is not None:
+            descriptor, self._descriptor = self._descriptor, None
             os.close(descriptor)
+
+    def _rotate(self) -> None:
+        """Rotate the file (its lock held exclusively), unless another process sharing
+        it just did."""
+        try:
+            if os.stat(self.path).st_size < (self.rotate_bytes or 0):
+                return
+        except FileNotFoundError:
+            return
+        try:
+            (self.rotate or rename_to_next_part)(self.path)
+        except Exception:  # the file grows on; a part not summed is read at start
+            logger.exception("cannot rotate the ledger file %s", self.path)
 
 
 def _close(journal: weakref.ref[Journal]) -> None:
@@ -95,38 +173,117 @@ def _close(journal: weakref.ref[Journal]) -> None:
         alive.close()
 
 
-@dataclass
-class Reading:
-    """The records of a ledger file, and how many of its lines were not records."""
+def part(path: Path, number: int) -> Path:
+    """The ``number``-th part rotated out of the ledger file at ``path`` (``PATH.1`` the
+    oldest)."""
+    return path.with_name(f"{path.name}.{number}")
 
-    records: list[dict[str, Any]]
-    skipped: int = 0
+
+def rename_to_next_part(path: Path, after: int = 0) -> None:
+    """Rename the ledger file at ``path`` to the part after the last there is, and after
+    part ``after`` (one that was removed)."""
+    numbers = [number for number, _ in parts(path)]
+    os.rename(path, part(path, max([after, *numbers]) + 1))
+
+
+def parts(path: Path) -> list[tuple[int, Path]]:
+    """The parts rotated out of the ledger file at ``path``, the oldest first."""
+    pattern = re.compile(re.escape(path.name) + r"\.([0-9]{1,18})")
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return []
+    found = ((pattern.fullmatch(name), name) for name in names)
+    return sorted((int(m.group(1)), path.with_name(name)) for m, name in found if m)
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """The ledger file at ``path`` held still (its lock shared: no rotation) while it is
+    read; unlocked if the lock cannot be made (a folder this process may not write)."""
+    try:
+        lock = _open_lock(path)
+    except OSError:
+        yield
+        return
+    try:
+        with _locked(lock, shared=True):
+            yield
+    finally:
+        os.close(lock)
+
+
+def _open_lock(path: Path) -> int:
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    return os.open(path.with_name(path.name + ".lock"), flags, 0o600)
+
+
+@contextmanager
+def _locked(lock: int, *, shared: bool) -> Iterator[None]:
+    _flock(lock, shared)
+    try:
+        yield
+    finally:
+        _flock(lock, None)
+
+
+class Lines:
+    """The JSON objects of a file of JSON lines, read a line at a time (never the whole
+    file, nor a line past ``max_bytes``); ``None`` for a line that is not one (cut short
+    by a crash, edited by hand, ``NaN``), blank lines left out."""
+
+    def __init__(self, path: str | Path, max_bytes: int = MAX_LINE_BYTES) -> None:
+        self.path = Path(path).expanduser()
+        self.max_bytes = max_bytes
+
+    def __iter__(self) -> Iterator[dict[str, Any] | None]:
+        try:
+            file = self.path.open("rb")
+        except FileNotFoundError:
+            return
+        with file:
+            while line := file.readline(self.max_bytes + 1):
+                if len(line) > self.max_bytes and not line.endswith(b"\n"):
+                    while line and not line.endswith(b"\n"):  # the rest of it, unread
+                        line = file.readline(self.max_bytes)
+                    yield None
+                elif line.strip():
+                    yield _object(line)
+
+
+class Reading:
+    """The records of a ledger file (lines with a ``time``), as they are read, and how
+    many of its lines were not records (counted once they are read)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.lines = Lines(path)
+        self.skipped = 0
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for record in self.lines:
+            if record is not None and isinstance(record.get("time"), (int, float)):
+                yield record
+            else:
+                self.skipped += 1
 
 
 def read_journal(path: str | Path) -> Reading:
-    """Every record of the file at ``path`` (none if it does not exist); a line that is
-    not one (cut short by a crash, edited by hand) is skipped and counted."""
-    reading = Reading([])
-    try:
-        with Path(path).expanduser().open(encoding="utf-8", errors="surrogateescape") as file:
-            for line in file:
-                record = _record(line)
-                if record is None:
-                    reading.skipped += line.strip() != ""
-                else:
-                    reading.records.append(record)
-    except FileNotFoundError:
-        pass
-    return reading
+    """The records of the file at ``path`` (none if it does not exist), read as they are
+    iterated; a line that is not one is skipped and counted."""
+    return Reading(path)
 
 
-def _record(line: str) -> dict[str, Any] | None:
+def _refuse(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a number JSON holds")
+
+
+#: JSON as the standard says: ``NaN`` and ``Infinity`` are not numbers it holds.
+_DECODER = json.JSONDecoder(parse_constant=_refuse)
+
+
+def _object(line: bytes) -> dict[str, Any] | None:
     try:
-        record = json.loads(line)
-    except ValueError:
+        found = _DECODER.decode(line.decode("utf-8", "surrogateescape"))
+    except (ValueError, RecursionError):
         return None
-    return (
-        record
-        if isinstance(record, dict) and isinstance(record.get("time"), (int, float))
-        else None
-    )
+    return found if isinstance(found, dict) else None

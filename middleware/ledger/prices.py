@@ -81,6 +81,8 @@ def _prices(table: Mapping[str, Mapping[str, Any]]) -> PriceTable:
 class LedgerSettings:
     #: The file each billed answer is written to (``None``: kept in memory only).
     file: str | None
+    #: Bytes past which the file is rotated (``None``: never; :mod:`.archive`).
+    rotate_bytes: int | None
     #: How long the provider keeps a prompt prefix unread (``None``: it keeps none).
     cache_lifetime_seconds: float | None
     #: Prices by model name or glob pattern (``ledger.prices``).
