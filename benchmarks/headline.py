@@ -16,6 +16,7 @@ is there.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import sys
 from collections.abc import Sequence
@@ -95,7 +96,10 @@ def headline(data: Path, jobs: int) -> str:
         (name, sorted(p for pattern in patterns for p in data.glob(pattern)))
         for name, patterns in SOURCES
     ]
-    with ProcessPoolExecutor(max_workers=max(jobs, 1)) as pool:
+    # Fresh processes (spawn), not forks of this one: a fork of a process with threads
+    # running (a test runner's) may inherit a lock held forever.
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=max(jobs, 1), mp_context=spawn) as pool:
         measured = list(pool.map(measure, *zip(*sources, strict=True)))
     return table([row for rows in measured for row in rows])
 
