@@ -1,4 +1,4 @@
-"""The pipeline: parse a history, run the three steps in order, write it back."""
+"""The pipeline: parse a history, run the steps in their places, write it back."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from middleware.formats.base import Codec
 from middleware.formats.requests import Request, read_request
 from middleware.formats.text_protocol import text_protocol_rule
 from middleware.plugin.admission import (
+    DISPATCH_FORMAT,
     Admission,
     Cap,
     ToolOutput,
@@ -27,8 +28,9 @@ from middleware.plugin.admission import (
     check_batch,
 )
 from middleware.plugin.capabilities import SpillStore
-from middleware.plugin.context import Dispatch, Internal, StepContext
-from middleware.plugin.host import STEP_HOOKS, PluginHost
+from middleware.plugin.context import Internal, StepContext
+from middleware.plugin.host import PluginHost
+from middleware.plugin.places import Place, StepSpec
 from middleware.plugin.spill_guard import GuardedSpillStore
 from middleware.policy import Policy, load_policy
 from middleware.policy.reload import PolicyStatus, PolicyWatcher
@@ -40,13 +42,6 @@ from middleware.session.resume import Continuations, Previous, Resume, copies
 from middleware.spill import SpillSettings, open_store
 from middleware.spill.remembered import RememberedStore
 from middleware.view import Conversation, ToolCall, ToolResult
-
-#: Hooks whose third-party implementations decide what old turns become: a request is then
-#: always processed in full.
-_DECIDING_HOOKS = (
-    "enforce_budget", "microcompact", "tool_result_cap", "summarize_result",
-    "detect_content_type", "compact_before_spill",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -213,7 +208,8 @@ class Pipeline:
         continuation: bool = False,
         now: float | None = None,
     ) -> ProcessResult:
-        """Run pairing repair, budget enforcement and microcompaction on ``messages``.
+        """Run the steps on ``messages``: pairing repair, budget enforcement and
+        microcompaction, each in the place its hook declares.
 
         :param messages: a history in one of the wire formats (Anthropic Messages, OpenAI
             Chat Completions or Responses, Gemini ``generateContent``), or a whole request
@@ -273,8 +269,13 @@ class Pipeline:
 
         parsed = conversation.checkpoint()
         shared: dict[str, Any] = {}
+        # The steps placed first repair the history, in full on every request; the later
+        # ones may continue the previous request when the repair changed nothing.
+        first = [step for step in self._host.steps if step.place is Place.FIRST]
+        later = [step for step in self._host.steps if step.place is not Place.FIRST]
         contexts = [
-            self._run_step(STEP_HOOKS[0], policy, codec, conversation, request, shared, cold=cold)
+            self._run_step(step, policy, codec, conversation, request, shared, cold=cold)
+            for step in first
         ]
         # What a request that continues the previous one takes from it (see .session.resume).
         keys = memo.keys(messages) if self._continues(codec, request) else None
@@ -282,13 +283,12 @@ class Pipeline:
         repaired = len(conversation.nodes) != len(parsed) or any(
             a is not b for a, b in zip(conversation.nodes, parsed, strict=True)
         )
-        later = STEP_HOOKS[1:]
         reading = (Identity(policy), fmt, conversation.text_protocol)
         previous = None
-        if marks and not repaired and not contexts[0].problems:
+        if marks and not repaired and not any(context.problems for context in contexts):
             resumed: dict[str, Any] = {}  # the later steps' own: discarded if refused
 
-            def run(step: tuple[str, str], resume: Resume) -> StepContext:
+            def run(step: StepSpec, resume: Resume) -> StepContext:
                 return self._run_step(
                     step, policy, codec, conversation, request, resumed, resume, cold=cold
                 )
@@ -322,16 +322,15 @@ class Pipeline:
         return ProcessResult(out, report, out, previous is not None, marks)
 
     def _run_step(  # noqa: PLR0917 (the parts of one process() call)
-        self, step: tuple[str, str], policy: Policy, codec: Codec, conversation: Conversation,
+        self, step: StepSpec, policy: Policy, codec: Codec, conversation: Conversation,
         request: Request, shared: dict[str, Any], resume: Resume | None = None,
         *, cold: ColdRequest | None = None,
     ) -> StepContext:  # fmt: skip
-        name, hook = step
-        context = self._context(name, policy, codec, shared)
+        context = self._context(step, policy, codec, shared)
         context.internal.cold_cache = cold
         context.continuation = request.continuation
         context.internal.resume = resume
-        self._host.run_step(hook, conversation, context)
+        self._host.run_step(step, conversation, context)
         return context
 
     def _continues(self, codec: Codec, request: Request) -> bool:
@@ -344,7 +343,7 @@ class Pipeline:
             and not request.continuation
             and self.cache.enabled
             and isinstance(self._spill, RememberedStore)
-            and not any(self._host.extended(hook) for hook in _DECIDING_HOOKS)
+            and not self._host.decides_old_turns()
         )
 
     @property
@@ -382,11 +381,11 @@ class Pipeline:
     ) -> Admission:
         """Bound one tool result at dispatch time, before it enters the history.
 
-        The budget step runs on this result exactly as it would at request time (tool
-        cap, line rule, spill with preview, empty-result text, the even share of
-        ``parallel_calls`` calls, the context-aware ceiling after ``context_chars`` of
-        history), and the outcome is frozen for ``tool_use_id``: when the result comes
-        back in a request, the budget step leaves it as admitted.
+        The ``admit_outputs`` hook bounds it: the budget step runs on this result exactly
+        as it would at request time (tool cap, line rule, spill with preview, empty-result
+        text, the even share of ``parallel_calls`` calls, the context-aware ceiling after
+        ``context_chars`` of history), and the outcome is frozen for ``tool_use_id``: when
+        the result comes back in a request, the budget step leaves it as admitted.
         """
         output_ = ToolOutput(tool_name, tool_use_id, output, arguments, is_error)
         (admitted,) = self.admit_batch(
@@ -416,9 +415,8 @@ class Pipeline:
         calls = len(outputs) if parallel_calls is None else parallel_calls
         check_batch(outputs, calls, context_chars)
         conversation = batch_conversation(outputs)
-        context = self._context("budget", self._policy, get_codec("anthropic"), {})
-        context.admission = Dispatch(calls, context_chars)
-        self._host.run_step("enforce_budget", conversation, context)
+        context = self._dispatch_context()
+        self._host.admit_outputs(conversation, calls, context_chars, context)
         admitted = []
         for item, result in zip(outputs, conversation.nodes[1].results, strict=True):
             self.decisions.record(item.tool_use_id, item.output, result.text, "admit")
@@ -444,15 +442,20 @@ class Pipeline:
     ) -> Cap:
         """:meth:`result_budget` together with where it comes from (the policy key or
         the plugin), as the budget step reports it."""
-        context = self._context("budget", self._policy, get_codec("anthropic"), {})
+        context = self._dispatch_context()
         cap = self._host.result_cap(tool_name, parallel_calls, context_chars, context)
         return cap if cap is not None else Cap(None, "no plugin bounds results (budget blocked)")
 
+    def _dispatch_context(self) -> StepContext:
+        """The context of a hook called at dispatch, before any request: the admission
+        step's, in the format of the turn it admits (:data:`.DISPATCH_FORMAT`)."""
+        return self._context(self._host.admission, self._policy, get_codec(DISPATCH_FORMAT), {})
+
     def _context(
-        self, step: str, policy: Policy, codec: Codec, shared: dict[str, Any]
+        self, step: StepSpec, policy: Policy, codec: Codec, shared: dict[str, Any]
     ) -> StepContext:
         return StepContext(
-            step, policy, codec, self._host, self.session_id, self._spill,
+            step.name, policy, codec, self._host, self.session_id, self._spill,
             shared=shared,
             internal=Internal(decisions=self.decisions, cache=self.cache, readings=self._readings),
         )  # fmt: skip

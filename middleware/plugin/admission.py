@@ -1,5 +1,6 @@
-"""Admission at dispatch time: what a host hands ``Pipeline.admit`` and gets back, and the
-cap a result of a tool gets (:class:`Cap`, the ``result_cap`` hook's answer).
+"""Admission at dispatch time: what a host hands ``Pipeline.admit`` and gets back, the turn
+the ``admit_outputs`` hook bounds, and the cap a result of a tool gets (:class:`Cap`, the
+``result_cap`` hook's answer).
 
 A host that sees a tool's output before it enters the history can bound it then, with the
 same budget step a request would run, and the outcome is frozen for the call id. These are
@@ -14,6 +15,11 @@ from typing import Any
 
 from middleware.report import Action, ProblemReport
 from middleware.view import Conversation, Node, ToolCall, ToolResult
+
+#: The wire format of the turn admitted at dispatch, when the agent's is not known yet:
+#: Anthropic's rules are the strictest (an empty result needs text), so what is admitted
+#: is valid in every format.
+DISPATCH_FORMAT = "anthropic"
 
 
 @dataclass(frozen=True)
@@ -101,8 +107,9 @@ def check_batch(outputs: Sequence[ToolOutput], calls: object, context: object) -
 
 
 def batch_conversation(outputs: Sequence[ToolOutput]) -> Conversation:
-    """One assistant turn making the calls and one message answering them: the shape the
-    budget step sees at request time for a batch of parallel calls."""
+    """One assistant turn making the calls and one message answering them, in
+    :data:`DISPATCH_FORMAT`: the shape the budget step sees at request time for a batch of
+    parallel calls (the ``admit_outputs`` hook's ``conversation``)."""
     calls = tuple(ToolCall(o.tool_use_id, o.tool_name, o.arguments or {}) for o in outputs)
     results = tuple(ToolResult(o.tool_use_id, o.output, is_error=o.is_error) for o in outputs)
-    return Conversation("anthropic", [Node("assistant", calls), Node("tool", results)])
+    return Conversation(DISPATCH_FORMAT, [Node("assistant", calls), Node("tool", results)])

@@ -69,15 +69,6 @@ class Capabilities(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class Dispatch:
-    """What :meth:`Pipeline.admit` tells the budget step about the calls being admitted,
-    which a request-time run reads from the history itself."""
-
-    parallel_calls: int = 1
-    context_chars: int | None = None
-
-
 @dataclass
 class Internal:
     """What the built-in steps and the pipeline share beyond the plugin API: frozen
@@ -128,9 +119,6 @@ class StepContext:
     #: every step of the call (the microcompaction plugin keeps there what it promised
     #: the budget step through ``compact_before_spill``).
     shared: dict[str, Any] = field(default_factory=dict)
-    #: Set by ``Pipeline.admit``: the number of calls dispatched together and the history
-    #: size before them.
-    admission: Dispatch | None = None
     #: The provider holds earlier turns the history does not repeat (``process(...,
     #: continuation=True)``): a result may answer a call the history does not show.
     continuation: bool = False

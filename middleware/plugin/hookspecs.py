@@ -1,11 +1,15 @@
 """Hook specifications: the contract between the host and every plugin, built-in or not.
 
 The three *step* hooks are called by the host in a fixed order, whatever order plugins were
-registered in: :func:`repair_pairing`, then :func:`enforce_budget`, then :func:`microcompact`.
-The other hooks are *capabilities* the steps ask for (a tool's result cap, content types,
-the spill store, what compaction promises the budget step) and notifications. The built-in
-steps are plugins like any other: they reach each other only through these hooks, so
-blocking one (``CHATCLI_BLOCK_PLUGINS``) leaves the others keeping their own guarantees.
+registered in: each declares its place (:func:`~middleware.plugin.places.step`), so
+:func:`repair_pairing` runs first, :func:`enforce_budget` after repair and
+:func:`microcompact` last; :func:`admit_outputs` runs at dispatch, outside a request. The
+other hooks are *capabilities* the steps ask for (a tool's result cap, content types, the
+spill store, what compaction promises the budget step) and notifications; those whose
+third-party implementations decide what old turns become say so
+(:func:`~middleware.plugin.places.decides_old_turns`). The built-in steps are plugins like
+any other: they reach each other only through these hooks, so blocking one
+(``CHATCLI_BLOCK_PLUGINS``) leaves the others keeping their own guarantees.
 
 Implement a hook with the :data:`middleware.hookimpl` marker, in a module or class that you
 register through the ``chatcli_middleware`` entry-point group::
@@ -31,6 +35,8 @@ from typing import TYPE_CHECKING
 
 import pluggy
 
+from middleware.plugin.places import Place, decides_old_turns, step
+
 if TYPE_CHECKING:
     from middleware.plugin.admission import Cap
     from middleware.plugin.capabilities import FileAccess, SpillStore, ToolCap
@@ -44,10 +50,11 @@ PROJECT_NAME = "chatcli_middleware"
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 
 
-# -- the three steps, in the order the host calls them ---------------------------------
+# -- the three steps, in the order the host calls them, and admission ------------------
 
 
 @hookspec
+@step("pairing", Place.FIRST)
 def repair_pairing(conversation: Conversation, context: StepContext) -> None:
     """Step 1: make every tool call answered by exactly one result.
 
@@ -61,6 +68,8 @@ def repair_pairing(conversation: Conversation, context: StepContext) -> None:
 
 
 @hookspec
+@step("budget", Place.AFTER_REPAIR)
+@decides_old_turns
 def enforce_budget(conversation: Conversation, context: StepContext) -> None:
     """Step 2: bound the size of tool results (per tool, per result, per turn).
 
@@ -72,6 +81,8 @@ def enforce_budget(conversation: Conversation, context: StepContext) -> None:
 
 
 @hookspec
+@step("microcompact", Place.LAST)
+@decides_old_turns
 def microcompact(conversation: Conversation, context: StepContext) -> None:
     """Step 3: shrink old tool results by age.
 
@@ -82,10 +93,35 @@ def microcompact(conversation: Conversation, context: StepContext) -> None:
     """
 
 
+@hookspec
+@step("budget", Place.DISPATCH)
+def admit_outputs(
+    conversation: Conversation, parallel_calls: int, context_chars: int | None, context: StepContext
+) -> None:
+    """Bound tool outputs at dispatch time, before they enter the history, as
+    :func:`enforce_budget` would bound them in a request (``Pipeline.admit`` and
+    ``admit_batch``).
+
+    ``conversation`` holds one assistant message making the calls dispatched together and
+    one message answering them, the outputs as results: edit it in place. What is left is
+    each call's admitted result, frozen for its id (when the result comes back in a
+    request, the budget step leaves it as admitted). The built-in budget step implements
+    it; with that step blocked, nothing bounds the outputs.
+
+    :param parallel_calls: the calls dispatched together (the even share of the turn budget).
+    :param context_chars: characters of history before them (``None``: unknown, and the
+        context-aware ceilings do not apply).
+    :param context: as for :func:`repair_pairing`; no wire format is known yet, so
+        ``context.codec`` is that of ``conversation`` (Anthropic's, whose rules, such as
+        an empty result needing text, every format accepts).
+    """
+
+
 # -- capabilities ---------------------------------------------------------------------
 
 
 @hookspec(firstresult=True)
+@decides_old_turns
 def tool_result_cap(tool_name: str) -> ToolCap | None:
     """Declare the result cap of a tool ("TruncationAware").
 
@@ -100,6 +136,7 @@ def tool_result_cap(tool_name: str) -> ToolCap | None:
 
 
 @hookspec(firstresult=True)
+@decides_old_turns
 def tool_file_access(tool_name: str) -> FileAccess | None:
     """Declare that a tool reads or writes files, and which argument names the file.
 
@@ -142,6 +179,7 @@ def loop_alerts(conversation: Conversation, policy: Policy) -> list[LoopAlert]:
 
 
 @hookspec(firstresult=True)
+@decides_old_turns
 def detect_content_type(text: str, tool_name: str | None) -> str | None:
     """Name the kind of content of a tool result (``"JSON"``, ``"diff"``, ...) for
     one-line summaries of old results. Return ``None`` to let other plugins decide.
@@ -152,6 +190,7 @@ def detect_content_type(text: str, tool_name: str | None) -> str | None:
 
 
 @hookspec(firstresult=True)
+@decides_old_turns
 def summarize_result(text: str, tool_name: str | None, content_type: str, path: str) -> str | None:
     """Write the short text that replaces an old tool result when microcompaction
     summarises it. Return ``None`` to use the policy's ``summary_template``.
@@ -167,6 +206,7 @@ def summarize_result(text: str, tool_name: str | None, content_type: str, path: 
 
 
 @hookspec(firstresult=True)
+@decides_old_turns
 def compact_before_spill(
     index: ConversationIndex, before_turn: int, context: StepContext
 ) -> int | None:

@@ -2,9 +2,10 @@
 
 pluggy calls implementations last-registered-first and stops a hook call at the first
 exception; both would let a third-party plugin reorder or kill the pipeline. The host
-therefore calls the three step hooks itself, in a fixed order, and calls each
-implementation on its own, in pluggy's order (``tryfirst``/``trylast`` honoured), so a
-failing plugin is reported and skipped, never fatal. Hook wrappers (``wrapper=True``,
+therefore calls the step hooks itself, in the order of the places their specifications
+declare (:data:`STEPS`), and calls each implementation on its own, in pluggy's order
+(``tryfirst``/``trylast`` honoured), so a failing plugin is reported and skipped, never
+fatal. Hook wrappers (``wrapper=True``,
 ``hookwrapper=True``) need pluggy's own call loop, which would give that isolation up: a
 plugin that declares one is refused at registration, with the plugin and hook named.
 ``CHATCLI_TRACE_HOOKS=1`` logs every implementation call (plugin, hook, duration).
@@ -37,6 +38,7 @@ from middleware.errors import LoopGuardError, PluginError
 from middleware.plugin import hookspecs
 from middleware.plugin.admission import Cap
 from middleware.plugin.capabilities import DeclaredCap, FileAccess, SpillStore, ToolCap
+from middleware.plugin.places import Place, StepSpec, deciding_hooks, steps_of
 from middleware.plugin.runner import TimeLimits
 from middleware.plugin.settings import TIME_LIMIT_KEY, time_limit
 from middleware.plugin.spill_guard import GuardedSpillStore
@@ -63,12 +65,14 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "middleware.default_plugins.agent_tools",
 )
 
-#: The step hooks, in the order the host calls them, with the report's name for each.
-STEP_HOOKS: tuple[tuple[str, str], ...] = (
-    ("pairing", "repair_pairing"),
-    ("budget", "enforce_budget"),
-    ("microcompact", "microcompact"),
+#: The step hooks of a request, in the order of the places their specifications declare.
+STEPS: tuple[StepSpec, ...] = tuple(
+    spec for spec in steps_of(hookspecs) if spec.place is not Place.DISPATCH
 )
+#: The step hook a host's admission of tool outputs runs (``Pipeline.admit``).
+(ADMISSION,) = (spec for spec in steps_of(hookspecs) if spec.place is Place.DISPATCH)
+#: Hooks whose third-party implementations decide what old turns become.
+DECIDING_HOOKS: tuple[str, ...] = deciding_hooks(hookspecs)
 
 #: ``CHATCLI_LOAD_PLUGINS``: comma-separated entry-point names to load (empty: none).
 LOAD_PLUGINS_ENV = "CHATCLI_LOAD_PLUGINS"
@@ -206,26 +210,62 @@ class PluginHost:
 
     # -- steps ---------------------------------------------------------------------------
 
-    def run_step(self, hook_name: str, conversation: Conversation, context: StepContext) -> None:
+    @property
+    def steps(self) -> tuple[StepSpec, ...]:
+        """The step hooks of a request, in the order the host calls them."""
+        return STEPS
+
+    @property
+    def admission(self) -> StepSpec:
+        """The step hook that admits tool outputs at dispatch (:meth:`admit_outputs`)."""
+        return ADMISSION
+
+    def run_step(self, step: StepSpec, conversation: Conversation, context: StepContext) -> None:
         """Run every implementation of one step hook, isolated: one that raises, leaves
         something that cannot be written back, or (third-party) does not finish within the
         time limit changes nothing and is reported."""
+        self._run_step(step.hook, conversation, context, {})
+
+    def admit_outputs(
+        self,
+        conversation: Conversation,
+        parallel_calls: int,
+        context_chars: int | None,
+        context: StepContext,
+    ) -> None:
+        """Run every implementation of ``admit_outputs`` on the outputs of calls dispatched
+        together, isolated as a step's."""
+        arguments = {"parallel_calls": parallel_calls, "context_chars": context_chars}
+        self._run_step(ADMISSION.hook, conversation, context, arguments)
+
+    def _run_step(
+        self,
+        hook_name: str,
+        conversation: Conversation,
+        context: StepContext,
+        arguments: Mapping[str, Any],
+    ) -> None:
         for impl in self._ordered_impls(hook_name):
             if impl.plugin_name in self._builtin:
-                self._step_inline(impl, hook_name, conversation, context)
+                self._step_inline(impl, hook_name, conversation, context, arguments)
             else:
-                self._step_limited(impl, hook_name, conversation, context)
+                self._step_limited(impl, hook_name, conversation, context, arguments)
 
     def _step_inline(
-        self, impl: pluggy.HookImpl, hook_name: str, conversation: Conversation,
+        self,
+        impl: pluggy.HookImpl,
+        hook_name: str,
+        conversation: Conversation,
         context: StepContext,
-    ) -> None:  # fmt: skip
+        arguments: Mapping[str, Any],
+    ) -> None:
         """A built-in implementation edits the conversation in place (no copy, no thread:
         the usual case costs nothing); its edits are rolled back if it fails."""
         snapshot = conversation.checkpoint()
         recorded = len(context.actions)
+        kwargs = {"conversation": conversation, "context": context, **arguments}
         try:
-            self._call(impl, hook_name, {"conversation": conversation, "context": context})
+            self._call(impl, hook_name, kwargs)
             check_edits(conversation, snapshot, context.codec)
         except Exception as exc:
             conversation.restore(snapshot)
@@ -233,9 +273,13 @@ class PluginHost:
             self._report(context.problems, impl.plugin_name, hook_name, exc)
 
     def _step_limited(
-        self, impl: pluggy.HookImpl, hook_name: str, conversation: Conversation,
+        self,
+        impl: pluggy.HookImpl,
+        hook_name: str,
+        conversation: Conversation,
         context: StepContext,
-    ) -> None:  # fmt: skip
+        arguments: Mapping[str, Any],
+    ) -> None:
         """A third-party implementation works on its own copy of the conversation and of
         the context, on a worker thread; its result is adopted only if it finished within
         the time limit, without raising, and left something writable. A late one cannot
@@ -244,7 +288,8 @@ class PluginHost:
         work = replace(conversation, nodes=list(snapshot))
         fork = context.fork()
         limit = time_limit(context.policy)
-        call = partial(self._call, impl, hook_name, {"conversation": work, "context": fork})
+        kwargs = {"conversation": work, "context": fork, **arguments}
+        call = partial(self._call, impl, hook_name, kwargs)
         outcome = self._limits.run((impl.plugin_name, hook_name), call, limit)
         if not outcome.finished:
             self._late(
@@ -343,6 +388,11 @@ class PluginHost:
         """Whether a plugin other than the built-in ones implements ``hook_name``."""
         caller: pluggy.HookCaller = getattr(self._pm.hook, hook_name)
         return any(impl.plugin_name not in self._builtin for impl in caller.get_hookimpls())
+
+    def decides_old_turns(self) -> bool:
+        """Whether a plugin other than the built-in ones implements a hook whose
+        specification says it decides what old turns become (:data:`DECIDING_HOOKS`)."""
+        return any(self.extended(hook) for hook in DECIDING_HOOKS)
 
     def detect_content_type(
         self, text: str, tool_name: str | None, problems: list[ProblemReport], *,

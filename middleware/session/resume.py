@@ -84,6 +84,8 @@ class StepRun(Protocol):
 
 
 Run = TypeVar("Run", bound=StepRun)
+#: A step as the pipeline names it to :meth:`Continuations.run`.
+Step = TypeVar("Step")
 
 
 @dataclass(frozen=True)
@@ -175,8 +177,8 @@ class Continuations:
         *,
         reading: tuple[Identity, str, str | None],
         decisions: int,
-        steps: Sequence[tuple[str, str]],
-        run_step: Callable[[tuple[str, str], Resume], Run],
+        steps: Sequence[Step],
+        run_step: Callable[[Step, Resume], Run],
     ) -> list[Run] | None:
         """Run ``steps`` on the new turns only, when ``conversation`` continues the
         previous request of its conversation as it was: their contexts, each holding the

@@ -124,6 +124,26 @@ def test_hook_microcompact() -> None:
         assert pipe.process(result.messages).messages == result.messages
 
 
+def test_hook_admit_outputs() -> None:
+    output = "line one\r\nline two\r\n"
+    with pipeline("admit_outputs") as pipe:
+        admitted = pipe.admit("dir", "t1", output)
+        assert admitted.text == "line one\nline two\n"
+        (action,) = admitted.actions
+        assert (action.step, action.kind) == ("budget", "line_ends_normalised")
+        assert pipe.spill.load(action.detail["path"]) == output
+        history = [
+            {"role": "user", "content": "list"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "dir", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": output}]},
+        ]  # fmt: skip
+        result = pipe.process(history)  # the result comes back as the agent had it
+    assert result.messages[2]["content"][0]["content"] == admitted.text
+    assert [a.kind for a in result.report.actions] == ["decision_replayed"]
+
+
 def big(tool: str, size: int) -> list[dict[str, Any]]:
     return [
         {"role": "user", "content": "go"},

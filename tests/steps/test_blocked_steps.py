@@ -21,7 +21,7 @@ import pytest
 from locations import REPO
 
 import middleware
-from middleware.plugin.host import BLOCK_PLUGINS_ENV, STEP_HOOKS, PluginHost
+from middleware.plugin.host import BLOCK_PLUGINS_ENV, STEPS, PluginHost
 from tests.preset_builders import batch, spilled_text
 
 PAIRING = "middleware.steps.pairing"
@@ -220,7 +220,7 @@ def test_blocking_a_step_is_switching_it_off_the_others_unchanged(
         assert alone.messages == off.messages, f"history {i}"
         assert kinds(alone) == kinds(off)
         assert not alone.report.problems
-        step = next(name for name, _ in STEP_HOOKS if blocked.endswith(f".{name}"))
+        step = next(s.name for s in STEPS if blocked.endswith(f".{s.name}"))
         assert not alone.report.by_step(step)
         if blocked != PAIRING:  # a broken history stays broken with pairing blocked
             assert again.messages == alone.messages
@@ -251,6 +251,16 @@ def test_budget_still_caps_results_and_turns_with_the_other_steps_blocked(
     assert len(texts["t0"]) <= 10_000
     assert sum(len(texts[i]) for i in ("t0", "t1", "t2")) <= 15_000
     assert {a.step for a in result.report.actions} == {"budget"}
+
+
+def test_nothing_bounds_an_output_admitted_with_the_budget_blocked(tmp_path: Path) -> None:
+    """Admission is the budget plugin's own hook (``admit_outputs``): blocked, an output
+    goes in as it came, and the pipeline says results are not bounded."""
+    output = lines(40_000, "a")
+    with pipeline(None, tmp_path, block=(BUDGET,)) as pipe:
+        admitted = pipe.admit("Bash", "t1", output)
+    assert (admitted.text, admitted.budget, admitted.actions) == (output, None, ())
+    assert not admitted.problems
 
 
 def test_microcompaction_still_fits_its_window_with_the_budget_blocked(tmp_path: Path) -> None:

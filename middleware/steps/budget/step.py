@@ -36,6 +36,15 @@ from middleware.view import Conversation, ResultSite, ToolResult
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Dispatch:
+    """What admission at dispatch (``admit_outputs``) says about the calls admitted, which
+    a request-time run reads from the history itself."""
+
+    parallel_calls: int
+    context_chars: int | None
+
+
 @dataclass
 class _Candidate:
     site: ResultSite
@@ -65,15 +74,33 @@ def enforce_budget(conversation: Conversation, context: StepContext) -> None:
         _BudgetRun(settings, context, conversation).run()
 
 
+@hookimpl(tryfirst=True)
+def admit_outputs(
+    conversation: Conversation, parallel_calls: int, context_chars: int | None, context: StepContext
+) -> None:
+    """The step at dispatch: the outputs of calls dispatched together, bounded as one turn
+    (``Pipeline.admit``)."""
+    settings = bind(context.policy, BudgetSettings)
+    if settings.enabled:
+        dispatch = Dispatch(parallel_calls, context_chars)
+        _BudgetRun(settings, context, conversation, dispatch).run()
+
+
 class _BudgetRun:
     """One budget pass over one conversation."""
 
     def __init__(
-        self, settings: BudgetSettings, context: StepContext, conversation: Conversation
+        self,
+        settings: BudgetSettings,
+        context: StepContext,
+        conversation: Conversation,
+        dispatch: Dispatch | None = None,
     ) -> None:
         self.settings = settings
         self.context = context
         self.conversation = conversation
+        #: Set when admitting outputs at dispatch, before they enter the history.
+        self.dispatch = dispatch
         self._caps: dict[str | None, Cap] = {}
         self._rules: dict[str | None, LineRule | None] = {}
         #: What the tools do with files: a cut file read says to read the file again.
@@ -94,7 +121,7 @@ class _BudgetRun:
         by_turn: dict[int | None, list[ResultSite]] = defaultdict(list)
         for site in index.results:
             by_turn[site.turn].append(site)
-        admission = self.context.admission
+        admission = self.dispatch
         used: dict[int, int] = {}
         if self.settings.aware is not None and admission is None:
             sizes = [node_chars(node, self.context.codec) for node in self.conversation.nodes]
