@@ -1,11 +1,15 @@
-"""Checks of the policy's text templates: a misspelt ``{field}`` is a policy error at
-load time (file and key named), never a ``KeyError`` in the middle of a request."""
+"""The policy's text templates: checked at load time, so that a misspelt ``{field}`` is a
+policy error (file and key named), never a ``KeyError`` in the middle of a request; and
+read back, as the pattern of the texts a template writes, so that a step recognises a
+preview, a notice or a summary it wrote."""
 
 from __future__ import annotations
 
 import fnmatch
+import re
 import string
 from collections.abc import Iterator, Mapping
+from functools import lru_cache
 from typing import Any
 
 #: Fields of a preview or truncation template (the budget step's previews and the
@@ -82,6 +86,41 @@ def template_problems(document: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
 def template_fields(template: str) -> set[str]:
     """The ``{field}`` names a template uses (raises ``ValueError`` if malformed)."""
     return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+
+
+def template_literals(template: str) -> list[str]:
+    """The text of a template between its fields, in order."""
+    return [literal for literal, _, _, _ in string.Formatter().parse(template)]
+
+
+@lru_cache(maxsize=256)
+def template_pattern(
+    template: str,
+    *,
+    field: str = ".*?",
+    named: bool = False,
+    repeated: bool = False,
+    numbers: frozenset[str] = frozenset(),
+) -> re.Pattern[str]:
+    """The pattern of what ``template.format(...)`` writes: its text as it is, and each
+    ``{field}`` as ``field`` (``\\d+`` for one of ``numbers``). With ``named``, the first
+    occurrence of a field is a group of its name; with ``repeated`` too, a later one must
+    repeat what the first matched (else it matches ``field`` again)."""
+    parts = []
+    seen: set[str] = set()
+    for literal, name, _, _ in string.Formatter().parse(template):
+        parts.append(re.escape(literal))
+        if name is None:
+            continue
+        body = r"\d+" if name in numbers else field
+        if not named:
+            parts.append(body)
+        elif name not in seen:
+            seen.add(name)
+            parts.append(f"(?P<{name}>{body})")
+        else:
+            parts.append(f"(?P={name})" if repeated else body)
+    return re.compile("".join(parts), re.DOTALL)
 
 
 def _strings(value: Any, prefix: str) -> Iterator[tuple[str, str]]:

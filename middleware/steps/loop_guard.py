@@ -10,16 +10,14 @@ to the latest tool result telling the model to stop (``annotate``, written once)
 
 from __future__ import annotations
 
-import re
-import string
 from collections import Counter
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 from middleware.errors import LoopGuardError
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind, section
+from middleware.policy.templates import template_pattern
 from middleware.report import LoopAlert
 from middleware.view import Conversation, Node, ToolCall, ToolResult
 
@@ -94,22 +92,12 @@ def _key(call: ToolCall, identical: str) -> tuple[str, str]:
 def without_notices(text: str, policy: Policy) -> str:
     """``text`` without the loop-guard notices appended to its end, so the steps recognise
     a preview or summary the guard annotated as their own."""
-    template = bind(policy, LoopGuardSettings).notice
-    pattern = _notice_pattern(template)
+    pattern = template_pattern(bind(policy, LoopGuardSettings).notice, field=".+?")
     while True:
         body, separator, last = text.rpartition("\n\n")
         if not separator or not pattern.fullmatch(last):
             return text
         text = body
-
-
-@lru_cache(maxsize=16)
-def _notice_pattern(template: str) -> re.Pattern[str]:
-    parts = [
-        re.escape(literal) + (".+?" if name is not None else "")
-        for literal, name, _, _ in string.Formatter().parse(template)
-    ]
-    return re.compile("".join(parts), re.DOTALL)
 
 
 def _annotate(conversation: Conversation, notice: str) -> bool:

@@ -9,8 +9,6 @@ it replaces (in that case the caller keeps the text whole).
 
 from __future__ import annotations
 
-import re
-import string
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -19,7 +17,12 @@ from typing import Literal
 from middleware.cache.kept import KeptKind, KeptReadings
 from middleware.policy.schema import default_of
 from middleware.policy.settings import build
-from middleware.policy.templates import PREVIEW_FIELDS, template_fields
+from middleware.policy.templates import (
+    PREVIEW_FIELDS,
+    template_fields,
+    template_literals,
+    template_pattern,
+)
 from middleware.steps.outline import outline
 from middleware.steps.read_back import FileRead, ReadBack
 
@@ -214,7 +217,7 @@ def parse_template(text: str, template: str) -> dict[str, str] | None:
     marker = _template_marker(template)
     if marker and marker not in text:
         return None
-    match = _preview_pattern(template).fullmatch(text)
+    match = template_pattern(template, named=True, repeated=True, numbers=_NUMBERS).fullmatch(text)
     return None if match is None else match.groupdict()
 
 
@@ -251,21 +254,8 @@ def recover_preview(
     return content
 
 
-@lru_cache(maxsize=64)
-def _preview_pattern(template: str) -> re.Pattern[str]:
-    parts = []
-    seen: set[str] = set()
-    for literal, name, _, _ in string.Formatter().parse(template):
-        parts.append(re.escape(literal))
-        if name is None:
-            continue
-        if name in seen:
-            parts.append(f"(?P={name})")
-            continue
-        seen.add(name)
-        body = r"\d+" if name in ("omitted", "total", "total_bytes", "lines", "chars") else ".*?"
-        parts.append(f"(?P<{name}>{body})")
-    return re.compile("".join(parts), re.DOTALL)
+#: Fields of a preview that are counts.
+_NUMBERS = frozenset({"omitted", "total", "total_bytes", "lines", "chars"})
 
 
 #: Texts longer than this always have a shorter preview (the bare marker is far shorter).
@@ -337,6 +327,5 @@ def fit_preview(
 
 @lru_cache(maxsize=64)
 def _template_marker(template: str) -> str:
-    literals = [lit for lit, _, _, _ in string.Formatter().parse(template)]
-    longest = max(literals, key=len, default="")
+    longest = max(template_literals(template), key=len, default="")
     return longest if len(longest.strip()) >= 8 else ""

@@ -10,14 +10,12 @@ store; when no notice already names the file, a pointer line does.
 from __future__ import annotations
 
 import json
-import re
-import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from middleware.policy.settings import bind
+from middleware.policy.templates import template_pattern
 from middleware.steps.budget.line_truncation import (
     LineLimits,
     Truncation,
@@ -136,7 +134,7 @@ def cut_lines(text: str, rule: LineRule) -> LineCut | None:
 def looks_shaped(text: str, rule: LineRule) -> bool:
     """Whether ``text`` ends with notices this rule writes (a cheap first check)."""
     last = text.rsplit("\n\n", 1)[-1].split("\n")
-    patterns = [_notice_pattern(t) for t in rule.notices.values()]
+    patterns = [template_pattern(t) for t in rule.notices.values()]
     return bool(last) and all(any(p.fullmatch(line) for p in patterns) for line in last)
 
 
@@ -153,7 +151,7 @@ def recover_line_cut(
         for template in rule.notices.values():
             if "{path}" not in template:
                 continue
-            match = _notice_pattern(template, named=True).fullmatch(line)
+            match = template_pattern(template, named=True).fullmatch(line)
             path = None if match is None else match.groupdict().get("path")
             content = load(path) if path else None
             if content is None:
@@ -221,19 +219,3 @@ def _int(value: Any) -> int | None:
     if isinstance(value, str) and value.isdigit() and int(value) >= 1:
         return int(value)
     return None
-
-
-@lru_cache(maxsize=128)
-def _notice_pattern(template: str, *, named: bool = False) -> re.Pattern[str]:
-    parts = []
-    seen: set[str] = set()
-    for literal, name, _, _ in string.Formatter().parse(template):
-        parts.append(re.escape(literal))
-        if name is None:
-            continue
-        if named and name not in seen:
-            parts.append(f"(?P<{name}>.*?)")
-            seen.add(name)
-        else:
-            parts.append(".*?")
-    return re.compile("".join(parts), re.DOTALL)
