@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Literal
 from middleware.errors import LoopGuardError
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind, section
-from middleware.policy.templates import template_pattern
 from middleware.report import LoopAlert
 from middleware.view import Conversation, Node, ToolCall, ToolResult
 
@@ -87,17 +86,6 @@ def _key(call: ToolCall, identical: str) -> tuple[str, str]:
     if identical == "name":
         return (call.name, "")
     return (call.name, call.canonical_arguments)
-
-
-def without_notices(text: str, policy: Policy) -> str:
-    """``text`` without the loop-guard notices appended to its end, so the steps recognise
-    a preview or summary the guard annotated as their own."""
-    pattern = template_pattern(bind(policy, LoopGuardSettings).notice, field=".+?")
-    while True:
-        body, separator, last = text.rpartition("\n\n")
-        if not separator or not pattern.fullmatch(last):
-            return text
-        text = body
 
 
 def _annotate(conversation: Conversation, notice: str) -> bool:

@@ -28,7 +28,7 @@ from middleware.policy.settings import bind
 from middleware.steps.budget.line_rules import LineRule, cut_lines, line_rule, recover_line_cut
 from middleware.steps.budget.settings import BudgetSettings, TurnLimits, resolve_cap
 from middleware.steps.file_tools import FileTools
-from middleware.steps.loop_guard import without_notices
+from middleware.steps.notices import without_notices
 from middleware.steps.previews import could_shorten, fit_preview, make_preview, recover_preview
 from middleware.steps.sizes import chars_before_turns, node_chars
 from middleware.view import Conversation, ResultSite, ToolResult

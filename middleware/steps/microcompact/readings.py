@@ -11,10 +11,10 @@ from typing import NamedTuple
 from middleware.cache import Identity
 from middleware.cache.kept import KeptKind
 from middleware.plugin.context import StepContext
-from middleware.steps.loop_guard import without_notices
 from middleware.steps.mentions import error_lines, mentions
 from middleware.steps.microcompact.content_types import detect_content_type
 from middleware.steps.microcompact.settings import MicrocompactSettings
+from middleware.steps.notices import without_notices
 from middleware.view import ToolResult
 
 
