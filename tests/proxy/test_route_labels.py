@@ -12,6 +12,7 @@ import re
 import httpx
 import pytest
 from proxy_stack import Stack
+from waiting import wait_for
 
 BODY = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
 HEADERS = {"x-goog-api-key": "test-key"}
@@ -57,7 +58,10 @@ def test_routes_are_counted_by_template_whatever_the_names_in_the_path(
                               json=BODY)  # fmt: skip
         assert unknown.status_code == 404
         hello = {"role": "user", "content": "hi"}
-        client.post("/v1/messages", json={"model": "m", "max_tokens": 5, "messages": [hello]})
+        message = {"model": "m", "max_tokens": 5, "messages": [hello]}
+        assert client.post("/v1/messages", json=message).status_code == 200
+        # The proxy counts an exchange once its answer is done, after the client has it.
+        assert wait_for(lambda: "/v1/messages" in request_series(client.get("/metrics").text))
         metrics = client.get("/metrics").text
     series = request_series(metrics)
     assert set(series) <= TEMPLATES, (len(series), sorted(set(series) - TEMPLATES)[:3])
