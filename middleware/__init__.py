@@ -30,11 +30,13 @@ from middleware.formats.check import Violation, check_history
 from middleware.pipeline import Pipeline, ProcessResult
 from middleware.plugin.admission import Admission, Cap, ToolOutput
 from middleware.plugin.capabilities import DeclaredCap, FileAccess, SpillStore, ToolCap
+from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
 from middleware.policy import Policy, load_policy, validate_policy_file
 from middleware.policy.resources import preset_names
 from middleware.report import Action, LoopAlert, ProblemReport, Report, SealedBlock
 from middleware.session.decisions import Decision, DecisionLedger
+from middleware.view import Conversation, ConversationIndex, Node, Opaque, ToolCall, ToolResult
 
 ClientT = TypeVar("ClientT")
 
@@ -42,6 +44,8 @@ __all__ = [
     "Action",
     "Admission",
     "Cap",
+    "Conversation",
+    "ConversationIndex",
     "Decision",
     "DecisionLedger",
     "DeclaredCap",
@@ -53,6 +57,8 @@ __all__ = [
     "LoopGuardError",
     "MiddlewareError",
     "MissingExtraError",
+    "Node",
+    "Opaque",
     "Pipeline",
     "PluginError",
     "Policy",
@@ -62,8 +68,11 @@ __all__ = [
     "Report",
     "SealedBlock",
     "SpillStore",
+    "StepContext",
+    "ToolCall",
     "ToolCap",
     "ToolOutput",
+    "ToolResult",
     "Violation",
     "__version__",
     "check_history",

@@ -273,7 +273,7 @@ class Pipeline:
         # ones may continue the previous request when the repair changed nothing.
         first = [step for step in self._host.steps if step.place is Place.FIRST]
         later = [step for step in self._host.steps if step.place is not Place.FIRST]
-        contexts = [
+        runs = [
             self._run_step(step, policy, codec, conversation, request, shared, cold=cold)
             for step in first
         ]
@@ -285,34 +285,34 @@ class Pipeline:
         )
         reading = (Identity(policy), fmt, conversation.text_protocol)
         previous = None
-        if marks and not repaired and not any(context.problems for context in contexts):
+        if marks and not repaired and not any(run.problems for run in runs):
             resumed: dict[str, Any] = {}  # the later steps' own: discarded if refused
 
-            def run(step: StepSpec, resume: Resume) -> StepContext:
+            def run_resumed(step: StepSpec, resume: Resume) -> Internal:
                 return self._run_step(
                     step, policy, codec, conversation, request, resumed, resume, cold=cold
                 )
 
             previous = self._continuations.run(
                 conversation, marks, reading=reading, decisions=len(self.decisions),
-                steps=later, run_step=run,
+                steps=later, run_step=run_resumed,
             )  # fmt: skip
         if previous is None:
-            contexts += [self._run_step(s, policy, codec, conversation, request, shared,
-                                        cold=cold) for s in later]  # fmt: skip
+            runs += [self._run_step(s, policy, codec, conversation, request, shared,
+                                    cold=cold) for s in later]  # fmt: skip
         else:
-            contexts += previous
-        for context in contexts:
-            report.actions.extend(context.actions)
+            runs += previous
+        for run in runs:
+            report.actions.extend(run.actions)
             # One line per problem: the same plugin failing alike in two steps is one problem.
-            report.problems.extend(p for p in context.problems if p not in report.problems)
+            report.problems.extend(p for p in run.problems if p not in report.problems)
         # What each step left for the next request; none left anything: nothing to continue.
-        carried = {c.step: c.internal.carry for c in contexts if c.internal.carry is not None}
-        failed = any(context.problems for context in contexts)
+        carried = {run.step: run.carry for run in runs if run.carry is not None}
+        failed = any(run.problems for run in runs)
         if marks and not repaired and carried and not failed:
             self._continuations.remember(Previous(
                 reading, marks, tuple(conversation.nodes),
-                {c.step: copies(c.actions) for c in contexts}, carried, len(self.decisions),
+                {run.step: copies(run.actions) for run in runs}, carried, len(self.decisions),
             ), parsed)  # fmt: skip
 
         report.loop_alerts.extend(self._host.loop_alerts(conversation, policy, report.problems))
@@ -325,13 +325,14 @@ class Pipeline:
         self, step: StepSpec, policy: Policy, codec: Codec, conversation: Conversation,
         request: Request, shared: dict[str, Any], resume: Resume | None = None,
         *, cold: ColdRequest | None = None,
-    ) -> StepContext:  # fmt: skip
-        context = self._context(step, policy, codec, shared)
-        context.internal.cold_cache = cold
-        context.continuation = request.continuation
-        context.internal.resume = resume
+    ) -> Internal:  # fmt: skip
+        """Run one step hook on ``conversation``: what the run did and left."""
+        context = self._context(
+            step, policy, codec, shared,
+            cold=cold, continuation=request.continuation, resume=resume,
+        )  # fmt: skip
         self._host.run_step(step, conversation, context)
-        return context
+        return context.internal
 
     def _continues(self, codec: Codec, request: Request) -> bool:
         """Whether this request may continue the previous one of its conversation, or be
@@ -423,8 +424,9 @@ class Pipeline:
             budget = self.result_budget(
                 item.tool_name, parallel_calls=calls, context_chars=context_chars
             )
-            actions = tuple(a for a in context.actions if a.tool_call_id == item.tool_use_id)
-            admitted.append(Admission(result.text, budget, actions, tuple(context.problems)))
+            run = context.internal
+            actions = tuple(a for a in run.actions if a.tool_call_id == item.tool_use_id)
+            admitted.append(Admission(result.text, budget, actions, tuple(run.problems)))
         return admitted
 
     def result_budget(
@@ -452,13 +454,22 @@ class Pipeline:
         return self._context(self._host.admission, self._policy, get_codec(DISPATCH_FORMAT), {})
 
     def _context(
-        self, step: StepSpec, policy: Policy, codec: Codec, shared: dict[str, Any]
+        self,
+        step: StepSpec,
+        policy: Policy,
+        codec: Codec,
+        shared: dict[str, Any],
+        *,
+        cold: ColdRequest | None = None,
+        continuation: bool = False,
+        resume: Resume | None = None,
     ) -> StepContext:
-        return StepContext(
-            step.name, policy, codec, self._host, self.session_id, self._spill,
-            shared=shared,
-            internal=Internal(decisions=self.decisions, cache=self.cache, readings=self._readings),
+        internal = Internal(
+            step.name, self._host, continuation,
+            decisions=self.decisions, cold_cache=cold, resume=resume, cache=self.cache,
+            readings=self._readings,
         )  # fmt: skip
+        return StepContext(policy, codec, self.session_id, self._spill, shared, internal=internal)
 
     @property
     def spill(self) -> SpillStore:

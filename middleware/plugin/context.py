@@ -1,4 +1,13 @@
-"""What a step implementation gets besides the conversation."""
+"""What a step implementation gets besides the conversation.
+
+:class:`StepContext` is the plugin API, exactly what docs/plugins.md documents: the policy
+snapshot of the call, the wire format's codec, the session id, the spill store, the report
+recorder and the state a plugin hands from one of its hooks to another. Its ``internal``
+member is what the built-in steps, the host and the pipeline share beyond it
+(:class:`Internal`), and the functions at the end of this module work on a context for
+them (asking the capability hooks, checking a reading against the spill store, forking a
+context for a third-party implementation): none of that is part of the plugin API.
+"""
 
 from __future__ import annotations
 
@@ -70,12 +79,77 @@ class Capabilities(Protocol):
 
 
 @dataclass
-class Internal:
-    """What the built-in steps and the pipeline share beyond the plugin API: frozen
-    decisions, what the request knows of its session's cache, the previous request it
-    continues and what this one leaves for the next, and the caches of derived data. Not
-    part of the plugin API (a third-party plugin never needs it; it may change)."""
+class StepContext:
+    """The policy snapshot of one ``process()`` call, the wire format's codec, the session
+    id, the spill store and the report recorder, for the step being run: the plugin API
+    (docs/plugins.md). :attr:`internal` is the built-in steps' own."""
 
+    policy: Policy
+    #: The wire format's codec (``codec.name``: ``anthropic``, ``openai``...).
+    codec: Codec
+    session_id: str
+    #: Where the full text of results cut from the context is kept.
+    spill: SpillStore
+    #: State a plugin hands from one of its hook implementations to another within the
+    #: same ``process()`` call, under a key of its own: the dictionary is the same for
+    #: every step of the call (the microcompaction plugin keeps there what it promised
+    #: the budget step through ``compact_before_spill``).
+    shared: dict[str, Any] = field(default_factory=dict)
+    #: What the built-in steps, the host and the pipeline share beyond the plugin API
+    #: (:class:`Internal`).
+    internal: Internal = field(kw_only=True)
+
+    def __post_init__(self) -> None:
+        # A plugin's store reports its failures into this call's report, and runs under
+        # this call's time limit.
+        if isinstance(self.spill, GuardedSpillStore):
+            self.spill = self.spill.reporting_to(self.internal.problems, time_limit(self.policy))
+
+    def record(
+        self,
+        kind: str,
+        *,
+        tool_call_id: str,
+        tool_name: str | None = None,
+        message_index: int | None = None,
+        chars_before: int = 0,
+        chars_after: int = 0,
+        **detail: Any,
+    ) -> None:
+        """Add an action of this step to the report."""
+        self.internal.actions.append(
+            Action(
+                self.internal.step,
+                kind,
+                tool_call_id,
+                tool_name,
+                message_index,
+                chars_before,
+                chars_after,
+                detail,
+            )
+        )
+
+
+@dataclass
+class Internal:
+    """What one step's run shares with the host and the pipeline beyond the plugin API:
+    the step's name, the capability hooks, its actions and problems, frozen decisions,
+    what the request knows of its session's cache, the previous request it continues and
+    what this one leaves for the next, and the caches of derived data. Not part of the
+    plugin API (a third-party plugin never needs it; it may change in any release)."""
+
+    #: The step's name in the report (``budget``).
+    step: str
+    #: The capability hooks the step may ask (the plugin host).
+    host: Capabilities
+    #: The provider holds earlier turns the history does not repeat (``process(...,
+    #: continuation=True)``): a result may answer a call the history does not show.
+    continuation: bool = False
+    #: What the step did (:meth:`StepContext.record`), for the report.
+    actions: list[Action] = field(default_factory=list)
+    #: What went wrong with the plugins the step ran or asked, for the report.
+    problems: list[ProblemReport] = field(default_factory=list)
     #: Decisions frozen per call id (admitted results, and all of them when the policy
     #: freezes decisions); ``None`` outside a pipeline.
     decisions: DecisionLedger | None = None
@@ -101,133 +175,95 @@ class Internal:
         return KeptReadings(self.cache, self.readings)
 
 
-@dataclass
-class StepContext:
-    """The policy snapshot of one ``process()`` call, the wire format's codec, the
-    capability hooks and the report recorder, for the step being run: the plugin API
-    (docs/plugins.md). :attr:`internal` is the built-in steps' own."""
+# -- what the host and the built-in steps do with a context, beyond the plugin API ---------
 
-    step: str
-    policy: Policy
-    codec: Codec
-    host: Capabilities
-    session_id: str
-    #: Where the full text of results cut from the context is kept.
-    spill: SpillStore
-    #: State a plugin hands from one of its hook implementations to another within the
-    #: same ``process()`` call, under a key of its own: the dictionary is the same for
-    #: every step of the call (the microcompaction plugin keeps there what it promised
-    #: the budget step through ``compact_before_spill``).
-    shared: dict[str, Any] = field(default_factory=dict)
-    #: The provider holds earlier turns the history does not repeat (``process(...,
-    #: continuation=True)``): a result may answer a call the history does not show.
-    continuation: bool = False
-    actions: list[Action] = field(default_factory=list)
-    problems: list[ProblemReport] = field(default_factory=list)
-    #: The built-in steps' and the pipeline's own state (:class:`Internal`).
-    internal: Internal = field(default_factory=Internal)
 
-    def __post_init__(self) -> None:
-        # A plugin's store reports its failures into this call's report, and runs under
-        # this call's time limit.
-        if isinstance(self.spill, GuardedSpillStore):
-            self.spill = self.spill.reporting_to(self.problems, time_limit(self.policy))
+def fork(context: StepContext) -> StepContext:
+    """A copy for one third-party implementation to work on: its own actions, problems,
+    shared state (a shallow copy) and carry, so that what it does after its time limit
+    touches nothing the request uses. :func:`adopt` takes its work over."""
+    internal = replace(context.internal, actions=[], problems=[])
+    return replace(context, shared=dict(context.shared), internal=internal)
 
-    def fork(self) -> StepContext:
-        """A copy for one third-party implementation to work on: its own actions, problems,
-        shared state (a shallow copy) and carry, so that what it does after its time limit
-        touches nothing the request uses. :meth:`adopt` takes its work over."""
-        return replace(
-            self, actions=[], problems=[], shared=dict(self.shared), internal=replace(self.internal)
-        )
 
-    def adopt(self, fork: StepContext) -> None:
-        """Take over the actions, shared state and carry of a :meth:`fork` that finished in
-        time (its problems are the caller's to take, whether it succeeded or not)."""
-        self.actions.extend(fork.actions)
-        self.shared.clear()
-        self.shared.update(fork.shared)
-        self.internal.carry = fork.internal.carry
+def adopt(context: StepContext, forked: StepContext) -> None:
+    """Take over the actions, shared state and carry of a :func:`fork` that finished in
+    time (its problems are the caller's to take, whether it succeeded or not)."""
+    context.internal.actions.extend(forked.internal.actions)
+    context.shared.clear()
+    context.shared.update(forked.shared)
+    context.internal.carry = forked.internal.carry
 
-    def verified(
-        self,
-        key: tuple[Hashable, ...],
-        read: Callable[[Callable[[str], str | None]], T],
-        size: Callable[[T], int],
-        texts: Callable[[T], tuple[str, ...]] = lambda _: (),
-    ) -> T:
-        """``read(load)``, a reading of a text checked against the spill store through
-        ``load`` (is it a preview this product wrote, and of what), kept across requests
-        under ``key`` when the store is the pipeline's own. A reading for which a location
-        was missing is not kept: the file may be written later. ``size`` measures the
-        value, less ``texts(value)``: the texts the entry keeps alive (in ``key`` or the
-        value), which the cache counts once however many entries hold them."""
-        store, cache = self.spill, self.internal.cache
-        if not isinstance(store, RememberedStore) or not cache.enabled:
-            return read(store.load)
-        entry = ("verified", store.token, *key)
-        found = cache.get(entry, _ABSENT)
-        if found is not _ABSENT:
-            value: T = found
-            return value
-        missed = False
 
-        def load(location: str) -> str | None:
-            nonlocal missed
-            content = store.load(location)
-            missed = missed or content is None
-            return content
-
-        value = read(load)
-        if not missed:
-            cache.put(entry, value, size(value), texts(value))
+def verified(
+    context: StepContext,
+    key: tuple[Hashable, ...],
+    read: Callable[[Callable[[str], str | None]], T],
+    size: Callable[[T], int],
+    texts: Callable[[T], tuple[str, ...]] = lambda _: (),
+) -> T:
+    """``read(load)``, a reading of a text checked against the spill store through
+    ``load`` (is it a preview this product wrote, and of what), kept across requests
+    under ``key`` when the store is the pipeline's own. A reading for which a location
+    was missing is not kept: the file may be written later. ``size`` measures the
+    value, less ``texts(value)``: the texts the entry keeps alive (in ``key`` or the
+    value), which the cache counts once however many entries hold them."""
+    store, cache = context.spill, context.internal.cache
+    if not isinstance(store, RememberedStore) or not cache.enabled:
+        return read(store.load)
+    entry = ("verified", store.token, *key)
+    found = cache.get(entry, _ABSENT)
+    if found is not _ABSENT:
+        value: T = found
         return value
+    missed = False
 
-    def record(
-        self,
-        kind: str,
-        *,
-        tool_call_id: str,
-        tool_name: str | None = None,
-        message_index: int | None = None,
-        chars_before: int = 0,
-        chars_after: int = 0,
-        **detail: Any,
-    ) -> None:
-        """Add an action of this step to the report."""
-        self.actions.append(
-            Action(
-                self.step,
-                kind,
-                tool_call_id,
-                tool_name,
-                message_index,
-                chars_before,
-                chars_after,
-                detail,
-            )
-        )
+    def load(location: str) -> str | None:
+        nonlocal missed
+        content = store.load(location)
+        missed = missed or content is None
+        return content
 
-    def tool_cap(self, tool_name: str) -> DeclaredCap | None:
-        """The cap a plugin declares for ``tool_name`` (plugin failures are reported)."""
-        return self.host.tool_result_cap(tool_name, self.problems, policy=self.policy)
+    value = read(load)
+    if not missed:
+        cache.put(entry, value, size(value), texts(value))
+    return value
 
-    def file_access(self, tool_name: str) -> FileAccess | None:
-        """What a plugin declares ``tool_name`` does with files (failures are reported)."""
-        return self.host.tool_file_access(tool_name, self.problems, policy=self.policy)
 
-    def summary(self, text: str, tool_name: str | None, content_type: str, path: str) -> str | None:
-        """A plugin's summary of an old result (naming ``path``), if any plugin writes one."""
-        return self.host.summarize_result(
-            text, tool_name, content_type, path, self.problems, policy=self.policy
-        )
+def declared_cap(context: StepContext, tool_name: str) -> DeclaredCap | None:
+    """The cap a plugin declares for ``tool_name`` (plugin failures are reported)."""
+    internal = context.internal
+    return internal.host.tool_result_cap(tool_name, internal.problems, policy=context.policy)
 
-    def content_type(self, text: str, tool_name: str | None) -> str | None:
-        """The content type a plugin names for a result, if any plugin does."""
-        return self.host.detect_content_type(text, tool_name, self.problems, policy=self.policy)
 
-    def compaction_promised(self, index: ConversationIndex, before_turn: int) -> int | None:
-        """The characters a plugin's compaction promises to take off the history by
-        compacting the results of turns before ``before_turn`` later in this call;
-        ``None``: no plugin promises anything (count the history as it is)."""
-        return self.host.compact_before_spill(index, before_turn, self)
+def file_access(context: StepContext, tool_name: str) -> FileAccess | None:
+    """What a plugin declares ``tool_name`` does with files (failures are reported)."""
+    internal = context.internal
+    return internal.host.tool_file_access(tool_name, internal.problems, policy=context.policy)
+
+
+def plugin_summary(
+    context: StepContext, text: str, tool_name: str | None, content_type: str, path: str
+) -> str | None:
+    """A plugin's summary of an old result (naming ``path``), if any plugin writes one."""
+    internal = context.internal
+    return internal.host.summarize_result(
+        text, tool_name, content_type, path, internal.problems, policy=context.policy
+    )
+
+
+def plugin_content_type(context: StepContext, text: str, tool_name: str | None) -> str | None:
+    """The content type a plugin names for a result, if any plugin does."""
+    internal = context.internal
+    return internal.host.detect_content_type(
+        text, tool_name, internal.problems, policy=context.policy
+    )
+
+
+def compaction_promised(
+    context: StepContext, index: ConversationIndex, before_turn: int
+) -> int | None:
+    """The characters a plugin's compaction promises to take off the history by
+    compacting the results of turns before ``before_turn`` later in this call;
+    ``None``: no plugin promises anything (count the history as it is)."""
+    return context.internal.host.compact_before_spill(index, before_turn, context)

@@ -38,6 +38,7 @@ from middleware.errors import LoopGuardError, PluginError
 from middleware.plugin import hookspecs
 from middleware.plugin.admission import Cap
 from middleware.plugin.capabilities import DeclaredCap, FileAccess, SpillStore, ToolCap
+from middleware.plugin.context import adopt, fork
 from middleware.plugin.places import Place, StepSpec, deciding_hooks, steps_of
 from middleware.plugin.runner import TimeLimits
 from middleware.plugin.settings import TIME_LIMIT_KEY, time_limit
@@ -262,15 +263,15 @@ class PluginHost:
         """A built-in implementation edits the conversation in place (no copy, no thread:
         the usual case costs nothing); its edits are rolled back if it fails."""
         snapshot = conversation.checkpoint()
-        recorded = len(context.actions)
+        recorded = len(context.internal.actions)
         kwargs = {"conversation": conversation, "context": context, **arguments}
         try:
             self._call(impl, hook_name, kwargs)
             check_edits(conversation, snapshot, context.codec)
         except Exception as exc:
             conversation.restore(snapshot)
-            del context.actions[recorded:]
-            self._report(context.problems, impl.plugin_name, hook_name, exc)
+            del context.internal.actions[recorded:]
+            self._report(context.internal.problems, impl.plugin_name, hook_name, exc)
 
     def _step_limited(
         self,
@@ -286,18 +287,19 @@ class PluginHost:
         be stopped: it finishes on its copies, which nobody reads."""
         snapshot = conversation.checkpoint()
         work = replace(conversation, nodes=list(snapshot))
-        fork = context.fork()
+        forked = fork(context)
+        problems = context.internal.problems
         limit = time_limit(context.policy)
-        kwargs = {"conversation": work, "context": fork, **arguments}
+        kwargs = {"conversation": work, "context": forked, **arguments}
         call = partial(self._call, impl, hook_name, kwargs)
         outcome = self._limits.run((impl.plugin_name, hook_name), call, limit)
         if not outcome.finished:
             self._late(
-                context.problems, impl.plugin_name, hook_name,
+                problems, impl.plugin_name, hook_name,
                 limit=limit, skipped=outcome.skipped, consequence="its edits are discarded",
             )  # fmt: skip
             return
-        context.problems.extend(p for p in fork.problems if p not in context.problems)
+        problems.extend(p for p in forked.internal.problems if p not in problems)
         error = outcome.error
         if error is None:
             try:
@@ -306,9 +308,9 @@ class PluginHost:
                 error = exc
             else:
                 conversation.nodes[:] = work.nodes
-                context.adopt(fork)
+                adopt(context, forked)
                 return
-        self._report(context.problems, impl.plugin_name, hook_name, error)
+        self._report(problems, impl.plugin_name, hook_name, error)
 
     # -- capabilities --------------------------------------------------------------------
 
@@ -345,11 +347,11 @@ class PluginHost:
         kwargs = {"tool_name": tool_name, "parallel_calls": parallel_calls,
                   "context_chars": context_chars, "context": context}  # fmt: skip
         limit = self._limit(context.policy)
-        for plugin_name, value in self._first_results("result_cap", kwargs, context.problems,
-                                                      limit):  # fmt: skip
+        problems = context.internal.problems
+        for plugin_name, value in self._first_results("result_cap", kwargs, problems, limit):
             if isinstance(value, Cap):
                 return value
-            self._wrong_type(context.problems, plugin_name, "result_cap", "a Cap", value)
+            self._wrong_type(problems, plugin_name, "result_cap", "a Cap", value)
         return None
 
     def loop_alerts(
@@ -431,19 +433,21 @@ class PluginHost:
         is reported and counts as none.
 
         The implementation keeps its promise through ``context.shared``: a third-party one
-        works on a :meth:`~StepContext.fork` of ``context``, taken over only if it answered
-        in time with a count, so a late one touches nothing the request uses."""
+        works on a :func:`~middleware.plugin.context.fork` of ``context``, taken over only
+        if it answered in time with a count, so a late one touches nothing the request
+        uses."""
         hook = "compact_before_spill"
+        problems = context.internal.problems
         for impl in self._ordered_impls(hook):
             plugin = impl.plugin_name
             own = plugin in self._builtin
-            work = context if own else context.fork()
+            work = context if own else fork(context)
             kwargs = {"index": index, "before_turn": before_turn, "context": work}
             if own:
                 try:
                     value = self._call(impl, hook, kwargs)
                 except Exception as exc:
-                    self._report(context.problems, plugin, hook, exc)
+                    self._report(problems, plugin, hook, exc)
                     continue
             else:
                 limit = time_limit(context.policy)
@@ -452,22 +456,22 @@ class PluginHost:
                 )
                 if not outcome.finished:
                     self._late(
-                        context.problems, plugin, hook, limit=limit, skipped=outcome.skipped,
+                        problems, plugin, hook, limit=limit, skipped=outcome.skipped,
                         consequence="counted as no promise",
                     )  # fmt: skip
                     continue
-                context.problems.extend(p for p in work.problems if p not in context.problems)
+                problems.extend(p for p in work.internal.problems if p not in problems)
                 if outcome.error is not None:
-                    self._report(context.problems, plugin, hook, outcome.error)
+                    self._report(problems, plugin, hook, outcome.error)
                     continue
                 value = outcome.value
             if value is None:
                 continue
             if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
                 if not own:
-                    context.adopt(work)
+                    adopt(context, work)
                 return value
-            self._wrong_type(context.problems, plugin, hook, "an int >= 0", value)
+            self._wrong_type(problems, plugin, hook, "an int >= 0", value)
         return None
 
     def spill_store(

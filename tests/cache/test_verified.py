@@ -10,7 +10,7 @@ from pathlib import Path
 import middleware
 from middleware.cache import DerivedCache
 from middleware.formats import get_codec
-from middleware.plugin.context import Internal, StepContext
+from middleware.plugin.context import Internal, StepContext, verified
 from middleware.plugin.host import PluginHost
 from middleware.spill import SpillWorkspace
 from middleware.spill.remembered import RememberedStore
@@ -18,10 +18,8 @@ from middleware.spill.remembered import RememberedStore
 
 def context(store: object, cache: DerivedCache) -> StepContext:
     policy = middleware.load_policy(None, env={}, dotenv_path=False)
-    return StepContext(
-        "budget", policy, get_codec("anthropic"), PluginHost.create(), "s", store,  # type: ignore[arg-type]
-        internal=Internal(cache=cache),
-    )  # fmt: skip
+    internal = Internal("budget", PluginHost.create(), cache=cache)
+    return StepContext(policy, get_codec("anthropic"), "s", store, internal=internal)  # type: ignore[arg-type]
 
 
 def reader(location: str, reads: list[str]) -> Callable[[Callable[[str], str | None]], str | None]:
@@ -38,7 +36,7 @@ def test_a_reading_that_found_its_file_is_reused(tmp_path: Path) -> None:
     ctx = context(RememberedStore(workspace, DerivedCache(1 << 20)), DerivedCache(1 << 20))
     reads: list[str] = []
     for _ in range(3):
-        assert ctx.verified(("k", "text"), reader(path, reads), lambda _: 10) == "the full text"
+        assert verified(ctx, ("k", "text"), reader(path, reads), lambda _: 10) == "the full text"
     assert reads == [path]
 
 
@@ -50,9 +48,9 @@ def test_a_reading_that_missed_a_file_is_done_again(tmp_path: Path) -> None:
     cache = DerivedCache(1 << 20)
     ctx = context(RememberedStore(workspace, DerivedCache(1 << 20)), cache)
     reads: list[str] = []
-    assert ctx.verified(("k", "text"), reader(real, reads), lambda _: 10) is None
+    assert verified(ctx, ("k", "text"), reader(real, reads), lambda _: 10) is None
     away.rename(real)  # now it is
-    assert ctx.verified(("k", "text"), reader(real, reads), lambda _: 10) == content
+    assert verified(ctx, ("k", "text"), reader(real, reads), lambda _: 10) == content
     assert reads == [real, real]
 
 
@@ -62,5 +60,5 @@ def test_a_store_a_plugin_provides_is_asked_every_time(tmp_path: Path) -> None:
     ctx = context(workspace, DerivedCache(1 << 20))  # not the pipeline's own store
     reads: list[str] = []
     for _ in range(2):
-        assert ctx.verified(("k",), reader(path, reads), lambda _: 1) == "text"
+        assert verified(ctx, ("k",), reader(path, reads), lambda _: 1) == "text"
     assert reads == [path, path]

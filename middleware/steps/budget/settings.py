@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from middleware.plugin.admission import Cap
+from middleware.plugin.context import declared_cap
 from middleware.policy.settings import bind_entry, converted, group, section, setting
 from middleware.steps.previews import PreviewStyle
 from middleware.steps.tool_names import names_match
@@ -171,7 +172,7 @@ def resolve_cap(tool_name: str | None, settings: BudgetSettings, context: StepCo
                 return Cap(None, f"{where}.exempt")
             if override.max_chars is not None:
                 return Cap(override.max_chars, f"{where}.max_chars")
-        declared = context.tool_cap(tool_name)
+        declared = declared_cap(context, tool_name)
         if declared is not None:
             where = f"plugin {declared.plugin}"
             if declared.cap.exempt:

@@ -18,11 +18,12 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from middleware.cache import Identity
 from middleware.plugin.admission import Cap
-from middleware.plugin.context import StepContext
+from middleware.plugin.context import StepContext, compaction_promised, file_access, verified
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
 from middleware.steps.budget.line_rules import LineRule, cut_lines, line_rule, recover_line_cut
@@ -104,7 +105,7 @@ class _BudgetRun:
         self._caps: dict[str | None, Cap] = {}
         self._rules: dict[str | None, LineRule | None] = {}
         #: What the tools do with files: a cut file read says to read the file again.
-        self.files = FileTools(context.file_access)
+        self.files = FileTools(partial(file_access, context))
 
     def run(self) -> None:
         # Continuing the previous request: its turns are as it left them, the new ones
@@ -144,7 +145,7 @@ class _BudgetRun:
                 # The plugin that answers promises to compact those results later in
                 # this call; with none (microcompaction blocked), the history counts as
                 # it is.
-                reclaimed = self.context.compaction_promised(index, turn - aware.protect_turns)
+                reclaimed = compaction_promised(self.context, index, turn - aware.protect_turns)
                 if reclaimed is not None:
                     history = max(history - reclaimed, 0)
                     limits = TurnLimits.of(self.settings, calls, history)
@@ -208,8 +209,12 @@ class _BudgetRun:
             own = without_notices(text, policy)
             return recover_preview(own, self.settings.preview, load) is not None
 
-        return self.context.verified(
-            ("budget-preview", Identity(policy), text), read, lambda _: 100, lambda _: (text,)
+        return verified(
+            self.context,
+            ("budget-preview", Identity(policy), text),
+            read,
+            lambda _: 100,
+            lambda _: (text,),
         )
 
     def _cap(self, tool_name: str | None) -> Cap:

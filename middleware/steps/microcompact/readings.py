@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from middleware.cache import Identity
 from middleware.cache.kept import KeptKind
-from middleware.plugin.context import StepContext
+from middleware.plugin.context import StepContext, verified
 from middleware.steps.mentions import error_lines, mentions
 from middleware.steps.microcompact.content_types import detect_content_type
 from middleware.steps.microcompact.settings import MicrocompactSettings
@@ -93,7 +93,8 @@ class Readings:
         for), read once per text and request, and across requests while the store agrees."""
         found = self._states.get(text)
         if found is None:
-            found = self._states[text] = self.context.verified(
+            found = self._states[text] = verified(
+                self.context,
                 ("microcompact-own", Identity(self.context.policy), text),
                 lambda load: self._read_own(text, load),
                 lambda _: 100,

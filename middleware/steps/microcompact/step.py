@@ -19,9 +19,15 @@ import logging
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from middleware.cache import Identity
-from middleware.plugin.context import StepContext
+from middleware.plugin.context import (
+    StepContext,
+    file_access,
+    plugin_content_type,
+    plugin_summary,
+)
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
 from middleware.session.cold_cache import CallsDigest, ColdMove
@@ -77,14 +83,14 @@ class _Compaction:
         self.context = context
         self.conversation = conversation
         self.readings = Readings(settings, context)
-        self.tools = FileTools(context.file_access)
+        self.tools = FileTools(partial(file_access, context))
         #: The results of tools that read a file, by (node, block), and what each read.
         self.reads: dict[tuple[int, int], FileRead | None] = {}
         self.protection: Protection | None = None
         self.weighing = Weighing(
             settings, self.readings, context.internal.cache, self._exempt, self._mentions
         )
-        host = context.host
+        host = context.internal.host
         self._plugins_summarize = host.implements("summarize_result") or host.implements(
             "detect_content_type"
         )
@@ -162,7 +168,7 @@ class _Compaction:
         A boundary that moves, or new turns before it (the previous request's last turns
         came back changed), compact the whole request again, from the messages as the
         budget step left them (the previous request's, and this one's new turns)."""
-        carried = resume.carried.get(self.context.step)
+        carried = resume.carried.get(self.context.internal.step)
         start = resume.from_node
         if not isinstance(carried, Carried) or not (
             len(carried.sizes)
@@ -207,7 +213,7 @@ class _Compaction:
         nodes = self.conversation.nodes
         for i, made in enumerate(carried.before):
             nodes[i] = made.in_place_of(nodes[i])
-        resume.redone.add(self.context.step)
+        resume.redone.add(self.context.internal.step)
         self._compact(self.conversation.index(), weighed)
 
     def _protect(
@@ -369,10 +375,9 @@ class _Compaction:
             )  # fmt: skip
 
         if self._plugins_summarize:
-            kind = self.context.content_type(text, tool_name)
-            found = self.context.summary(
-                text, tool_name, kind or self.readings.parts(text, mentions).content_type, path
-            )
+            kind = plugin_content_type(self.context, text, tool_name)
+            content_type = kind or self.readings.parts(text, mentions).content_type
+            found = plugin_summary(self.context, text, tool_name, content_type, path)
             return found if found is not None else built_in(kind)
         return self.context.internal.cache.derive(
             ("summary", Identity(self.context.policy), text, path, file),

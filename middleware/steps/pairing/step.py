@@ -143,11 +143,11 @@ def drop_stranded_reasoning(nodes: list[Node], record: Recorder) -> list[Node]:
 def repair_pairing(conversation: Conversation, context: StepContext) -> None:
     """Built-in step 1: make every tool call answered by exactly one result."""
     settings = bind(context.policy, PairingSettings)
-    if not settings.enabled or context.continuation:
+    if not settings.enabled or context.internal.continuation:
         return  # with earlier turns held by the provider, what looks unpaired may not be
-    before = len(context.actions)
+    before = len(context.internal.actions)
     repair(conversation, context.codec, settings, context.record)
-    done = context.actions[before:]
+    done = context.internal.actions[before:]
     if done:
         kinds: dict[str, int] = {}
         for action in done:
