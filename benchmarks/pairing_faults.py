@@ -8,7 +8,7 @@ prints the validity rate and the time per repair for each source and fault kind:
 
     python benchmarks/pairing_faults.py [--data DIR] [--trials N] [--seed S] [--scale-only]
 
-Sessions are read with ``middleware.transcripts``. It then times the adversarial histories
+Sessions are read with ``middleware.replay.transcripts``. It then times the adversarial histories
 of ``tests/steps/pairing/test_pairing_scale.py`` at growing sizes (one id reused across the
 whole history, thousands of calls in one message, long runs of user messages), to show that
 repair and checking grow linearly.

@@ -91,7 +91,7 @@ class PluginError(MiddlewareError):
 class LoopGuardError(MiddlewareError):
     """The policy's loop guard tripped with ``action: raise``: end the agent's turn.
 
-    ``alerts`` lists the guards that tripped (:class:`middleware.loop_guard.LoopAlert`).
+    ``alerts`` lists the guards that tripped (:class:`middleware.report.LoopAlert`).
     """
 
     def __init__(self, message: str, alerts: Sequence[Any]) -> None:

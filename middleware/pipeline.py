@@ -97,7 +97,7 @@ class Pipeline:
         self.cache = (
             cache if cache is not None else DerivedCache(bind(policy, CacheSettings).max_bytes)
         )
-        #: Budget decisions frozen per call id (see :mod:`middleware.decisions`).
+        #: Budget decisions frozen per call id (see :mod:`middleware.session.decisions`).
         self.decisions = DecisionLedger(decisions, cache=self.cache)
         self._host = host if host is not None else PluginHost.create()
         self.session_id = session_id if session_id is not None else uuid.uuid4().hex[:12]

@@ -48,7 +48,6 @@ from middleware.spill.layout import (
     spill_file_name,
     verified_text,
 )
-from middleware.spill.settings import SpillSettings
 
 if sys.platform != "win32":
     import fcntl
@@ -126,11 +125,6 @@ class SpillWorkspace:
         #: Files written and not synced yet, and the syncs under way (:meth:`sync`).
         self._unsynced: list[Path] = []
         self._syncing: dict[Path, Future[None]] = {}
-
-    @classmethod
-    def from_settings(cls, session_id: str, settings: SpillSettings) -> SpillWorkspace:
-        """The workspace the policy's ``spill`` section describes."""
-        return cls(session_id, settings.root, keep=settings.keep)
 
     def location(self, key: str, content: str, *, suffix: str = ".txt") -> str:
         """Where :meth:`save` would store ``content`` (nothing is written)."""
