@@ -298,8 +298,10 @@ class Pipeline:
                 steps=later, run_step=run_resumed,
             )  # fmt: skip
         if previous is None:
-            runs += [self._run_step(s, policy, codec, conversation, request, shared,
-                                    cold=cold) for s in later]  # fmt: skip
+            runs += [
+                self._run_step(s, policy, codec, conversation, request, shared, cold=cold)
+                for s in later
+            ]
         else:
             runs += previous
         for run in runs:
@@ -328,9 +330,8 @@ class Pipeline:
     ) -> Internal:  # fmt: skip
         """Run one step hook on ``conversation``: what the run did and left."""
         context = self._context(
-            step, policy, codec, shared,
-            cold=cold, continuation=request.continuation, resume=resume,
-        )  # fmt: skip
+            step, policy, codec, shared, cold=cold, continuation=request.continuation, resume=resume
+        )
         self._host.run_step(step, conversation, context)
         return context.internal
 

@@ -173,8 +173,7 @@ class DerivedCache:
         """The values stored for ``keys`` (``None`` where missing), neither marked as
         used nor counted as lookups."""
         with self._lock:
-            return [None if (entry := self._entries.get(key)) is None else entry[0]
-                    for key in keys]  # fmt: skip
+            return [None if (entry := self._entries.get(key)) is None else entry[0] for key in keys]
 
     def keys_of(self, kind: str) -> list[tuple[Any, ...]]:
         """The keys of the entries of one kind (keys are ``(kind, *inputs)``), as they are
@@ -195,9 +194,10 @@ class DerivedCache:
                     self._release(entry)
             if wanted:
                 gone = [
-                    key for key, (_, _, kept) in self._entries.items()
+                    key
+                    for key, (_, _, kept) in self._entries.items()
                     if any(text in wanted for text in kept)
-                ]  # fmt: skip
+                ]
                 for key in gone:
                     self._release(self._entries.pop(key))
             return before - self._bytes

@@ -179,9 +179,10 @@ def forget_messages(cache: DerivedCache, marks: Collection[int]) -> int:
     wanted = frozenset(marks)
     texts: list[str] = []
     entries = [
-        entry for entry in cache.keys_of("message")
+        entry
+        for entry in cache.keys_of("message")
         if isinstance(key := entry[1], bytes) and message_mark(key) in wanted
-    ]  # fmt: skip
+    ]
     for nodes in cache.peek_many(entries):
         if nodes is None:
             continue

@@ -99,8 +99,10 @@ def _from_files(files: list[str], args: argparse.Namespace) -> Any:
             raise InputError(f"{path}: no ledger file there (ledger.file)")
     ledger = Ledger.read(*files)
     if ledger.skipped:
-        sys.stderr.write(f"chatcli-mw: {ledger.skipped} lines of the ledger files were "
-                         "not answers and were skipped\n")  # fmt: skip
+        sys.stderr.write(
+            f"chatcli-mw: {ledger.skipped} lines of the ledger files were "
+            "not answers and were skipped\n"
+        )
     if args.session:
         found = ledger.session(args.session)
         if found is None:
@@ -136,15 +138,19 @@ def _get(url: str, token: str | None) -> Any:
         raise InputError(f"{url}: {exc.code} {said}") from exc
     except (urllib.error.URLError, TimeoutError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise InputError(f"cannot read the ledger at {url} ({reason}): is chatcli-mw serve "
-                         "running there? (--url)") from exc  # fmt: skip
+        raise InputError(
+            f"cannot read the ledger at {url} ({reason}): is chatcli-mw serve "
+            "running there? (--url)"
+        ) from exc
 
 
 def session_table(ledger: dict[str, Any]) -> list[str]:
     """One session's ledger: tokens by kind, billed and estimated without the proxy."""
     billed, without = ledger["billed"], ledger["without"]
-    lines = [f"session {ledger['session']}: {ledger['requests']} requests"
-             + _models(ledger), f"{'tokens':16} {'billed':>14} {'est. without':>14}"]  # fmt: skip
+    lines = [
+        f"session {ledger['session']}: {ledger['requests']} requests" + _models(ledger),
+        f"{'tokens':16} {'billed':>14} {'est. without':>14}",
+    ]
     for kind in KINDS:
         lines.append(f"{kind:16} {billed[kind]:>14,} {without[kind]:>14,}")
     lines.append(f"{'dollars':16} {_usd(billed['dollars']):>14} {_usd(without['dollars']):>14}")
@@ -154,8 +160,10 @@ def session_table(ledger: dict[str, Any]) -> list[str]:
 
 def sessions_table(found: dict[str, Any]) -> list[str]:
     """The sessions billed most recently, one row each, and the total."""
-    lines = [f"{'session':36} {'requests':>8} {'billed':>11} {'est. without':>12} "
-             f"{'saved':>11} {'ratio':>6}"]  # fmt: skip
+    lines = [
+        f"{'session':36} {'requests':>8} {'billed':>11} {'est. without':>12} "
+        f"{'saved':>11} {'ratio':>6}"
+    ]
     for ledger in [*found["sessions"], {**found["total"], "session": "total"}]:
         ratio = "" if ledger["ratio"] is None else f"{ledger['ratio']:.2f}"
         lines.append(
@@ -173,8 +181,10 @@ def sessions_table(found: dict[str, Any]) -> list[str]:
 def _saving(ledger: dict[str, Any]) -> str:
     if not ledger["without"]["dollars"]:
         return "no priced answer: see ledger.prices"
-    return (f"saved {_usd(ledger['saved_dollars'])} (billed {ledger['ratio']:.2f} of the "
-            "estimate without chatcli-middleware)")  # fmt: skip
+    return (
+        f"saved {_usd(ledger['saved_dollars'])} (billed {ledger['ratio']:.2f} of the "
+        "estimate without chatcli-middleware)"
+    )
 
 
 def _caveats(ledger: dict[str, Any]) -> list[str]:
@@ -182,8 +192,10 @@ def _caveats(ledger: dict[str, Any]) -> list[str]:
     if ledger["unread"]:
         notes.append(f"{ledger['unread']} answers reported no usage that could be read")
     if ledger["unpriced"]:
-        notes.append(f"{ledger['unpriced']} answers of models ledger.prices does not name "
-                     "(counted in tokens, not in dollars)")  # fmt: skip
+        notes.append(
+            f"{ledger['unpriced']} answers of models ledger.prices does not name "
+            "(counted in tokens, not in dollars)"
+        )
     return notes
 
 
@@ -227,8 +239,9 @@ def plot(files: list[str], session: str | None, path: Path) -> str:
     )
     money.plot(calls, billed, label="billed", **style(0))
     cheaper = [w >= b for b, w in zip(billed, without, strict=True)]
-    money.fill_between(calls, billed, without, where=cheaper, color=style(2)["color"],
-                       alpha=0.2, label="saved")  # fmt: skip
+    money.fill_between(
+        calls, billed, without, where=cheaper, color=style(2)["color"], alpha=0.2, label="saved"
+    )
     money.set_ylabel("US dollars, running total")
     saved = without[-1] - billed[-1]
     share = f" ({saved / without[-1]:.0%})" if without[-1] else ""

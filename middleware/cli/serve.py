@@ -79,9 +79,10 @@ def run_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise MissingExtraError("proxy", "starlette>=0.37", "chatcli-mw serve") from exc
     overrides: dict[str, Any] = {
-        key: getattr(args, option) for option, key in OPTIONS.items()
+        key: getattr(args, option)
+        for option, key in OPTIONS.items()
         if getattr(args, option) is not None
-    }  # fmt: skip
+    }
     for given in args.upstream:
         name, sep, url = given.partition("=")
         if not sep or not name or not url:
@@ -95,10 +96,11 @@ def run_serve(args: argparse.Namespace) -> int:
     _warn_if_exposed(settings)
     logging.getLogger(__name__).info(
         "chatcli-mw proxy on http://%s:%d (%s), policy %s",
-        settings.host, settings.port,
+        settings.host,
+        settings.port,
         ", ".join(f"{p.name} -> {settings.upstream(p)}" for p in providers()),
         proxy.catalog.default.policy.name,
-    )  # fmt: skip
+    )
     serve(app, settings, log_level="warning", access_log=False, timeout_graceful_shutdown=30)
     return 0
 
@@ -118,9 +120,11 @@ def _warn_if_exposed(settings: Any) -> None:
         log.warning("listening on %s: /healthz and /metrics answer anyone who reaches the "
                     "port (set proxy.status_token to require a token)", settings.host)  # fmt: skip
     if settings.recall_token is None:
-        log.warning("listening on %s: spilled outputs (/recall) and session ends (DELETE) "
-                    "are open to loopback only; set proxy.recall_token for other machines",
-                    settings.host)  # fmt: skip
+        log.warning(
+            "listening on %s: spilled outputs (/recall) and session ends (DELETE) "
+            "are open to loopback only; set proxy.recall_token for other machines",
+            settings.host,
+        )
 
 
 def _configure_logging() -> None:

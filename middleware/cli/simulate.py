@@ -259,8 +259,10 @@ def render_sessions(summaries: list[PolicySummary]) -> str:
     """One line per session and policy: cost, effective cost, hidden references and
     quotes, forced re-reads, and the hidden quotes by cause and tool (last: its width
     varies)."""
-    lines = [f"{'session':45} {'policy':28} {'cost':>6} {'effective':>9} {'hidden':>12} "
-             f"{'quoted hidden':>13} {'re-reads':>8}  quoted hidden by cause and tool"]  # fmt: skip
+    lines = [
+        f"{'session':45} {'policy':28} {'cost':>6} {'effective':>9} {'hidden':>12} "
+        f"{'quoted hidden':>13} {'re-reads':>8}  quoted hidden by cause and tool"
+    ]
     for s in summaries[1:]:
         for name, figures in s.sessions.items():
             row = figures.to_dict()
@@ -311,8 +313,10 @@ def draw(summaries: list[PolicySummary], sessions_shown: int = 6) -> tuple[Any, 
     by_length = sorted(baseline.series, key=lambda n: -len(baseline.series[n].tokens))
     sessions = by_length[:sessions_shown]
     left = len(by_length) - len(sessions)
-    said = (f"{len(sessions)} of {len(by_length)} sessions drawn, those with the most model "
-            f"calls" + (f"; {left} left out (all are in the table)" if left else ""))  # fmt: skip
+    said = (
+        f"{len(sessions)} of {len(by_length)} sessions drawn, those with the most model "
+        f"calls" + (f"; {left} left out (all are in the table)" if left else "")
+    )
     figure, axes = plt.subplots(
         len(sessions), 2, figsize=(12, 3.2 * len(sessions) + 1.9), squeeze=False
     )
@@ -335,10 +339,10 @@ def draw(summaries: list[PolicySummary], sessions_shown: int = 6) -> tuple[Any, 
         size_ax.set_ylabel("tokens", fontsize=8)
         cost_ax.set_title(f"cumulative effective cost{_clock_note(raw)}", fontsize=9)
         cost_ax.set_ylabel("share of the session's cost\nwithout middleware", fontsize=8)
-    handles = [Line2D([], [], **style(index - 1, baseline=index == 0))
-               for index in range(len(summaries))]  # fmt: skip
-    labels = [s.name + " (= none in every panel)" * (s.name in same_everywhere)
-              for s in summaries]  # fmt: skip
+    handles = [
+        Line2D([], [], **style(index - 1, baseline=index == 0)) for index in range(len(summaries))
+    ]
+    labels = [s.name + " (= none in every panel)" * (s.name in same_everywhere) for s in summaries]
     columns = min(len(labels), 4)
     legend_rows = -(-len(labels) // columns)
     figure.legend(handles, labels, loc="lower center", ncol=columns, fontsize=8, frameon=False)
@@ -364,8 +368,9 @@ def _draw_panel(ax: Any, summaries: list[PolicySummary], lines: list[list[float]
     ax.set_xlim(0.5, max(len(points) for points in lines) + 0.5)
     names = [summaries[index].name for index in same]
     if names:
-        ax.text(0.01, 0.97, "= none: " + ", ".join(names), transform=ax.transAxes,
-                va="top", fontsize=7)  # fmt: skip
+        ax.text(
+            0.01, 0.97, "= none: " + ", ".join(names), transform=ax.transAxes, va="top", fontsize=7
+        )
     return names
 
 

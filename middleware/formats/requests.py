@@ -126,8 +126,10 @@ def plain(value: Any, depth: int = 0) -> Any:
 def _dumped(value: Any, dump: Any) -> Any:
     try:
         return dump(
-            exclude_unset=True, mode="json", by_alias=True,
+            exclude_unset=True,
+            mode="json",
+            by_alias=True,
             exclude=getattr(value, "__api_exclude__", None),
-        )  # fmt: skip
+        )
     except TypeError:  # a model_dump() that is not pydantic's
         return dump()

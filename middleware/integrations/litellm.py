@@ -59,8 +59,9 @@ class ChatcliCallback(CustomLogger):
 
     def clean(self, data: Mapping[str, Any], call_type: str = "completion") -> dict[str, Any]:
         """``data`` (a request's keyword arguments) with its history cleaned; a new dict."""
-        key, fmt = ("input", "responses") if str(call_type) in RESPONSES_CALLS else (
-            "messages", "openai")  # fmt: skip
+        key, fmt = (
+            ("input", "responses") if str(call_type) in RESPONSES_CALLS else ("messages", "openai")
+        )
         history = data.get(key)
         if not isinstance(history, list):
             return dict(data)

@@ -42,8 +42,10 @@ DEFAULT_LIMIT = 200
 def read(settings: SpillSettings, arguments: Mapping[str, Any]) -> str:
     """The lines a recall call asks for, or the error the model should see."""
     path, offset, limit = (
-        arguments.get("path"), arguments.get("offset", 1), arguments.get("limit", DEFAULT_LIMIT)
-    )  # fmt: skip
+        arguments.get("path"),
+        arguments.get("offset", 1),
+        arguments.get("limit", DEFAULT_LIMIT),
+    )
     if not isinstance(path, str) or not isinstance(offset, int) or not isinstance(limit, int):
         return "Error: recall takes a path (text) and an offset and limit (whole numbers)"
     try:

@@ -141,8 +141,10 @@ class Cleaner:
             return None, answer
         settings = bind(self.tool_policy or self.policy, SpillSettings)
         if len(found) < total:  # the agent's own tools too: it gets those
-            logger.info("the model called recall beside other tools; its recall calls are "
-                        "dropped from the answer")  # fmt: skip
+            logger.info(
+                "the model called recall beside other tools; its recall calls are "
+                "dropped from the answer"
+            )
             return None, recall.without_calls(fmt, answer)
         results = [(call_id, recall.read(settings, arguments)) for call_id, arguments in found]
         return recall.follow_up(fmt, sent, answer, results), answer
@@ -480,6 +482,8 @@ def _again(http: ModuleType, response: Any, content: bytes) -> Any:
     dropped = ("content-length", "content-encoding", "transfer-encoding")
     headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in dropped]
     return http.Response(
-        response.status_code, headers=headers, content=content,
+        response.status_code,
+        headers=headers,
+        content=content,
         extensions={k: v for k, v in response.extensions.items() if k != "network_stream"},
-    )  # fmt: skip
+    )

@@ -31,8 +31,9 @@ if sys.platform != "win32":
 
     def _flock(lock: int, shared: bool | None) -> None:
         """Take the lock shared or exclusive, or (``None``) release it."""
-        fcntl.flock(lock, fcntl.LOCK_UN if shared is None else (
-            fcntl.LOCK_SH if shared else fcntl.LOCK_EX))  # fmt: skip
+        fcntl.flock(
+            lock, fcntl.LOCK_UN if shared is None else (fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        )
 
 else:  # Windows: no advisory locks, so give each process its own ledger file
 

@@ -163,8 +163,10 @@ class UsageReader:
             logger.warning(
                 "an answer inflates past %d bytes (%d compressed in one chunk, %d inflated "
                 "in all): its usage is not read and the ledger counts it unread",
-                bound, len(chunk), self.inflated,
-            )  # fmt: skip
+                bound,
+                len(chunk),
+                self.inflated,
+            )
             self._give_up()
             return None
         return out

@@ -364,8 +364,9 @@ class PluginHost:
         for impl in self._ordered_impls("loop_alerts"):
             snapshot = conversation.checkpoint()
             try:
-                found = self._call(impl, "loop_alerts", {"conversation": conversation,
-                                                         "policy": policy})  # fmt: skip
+                found = self._call(
+                    impl, "loop_alerts", {"conversation": conversation, "policy": policy}
+                )
             except LoopGuardError:
                 raise
             except Exception as exc:
@@ -374,8 +375,9 @@ class PluginHost:
                 continue
             if not isinstance(found, list) or not all(isinstance(a, LoopAlert) for a in found):
                 conversation.restore(snapshot)
-                self._wrong_type(problems, impl.plugin_name, "loop_alerts", "a list of alerts",
-                                 found)  # fmt: skip
+                self._wrong_type(
+                    problems, impl.plugin_name, "loop_alerts", "a list of alerts", found
+                )
                 continue
             alerts.extend(found)
         return alerts

@@ -62,9 +62,8 @@ class GuardedSpillStore:
         """The same store, reporting its failures into ``problems`` (one ``process()``
         call's report) under ``time_limit`` (that call's policy)."""
         return GuardedSpillStore(
-            self.store, self.plugin, problems=problems, limits=self._limits,
-            time_limit=time_limit,
-        )  # fmt: skip
+            self.store, self.plugin, problems=problems, limits=self._limits, time_limit=time_limit
+        )
 
     def save(self, key: str, content: str, *, suffix: str = ".txt") -> str:
         try:

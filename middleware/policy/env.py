@@ -138,8 +138,9 @@ def coerce(raw: str, schema: Mapping[str, Any], variable: str) -> Any:
     """Parse ``raw`` as the schema's type says, then check it against the bounds and the
     schema; every failure is a :class:`PolicyError` naming the variable."""
     if not isinstance(raw, str):
-        raise PolicyError(f"{variable}: an environment value must be text, not "
-                          f"{type(raw).__name__}")  # fmt: skip
+        raise PolicyError(
+            f"{variable}: an environment value must be text, not {type(raw).__name__}"
+        )
     types = schema.get("type", [])
     types = [types] if isinstance(types, str) else list(types)
     text = raw.strip()

@@ -102,8 +102,9 @@ def read_bounded(path: Path, what: str) -> bytes:
     except OSError as exc:
         raise PolicyError(f"cannot read {what}: {exc.strerror or exc}", source=source) from None
     except ValueError:  # a NUL in the path
-        raise PolicyError(f"cannot read {what}: the path holds a NUL character",
-                          source=source) from None  # fmt: skip
+        raise PolicyError(
+            f"cannot read {what}: the path holds a NUL character", source=source
+        ) from None
     try:
         _check_regular(os.fstat(descriptor), source, what)
         chunks: list[bytes] = []
@@ -153,8 +154,10 @@ def decode_utf8(data: bytes, source: str) -> str:
         column = len(data[start : exc.start].decode("utf-8", "replace")) + 1
         raise PolicyError(
             "not UTF-8 text (a byte sequence UTF-8 cannot decode); save the file as UTF-8",
-            source=source, line=line, column=column,
-        ) from None  # fmt: skip
+            source=source,
+            line=line,
+            column=column,
+        ) from None
 
 
 class _Refused(Exception):

@@ -90,8 +90,10 @@ class PolicyWatcher:
     ) -> None:
         self.path = Path(path)
         self._load_args: dict[str, Any] = {
-            "env": env, "dotenv_path": dotenv_path, "overrides": overrides,
-        }  # fmt: skip
+            "env": env,
+            "dotenv_path": dotenv_path,
+            "overrides": overrides,
+        }
         #: Called with each new valid snapshot, after the swap.
         self.on_swap = on_swap
         self._debounce_ms = debounce_ms
@@ -115,8 +117,9 @@ class PolicyWatcher:
     @property
     def watching(self) -> tuple[Path, ...]:
         """The files watched (none for a shipped preset)."""
-        return tuple(sorted(folder / name for folder, names in self._targets.items()
-                            for name in names))  # fmt: skip
+        return tuple(
+            sorted(folder / name for folder, names in self._targets.items() for name in names)
+        )
 
     def start(self) -> None:
         """Start watching, if there is a file to watch (a preset has none)."""
@@ -187,15 +190,17 @@ class PolicyWatcher:
             if policy.digest == self.status.digest:
                 self.status = ok
                 return False
-            self.status = replace(ok, generation=ok.generation + 1, digest=policy.digest,
-                                  last_success_at=time.time())  # fmt: skip
+            self.status = replace(
+                ok, generation=ok.generation + 1, digest=policy.digest, last_success_at=time.time()
+            )
             self.policy = policy
         logger.info("policy %s reloaded (generation %d)", self.path, self.status.generation)
         try:
             self.on_swap(policy)
         except Exception:  # the snapshot is in effect; a listener's bug must not undo that
-            logger.exception("a listener of the policy swap failed (generation %d)",
-                             self.status.generation)  # fmt: skip
+            logger.exception(
+                "a listener of the policy swap failed (generation %d)", self.status.generation
+            )
         return True
 
     def _settled_reload(self) -> bool:

@@ -58,7 +58,7 @@ TEMPLATE_RULES: tuple[tuple[str, frozenset[str]], ...] = (
     ("loop_guard.notice", frozenset({"reason"})),
     ("recall.file_template", RECALL_FIELDS | {"file", "tool", "arguments"}),
     ("recall.*_template", RECALL_FIELDS),
-)  # fmt: skip
+)
 
 
 def template_problems(document: Mapping[str, Any]) -> Iterator[tuple[str, str]]:

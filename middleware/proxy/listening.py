@@ -126,9 +126,11 @@ class Door:
 
 
 async def _too_many_connections(send: Send, served: int) -> None:
-    body = (f"chatcli-middleware serves {served} client connections at once "
-            "(proxy.client_connections, under its open-file limit) and holds as many "
-            "already; try again shortly\n").encode()  # fmt: skip
+    body = (
+        f"chatcli-middleware serves {served} client connections at once "
+        "(proxy.client_connections, under its open-file limit) and holds as many "
+        "already; try again shortly\n"
+    ).encode()
     await send({
         "type": "http.response.start",
         "status": 503,
@@ -229,8 +231,9 @@ class _Listener:
             self.door.opening.discard(fd)  # never made: counted as opening until now
             conn.close()
             if not task.cancelled():
-                self.door.log(logging.WARNING, "connect", "cannot take a connection: %s",
-                              task.exception())  # fmt: skip
+                self.door.log(
+                    logging.WARNING, "connect", "cannot take a connection: %s", task.exception()
+                )
         self.door.resume()
 
 
@@ -299,9 +302,11 @@ class _DoorServer(uvicorn.Server):
 
         def factory() -> asyncio.Protocol:
             return config.http_protocol_class(  # type: ignore[call-arg]
-                config=config, server_state=self.server_state,
-                app_state=self.lifespan.state, _loop=loop,
-            )  # fmt: skip
+                config=config,
+                server_state=self.server_state,
+                app_state=self.lifespan.state,
+                _loop=loop,
+            )
 
         for server, sock in zip(self.servers, sockets, strict=True):
             self.door.listen(loop, server, sock, factory)
@@ -351,6 +356,7 @@ def listening_sockets(host: str, port: int) -> list[socket.socket]:
             sock.close()
         raise
     if not bound:
-        raise OSError(f"cannot listen on {host!r} (proxy.host, --host): no address of it "
-                      "is this machine's")  # fmt: skip
+        raise OSError(
+            f"cannot listen on {host!r} (proxy.host, --host): no address of it is this machine's"
+        )
     return bound

@@ -51,74 +51,94 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter(
-            "chatcli_proxy_requests", "Requests answered, by route and status.",
-            ["route", "status"], registry=r,
-        )  # fmt: skip
+            "chatcli_proxy_requests",
+            "Requests answered, by route and status.",
+            ["route", "status"],
+            registry=r,
+        )
         self.actions = Counter(
-            "chatcli_proxy_actions", "What the steps did to requests, by step and kind "
+            "chatcli_proxy_actions",
+            "What the steps did to requests, by step and kind "
             "(pairing repairs, results spilled, results compacted, ...).",
-            ["step", "kind"], registry=r,
-        )  # fmt: skip
+            ["step", "kind"],
+            registry=r,
+        )
         self.chars_removed = Counter(
-            "chatcli_proxy_chars_removed", "Characters of tool results the steps took out of "
-            "requests (kept in the spill store).", registry=r,
-        )  # fmt: skip
+            "chatcli_proxy_chars_removed",
+            "Characters of tool results the steps took out of requests (kept in the spill store).",
+            registry=r,
+        )
         self.passthrough = Counter(
-            "chatcli_proxy_passthrough", "Requests forwarded untouched, by reason (not JSON, "
-            "not a conversation, ...).", ["reason"], registry=r,
-        )  # fmt: skip
+            "chatcli_proxy_passthrough",
+            "Requests forwarded untouched, by reason (not JSON, not a conversation, ...).",
+            ["reason"],
+            registry=r,
+        )
         self.failures = Counter(
             "chatcli_proxy_failures", "Requests the pipeline could not process (forwarded "
             "unchanged when fail_open, else answered 502).", ["error"], registry=r,
         )  # fmt: skip
         self.continued = Counter(
-            "chatcli_proxy_continued", "Requests that continued the previous request of their "
-            "conversation and were worked on in their new part only.", registry=r,
-        )  # fmt: skip
+            "chatcli_proxy_continued",
+            "Requests that continued the previous request of their "
+            "conversation and were worked on in their new part only.",
+            registry=r,
+        )
         self.process_seconds = Histogram(
-            "chatcli_proxy_process_seconds", "Time the pipeline took on a request.",
-            buckets=PROCESS_BUCKETS, registry=r,
-        )  # fmt: skip
+            "chatcli_proxy_process_seconds",
+            "Time the pipeline took on a request.",
+            buckets=PROCESS_BUCKETS,
+            registry=r,
+        )
         self.upstream_seconds = Histogram(
             "chatcli_proxy_upstream_seconds", "Time from forwarding a request to the "
             "upstream's response headers.", ["upstream"], buckets=UPSTREAM_BUCKETS, registry=r,
         )  # fmt: skip
         self.billed_tokens = Counter(
-            "chatcli_proxy_billed_tokens", "Tokens the providers billed, as their answers' "
+            "chatcli_proxy_billed_tokens",
+            "Tokens the providers billed, as their answers' "
             "usage reports them, by kind (input, cache_read, cache_write_5m, cache_write_1h, "
             "output) and by the ledger.prices entry that priced them (unpriced: none).",
-            ["kind", "priced_as"], registry=r,
-        )  # fmt: skip
+            ["kind", "priced_as"],
+            registry=r,
+        )
         self.estimated_tokens = Counter(
             "chatcli_proxy_estimated_tokens_without", "Tokens the same requests would have "
             "been billed unprocessed (an estimate from the bill and what the steps changed), "
             "by kind and price entry.", ["kind", "priced_as"], registry=r,
         )  # fmt: skip
         self.billed_dollars = Counter(
-            "chatcli_proxy_billed_dollars", "US dollars billed, at ledger.prices, by price "
-            "entry.", ["priced_as"], registry=r,
-        )  # fmt: skip
+            "chatcli_proxy_billed_dollars",
+            "US dollars billed, at ledger.prices, by price entry.",
+            ["priced_as"],
+            registry=r,
+        )
         self.estimated_dollars = Counter(
             "chatcli_proxy_estimated_dollars_without", "US dollars the same requests would "
             "have cost unprocessed (an estimate), by price entry.", ["priced_as"], registry=r,
         )  # fmt: skip
         self.cache_expected = Counter(
-            "chatcli_proxy_cache_read_expected_tokens", "Tokens the cost model the schedule "
+            "chatcli_proxy_cache_read_expected_tokens",
+            "Tokens the cost model the schedule "
             "decides with expected answers to read from the prompt cache (what each request "
             "shares with the previous one of its session, within ledger.cache_lifetime_seconds).",
-            ["priced_as"], registry=r,
-        )  # fmt: skip
+            ["priced_as"],
+            registry=r,
+        )
         self.cache_missed = Counter(
-            "chatcli_proxy_cache_read_missed_tokens", "Of those, the tokens the provider did "
+            "chatcli_proxy_cache_read_missed_tokens",
+            "Of those, the tokens the provider did "
             "not report as read: a provider that caches nothing or for less long, or a miss "
             "after a rewrite. Its ratio to the expected tokens is the model's error.",
-            ["priced_as"], registry=r,
-        )  # fmt: skip
+            ["priced_as"],
+            registry=r,
+        )
         self.usage_unread = Counter(
-            "chatcli_proxy_usage_unread", "Answers to model requests whose usage could not be "
+            "chatcli_proxy_usage_unread",
+            "Answers to model requests whose usage could not be "
             "read (an error, a stream cut off, an encoding the ledger does not read).",
             registry=r,
-        )  # fmt: skip
+        )
         #: The bill counters of each price entry (:meth:`_bill_series`).
         self._bills: dict[str, tuple[tuple[Any, ...], ...]] = {}
         self.registry.register(_PolicyCollector(policies))
@@ -175,14 +195,17 @@ class _PolicyCollector(Collector):
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         reloads = CounterMetricFamily(
-            "chatcli_proxy_policy_reloads", "Reloads of a served policy, by outcome: a new "
+            "chatcli_proxy_policy_reloads",
+            "Reloads of a served policy, by outcome: a new "
             "snapshot swapped in, or rejected (the last good policy kept).",
             labels=["policy", "outcome"],
-        )  # fmt: skip
+        )
         last_ok = GaugeMetricFamily(
-            "chatcli_proxy_policy_last_reload_ok", "1 if the last edit of the policy was "
-            "valid (or it was never edited), 0 if it was rejected.", labels=["policy"],
-        )  # fmt: skip
+            "chatcli_proxy_policy_last_reload_ok",
+            "1 if the last edit of the policy was "
+            "valid (or it was never edited), 0 if it was rejected.",
+            labels=["policy"],
+        )
         for name, status in self.policies().items():
             reloads.add_metric([name, "swapped"], status.generation - 1)
             reloads.add_metric([name, "rejected"], status.rejected)
@@ -199,23 +222,28 @@ class _SessionCollector(Collector):
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         yield GaugeMetricFamily(
-            "chatcli_proxy_sessions", "Conversations whose pipeline the proxy holds.",
+            "chatcli_proxy_sessions",
+            "Conversations whose pipeline the proxy holds.",
             value=len(self.sessions),
-        )  # fmt: skip
+        )
         yield GaugeMetricFamily(
-            "chatcli_proxy_session_state_bytes", "Bytes the conversations' state holds "
+            "chatcli_proxy_session_state_bytes",
+            "Bytes the conversations' state holds "
             "between requests (an estimate; bounded by proxy.session_memory_bytes).",
             value=self.sessions.held_bytes,
-        )  # fmt: skip
+        )
         yield CounterMetricFamily(
-            "chatcli_proxy_session_evictions", "Times a conversation's state was forgotten "
+            "chatcli_proxy_session_evictions",
+            "Times a conversation's state was forgotten "
             "to stay under proxy.session_memory_bytes (its next request is processed in "
-            "full).", value=self.sessions.evictions,
-        )  # fmt: skip
+            "full).",
+            value=self.sessions.evictions,
+        )
         cache = self.sessions.cache
         if cache is not None:  # made at the first request
             stats = cache.stats()
             yield GaugeMetricFamily(
-                "chatcli_proxy_cache_bytes", "Bytes the cache of reused work holds (an "
-                "estimate; bounded by cache.max_bytes).", value=stats.bytes,
-            )  # fmt: skip
+                "chatcli_proxy_cache_bytes",
+                "Bytes the cache of reused work holds (an estimate; bounded by cache.max_bytes).",
+                value=stats.bytes,
+            )

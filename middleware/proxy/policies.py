@@ -113,9 +113,11 @@ class PolicyCatalog:
             if source is not None:
                 return source
             seen = _identity(path)
-            if failed is not None and failed[0] == seen and (
-                time.monotonic() - failed[1] < RECHECK_SECONDS
-            ):  # fmt: skip
+            if (
+                failed is not None
+                and failed[0] == seen
+                and (time.monotonic() - failed[1] < RECHECK_SECONDS)
+            ):
                 raise failed[2]
             try:
                 source = PolicySource(name, path, self.host, self.overrides)

@@ -102,8 +102,7 @@ def forwarded_headers(
         for token in value.decode("latin-1").split(",")
     }
     dropped = drop | named
-    return [(name, value) for name, value in pairs
-            if name.decode("latin-1").lower() not in dropped]  # fmt: skip
+    return [(name, value) for name, value in pairs if name.decode("latin-1").lower() not in dropped]
 
 
 #: Pools the upstream connections are shared among, at most. httpx's pool looks at every
@@ -296,8 +295,10 @@ async def _sent(http: httpx.AsyncClient, request: httpx.Request) -> httpx.Respon
         connection = "a new connection" if opened else "a kept-alive connection"
         logger.warning(
             "upstream %s closed %s without answering the request sent on it: not sent "
-            "again (the upstream may have read it and acted on it)", where, connection,
-        )  # fmt: skip
+            "again (the upstream may have read it and acted on it)",
+            where,
+            connection,
+        )
         raise Unanswered(
             f"the upstream closed {connection} without answering the request sent on it; "
             "it was not sent again, since the upstream may have read it and acted on it: "

@@ -307,9 +307,11 @@ class _Simulation:
                                             causes=causes, read_back=read_back)  # fmt: skip
                     readbacks.append(charged)
                     recent = node_turns[len(request) - 1] - 1  # last two turns: >= recent
-                    steps = {a.step for a in result.report.actions
-                             if a.message_index is not None
-                             and node_turns[a.message_index] >= recent}  # fmt: skip
+                    steps = {
+                        a.step
+                        for a in result.report.actions
+                        if a.message_index is not None and node_turns[a.message_index] >= recent
+                    }
                     summary.recent_compacted += "microcompact" in steps
                     summary.recent_spilled += "budget" in steps
                 _count_chars(summary, result.report.actions)

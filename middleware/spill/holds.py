@@ -231,9 +231,11 @@ class Holds:
             logger.warning(
                 "%s/%s was removed while this process still uses it (gc, or DELETE "
                 "/sessions on another replica), and %d objects were written there since: "
-                "writing its marker again, so that gc removes them later", url, folder,
+                "writing its marker again, so that gc removes them later",
+                url,
+                folder,
                 len(left),
-            )  # fmt: skip
+            )
             self._declare(folder, seconds, None)
 
     # -- helpers ---------------------------------------------------------------------------
@@ -247,8 +249,9 @@ class Holds:
             try:
                 call()
             except Exception as exc:  # the next save or request tries again
-                logger.warning("cannot keep the hold on %s/%s: %s", self._store.url, folder,
-                               describe(exc))  # fmt: skip
+                logger.warning(
+                    "cannot keep the hold on %s/%s: %s", self._store.url, folder, describe(exc)
+                )
             finally:
                 with self._lock:
                     self._pending.discard(folder)

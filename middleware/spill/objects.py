@@ -315,8 +315,9 @@ class ObjectRoot:
         except SpillError:
             raise
         except Exception as exc:  # any backend's error: botocore's are not OSErrors
-            raise (self._failed(doing, exc) if down else SpillError(
-                f"{doing}: {describe(exc)}")) from exc  # fmt: skip
+            raise (
+                self._failed(doing, exc) if down else SpillError(f"{doing}: {describe(exc)}")
+            ) from exc
 
     def _path(self, *parts: str) -> str:
         return "/".join((self._base, *parts))

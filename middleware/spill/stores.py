@@ -81,16 +81,16 @@ def object_root(settings: SpillSettings) -> ObjectRoot:
     options = dict(settings.storage_options)
     identity = json.dumps(
         [url, options, settings.retry_after_seconds, settings.timeout_seconds],
-        sort_keys=True, default=str,
-    )  # fmt: skip
+        sort_keys=True,
+        default=str,
+    )
     with _roots_lock:
         root = _roots.get(identity)
         if root is None:
             fs, base = _filesystem(url, options)
             root = _roots[identity] = ObjectRoot(
-                fs, base, retry_after=settings.retry_after_seconds,
-                timeout=settings.timeout_seconds,
-            )  # fmt: skip
+                fs, base, retry_after=settings.retry_after_seconds, timeout=settings.timeout_seconds
+            )
         return root
 
 

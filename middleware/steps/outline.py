@@ -248,8 +248,10 @@ def _choose(
     tokens they show besides ``covered``."""
     covered = set(covered)
     before = len(covered)
-    heap = [(-len(tokens - covered) / (len(rendered) + 1), number, i)
-            for i, (number, rendered, tokens) in enumerate(lines)]  # fmt: skip
+    heap = [
+        (-len(tokens - covered) / (len(rendered) + 1), number, i)
+        for i, (number, rendered, tokens) in enumerate(lines)
+    ]
     heapq.heapify(heap)
     chosen: list[tuple[int, str]] = []
     used = 0

@@ -128,8 +128,7 @@ class AnthropicCodec(Codec):
         return _violations(messages)
 
     def tool_definition(self, tool: ToolSpec) -> dict[str, Any]:
-        return {"name": tool.name, "description": tool.description,
-                "input_schema": tool.parameters}  # fmt: skip
+        return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
 
     def answer_calls(self, answer: Mapping[str, Any]) -> list[AnswerCall]:
         return [AnswerCall(b["id"], b["name"], b.get("input") or {})
@@ -155,8 +154,10 @@ class AnthropicCodec(Codec):
         the 1-hour ones, the rest 5-minute)."""
         written = count_of(usage, "cache_creation_input_tokens")
         split = usage.get("cache_creation")
-        hour = min(count_of(split, "ephemeral_1h_input_tokens") if isinstance(split, Mapping)
-                   else 0, written)  # fmt: skip
+        hour = min(
+            count_of(split, "ephemeral_1h_input_tokens") if isinstance(split, Mapping) else 0,
+            written,
+        )
         return UsageCounts(
             input=count_of(usage, "input_tokens"),
             cache_read=count_of(usage, "cache_read_input_tokens"),

@@ -94,12 +94,13 @@ class GeminiCodec(Codec):
     proxy_routes: ClassVar[tuple[Route, ...]] = tuple(
         Route(f"{models}/{{model}}:{method}", billed, streamed)
         for models in (
-            "/v1beta/models", "/v1/models",
+            "/v1beta/models",
+            "/v1/models",
             "/v1/projects/{project}/locations/{location}/publishers/google/models",
             "/v1beta1/projects/{project}/locations/{location}/publishers/google/models",
         )
         for method, billed, streamed in _METHODS
-    )  # fmt: skip
+    )
     client_routes: ClassVar[tuple[Route, ...]] = tuple(
         Route(f":{method}", billed, streamed) for method, billed, streamed in _METHODS
     )
@@ -281,12 +282,14 @@ class GeminiCodec(Codec):
                 break
             elif first_user is None:
                 first_user = content.get("parts")
-        ids = [call.get("id") for part in reply
-               if isinstance(call := part.get("functionCall"), dict)]  # fmt: skip
+        ids = [
+            call.get("id") for part in reply if isinstance(call := part.get("functionCall"), dict)
+        ]
         if ids and all(isinstance(uid, str) and uid for uid in ids):
             return {"calls": ids}
-        texts = [p["text"] for p in reply
-                 if isinstance(p.get("text"), str) and not p.get("thought")]  # fmt: skip
+        texts = [
+            p["text"] for p in reply if isinstance(p.get("text"), str) and not p.get("thought")
+        ]
         return [body.get("systemInstruction"), first_user, "".join(texts)]
 
     # -- usage -----------------------------------------------------------------------------

@@ -137,8 +137,9 @@ def violations(contents: Sequence[dict[str, Any]]) -> list[Violation]:
             previous = contents[i - 1] if i else None
             called = (
                 _parts(previous, "functionCall")
-                if previous is not None and previous.get("role") == "model" else []
-            )  # fmt: skip
+                if previous is not None and previous.get("role") == "model"
+                else []
+            )
             if not called:
                 out.append(Violation(i, "orphan_result", _AFTER))
         if not calls:
@@ -146,8 +147,9 @@ def violations(contents: Sequence[dict[str, Any]]) -> list[Violation]:
         following = contents[i + 1] if i + 1 < len(contents) else None
         answers = (
             _parts(following, "functionResponse")
-            if following is not None and following.get("role") != "model" else []
-        )  # fmt: skip
+            if following is not None and following.get("role") != "model"
+            else []
+        )
         if len(answers) != len(calls):
             code = "missing_result" if len(answers) < len(calls) else "duplicate_result"
             out.append(Violation(i, code, _COUNT))

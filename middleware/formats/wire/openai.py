@@ -125,8 +125,10 @@ class OpenAIChatCodec(Codec):
         """The first choice's calls."""
         choices = answer.get("choices") or [{}]
         message = choices[0].get("message") or {}
-        return [AnswerCall(c["id"], c["function"]["name"], arguments_of(c["function"].get(
-            "arguments"))) for c in message.get("tool_calls") or []]  # fmt: skip
+        return [
+            AnswerCall(c["id"], c["function"]["name"], arguments_of(c["function"].get("arguments")))
+            for c in message.get("tool_calls") or []
+        ]
 
     def answer_without_calls(self, answer: Mapping[str, Any], name: str) -> dict[str, Any]:
         choice = dict(answer["choices"][0])

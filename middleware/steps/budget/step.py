@@ -361,8 +361,9 @@ class _BudgetRun:
         characters (or the shortest possible one)."""
         style, tool = self.settings.preview, cand.site.tool_name
         where = self._location(cand)
-        if not could_shorten(cand.result.text, style, path=where, tool=tool,
-                             session=self.context.session_id):  # fmt: skip
+        if not could_shorten(
+            cand.result.text, style, path=where, tool=tool, session=self.context.session_id
+        ):
             return
         path = self._save(cand)
         if isinstance(path, OSError):

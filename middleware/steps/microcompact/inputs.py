@@ -72,17 +72,20 @@ def clear_input(
     if not settings.applies_to(call.name):
         return None
     original = cache.derive_for(
-        call, ("input-original", settings.threshold), lambda: _original(call, settings),
+        call,
+        ("input-original", settings.threshold),
+        lambda: _original(call, settings),
         lambda text: 0 if text is None else len(text),
-    )  # fmt: skip
+    )
     if original is None:
         return None
     path = save(original)
     cleared = cache.derive_for(
-        call, ("input-cleared", settings, path),
+        call,
+        ("input-cleared", settings, path),
         lambda: _cleared(call, settings, path, len(original)),
         lambda found: 0 if found is None else found[1],
-    )  # fmt: skip
+    )
     if cleared is None:
         return None
     new_call, after = cleared

@@ -68,15 +68,17 @@ class MicrocompactSettings:
             recall = self.read_back.instruction(
                 text, path, 0, len(text), session=session, total_lines=lines, file=file
             )
-        return self.summary_template.format_map({
-            "recall": recall,
-            "lines": _line_count(text),
-            "chars": len(text),
-            "type": content_type,
-            "path": path,
-            "mentions": f"\nMentions: {', '.join(mentions)}" if mentions else "",
-            "errors": "".join(f"\nError line: {line}" for line in errors),
-        })  # fmt: skip
+        return self.summary_template.format_map(
+            {
+                "recall": recall,
+                "lines": _line_count(text),
+                "chars": len(text),
+                "type": content_type,
+                "path": path,
+                "mentions": f"\nMentions: {', '.join(mentions)}" if mentions else "",
+                "errors": "".join(f"\nError line: {line}" for line in errors),
+            }
+        )
 
     def recover(self, text: str, load: Callable[[str], str | None]) -> str | None:
         """The full text of a budget preview or a truncation this product wrote (verified

@@ -128,10 +128,9 @@ class _Compaction:
             self.context.internal.carry = weighed._replace(before=before)
         self._apply(
             self._plan(
-                index.results, weighed.boundary, s.truncate_turns, s.summarize_turns,
-                protected=True,
+                index.results, weighed.boundary, s.truncate_turns, s.summarize_turns, protected=True
             )
-        )  # fmt: skip
+        )
         self._clear_inputs(index.calls, weighed.boundary)
         window = s.window_tokens
         if window is None or self.size <= window * s.chars_per_token:
@@ -181,8 +180,9 @@ class _Compaction:
             return
         new = self.conversation.index(start, resume.from_turn)
         added_nodes = self.conversation.nodes[start:]
-        outputs = carried.outputs + tuple(read_outputs(new.results, len(added_nodes), start,
-                                                       self.tools))  # fmt: skip
+        outputs = carried.outputs + tuple(
+            read_outputs(new.results, len(added_nodes), start, self.tools)
+        )
         turns = carried.node_turns + new.node_turns
         self._protect(self.conversation.index(), outputs, turns)
         weighed_on = self.weighing.carried_on(carried, new.turn_count)
