@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -11,7 +12,8 @@ from typing import Any
 from middleware.formats import get_codec
 from middleware.formats.text_protocol import text_protocol_rule
 from middleware.pipeline import Pipeline
-from middleware.policy import load_policy
+from middleware.plugin.host import PluginHost
+from middleware.policy import Policy, load_policy
 from middleware.replay import quotes as quoted
 from middleware.replay.costs import (
     Pricing,
@@ -246,6 +248,17 @@ class _Simulation:
         self.spill_root = spill_root
         self.progress = progress
         self.summaries = [PolicySummary(RAW), *(PolicySummary(p.name) for p in policies)]
+        #: One plugin host for every session's pipelines, as the proxy has, and each policy
+        #: loaded once per set of overrides: loading them for every session was most of
+        #: what a replay of many short sessions cost.
+        self._host = PluginHost.create()
+        self._loaded: dict[tuple[str | None, str], Policy] = {}
+
+    def _policy(self, path: str | None, overrides: dict[str, Any]) -> Policy:
+        key = (path, json.dumps(overrides, sort_keys=True, default=repr))
+        if key not in self._loaded:
+            self._loaded[key] = load_policy(path, env={}, dotenv_path=False, overrides=overrides)
+        return self._loaded[key]
 
     @property
     def _lifetime(self) -> float:
@@ -258,7 +271,7 @@ class _Simulation:
         if not requests:
             return
         overrides = dict(transcript.policy_overrides)
-        default = load_policy(None, env={}, dotenv_path=False, overrides=overrides)
+        default = self._policy(None, overrides)
         full = get_codec(transcript.format).parse(transcript.messages, text_protocol_rule(default))
         node_turns = full.index().node_turns
         refs_index = build_index(full)
@@ -282,12 +295,13 @@ class _Simulation:
             # cache, the one the replay is priced with.
             layered = {**overrides, "spill.url": None, "spill.root": self.spill_root,
                        "ledger.cache_lifetime_seconds": self._lifetime}  # fmt: skip
-            policy = load_policy(spec.path, env={}, dotenv_path=False, overrides=layered)
+            policy = self._policy(spec.path, layered)
             texts: list[str] = []
             readbacks: list[float] = []  # what each request charged for reading back
             figures = summary.sessions.setdefault(transcript.name, SessionFigures())
             read_back: set[tuple[int, int]] = set()  # results already read back
-            with Pipeline.from_policy(policy, session_id=_session_id(transcript.name)) as pipe:
+            session = _session_id(transcript.name)
+            with Pipeline(policy, host=self._host, session_id=session) as pipe:
                 sent = zip(requests, answers, quoting, _sent_at(times, len(requests)), strict=True)
                 for request, refs, quotes, now in sent:
                     result = pipe.process(request, format=transcript.format, now=now)
