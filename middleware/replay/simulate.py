@@ -254,8 +254,11 @@ class _Simulation:
         self._host = PluginHost.create()
         self._loaded: dict[tuple[str | None, str], Policy] = {}
 
-    def _policy(self, path: str | None, overrides: dict[str, Any]) -> Policy:
-        key = (path, json.dumps(overrides, sort_keys=True, default=repr))
+    def _policy(self, path: str | Path | None, overrides: dict[str, Any]) -> Policy:
+        key = (
+            None if path is None else str(path),
+            json.dumps(overrides, sort_keys=True, default=repr),
+        )
         if key not in self._loaded:
             self._loaded[key] = load_policy(path, env={}, dotenv_path=False, overrides=overrides)
         return self._loaded[key]
