@@ -8,7 +8,8 @@ printed as one Markdown table: cost and effective cost relative to no middleware
 share of the lines the agent later copies into a tool call that the policy hid, the edits
 that must read their file again, and the sessions whose effective cost is over no
 middleware's. tests/test_headline.py checks that the docs hold this table, when the data
-is there.
+is there. The previews name the folder the replay spills to, under the system's temporary
+folder, so the figures depend a little on its path: the docs give them for /tmp.
 
     python benchmarks/headline.py [--data DIR] [--jobs N]
 """

@@ -1,13 +1,29 @@
 """Fixtures every test folder may use: an S3-compatible server on loopback, started once
 for the run by the first test that asks for it, and an empty bucket in it; the texts
-microcompaction reads for their summaries."""
+microcompaction reads for their summaries.
+
+Every test also gets a temporary folder of its own as the system's (``TMPDIR`` and
+:data:`tempfile.tempdir`), so a default spill folder, a store a test opens without naming
+its root, or a program it starts never meets another test's files: the suite runs on all
+cores (pytest-xdist), and two tests that use the same session id on the shared default
+folder would otherwise collide."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 
 import pytest
 from object_store import S3Server, s3_server
+
+
+@pytest.fixture(autouse=True)
+def own_temporary_folder(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path_factory.mktemp("tmp", numbered=True)
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
 
 
 @pytest.fixture(scope="session")

@@ -4,9 +4,8 @@ them the treatment the explicit setting would."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsIndex
 
 import pytest
 
@@ -14,6 +13,7 @@ import middleware
 from middleware.formats.text_protocol import (
     MINI_SWE_AGENT,
     SWE_AGENT,
+    WINDOW,
     AutoTextProtocol,
     has_command_block,
 )
@@ -177,14 +177,30 @@ def test_a_processed_history_is_recognised_again_and_left_as_it_is() -> None:
     assert again.messages == first.messages and not again.report.actions
 
 
+class Watched(str):
+    """A text that records how it is read: each index or slice taken of it."""
+
+    reads: list[slice | int]
+
+    def __getitem__(self, key: SupportsIndex | slice) -> str:
+        self.reads.append(key if isinstance(key, slice) else int(key))
+        return super().__getitem__(key)
+
+
 def test_recognition_reads_only_the_ends_of_a_huge_observation() -> None:
-    huge = "<returncode>0</returncode>\n<output>\n" + "x" * 50_000_000 + "\n</output>"
+    """Not a timing: the observation is read only as a slice of at most ``WINDOW``
+    characters at one end, so a 50 MB output costs what a small one does."""
+    huge = Watched("<returncode>0</returncode>\n<output>\n" + "x" * 50_000_000 + "\n</output>")
+    huge.reads = []
     nodes_text = {0: "```bash\nls\n```", 1: huge, 2: "```bash\nls\n```", 3: huge}
     nodes = [Node("assistant"), Node("user"), Node("assistant"), Node("user")]
-    started = time.perf_counter()
     agent = AutoTextProtocol().recognise(nodes, nodes_text.__getitem__)
     assert agent is MINI_SWE_AGENT
-    assert time.perf_counter() - started < 0.5
+    assert huge.reads
+    for read in huge.reads:
+        assert isinstance(read, slice), read
+        start, stop, _ = read.indices(len(huge))
+        assert stop - start <= WINDOW and (start == 0 or stop == len(huge)), read
     assert not SWE_AGENT.observes(huge)
 
 

@@ -14,6 +14,10 @@ import pytest
 from proxy_stack import serve_process
 from stand_in import Provider
 
+#: It times a real wait: it runs in the suite's "timing" group, never beside another such
+#: test (pyproject.toml's addopts).
+pytestmark = pytest.mark.xdist_group("timing")
+
 HEADERS = {"authorization": "Bearer sk-test"}
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 

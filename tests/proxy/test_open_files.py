@@ -37,10 +37,14 @@ from middleware.proxy.open_files import STATUS_CONNECTIONS, open_files
 HEADERS = {"authorization": "Bearer sk-test"}
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("prlimit") is None or not Path("/proc/self/fd").is_dir(),
-    reason="needs prlimit (util-linux) and /proc to set and read a process's open files",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("prlimit") is None or not Path("/proc/self/fd").is_dir(),
+        reason="needs prlimit (util-linux) and /proc to set and read a process's open files",
+    ),
+    # It times a real wait: in the suite's "timing" group (pyproject.toml's addopts).
+    pytest.mark.xdist_group("timing"),
+]
 
 
 @contextmanager

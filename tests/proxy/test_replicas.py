@@ -13,6 +13,10 @@ from object_store import S3Server, hanging_server, set_credentials
 from proxy_stack import serve_process
 from stand_in import Provider
 
+#: It times a real wait: it runs in the suite's "timing" group, never beside another such
+#: test (pyproject.toml's addopts).
+pytestmark = pytest.mark.xdist_group("timing")
+
 pytest.importorskip("s3fs", reason="the replica tests need the [s3] extra")
 
 HEADERS = {"x-api-key": "sk-test", "anthropic-version": "2023-06-01"}

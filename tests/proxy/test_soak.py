@@ -7,7 +7,12 @@ the run: a session's state and the shared cache, 16 MiB each) (issue 26)."""
 
 from __future__ import annotations
 
+import pytest
 from soak_stack import Plan, soak
+
+#: It times a real wait: it runs in the suite's "timing" group, never beside another such
+#: test (pyproject.toml's addopts).
+pytestmark = pytest.mark.xdist_group("timing")
 
 
 def test_agents_are_answered_in_time_while_the_store_hangs_and_memory_stays_flat() -> None:

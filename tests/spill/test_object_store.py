@@ -24,6 +24,10 @@ from middleware.spill.layout import spill_file_name
 from middleware.spill.objects import ObjectRoot, ObjectWorkspace
 from middleware.spill.retention import collect, forget
 
+#: It times a real wait: it runs in the suite's "timing" group, never beside another such
+#: test (pyproject.toml's addopts).
+pytestmark = pytest.mark.xdist_group("timing")
+
 pytest.importorskip("s3fs", reason="the object-store tests need the [s3] extra")
 
 
