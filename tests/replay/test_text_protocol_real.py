@@ -9,6 +9,7 @@ never copied into the repository.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from locations import TRAJECTORIES
 
 from middleware.pipeline import Pipeline
+from middleware.plugin.host import PluginHost
 from middleware.policy import Policy, load_policy
 from middleware.replay.transcripts import (
     MINI_SWE_AGENT_RULE,
@@ -43,9 +45,16 @@ def uses_tools(transcript: Transcript) -> bool:
     return any(m.get("role") == "tool" or m.get("tool_calls") for m in transcript.messages)
 
 
-def policy(spill: Path, overrides: Mapping[str, Any] = {}) -> Policy:
-    return load_policy(None, env={}, dotenv_path=False,
-                       overrides={**overrides, "spill.root": str(spill)})  # fmt: skip
+@functools.cache
+def policy(spill: Path, explicit: str = "{}") -> Policy:
+    """Loaded once per test (a test has one spill folder), not once per session:
+    tau-bench's file holds 200 of them."""
+    overrides = {**json.loads(explicit), "spill.root": str(spill)}
+    return load_policy(None, env={}, dotenv_path=False, overrides=overrides)
+
+
+#: One plugin host for every pipeline, as the proxy has.
+HOST = PluginHost.create()
 
 
 def wire(messages: list[Any]) -> str:
@@ -59,8 +68,10 @@ def compare(transcript: Transcript, explicit: Mapping[str, Any], spill: Path) ->
     auto reports' ``text_protocol`` per request."""
     seen = []
     with (
-        Pipeline.from_policy(policy(spill), session_id="s") as auto,
-        Pipeline.from_policy(policy(spill, explicit), session_id="s") as reference,
+        Pipeline(policy(spill), host=HOST, session_id="s") as auto,
+        Pipeline(
+            policy(spill, json.dumps(explicit, sort_keys=True)), host=HOST, session_id="s"
+        ) as reference,
     ):
         for k, request in enumerate(transcript.requests()):
             result = auto.process(request, format=transcript.format)
