@@ -11,7 +11,9 @@ error) a message gives the location and the problem, never the file's content: a
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import os
 import re
 import stat
@@ -53,6 +55,9 @@ _TAG_KINDS = {
 }  # fmt: skip
 #: Longest schema message kept (the instance it quotes is cut first).
 _MAX_MESSAGE = 300
+#: Policy texts kept parsed (:func:`_parsed`): the embedded default, the presets and a
+#: host's own files, a few KB of parsed document each.
+_PARSED_KEPT = 32
 _NOT_A_POLICY = "not a policy: a policy file is a YAML mapping that sets `version: 1`"
 
 
@@ -60,6 +65,16 @@ def read_policy_file(path: Path) -> tuple[dict[str, Any], Lines]:
     """The document of one policy file and where each of its values is."""
     source = str(path)
     text = decode_utf8(read_bounded(path, "policy"), source)
+    document, lines = _parsed(text, source)
+    return copy.deepcopy(document), dict(lines)
+
+
+@functools.lru_cache(maxsize=_PARSED_KEPT)
+def _parsed(text: str, source: str) -> tuple[dict[str, Any], Lines]:
+    """A policy text parsed and checked, kept by its content (and its name, which errors
+    and origins quote): parsing YAML in pure Python is most of what loading a policy costs,
+    and the embedded default is read again by every load. An edited file has another text,
+    so a reload always parses what it reads; callers get copies."""
     loader: _BoundedLoader | None = None
     try:
         loader = _BoundedLoader(text)
