@@ -34,19 +34,39 @@ def loaded(path: str | Path | None) -> middleware.Policy:
     return middleware.load_policy(path, env={}, dotenv_path=False)
 
 
+def printed(args: list[str]) -> tuple[int, str]:
+    """What ``chatcli-mw ARGS`` exits with and prints, run in this process."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(args)
+    return code, out.getvalue()
+
+
 @pytest.mark.parametrize("origin", [False, True], ids=["plain", "show-origin"])
 @pytest.mark.parametrize("policy", [None, *PRESETS], ids=lambda p: p or "default")
 def test_config_output_loads_and_validates_as_the_same_policy(
     policy: str | None, origin: bool, tmp_path: Path
 ) -> None:
     args = ["config", *(["--policy", policy] if policy else []), *(["--show-origin"] * origin)]
-    shown = run(*args, cwd=tmp_path)
+    code, shown = printed(args)
+    assert code == 0
+    saved = tmp_path / "effective.yaml"
+    saved.write_text(shown, encoding="utf-8")
+    assert printed(["validate", str(saved)])[0] == 0
+    assert loaded(saved).to_dict() == loaded(policy).to_dict()
+
+
+def test_the_installed_command_prints_a_policy_its_validate_accepts(tmp_path: Path) -> None:
+    """The same, through the installed script, from a folder outside the checkout with
+    nothing of the caller's environment."""
+    shown = run("config", "--show-origin", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     saved = tmp_path / "effective.yaml"
     saved.write_text(shown.stdout, encoding="utf-8")
     checked = run("validate", str(saved), cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
-    assert loaded(saved).to_dict() == loaded(policy).to_dict()
+    assert loaded(saved).to_dict() == loaded(None).to_dict()
+    assert shown.stdout == printed(["config", "--show-origin"])[1]
 
 
 #: Keys and texts a YAML writer must quote or escape: indicators, YAML 1.1 booleans and
@@ -81,11 +101,10 @@ def test_config_output_keeps_any_tool_name_price_pattern_and_text(
         "ledger": {"prices": {pattern: dict.fromkeys(PRICE_KEYS, price)}},
         "pairing": {"missing_result_text": text or "-"},
     }, allow_unicode=True), encoding="utf-8")  # fmt: skip
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["config", "--policy", str(source), "--show-origin"]) == 0
+    code, shown = printed(["config", "--policy", str(source), "--show-origin"])
+    assert code == 0
     saved = tmp_path / "effective.yaml"
-    saved.write_text(out.getvalue(), encoding="utf-8")
+    saved.write_text(shown, encoding="utf-8")
     assert middleware.validate_policy_file(saved) == []
     assert loaded(saved).to_dict() == loaded(source).to_dict()
 
