@@ -455,14 +455,21 @@ def _gemini_env(home: Path, project: Path, url: str) -> dict[str, str]:
     })  # fmt: skip
     (home / ".gemini").mkdir(parents=True, exist_ok=True)
     (home / ".gemini" / "settings.json").write_text(json.dumps(settings), "utf-8")
-    said = re.search(r"GOOGLE_GEMINI_BASE_URL=(\S+) ", documented("Gemini CLI", "sh"))
-    assert said is not None, "docs/proxy.md no longer says how to point Gemini CLI"
-    return {
-        **base_env(home),
-        "GOOGLE_GEMINI_BASE_URL": said.group(1).replace(DOCUMENTED_URL, url),
-        "GEMINI_API_KEY": "test-key",
-        "GEMINI_CLI_TRUST_WORKSPACE": "true",  # headless runs need a trusted folder
-    }
+    said = documented_variables("Gemini CLI", "gemini")
+    assert "GOOGLE_GEMINI_BASE_URL" in said, "docs/proxy.md no longer says how to point Gemini CLI"
+    said = {name: value.replace(DOCUMENTED_URL, url) for name, value in said.items()}
+    return {**base_env(home), **said, "GEMINI_API_KEY": "test-key"}
+
+
+def documented_variables(heading: str, command: str) -> dict[str, str]:
+    """The variables the line that runs ``command`` sets, in the first ``sh`` block after
+    ``### heading`` in docs/proxy.md (a value of ``...`` is the user's to fill in)."""
+    for line in documented(heading, "sh").splitlines():
+        words = line.split("#", 1)[0].split()
+        if command in words:
+            assigned = words[: words.index(command)]
+            return dict(word.split("=", 1) for word in assigned if "=" in word)
+    raise AssertionError(f"docs/proxy.md's {heading} setup no longer runs {command}")
 
 
 def _gemini_argv(prompt: str, resume: bool) -> list[str]:

@@ -44,8 +44,10 @@ from agents import (
     SLEEP,
     Agent,
     Run,
+    base_env,
     big_output,
     binary,
+    documented_variables,
     events,
     missing,
     results,
@@ -433,3 +435,16 @@ def test_ci_installs_the_pinned_version_of_each_agent() -> None:
         manifest = AGENTS / "node_modules" / NPM_PACKAGES[name] / "package.json"
         if manifest.exists() and binary(name) == AGENTS / "node_modules" / ".bin" / name:
             assert json.loads(manifest.read_text("utf-8"))["version"] == version
+
+
+def test_gemini_cli_runs_with_the_documented_variables_alone(tmp_path: Path) -> None:
+    """docs/proxy.md's Gemini CLI line sets what a headless run needs
+    (``GEMINI_CLI_TRUST_WORKSPACE=true``: without it ``gemini -p`` exits 55, "not trusted
+    directory"), and the scenarios above run the CLI with the variables it sets and none
+    of their own but the key and a clean environment."""
+    said = documented_variables("Gemini CLI", "gemini")
+    assert said.get("GEMINI_CLI_TRUST_WORKSPACE") == "true"
+    home, project = tmp_path / "home", tmp_path / "project"
+    env = AGENT_BY_NAME["gemini"].configure(home, project, "http://127.0.0.1:1")
+    assert set(env) - set(base_env(home)) == set(said)
+    assert env["GOOGLE_GEMINI_BASE_URL"] == "http://127.0.0.1:1"
