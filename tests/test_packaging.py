@@ -10,10 +10,12 @@ aimed at the new one with ``--python``.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import sysconfig
 import zipfile
+from importlib.metadata import metadata
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,43 @@ def test_installed_editable_it_reads_the_source_tree(tmp_path: Path) -> None:
     assert not (site / "middleware").exists()
     (pth,) = site.glob("_chatcli_middleware*.pth")
     assert Path(pth.read_text(encoding="utf-8").strip()).resolve() == REPO
+
+
+#: A ``pip install`` in the docs: its options and target (quoted or not).
+PIP_INSTALL = re.compile(r"pip install ((?:(?:-e|--editable) )?(?:'[^']*'|\"[^\"]*\"|[^\s`']+))")
+#: How the docs name a wheel built from the checkout (``pip wheel --no-deps -w dist .``).
+WHEEL_PLACEHOLDER = "dist/chatcli_middleware-VERSION-py3-none-any.whl"
+
+
+def documented_installs() -> dict[str, list[str]]:
+    """Every ``pip install`` of this project that README.md and docs/ give, by where."""
+    found: dict[str, list[str]] = {}
+    for page in (REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))):
+        for match in PIP_INSTALL.finditer(page.read_text(encoding="utf-8")):
+            words = match.group(1).split()
+            target = words[-1].strip("'\"")
+            if target.split("[")[0] in (".", WHEEL_PLACEHOLDER, "chatcli-middleware"):
+                found.setdefault(" ".join([*words[:-1], target]), []).append(page.name)
+    return found
+
+
+@pytest.mark.slow
+def test_every_documented_install_works_without_an_index(wheel: Path) -> None:
+    """The package is on no index (issue 38, item 4): each install the docs give is from
+    the checkout or a wheel built from it, names extras that exist, and pip resolves it
+    with no index at all, as a user's machine with nothing installed would."""
+    extras = metadata("chatcli-middleware").get_all("Provides-Extra") or []
+    installs = documented_installs()
+    assert any(i.startswith("-e .") for i in installs) and any(
+        WHEEL_PLACEHOLDER in i for i in installs
+    )
+    for install, pages in installs.items():
+        named = install.split("[", 1)[1].rstrip("]").split(",") if "[" in install else []
+        assert set(named) <= set(extras), f"{pages}: {install} names an extra that does not exist"
+        args = install.replace(WHEEL_PLACEHOLDER, str(wheel)).split()
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
+             "--no-index", "--no-deps", "--no-build-isolation", "--quiet", *args],
+            cwd=REPO, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{pages}: pip install {install}: {done.stderr}"
