@@ -44,7 +44,7 @@ examples:
   chatcli-mw gc --older-than 7d                    remove the spill folders of idle sessions
   chatcli-mw ledger                                what sessions were billed, and would have cost
   chatcli-mw plugins
-  chatcli-mw simulate session.jsonl --policy policies/baselines/chatcli.yaml --plot cost.png
+  chatcli-mw simulate session.jsonl --policy preset:chatcli --plot cost.png
 """
 
 
