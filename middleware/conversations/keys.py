@@ -40,6 +40,9 @@ MAX_ID_CHARS = 256
 #: Keys dropped wherever they appear in what the fallback digest reads: markers a client
 #: moves or renumbers between the requests of one conversation.
 MOVED_MARKERS = frozenset({"cache_control", "id", "status"})
+#: The key of what :meth:`.Codec.opening` gives for a conversation known by its first
+#: reply's call ids alone (``{"calls": [...]}``), not by its opening.
+CALL_IDS = "calls"
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CLAUDE_CODE_USER = re.compile(r"session_([0-9A-Za-z-]{8,64})")
@@ -52,7 +55,9 @@ class SessionKey:
     session: str
     #: Where the session was found: the header's name (:data:`HEADERS`),
     #: ``prompt_cache_key``, ``conversation``, ``metadata.user_id``, ``opening`` (a
-    #: digest), or ``given`` (by the caller).
+    #: digest of the opening, with the first reply once there is one), ``call_ids`` (a
+    #: digest of the first reply's call ids alone, :data:`CALL_IDS`), or ``given`` (by
+    #: the caller).
     source: str
 
 
@@ -77,7 +82,10 @@ def session_of(
         return SessionKey(from_metadata, "metadata.user_id")
     opening = codec.opening(body) if codec is not None else None
     if opening is not None:
-        return SessionKey("conv-" + _digest(_normal(opening)), "opening")
+        by_calls = isinstance(opening, Mapping) and set(opening) == {CALL_IDS}
+        return SessionKey(
+            "conv-" + _digest(_normal(opening)), "call_ids" if by_calls else "opening"
+        )
     return SessionKey("conv-" + _conversation_digest(body), "opening")
 
 

@@ -93,8 +93,10 @@ class Codec(ABC):
     def opening(self, body: Mapping[str, Any]) -> Any | None:
         """What every request of one conversation in this format repeats (its opening, or
         its first reply's call ids), digested into the session key of a client that names
-        no session; ``None``: the reading of ``messages``/``input`` the other formats
-        share (:mod:`middleware.conversations.keys`)."""
+        no session: ``{"calls": [ids]}`` for a conversation known by those ids alone
+        (its requests are then logged as keyed by ``call_ids``, not ``opening``);
+        ``None``: the reading of ``messages``/``input`` the other formats share
+        (:mod:`middleware.conversations.keys`)."""
         return None
 
     def usage_counts(self, usage: Mapping[str, Any]) -> UsageCounts | None:

@@ -201,8 +201,10 @@ def test_a_resumed_gemini_cli_session_is_known_by_its_first_reply() -> None:
     gemini = get_codec("gemini")
     assert first["body"]["contents"][0] != resumed["body"]["contents"][0]  # rewritten
     key = session_of({}, first["body"], gemini)
-    assert key == session_of({}, resumed["body"], gemini) and key.source == "opening"
+    assert key == session_of({}, resumed["body"], gemini)
+    assert key.source == "call_ids"  # said as it is (issue 38, item 4): not "opening"
     opening = {**first["body"], "contents": first["body"]["contents"][:1]}
-    assert session_of({}, opening, gemini) != key  # before the reply: the opening alone
+    before = session_of({}, opening, gemini)  # before the reply: the opening alone
+    assert before != key and before.source == "opening"
     claims = {k.lower(): v for k, v in first["headers"].items()}
     assert gemini.provider.claims(claims, {})
