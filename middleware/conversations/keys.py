@@ -5,9 +5,10 @@ A conversation maps to one pipeline: one spill workspace, one set of frozen deci
 another replica, makes the same choice. The agent's own id comes first, in the order of
 :data:`HEADERS`, then the request body's (``prompt_cache_key``, a stored Responses
 ``conversation``, Claude Code's ``metadata.user_id``). A client that names no session
-gets ``conv-`` and a digest of what its requests repeat: the opening (the system prompt
-and first user message) and, once there is one, the model's first reply (its tool-call
-ids, or its text). Markers that clients move from turn to turn (``cache_control``, a
+gets ``conv-`` and a digest of what its requests repeat: its wire format (a Chat
+Completions and a Responses conversation that open alike are two), the opening (the
+system prompt and first user message) and, once there is one, the model's first reply
+(its tool-call ids, or its text). Markers that clients move from turn to turn (``cache_control``, a
 Responses item's ``id`` and ``status``) are left out, so a conversation keeps its key;
 two conversations that open alike part at their first reply, so they never share a key
 once either has a tool result.
@@ -86,7 +87,7 @@ def session_of(
         return SessionKey(
             "conv-" + _digest(_normal(opening)), "call_ids" if by_calls else "opening"
         )
-    return SessionKey("conv-" + _conversation_digest(body), "opening")
+    return SessionKey("conv-" + _conversation_digest(body, codec), "opening")
 
 
 def _usable(value: Any) -> str | None:
@@ -114,10 +115,11 @@ def _metadata_session(metadata: Any) -> str | None:
     return match.group(1) if match else None
 
 
-def _conversation_digest(body: Mapping[str, Any]) -> str:
-    """A digest of what every request of a conversation repeats: the system prompt
-    (Anthropic ``system``, Responses ``instructions``, or the first system or developer
-    message), the first user message and, when the history has one, the first reply."""
+def _conversation_digest(body: Mapping[str, Any], codec: Codec | None) -> str:
+    """A digest of what every request of a conversation repeats: its format (``codec``'s,
+    when it is known), the system prompt (Anthropic ``system``, Responses
+    ``instructions``, or the first system or developer message), the first user message
+    and, when the history has one, the first reply."""
     history = body.get("messages", body.get("input"))
     items = history if isinstance(history, list) else [history]
     system: Any = body.get("system", body.get("instructions"))
@@ -148,7 +150,7 @@ def _conversation_digest(body: Mapping[str, Any]) -> str:
     opening = [_normal(system), _normal(first_user)]
     if reply:
         opening.append(_reply_identity(reply))
-    return _digest(opening)
+    return _digest(opening if codec is None else {"format": codec.name, "opening": opening})
 
 
 def _digest(opening: Any) -> str:

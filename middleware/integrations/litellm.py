@@ -33,6 +33,7 @@ import anyio.to_thread
 from middleware.conversations.keys import session_of
 from middleware.conversations.sessions import SessionPool
 from middleware.errors import FormatError, HistoryError
+from middleware.formats import get_codec
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy, load_policy
 from middleware.report import Report
@@ -65,7 +66,9 @@ class ChatcliCallback(CustomLogger):
         history = data.get(key)
         if not isinstance(history, list):
             return dict(data)
-        session = data.get("litellm_session_id") or session_of({}, {key: history}).session
+        session = (
+            data.get("litellm_session_id") or session_of({}, {key: history}, get_codec(fmt)).session
+        )
         try:
             pipe = self.pool.pipeline("litellm", self.policy, str(session))
             result = pipe.process(history, format=fmt)

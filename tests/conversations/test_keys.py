@@ -190,7 +190,8 @@ def test_a_format_says_what_its_conversations_repeat() -> None:
     assert session_of({}, one, codec).source == "opening"
     assert session_of({}, one) != session_of({}, two)  # the shared reading tells them apart
     blank = {"messages": [{"role": "user", "content": " "}]}
-    assert session_of({}, blank, codec) == session_of({}, blank)  # None: the shared reading
+    # None: the shared reading, in the codec's format
+    assert session_of({}, blank, codec) == session_of({}, blank, get_codec(codec.name))
     assert session_of({"session-id": "s1"}, one, codec).session == "s1"  # a named one wins
 
 
@@ -208,3 +209,28 @@ def test_a_resumed_gemini_cli_session_is_known_by_its_first_reply() -> None:
     assert before != key and before.source == "opening"
     claims = {k.lower(): v for k, v in first["headers"].items()}
     assert gemini.provider.claims(claims, {})
+
+
+def test_conversations_that_open_alike_in_two_formats_are_two() -> None:
+    """A Chat Completions, a Responses and an Anthropic history with the same system
+    prompt, first user message and first call id (issue 38, item 4: the first two shared
+    a key): the format is part of the digest, and each keeps its key as it goes on."""
+    bodies = {
+        "openai": {"messages": [
+            {"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": "List the files."},
+            {"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function"}]}]},
+        "responses": {"instructions": "You are a coding agent.", "input": [
+            {"type": "message", "role": "user", "content": "List the files."},
+            {"type": "function_call", "call_id": "call_1", "name": "ls", "arguments": "{}"}]},
+        "anthropic": {"system": "You are a coding agent.", "messages": [
+            {"role": "user", "content": "List the files."},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "call_1"}]}]},
+    }  # fmt: skip
+    assert len({session_of({}, body).session for body in bodies.values()}) == 1  # alike
+    keys = {fmt: session_of({}, body, get_codec(fmt)) for fmt, body in bodies.items()}
+    assert len({key.session for key in keys.values()}) == 3
+    assert {key.source for key in keys.values()} == {"opening"}
+    chat = bodies["openai"]
+    later = {"messages": [*chat["messages"], {"role": "tool", "tool_call_id": "call_1"}]}
+    assert session_of({}, later, get_codec("openai")) == keys["openai"]

@@ -196,6 +196,20 @@ def test_sessions_come_from_headers_metadata_or_the_opening(stack: Stack) -> Non
     assert len(digests) == 1
 
 
+def test_a_chat_and_a_responses_conversation_that_open_alike_are_two_sessions(
+    stack: Stack,
+) -> None:
+    """BROKEN_CHAT and BROKEN_RESPONSES say the same system prompt and first user message
+    and call ``call_1`` first (issue 38, item 4: they were filed as one session): the
+    format is part of the digest."""
+    chat = httpx.post(stack.url + "/v1/chat/completions", json=BROKEN_CHAT, headers=OPENAI)
+    responses = httpx.post(stack.url + "/v1/responses", json=BROKEN_RESPONSES, headers=OPENAI)
+    filed = {chat.headers["x-chatcli-session"], responses.headers["x-chatcli-session"]}
+    assert len(filed) == 2 and all(s.startswith("conv-") for s in filed)
+    again = httpx.post(stack.url + "/v1/chat/completions", json=BROKEN_CHAT, headers=OPENAI)
+    assert again.headers["x-chatcli-session"] == chat.headers["x-chatcli-session"]
+
+
 def test_a_path_prefix_selects_a_preset_and_never_a_path(stack: Stack) -> None:
     output = "line\n" * 5000
     body = {**BROKEN_CHAT, "messages": [*BROKEN_CHAT["messages"][:3],
