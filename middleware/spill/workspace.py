@@ -286,13 +286,14 @@ class SpillWorkspace:
         it locks ``.session.lock`` beside it (``flock``; none on Windows), so two of them
         never write at once and neither loses what the other wrote. Gives whether the
         record may be written: with ``create=False``, only in a session folder that
-        exists already or that this workspace keeps (``spill.keep``).
+        exists already (even under ``spill.keep``: a session that kept nothing gets no
+        folder).
 
         :raises OSError: the lock could not be taken within :data:`RECORD_LOCK_SECONDS`
             (a process holds it that does not let go), or the folder is unusable (a
             :class:`SpillError` for a closed or unsafe workspace).
         """
-        if not (create or self.keep or self.session_dir.is_dir()):
+        if not (create or self.session_dir.is_dir()):
             yield False
             return
         self._prepare()

@@ -17,6 +17,9 @@ from stand_in import Provider
 from waiting import wait_for
 
 import middleware
+from middleware.spill.layout import session_folder_name
+from middleware.spill.local import LocalRoot
+from middleware.spill.retention import collect, forget
 
 ANTHROPIC = {"x-api-key": "sk-test", "anthropic-version": "2023-06-01"}
 OPENAI = {"authorization": "Bearer sk-test"}
@@ -208,6 +211,38 @@ def test_a_chat_and_a_responses_conversation_that_open_alike_are_two_sessions(
     assert len(filed) == 2 and all(s.startswith("conv-") for s in filed)
     again = httpx.post(stack.url + "/v1/chat/completions", json=BROKEN_CHAT, headers=OPENAI)
     assert again.headers["x-chatcli-session"] == chat.headers["x-chatcli-session"]
+
+
+def test_a_session_that_spilled_nothing_gets_no_spill_folder(
+    provider: tuple[Provider, str], tmp_path: Path
+) -> None:
+    """Issue 38, item 4: a session's folder is made by its first write (a spill, a kept
+    reading, a recorded move), not by the proxy keeping the time of its last request
+    when the session ends or the proxy stops. ``DELETE``, recall, the store's listing and
+    ``gc`` take a session without one."""
+    output = "a line of a long test run\n" * 5_000
+    big = {**BROKEN_CHAT, "messages": [*BROKEN_CHAT["messages"][:3],
+           {"role": "tool", "tool_call_id": "call_1", "content": output}]}  # fmt: skip
+    with running(provider, tmp_path) as stack:
+        post = lambda body, session: httpx.post(  # noqa: E731
+            stack.url + "/v1/chat/completions", json=body,
+            headers={**OPENAI, "x-chatcli-session": session},
+        )  # fmt: skip
+        assert post(BROKEN_CHAT, "small").status_code == 200  # repaired, nothing spilled
+        assert post(big, "big").status_code == 200
+        assert "tool-results" in stack.provider.accepted[-1][2]["messages"][3]["content"]
+        assert post(BROKEN_CHAT, "open").status_code == 200  # open until the proxy stops
+        ended = httpx.delete(stack.url + "/sessions/small")
+        assert ended.json() == {"session": "small", "released": 1, "removed": False}
+    spill = tmp_path / "spill"
+    assert [p.name for p in spill.iterdir()] == [session_folder_name("big")]
+    root = LocalRoot(spill)
+    assert [f.name for f in root.sessions()] == [session_folder_name("big")]
+    assert root.read(session_folder_name("open"), "call_1-0123456789abcdef.txt") is None
+    gone = collect(root, 0, now=time.time() + 1, dry_run=True).removed
+    assert [f.name for f in gone] == [session_folder_name("big")]
+    assert forget(root, "open") is False and forget(root, "big") is True
+    assert not list(spill.iterdir())
 
 
 def test_a_path_prefix_selects_a_preset_and_never_a_path(stack: Stack) -> None:

@@ -122,12 +122,18 @@ def test_a_restarted_process_sends_the_same_bytes_from_the_record(tmp_path: Path
 
 def test_a_process_that_starts_after_the_gap_knows_it_from_the_record(tmp_path: Path) -> None:
     """The proxy releases an idle session's pipeline (proxy.session_idle_seconds): the
-    next one reads when the session's last request was sent."""
-    with middleware.Pipeline(policy(tmp_path), session_id="s") as pipe:
-        session(pipe, [START, START + 20, START + 40])
-    with middleware.Pipeline(policy(tmp_path), session_id="s") as pipe:
-        (late,) = session(pipe, [START + 4_000], first=6)
-    assert compacted(late)
+    next one reads when the session's last request was sent, from the session's folder.
+    A session that kept nothing there has no folder, even under ``spill.keep`` (issue
+    38, item 4), and its next pipeline does not know the gap."""
+    for name, kept in (("s", True), ("t", False)):
+        with middleware.Pipeline(policy(tmp_path), session_id=name) as pipe:
+            session(pipe, [START, START + 20, START + 40])
+            if kept:  # what a spill or a kept reading leaves
+                pipe.spill.save("toolu_9999", "a spilled output")
+        assert (tmp_path / session_folder_name(name)).exists() == kept
+        with middleware.Pipeline(policy(tmp_path), session_id=name) as pipe:
+            (late,) = session(pipe, [START + 4_000], first=6)
+        assert bool(compacted(late)) == kept
 
 
 def test_a_policy_without_a_cache_rewrites_whenever_it_reclaims(tmp_path: Path) -> None:
