@@ -198,6 +198,26 @@ def test_a_session_in_use_keeps_its_hold_while_it_saves_nothing_new(
     assert names(collect(gc, 120, now=folder.held_until + 1).removed) == ["chatcli-agent-busy"]
 
 
+def test_a_session_that_spills_nothing_has_no_folder_hold_or_store_call(
+    serving: tuple[SessionPool, Policy, ObjectRoot, Clocks], s3: S3Server, bucket: str
+) -> None:
+    """Issue 38, item 4: a session whose outputs all fit is never written to the store (no
+    marker, no hold) through its requests, its idle hours and its end, and the listing,
+    ``gc`` and ``DELETE`` (forget) take the folder it does not have."""
+    pool, policy, root, clocks = serving
+    counting: Counting = root._fs
+    history = tool_session(("bash", "3 files\n"))
+    for _ in range(3):
+        pool.pipeline("default", policy, "quiet").process(history)
+        clocks.advance(1800)
+    assert pool.end("quiet") == 1
+    root.settle(30)
+    assert counting.take() == [] and stored(s3, bucket, "held") == []
+    gc = gc_root(s3, bucket, "held")
+    assert gc.sessions() == [] and collect(gc, 0, now=clocks.wall).removed == []
+    assert forget(gc, "quiet") is False
+
+
 def test_a_folder_removed_under_a_writing_process_gets_its_marker_back(
     s3: S3Server, bucket: str
 ) -> None:
