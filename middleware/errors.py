@@ -101,8 +101,8 @@ class LoopGuardError(MiddlewareError):
 
 class MissingExtraError(MiddlewareError, ImportError):
     """An optional feature whose packages are not installed; the message names the command
-    that installs them for the way this copy was installed (from PyPI, from a folder, or
-    editable from a source checkout)."""
+    that installs them for the way this copy was installed (from a folder, editable from a
+    source checkout, from a wheel file, or by name from an index)."""
 
     def __init__(self, extra: str, requirement: str, feature: str) -> None:
         self.extra = extra
@@ -125,4 +125,6 @@ def _install_command(extra: str) -> str:
         folder = unquote(url.path)
         editable = "-e " if origin["dir_info"].get("editable") else ""
         return f"python -m pip install {editable}'{folder}[{extra}]'"
+    if url.scheme == "file" and "archive_info" in origin:  # a wheel built from a checkout
+        return f"python -m pip install '{unquote(url.path)}[{extra}]'"
     return f"python -m pip install '{DISTRIBUTION}[{extra}]'"

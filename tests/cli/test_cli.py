@@ -313,6 +313,9 @@ def test_a_format_the_body_chose_is_not_reported_as_given(tmp_path: Path) -> Non
          "python -m pip install -e '/src/chatcli[plot]'"),
         ({"url": "file:///src/chatcli", "dir_info": {}},
          "python -m pip install '/src/chatcli[plot]'"),
+        ({"url": "file:///w/dist/chatcli_middleware-1.0-py3-none-any.whl",
+          "archive_info": {"hashes": {"sha256": "0" * 64}}},
+         "python -m pip install '/w/dist/chatcli_middleware-1.0-py3-none-any.whl[plot]'"),
         (None, "python -m pip install 'chatcli-middleware[plot]'"),
     ],
 )  # fmt: skip
