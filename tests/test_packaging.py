@@ -22,6 +22,7 @@ import pytest
 from locations import REPO
 
 import middleware
+from middleware.proxy.console.pages import STATIC
 
 PROBE = (
     "import middleware, middleware.policy.resources as r; "
@@ -76,6 +77,8 @@ def test_the_wheel_carries_policies_schemas_and_py_typed(wheel: Path) -> None:
         *(f"middleware/_data/policies/presets/{name}.yaml" for name in middleware.preset_names()),
         "middleware/_data/schemas/policy.schema.json",
         "middleware/py.typed",
+        # the console's page, served from the package (no build step, nothing fetched)
+        *(f"middleware/proxy/console/static/{name}" for name in STATIC),
     ):
         assert required in names
     sources = {f"middleware/{p.relative_to(REPO / 'middleware')}" for p in

@@ -16,6 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from middleware.cache import CacheSettings, DerivedCache
 from middleware.cache.allocator import give_back
@@ -36,6 +37,18 @@ class SessionSettings:
 
     idle_seconds: float = setting("proxy.session_idle_seconds")
     memory_bytes: int = setting("proxy.session_memory_bytes")
+
+
+class Shares(Protocol):
+    """Another holder of memory counted in the pool's budget (the proxy's console), which
+    gives some back when the pool is over it, before any session forgets its state."""
+
+    @property
+    def held_bytes(self) -> int: ...
+
+    def shed(self, over: int) -> int:
+        """Free ``over`` bytes if it can; the bytes freed."""
+        ...
 
 
 @dataclass
@@ -65,6 +78,8 @@ class SessionPool:
     max_bytes: int | None = None
     #: Times a session's state was forgotten to stay under ``max_bytes``.
     evictions: int = 0
+    #: Memory held beside the pipelines and counted in ``max_bytes`` (shed first).
+    shares: Shares | None = None
     #: Least recently used first.
     _entries: OrderedDict[tuple[str, str], _Entry] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -130,6 +145,11 @@ class SessionPool:
         for entry in self._entries.values():
             entry.held = entry.pipeline.held_bytes
             held += entry.held
+        if self.shares is not None:
+            shared = self.shares.held_bytes
+            if held + shared > self.max_bytes:
+                shared -= self.shares.shed(held + shared - self.max_bytes)
+            held += shared
         forgotten = []
         for entry in self._entries.values():
             if held <= self.max_bytes:
@@ -153,7 +173,8 @@ class SessionPool:
         """Bytes the pipelines' state holds now (an estimate)."""
         with self._lock:
             entries = list(self._entries.values())
-        return sum(entry.pipeline.held_bytes for entry in entries)
+        shared = self.shares.held_bytes if self.shares is not None else 0
+        return shared + sum(entry.pipeline.held_bytes for entry in entries)
 
     def end(self, session: str) -> int:
         """Release ``session``'s pipelines (under every policy), with what the shared

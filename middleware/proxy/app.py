@@ -24,6 +24,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from urllib.parse import quote, unquote
 
 import anyio.to_thread
@@ -42,6 +43,8 @@ from middleware.ledger import Ledger, LedgerSettings
 from middleware.plugin.host import PluginHost
 from middleware.policy.settings import bind
 from middleware.proxy.admission import ByteGate, NotAdmitted
+from middleware.proxy.console.book import ConsoleBook, ConsoleSettings, Note
+from middleware.proxy.console.pages import console_routes
 from middleware.proxy.errors import error_body
 from middleware.proxy.exchange import Exchange
 from middleware.proxy.metrics import Metrics
@@ -84,6 +87,9 @@ class Proxy:
     #: What the answers' usage says was billed, per session and in total (read back from
     #: ledger.file and written to it, if the policy names one when the proxy starts).
     ledger: Ledger = field(init=False)
+    #: What the console at ``/ui`` keeps of each request (``None``: proxy.console.enabled
+    #: is false), counted in the session pool's memory budget.
+    console: ConsoleBook | None = field(init=False)
     upstream: Upstream | None = None
 
     def __post_init__(self) -> None:
@@ -91,6 +97,9 @@ class Proxy:
         self.metrics = Metrics(self.catalog.statuses, self.sessions)
         self.cleaning = ByteGate(self.settings.cleaning_bytes)
         self.ledger = Ledger.open(bind(self.catalog.default.policy, LedgerSettings))
+        console = bind(self.catalog.default.policy, ConsoleSettings)
+        self.console = ConsoleBook(console.request_bytes) if console.enabled else None
+        self.sessions.shares = self.console
 
     @property
     def settings(self) -> ProxySettings:
@@ -147,7 +156,7 @@ class Proxy:
                 f"the request body is over the proxy's limit of {limit:,} bytes "
                 "(proxy.max_body_bytes)",
             )  # fmt: skip
-        cleaned = Cleaned(body)
+        cleaned, note = Cleaned(body), None
         if route is not None:
             lowered = {k.lower(): v for k, v in request.headers.items()}
             settings = self.settings
@@ -155,7 +164,7 @@ class Proxy:
             self.cleaning.line_limit = settings.waiting_bytes
             try:
                 async with self.cleaning.admitted(len(body), settings.cleaning_wait_seconds):
-                    cleaned = await anyio.to_thread.run_sync(
+                    cleaned, note = await anyio.to_thread.run_sync(
                         self._clean, body, route.codec.name, lowered, source
                     )
             except NotAdmitted as exc:
@@ -180,6 +189,8 @@ class Proxy:
             provider, cleaned, source.policy, started,
             billed=route.codec.name if route is not None and route.billed else None,
             upstream=upstream,
+            noted=None if note is None or self.console is None
+            else partial(self.console.billed, note),
         )  # fmt: skip
         if self.upstream is None:
             raise RuntimeError("the proxy's upstream pool starts with the app's lifespan")
@@ -210,13 +221,17 @@ class Proxy:
 
     def _clean(
         self, raw: bytes, fmt: str, headers: Mapping[str, str], source: PolicySource
-    ) -> Cleaned:
-        """Run the pipeline on one request body (in a worker thread) and count what it did."""
+    ) -> tuple[Cleaned, Note | None]:
+        """Run the pipeline on one request body (in a worker thread), count what it did,
+        and keep what the console shows of it."""
         policy = self.catalog.default.policy  # as reloaded
         self.sessions.max_bytes = bind(policy, SessionSettings).memory_bytes
-        cleaned = clean_body(
-            raw, fmt, headers, self.sessions, (source.key, source.policy), now=self.ledger.clock()
-        )
+        now = self.ledger.clock()
+        cleaned = clean_body(raw, fmt, headers, self.sessions, (source.key, source.policy), now=now)
+        note = None
+        if self.console is not None:  # (finding the texts the model saw may parse the body)
+            agent = headers.get("user-agent", "")
+            note = self.console.note(cleaned, route=fmt, user_agent=agent, now=now)
         self.sessions.trim()  # what this request left counts now, not at the next one
         # What the request took while it was cleaned (the body parsed, the messages' exact
         # copies, the body written) is freed once it is answered: the allocator is asked to
@@ -231,7 +246,7 @@ class Proxy:
             self.metrics.record_report(cleaned.report)
         if cleaned.continued:
             self.metrics.continued.inc()
-        return cleaned
+        return cleaned, note
 
     def _answer(
         self, route: str, provider: Provider, status: int, kind: ErrorKind, message: str
@@ -380,6 +395,7 @@ def create_app(proxy: Proxy) -> Starlette:
             Route("/sessions", proxy.ledger_total, methods=["GET"]),
             Route("/sessions/{session:path}", proxy.session_ledger, methods=["GET"]),
             Route("/sessions/{session:path}", proxy.end_session, methods=["DELETE"]),
+            *console_routes(proxy, proxy._may_recall),
             Route("/{path:path}", proxy.forward, methods=methods),
         ],
         lifespan=lifespan,

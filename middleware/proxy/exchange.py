@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,8 @@ class Exchange:
     upstream: str = ""
     status: int | None = None
     reader: UsageReader | None = field(default=None, repr=False)
+    #: Told the answer's bill once it is in the ledger (the console's record of it).
+    noted: Callable[[Entry | None], None] | None = field(default=None, repr=False)
 
     def on_headers(self, code: int, seconds: float, headers: httpx.Headers) -> None:
         self.status = code
@@ -69,6 +72,8 @@ class Exchange:
         code = self.status if self.status is not None else 502
         self.metrics.requests.labels(self.route, str(code)).inc()
         entry = self._bill() if self.reader is not None else None
+        if self.noted is not None and self.reader is not None:
+            self.noted(entry)
         if self.access_log:
             access_logger.info(json.dumps(self._line(code, whole, entry), ensure_ascii=False))
 

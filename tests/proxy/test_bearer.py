@@ -27,6 +27,9 @@ ROUTES = [
     ("GET", "/healthz", STATUS), ("GET", "/metrics", STATUS),
     ("GET", "/sessions", RECALL), ("GET", "/sessions/s1", RECALL),
     ("GET", "/recall/s1/out.txt", RECALL), ("DELETE", "/sessions/s1", RECALL),
+    ("GET", "/ui/", RECALL), ("GET", "/ui/static/console.js", RECALL),
+    ("GET", "/ui/api/sessions", RECALL), ("GET", "/ui/api/sessions/s1", RECALL),
+    ("GET", "/ui/api/proxy", RECALL),
 ]  # fmt: skip
 
 

@@ -1,0 +1,428 @@
+"""What the console keeps of each request: the steps' new actions with the text the model
+saw instead (and what a repair dropped), cut to ``proxy.console.request_bytes``, and the
+answer's bill once the ledger has it.
+
+A request's record is kept as the JSON the console serves (ASCII bytes), so what it holds
+is what it counts. The records count in the session memory budget
+(``proxy.session_memory_bytes``): the session pool asks the book to :meth:`ConsoleBook.shed`
+its oldest records before it makes any session forget its state. Nothing goes to disk.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from middleware.conversations.cleaning import Cleaned
+from middleware.formats import get_codec, jsonio
+from middleware.formats.bodies import read_body
+from middleware.ledger.book import Entry
+from middleware.policy.settings import section
+from middleware.report import Action
+from middleware.view import ToolCall, ToolResult
+
+#: Bytes counted for a request's record beside its JSON: the objects holding it and its
+#: bill.
+RECORD_OVERHEAD = 512
+#: Bytes counted for a session beside its records: its counts, and each action it
+#: remembers having shown (to tell a new one from one a later request repeats).
+SESSION_OVERHEAD = 1024
+ACTION_KEY_BYTES = 96
+#: Sessions kept at most (the ledger's bound); the least recently seen go first.
+MAX_SESSIONS = 10_000
+#: The fewest bytes a request's record may be given (its counts and a few actions).
+MIN_REQUEST_BYTES = 2048
+
+#: Who sends a session key from each source (:class:`~middleware.conversations.keys.SessionKey`).
+_AGENT_OF_SOURCE = {
+    "x-claude-code-session-id": "Claude Code",
+    "metadata.user_id": "Claude Code",
+    "session-id": "Codex",
+    "session_id": "Codex",
+    "x-session-id": "opencode",
+    "x-chatcli-session": "SDK",
+    "given": "SDK",
+    "prompt_cache_key": "SDK",
+    "conversation": "SDK",
+}
+#: What an agent's ``User-Agent`` starts with, for the sources two agents share (opencode
+#: sends ``session-id`` to OpenAI, as Codex does; Gemini CLI names no session).
+_AGENT_OF_USER_AGENT = (
+    ("claude-cli/", "Claude Code"),
+    ("codex_", "Codex"),
+    ("opencode/", "opencode"),
+    ("geminicli", "Gemini CLI"),
+)
+#: Kinds of action that replace a result (or a call's input) with another text: the
+#: console shows the text the model saw instead.
+_REPLACING = frozenset(
+    {"spilled", "truncated", "summarized", "truncated_unsaved", "empty_replaced",
+     "synthetic_result", "input_cleared"}
+)  # fmt: skip
+#: What a dropping action's detail holds of what it dropped.
+_DROPPED_KEYS = ("content", "arguments", "removed_text")
+#: Kinds that repeat a decision made by an earlier request (never new).
+_REPEATING = frozenset({"decision_replayed"})
+_COMPACTIONS = frozenset({"truncated", "summarized", "input_cleared"})
+_CUT = "… [{} more characters]"
+
+
+@section("proxy.console")
+@dataclass(frozen=True)
+class ConsoleSettings:
+    enabled: bool
+    request_bytes: int
+
+
+def agent_of(source: str, fmt: str | None, user_agent: str = "") -> str:
+    """The agent that sent a request, from where its session key came (``source``); its
+    ``User-Agent`` settles the sources two agents share."""
+    lowered = user_agent.lower()
+    by_header = next((agent for start, agent in _AGENT_OF_USER_AGENT if lowered.startswith(start)),
+                     None)  # fmt: skip
+    if source in ("session-id", "session_id", "opening") and by_header is not None:
+        return by_header
+    if source == "opening":
+        return "Gemini CLI" if fmt == "gemini" else "SDK"
+    return _AGENT_OF_SOURCE.get(source, "SDK")
+
+
+@dataclass(eq=False)
+class Note:
+    """One request as the console keeps it: its JSON (:attr:`kept`), and the answer's bill
+    once it is read."""
+
+    number: int
+    kept: bytes
+    billed: bytes = b""
+    #: The session whose records count it (``None`` once it is shed, or if never kept).
+    owner: _Session | None = field(default=None, repr=False)
+
+    @property
+    def size(self) -> int:
+        """Bytes counted for it."""
+        return len(self.kept) + len(self.billed) + RECORD_OVERHEAD
+
+    def json(self) -> bytes:
+        if not self.billed:
+            return self.kept
+        return self.kept[:-1] + b',"bill":' + self.billed + b"}"
+
+
+@dataclass(eq=False)
+class _Session:
+    session: str
+    agent: str
+    source: str
+    format: str | None
+    requests: int = 0
+    repairs: int = 0
+    spills: int = 0
+    compactions: int = 0
+    first: float | None = None
+    last: float | None = None
+    notes: deque[Note] = field(default_factory=deque)
+    #: Requests whose record was shed to stay within the memory budget.
+    forgotten: int = 0
+    #: The actions shown already, by (step, kind, call id or position).
+    shown: set[int] = field(default_factory=set)
+    #: Bytes counted for the session.
+    bytes: int = SESSION_OVERHEAD
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "session": self.session,
+            "agent": self.agent,
+            "source": self.source,
+            "format": self.format,
+            "requests": self.requests,
+            "repairs": self.repairs,
+            "spills": self.spills,
+            "compactions": self.compactions,
+            "first": self.first,
+            "last": self.last,
+        }
+
+
+class ConsoleBook:
+    """The console's records of the sessions seen lately, within ``request_bytes`` a
+    request; thread-safe. :attr:`version` moves whenever a record does (the pages poll it)."""
+
+    def __init__(self, request_bytes: int, max_sessions: int = MAX_SESSIONS) -> None:
+        self.request_bytes = max(request_bytes, MIN_REQUEST_BYTES)
+        self.max_sessions = max_sessions
+        self.version = 0
+        #: Records shed to stay within the memory budget, since the proxy started.
+        self.shed_records = 0
+        self._held = 0
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- written as requests pass ---------------------------------------------------------
+
+    def note(self, cleaned: Cleaned, *, route: str, user_agent: str, now: float) -> Note | None:
+        """Keep what the steps did to one request (``None``: it belongs to no session)."""
+        key = cleaned.session
+        if key is None:
+            return None
+        report = cleaned.report
+        fmt = report.format if report is not None else None
+        with self._lock:
+            entry = self._sessions.pop(key.session, None)
+            if entry is None:
+                agent = agent_of(key.source, fmt if fmt is not None else route, user_agent)
+                entry = _Session(key.session, agent, key.source, fmt)
+                self._held += entry.bytes
+            self._sessions[key.session] = entry
+            entry.format = fmt or entry.format
+            entry.requests += 1
+            entry.first = now if entry.first is None else entry.first
+            entry.last = now
+            number = entry.requests
+            before = entry.bytes
+            new, repeated = _new_actions(entry, report.actions if report is not None else ())
+            self._held += entry.bytes - before
+            entry.repairs += sum(1 for a in new if a.step == "pairing")
+            entry.spills += sum(1 for a in new if a.kind == "spilled")
+            entry.compactions += sum(1 for a in new if a.kind in _COMPACTIONS)
+            self._trim_sessions()
+        record: dict[str, Any] = {"n": number, "time": now, "route": route, "format": fmt}
+        if report is not None:
+            record.update(
+                policy=report.policy,
+                messages=[report.messages_before, report.messages_after],
+                chars=[report.result_chars_before, report.result_chars_after],
+                repeated=repeated,
+            )
+        record.update(continued=cleaned.continued, untouched=cleaned.untouched)
+        if cleaned.error is not None:
+            record["error"] = f"{type(cleaned.error).__name__}: {cleaned.error}"
+        texts = _texts_seen(cleaned, new) if any(a.kind in _REPLACING for a in new) else {}
+        kept = _fitted(record, [_step(a, texts) for a in new], self.request_bytes - RECORD_OVERHEAD)
+        note = Note(number, kept)
+        with self._lock:
+            if self._sessions.get(key.session) is entry:
+                note.owner = entry
+                entry.notes.append(note)
+                entry.bytes += note.size
+                self._held += note.size
+            self.version += 1
+        return note
+
+    def billed(self, note: Note, entry: Entry | None) -> None:
+        """Add the bill of the request ``note`` keeps (``None``: its usage was not read)."""
+        bill: dict[str, Any] = {"unread": True}
+        if entry is not None:
+            bill = {
+                "model": entry.model,
+                "billed": entry.billed.as_dict(),
+                "without": entry.without.as_dict(),
+                "dollars": entry.dollars,
+                "dollars_without": entry.dollars_without,
+            }
+        text = json.dumps(bill, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+        if len(text) + len(note.kept) + RECORD_OVERHEAD > self.request_bytes:
+            return  # no room left in the request's bound: the bill is in the ledger
+        with self._lock:
+            note.billed = text
+            if note.owner is not None:
+                note.owner.bytes += len(text)
+                self._held += len(text)
+            self.version += 1
+
+    # -- the memory budget ----------------------------------------------------------------
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes counted for everything the book keeps."""
+        return self._held
+
+    def shed(self, over: int) -> int:
+        """Forget the oldest records, those of the sessions seen least recently first,
+        then (with no record left) the sessions seen least recently, until ``over`` bytes
+        are freed or nothing is left; returns the bytes freed."""
+        freed = 0
+        with self._lock:
+            for session in self._sessions.values():
+                while session.notes and freed < over:
+                    note = session.notes.popleft()
+                    note.owner = None
+                    session.bytes -= note.size
+                    session.forgotten += 1
+                    freed += note.size
+                    self.shed_records += 1
+                if freed >= over:
+                    break
+            while freed < over and self._sessions:
+                _, session = self._sessions.popitem(last=False)
+                freed += session.bytes
+            self._held -= freed
+            if freed:
+                self.version += 1
+        return freed
+
+    def _trim_sessions(self) -> None:
+        """Forget the least recently seen sessions past :attr:`max_sessions` (lock held)."""
+        while len(self._sessions) > self.max_sessions:
+            _, session = self._sessions.popitem(last=False)
+            for note in session.notes:
+                note.owner = None
+            self._held -= session.bytes
+
+    # -- read by the pages ----------------------------------------------------------------
+
+    def summaries(self) -> dict[str, dict[str, Any]]:
+        """Every session's counts, by session."""
+        with self._lock:
+            return {name: s.summary() for name, s in self._sessions.items()}
+
+    def requests(self, session: str) -> tuple[dict[str, Any], bytes] | None:
+        """A session's counts and its requests kept, oldest first, as a JSON array."""
+        with self._lock:
+            found = self._sessions.get(session)
+            if found is None:
+                return None
+            summary = {**found.summary(), "forgotten": found.forgotten}
+            notes = [note.json() for note in found.notes]
+        return summary, b"[" + b",".join(notes) + b"]"
+
+
+def _new_actions(session: _Session, actions: Iterable[Action]) -> tuple[list[Action], int]:
+    """The actions of a request the session has not shown yet (remembered now), and how
+    many others it repeats (a frozen decision applied again, or an earlier request's
+    action carried over)."""
+    new: list[Action] = []
+    repeated = 0
+    for action in actions:
+        where = action.tool_call_id or f"@{action.message_index}"
+        key = hash((action.step, action.kind, where))
+        if action.kind in _REPEATING or key in session.shown:
+            repeated += 1
+            continue
+        session.shown.add(key)
+        session.bytes += ACTION_KEY_BYTES
+        new.append(action)
+    return new, repeated
+
+
+def _texts_seen(cleaned: Cleaned, actions: Sequence[Action]) -> dict[str, str]:
+    """The text of each result (and each call's input, under ``call:ID``) as the cleaned
+    body sends it, for the calls ``actions`` replaced something of: what the model saw."""
+    report = cleaned.report
+    if report is None:
+        return {}
+    wanted = {a.tool_call_id for a in actions if a.kind in _REPLACING}
+    try:
+        body = read_body(jsonio.loads(cleaned.body), report.format)
+        if body is None or not isinstance(body.history, list):
+            return {}
+        conversation = get_codec(report.format).parse(body.history)
+    except Exception:  # what the console shows is never the reason a request fails
+        return {}
+    texts: dict[str, str] = {}
+    for node in conversation.nodes:
+        for block in node.blocks:
+            if isinstance(block, ToolResult) and block.call_id in wanted:
+                texts[block.call_id] = block.text
+            elif isinstance(block, ToolCall) and block.id in wanted:
+                texts["call:" + block.id] = block.canonical_arguments
+    return texts
+
+
+def _step(action: Action, texts: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """One action as the console shows it, and its texts (cut to fit later)."""
+    detail = action.detail
+    step: dict[str, Any] = {
+        "step": action.step,
+        "kind": action.kind,
+        "call": action.tool_call_id,
+        "tool": action.tool_name,
+        "chars": [action.chars_before, action.chars_after],
+    }
+    for key in ("reason", "path", "cap", "cap_source", "age", "original_id", "error"):
+        value = detail.get(key)
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            step[key] = value
+    found: dict[str, str] = {}
+    if action.kind in _REPLACING:
+        seen = texts.get(("call:" if action.kind == "input_cleared" else "") + action.tool_call_id)
+        if seen is not None:
+            found["seen"] = seen
+    for key in _DROPPED_KEYS:
+        if key in detail:
+            value = detail[key]
+            found["dropped"] = value if isinstance(value, str) else _dumped(value)
+            break
+    return step, found
+
+
+def _dumped(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=repr)
+    except ValueError:  # a circular structure: never from the wire
+        return repr(value)
+
+
+def _fitted(
+    record: dict[str, Any], steps: list[tuple[dict[str, Any], dict[str, str]]], room: int
+) -> bytes:
+    """``record`` with ``steps`` as JSON of ``room`` bytes at most: the steps that fit
+    without their texts (the rest counted as ``omitted``), then each text cut to its share
+    of what is left (the shorter ones whole, so the longer get more)."""
+    kept = [step for step, _ in steps]
+    record = {**record, "steps": kept, "omitted": 0}
+    size = len(_encoded(record))
+    while size > room and kept:
+        kept.pop()
+        record["omitted"] += 1
+        size = len(_encoded(record))
+    texts = sorted(
+        ((len(text), step, key, text) for step, found in steps[: len(kept)]
+         for key, text in found.items()),
+        key=lambda item: item[0],
+    )  # fmt: skip
+    left = room - size
+    for i, (_, step, key, text) in enumerate(texts):
+        share = left // (len(texts) - i)
+        value = _cut(text, share - len(f',"{key}":') - len(f',"{key}_chars":{len(text)}'))
+        if value is None:
+            continue
+        step[key] = value
+        step[f"{key}_chars"] = len(text)
+        left -= len(_encoded(value)) + len(f',"{key}":') + len(f',"{key}_chars":{len(text)}')
+    out = _encoded(record)
+    if len(out) > room:  # an estimate was off: the texts go, never the bound
+        for step in kept:
+            for key in ("seen", "dropped"):
+                step.pop(key, None)
+                step.pop(f"{key}_chars", None)
+        out = _encoded(record)
+    return out
+
+
+def _cut(text: str, room: int) -> str | None:
+    """``text``, or its start with a note of what was cut, as JSON of ``room`` bytes at
+    most (``None``: not even the note fits)."""
+    if room <= 0:
+        return None
+    if len(_encoded(text)) <= room:
+        return text
+    budget = room - len(_encoded(_CUT.format(len(text)))) + 2  # one pair of quotes
+    if budget <= 2:
+        return None
+    low, high = 0, min(len(text), budget)  # the longest start that fits, by halves
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(_encoded(text[:middle])) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low] + _CUT.format(len(text) - low)
+
+
+def _encoded(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":")).encode("ascii")

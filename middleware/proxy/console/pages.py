@@ -1,0 +1,291 @@
+"""The console's routes: the page at ``/ui`` (static files shipped in this package) and the
+JSON it polls, read from what the proxy already holds: the ledger, the console's book,
+the metrics, the session pool, the policies and the admission gate. A spilled output's
+full text is read on demand through ``/recall/{session}/{file}``, which the proxy serves
+already."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from importlib import resources
+from typing import Any, Protocol
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from middleware.conversations.sessions import SessionPool, SessionSettings
+from middleware.formats.routes import providers
+from middleware.ledger import Ledger
+from middleware.policy import Policy
+from middleware.policy.settings import bind
+from middleware.proxy.admission import ByteGate
+from middleware.proxy.console.book import ConsoleBook
+from middleware.proxy.metrics import Metrics
+from middleware.proxy.policies import PolicyCatalog
+from middleware.proxy.settings import ProxySettings
+from middleware.spill import SpillSettings, open_root
+
+#: The console's static files and their media types (nothing else is served from there).
+STATIC = {
+    "index.html": "text/html; charset=utf-8",
+    "console.js": "text/javascript; charset=utf-8",
+    "console.css": "text/css; charset=utf-8",
+}
+#: Sessions listed at most unless the page asks for fewer.
+MAX_LISTED = 1000
+#: Keys whose values the console never shows (credentials).
+_SECRET = ("recall_token", "status_token", "storage_options")
+_NO_STORE = {"cache-control": "no-store"}
+
+
+class Served(Protocol):
+    """What the console reads of the proxy (:class:`middleware.proxy.app.Proxy`)."""
+
+    catalog: PolicyCatalog
+    sessions: SessionPool
+    metrics: Metrics
+    ledger: Ledger
+    cleaning: ByteGate
+    console: ConsoleBook | None
+
+    @property
+    def settings(self) -> ProxySettings: ...
+
+
+def console_routes(proxy: Served, allowed: Callable[[Request], bool]) -> list[Route]:
+    """The console's routes, each open to the clients ``allowed`` lets in (the rule of
+    ``/sessions``)."""
+
+    def guarded(
+        handler: Callable[[Request], Response],
+    ) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            if not allowed(request):
+                return PlainTextResponse(
+                    "the console is open to clients on this machine, or with the token set "
+                    "in proxy.recall_token (Authorization: Bearer <token>)",
+                    403,
+                )
+            return handler(request)
+
+        return endpoint
+
+    def index(request: Request) -> Response:
+        return _static("index.html")
+
+    def static(request: Request) -> Response:
+        return _static(request.path_params["name"])
+
+    def sessions(request: Request) -> Response:
+        try:
+            limit = min(int(request.query_params.get("limit", str(MAX_LISTED))), MAX_LISTED)
+        except ValueError:
+            return PlainTextResponse("limit is a number of sessions (a whole number)", 400)
+        return JSONResponse(sessions_page(proxy, limit), headers=_NO_STORE)
+
+    def session(request: Request) -> Response:
+        found = session_page(proxy, request.path_params["session"])
+        if found is None:
+            return JSONResponse({"error": "the proxy has no record of this session"}, 404)
+        return Response(found, media_type="application/json", headers=_NO_STORE)
+
+    def state(request: Request) -> Response:
+        return JSONResponse(proxy_page(proxy), headers=_NO_STORE)
+
+    return [
+        Route("/ui", lambda request: RedirectResponse("/ui/", 307), methods=["GET"]),
+        Route("/ui/", guarded(index), methods=["GET"]),
+        Route("/ui/static/{name}", guarded(static), methods=["GET"]),
+        Route("/ui/api/sessions", guarded(sessions), methods=["GET"]),
+        Route("/ui/api/sessions/{session:path}", guarded(session), methods=["GET"]),
+        Route("/ui/api/proxy", guarded(state), methods=["GET"]),
+    ]
+
+
+def _static(name: str) -> Response:
+    media = STATIC.get(name)
+    if media is None:
+        return PlainTextResponse(f"the console has no file {name!r}", 404)
+    data = resources.files(__package__).joinpath("static").joinpath(name).read_bytes()
+    return Response(data, media_type=media, headers=_NO_STORE)
+
+
+# -- the pages' data ---------------------------------------------------------------------
+
+
+def sessions_page(proxy: Served, limit: int = MAX_LISTED) -> dict[str, Any]:
+    """Every session the ledger or the console knows, most recently seen first: its agent
+    and counts (the console's) beside its bill (the ledger's)."""
+    book = proxy.console
+    seen = book.summaries() if book is not None else {}
+    bills = {row["session"]: row for row in proxy.ledger.recent(limit)}
+    rows = []
+    for name in {*seen, *bills}:
+        rows.append(_row(seen.get(name), bills.get(name), name))
+    rows.sort(key=lambda row: row["last"] or 0, reverse=True)
+    return {
+        "version": _version(proxy),
+        "console": book is not None,
+        "total": proxy.ledger.total(),
+        "sessions": rows[:limit],
+    }
+
+
+def _row(
+    seen: Mapping[str, Any] | None, bill: Mapping[str, Any] | None, name: str
+) -> dict[str, Any]:
+    lasts = [t for t in ((seen or {}).get("last"), (bill or {}).get("last")) if t is not None]
+    return {
+        "session": name,
+        "agent": seen["agent"] if seen else None,
+        "source": seen["source"] if seen else None,
+        "format": seen["format"] if seen else None,
+        "requests": seen["requests"] if seen else bill["requests"] if bill else 0,
+        "repairs": seen["repairs"] if seen else None,
+        "spills": seen["spills"] if seen else None,
+        "compactions": seen["compactions"] if seen else None,
+        "billed": bill["billed"] if bill else None,
+        "without": bill["without"] if bill else None,
+        "saved_dollars": bill["saved_dollars"] if bill else None,
+        "unpriced": bill["unpriced"] if bill else 0,
+        "last": max(lasts, default=None),
+    }
+
+
+def session_page(proxy: Served, session: str) -> bytes | None:
+    """One session's counts, bill and the requests the console kept, as JSON (``None``:
+    neither the console nor the ledger knows it)."""
+    book = proxy.console
+    found = book.requests(session) if book is not None else None
+    bill = proxy.ledger.session(session)
+    if found is None and bill is None:
+        return None
+    summary, requests = found if found is not None else (None, b"[]")
+    head = {
+        "version": _version(proxy),
+        "row": _row(summary, bill, session),
+        "ledger": bill,
+        "forgotten": summary["forgotten"] if summary else 0,
+    }
+    text = json.dumps(head, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    return text[:-1] + b',"requests":' + requests + b"}"
+
+
+def proxy_page(proxy: Served) -> dict[str, Any]:
+    """The policy in effect and its last reload, the upstreams, the requests passed
+    through by reason, and the memory budgets with how full they are."""
+    policy = proxy.catalog.default.policy
+    settings = proxy.settings
+    statuses = proxy.catalog.statuses()
+    store = open_root(bind(policy, SpillSettings))
+    book = proxy.console
+    return {
+        "version": _version(proxy),
+        "policy": {
+            "name": policy.name,
+            "source": policy.source,
+            "files": list(policy.files),
+            "set": _set_keys(policy),
+        },
+        "policies": {
+            name: {
+                "source": s.source,
+                "generation": s.generation,
+                "digest": s.digest,
+                "last_reload_ok": s.last_reload_ok,
+                "last_error": s.last_error,
+                "last_success_at": s.last_success_at or None,
+                "rejected_edits": s.rejected,
+                "plugin_problems": [
+                    f"{x.plugin} in {x.hook}: {x.message}" for x in s.plugin_problems
+                ],
+            }
+            for name, s in statuses.items()
+        },
+        "upstreams": {p.name: settings.upstream(p) for p in providers()},
+        "other_requests": settings.other_requests,
+        "spill": {"url": store.url, "error": store.trouble},
+        "passthrough": _counts(proxy.metrics, "chatcli_proxy_passthrough", "reason"),
+        "failures": _counts(proxy.metrics, "chatcli_proxy_failures", "error"),
+        "memory": _budgets(proxy, policy, settings),
+        "sessions": len(proxy.sessions),
+        "evictions": proxy.sessions.evictions,
+        "console_shed": book.shed_records if book is not None else 0,
+    }
+
+
+def _budgets(proxy: Served, policy: Policy, settings: ProxySettings) -> list[dict[str, Any]]:
+    """Each memory budget: what it holds now, its limit and how full it is."""
+    book = proxy.console
+    cache = proxy.sessions.cache
+    stats = cache.stats() if cache is not None else None
+    sessions = bind(policy, SessionSettings).memory_bytes
+    return [
+        _budget("session state (proxy.session_memory_bytes)", proxy.sessions.held_bytes, sessions),
+        _budget(
+            "of which the console (proxy.console.request_bytes a request)",
+            book.held_bytes if book is not None else 0,
+            None,
+        ),
+        _budget(
+            "cache of reused work (cache.max_bytes)",
+            stats.bytes if stats else 0,
+            stats.max_bytes if stats else None,
+        ),
+        _budget(
+            "bodies being cleaned (proxy.cleaning_bytes)",
+            proxy.cleaning.held,
+            settings.cleaning_bytes,
+        ),
+        _budget(
+            "bodies waiting to be cleaned (proxy.waiting_bytes)",
+            proxy.cleaning.waiting,
+            settings.waiting_bytes,
+        ),
+    ]
+
+
+def _version(proxy: Served) -> str:
+    """What changes whenever anything the pages show does (they poll it)."""
+    book = proxy.console
+    total = proxy.ledger.total()
+    return f"{book.version if book is not None else 0}.{total['requests']}"
+
+
+def _set_keys(policy: Policy) -> list[dict[str, Any]]:
+    """The keys the policy sets away from their defaults: value and where it was set."""
+    out = []
+    for key, origin in sorted(policy.origins.items()):
+        if origin.startswith("default"):
+            continue
+        secret = any(part in _SECRET for part in key.split("."))
+        value = "(set, not shown)" if secret else policy.get(key)
+        out.append({"key": key, "value": _plain(value), "origin": origin})
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _counts(metrics: Metrics, name: str, label: str) -> dict[str, float]:
+    """A labelled counter's totals, by label value."""
+    counts: dict[str, float] = {}
+    for family in metrics.registry.collect():
+        if family.name != name:
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                counts[sample.labels[label]] = sample.value
+    return counts
+
+
+def _budget(name: str, used: int, limit: int | None) -> dict[str, Any]:
+    full = round(used / limit, 4) if limit else None
+    return {"name": name, "bytes": used, "limit": limit, "full": full}

@@ -1,0 +1,386 @@
+// The console of chatcli-mw serve: three views, each drawn from the JSON the proxy serves
+// under /ui/api/, polled every POLL_MS and redrawn when its version moves. No library:
+// every text from the proxy is set as text (never parsed as HTML).
+"use strict";
+
+const POLL_MS = 2000;
+const KINDS = ["input", "cache_read", "cache_write_5m", "cache_write_1h", "output"];
+const view = document.getElementById("view");
+const status = document.getElementById("status");
+let shown = { route: null, version: null };
+let sort = { key: "last", desc: true };
+let filter = "";
+let agentFilter = "";
+const opened = new Set(); // full outputs open, by "session/file"
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const number = (n) => (n === null || n === undefined ? "—" : Number(n).toLocaleString("en-US"));
+const dollars = (d) => (d === null || d === undefined ? "—" : "$" + Number(d).toFixed(4));
+const when = (t) => (t ? new Date(t * 1000).toLocaleString("en-GB") : "—");
+const bytes = (b) => (b === null || b === undefined ? "—" : b >= 1048576
+  ? (b / 1048576).toFixed(1) + " MiB" : b >= 1024 ? (b / 1024).toFixed(1) + " KiB" : b + " B");
+
+async function getJSON(path) {
+  const answer = await fetch(path, { cache: "no-store" });
+  if (!answer.ok) throw new Error(`${path}: ${answer.status} ${await answer.text()}`);
+  return answer.json();
+}
+
+function route() {
+  const hash = location.hash || "#/";
+  if (hash.startsWith("#/session/")) {
+    return { page: "session", id: decodeURIComponent(hash.slice("#/session/".length)) };
+  }
+  return { page: hash === "#/proxy" ? "proxy" : "sessions" };
+}
+
+async function refresh(force) {
+  const here = route();
+  const key = JSON.stringify(here);
+  const path = here.page === "session" ? "/ui/api/sessions/" + encodeURIComponent(here.id)
+    : here.page === "proxy" ? "/ui/api/proxy" : "/ui/api/sessions";
+  try {
+    const data = await getJSON(path);
+    if (force || shown.route !== key || shown.version !== data.version) {
+      const scroll = window.scrollY;
+      const focused = document.activeElement && document.activeElement.id;
+      view.replaceChildren(...draw(here, data));
+      if (shown.route === key) window.scrollTo(0, scroll);
+      if (focused) {
+        const again = document.getElementById(focused);
+        if (again) { again.focus(); if (again.setSelectionRange) again.setSelectionRange(9e9, 9e9); }
+      }
+      shown = { route: key, version: data.version };
+    }
+    status.textContent = "live · updated " + new Date().toLocaleTimeString("en-GB");
+    status.className = "";
+  } catch (error) {
+    status.textContent = String(error.message || error);
+    status.className = "error";
+  }
+  for (const link of document.querySelectorAll("nav a")) {
+    link.classList.toggle("here", link.id === "nav-" + (here.page === "proxy" ? "proxy" : "sessions"));
+  }
+}
+
+function draw(here, data) {
+  if (here.page === "session") return sessionPage(here.id, data);
+  if (here.page === "proxy") return proxyPage(data);
+  return sessionsPage(data);
+}
+
+// -- Sessions ----------------------------------------------------------------------------
+
+const COLUMNS = [
+  ["agent", "Agent", (r) => r.agent || "", "text"],
+  ["session", "Session", (r) => r.session, "text"],
+  ["requests", "Requests", (r) => r.requests],
+  ...KINDS.map((k) => [k, k.replace(/_/g, " "), (r) => (r.billed ? r.billed[k] : null)]),
+  ["billed", "Billed", (r) => (r.billed ? r.billed.dollars : null)],
+  ["without", "Without", (r) => (r.without ? r.without.dollars : null)],
+  ["saved", "Saved", (r) => r.saved_dollars],
+  ["repairs", "Repairs", (r) => r.repairs],
+  ["spills", "Spills", (r) => r.spills],
+  ["compactions", "Compactions", (r) => r.compactions],
+  ["last", "Last seen", (r) => r.last],
+];
+const DOLLARS = new Set(["billed", "without", "saved"]);
+
+function cell(key, value) {
+  if (key === "last") return when(value);
+  if (DOLLARS.has(key)) return dollars(value);
+  if (typeof value === "number") return number(value);
+  return value === null || value === undefined || value === "" ? "—" : value;
+}
+
+function sessionsPage(data) {
+  const agents = [...new Set(data.sessions.map((r) => r.agent).filter(Boolean))].sort();
+  const rows = data.sessions.filter((r) =>
+    (!agentFilter || r.agent === agentFilter) &&
+    (!filter || (r.session + " " + (r.agent || "")).toLowerCase().includes(filter.toLowerCase())));
+  const column = COLUMNS.find((c) => c[0] === sort.key) || COLUMNS[COLUMNS.length - 1];
+  rows.sort((a, b) => {
+    const x = column[2](a), y = column[2](b);
+    const order = x === y ? 0 : x === null || x === undefined ? -1 : y === null || y === undefined
+      ? 1 : x < y ? -1 : 1;
+    return sort.desc ? -order : order;
+  });
+  const head = el("tr", {}, COLUMNS.map(([key, label, , kind]) => el("th", {
+    class: ["sortable", kind || "", sort.key === key ? (sort.desc ? "sorted-desc" : "sorted-asc") : ""]
+      .join(" ").trim(),
+    "data-key": key,
+    onclick: () => { sort = { key, desc: sort.key === key ? !sort.desc : key !== "agent" && key !== "session" };
+      refresh(true); },
+  }, label)));
+  const body = rows.map((r) => el("tr", { "data-session": r.session }, COLUMNS.map(([key, , get, kind]) => {
+    const value = get(r);
+    if (key === "session") {
+      return el("td", { class: "text" }, el("a", { href: "#/session/" + encodeURIComponent(r.session) }, r.session));
+    }
+    return el("td", { class: [kind || "", key === "saved" && value > 0 ? "saved" : ""].join(" ").trim() || null },
+      cell(key, value));
+  })));
+  const t = data.total;
+  const total = el("tr", { class: "total" }, COLUMNS.map(([key]) => {
+    const value = key === "agent" ? "All" : key === "session" ? `${number(t.sessions)} in the ledger`
+      : key === "requests" ? t.requests : KINDS.includes(key) ? t.billed[key]
+      : key === "billed" ? t.billed.dollars : key === "without" ? t.without.dollars
+      : key === "saved" ? t.saved_dollars : key === "last" ? t.last : null;
+    return el("td", { class: key === "agent" || key === "session" ? "text" : null }, cell(key, value));
+  }));
+  return [
+    el("h1", {}, "Sessions"),
+    data.console ? null : el("p", { class: "muted" },
+      "proxy.console.enabled is false: the ledger's sums only, no record of what the steps did."),
+    el("div", { class: "filters" },
+      el("input", { id: "filter", type: "search", placeholder: "filter by session or agent", value: filter,
+        oninput: (e) => { filter = e.target.value; refresh(true); } }),
+      el("select", { id: "agent-filter", onchange: (e) => { agentFilter = e.target.value; refresh(true); } },
+        el("option", { value: "" }, "every agent"),
+        agents.map((a) => el("option", { value: a, selected: a === agentFilter }, a))),
+      el("span", { class: "muted" }, `${rows.length} of ${data.sessions.length} sessions; tokens billed by kind`)),
+    el("table", { id: "sessions" }, el("thead", {}, head), el("tbody", {}, body, total)),
+  ];
+}
+
+// -- A session ---------------------------------------------------------------------------
+
+function sessionPage(id, data) {
+  const r = data.row;
+  const facts = el("div", { class: "kv" },
+    "Agent", r.agent || "—", "Session key from", r.source || "—", "Format", r.format || "—",
+    "Requests", number(r.requests),
+    "Billed", dollars(r.billed && r.billed.dollars),
+    "Estimate without the middleware", dollars(r.without && r.without.dollars),
+    "Saving", el("span", { class: "saved", id: "saving" }, dollars(r.saved_dollars)),
+    "Repairs · spills · compactions", `${number(r.repairs)} · ${number(r.spills)} · ${number(r.compactions)}`,
+    "Last seen", when(r.last));
+  const requests = data.requests.slice().reverse();
+  return [
+    el("p", {}, el("a", { href: "#/" }, "← Sessions")),
+    el("h1", {}, "Session ", el("code", {}, id)),
+    facts,
+    el("h2", {}, "Running cost"),
+    chart(data.requests, data.forgotten),
+    el("h2", {}, `Requests (${data.requests.length} kept, newest first)`),
+    data.forgotten ? el("p", { class: "muted" },
+      `${data.forgotten} earlier requests were forgotten to stay within proxy.session_memory_bytes.`) : null,
+    el("div", { class: "cards", id: "requests" }, requests.map((q) => requestCard(id, q))),
+  ];
+}
+
+function chart(requests, forgotten) {
+  const points = [];
+  let billed = 0, without = 0;
+  for (const q of requests) {
+    if (q.bill && q.bill.dollars !== null && q.bill.dollars !== undefined) {
+      billed += q.bill.dollars; without += q.bill.dollars_without;
+      points.push([q.n, billed, without]);
+    }
+  }
+  if (!points.length) return el("p", { class: "muted", id: "chart" }, "No priced answer yet.");
+  const W = 640, H = 220, L = 64, B = 28, T = 10, R = 10;
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("id", "chart");
+  svg.setAttribute("width", W); svg.setAttribute("height", H);
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  const top = Math.max(...points.map((p) => Math.max(p[1], p[2]))) || 1;
+  const first = points[0][0], last = points[points.length - 1][0];
+  const x = (n) => L + (last === first ? (W - L - R) / 2 : (n - first) / (last - first) * (W - L - R));
+  const y = (d) => H - B - d / top * (H - B - T);
+  const add = (tag, attrs, text) => {
+    const node = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+    if (text !== undefined) node.textContent = text;
+    svg.append(node);
+    return node;
+  };
+  add("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "#9ca3af" });
+  add("line", { x1: L, y1: T, x2: L, y2: H - B, stroke: "#9ca3af" });
+  for (const f of [0, 0.5, 1]) {
+    add("text", { x: L - 6, y: y(top * f) + 4, "text-anchor": "end" }, "$" + (top * f).toFixed(4));
+  }
+  add("text", { x: L, y: H - 8 }, `request ${first}`);
+  add("text", { x: W - R, y: H - 8, "text-anchor": "end" }, `request ${last}`);
+  for (const [index, color, name] of [[2, "#2563eb", "without"], [1, "#c2410c", "billed"]]) {
+    add("polyline", { points: points.map((p) => `${x(p[0])},${y(p[index])}`).join(" "), fill: "none",
+      stroke: color, "stroke-width": 2, "data-series": name });
+    for (const p of points) add("circle", { cx: x(p[0]), cy: y(p[index]), r: 3, fill: color });
+  }
+  const end = points[points.length - 1];
+  return el("div", {},
+    el("div", { class: "legend" },
+      el("span", {}, el("span", { class: "swatch", style: "background:#c2410c" }), `billed ${dollars(end[1])}`),
+      el("span", {}, el("span", { class: "swatch", style: "background:#2563eb" }),
+        `estimate without the middleware ${dollars(end[2])}`),
+      forgotten ? el("span", { class: "muted" }, `(from request ${first}: earlier ones forgotten)`) : null),
+    svg);
+}
+
+function requestCard(session, q) {
+  const bill = q.bill;
+  const tokens = bill && !bill.unread ? el("table", { class: "tokens" },
+    el("tr", {}, el("th", { class: "text" }, "tokens"), KINDS.map((k) => el("th", {}, k.replace(/_/g, " "))),
+      el("th", {}, "dollars")),
+    el("tr", {}, el("td", { class: "text" }, "billed"), KINDS.map((k) => el("td", {}, number(bill.billed[k]))),
+      el("td", {}, dollars(bill.dollars))),
+    el("tr", {}, el("td", { class: "text" }, "without"), KINDS.map((k) => el("td", {}, number(bill.without[k]))),
+      el("td", {}, dollars(bill.dollars_without))))
+    : el("p", { class: "muted" }, bill ? "Its answer reported no usage the ledger could read." : "No answer billed yet.");
+  const facts = [
+    q.format, when(q.time),
+    q.messages ? `messages ${q.messages[0]} → ${q.messages[1]}` : null,
+    q.chars ? `tool-result characters ${number(q.chars[0])} → ${number(q.chars[1])}` : null,
+    q.continued ? "continued the previous request" : null,
+    q.untouched ? `forwarded untouched: ${q.untouched}` : null,
+    bill && bill.model ? `model ${bill.model}` : null,
+  ].filter(Boolean).join(" · ");
+  const steps = q.steps || [];
+  return el("div", { class: "card request", "data-n": q.n },
+    el("h3", {}, `Request ${q.n}`),
+    el("div", { class: "muted" }, facts),
+    q.error ? el("p", { class: "error" }, q.error) : null,
+    tokens,
+    steps.length ? steps.map((s) => stepView(session, s))
+      : el("p", { class: "muted" }, "No step changed anything new in this request."),
+    q.repeated ? el("p", { class: "muted" }, `${q.repeated} earlier actions applied again, as decided before.`) : null,
+    q.omitted ? el("p", { class: "muted" },
+      `${q.omitted} more actions not kept (proxy.console.request_bytes).`) : null);
+}
+
+const WORDS = {
+  synthetic_result: "inserted a result for a call that had none",
+  orphan_dropped: "dropped a result that answers no call",
+  duplicate_result_dropped: "dropped a second result of one call",
+  duplicate_call_dropped: "dropped a repeated call",
+  unnamed_call_dropped: "dropped a call with no tool name",
+  result_relocated: "moved a result next to its call",
+  id_renamed: "renamed a call id",
+  id_generated: "gave a call an id",
+  empty_message_removed: "removed a message left empty",
+  reasoning_dropped: "dropped a reasoning item",
+  spilled: "spilled an output to the store",
+  truncated_unsaved: "cut an output it could not save",
+  spill_failed: "kept an output whole: the store failed",
+  empty_replaced: "replaced an empty result",
+  truncated: "compacted an old output to its head and tail",
+  summarized: "compacted an old output to a summary",
+  input_cleared: "cleared an old call's input",
+  compaction_skipped: "left an old output: the store failed",
+};
+
+function stepView(session, s) {
+  const file = s.path ? s.path.replace(/\\/g, "/").split("/").pop() : null;
+  const key = session + "/" + file;
+  const full = file ? el("div", { class: "full" },
+    el("button", { type: "button", class: "fetch-full", onclick: (e) => showFull(e.target, session, file) },
+      opened.has(key) ? "Hide the full output" : "Fetch the full output from the spill store"),
+    opened.has(key) ? fullOutput(session, file) : null) : null;
+  return el("div", { class: "step " + s.step, "data-kind": s.kind },
+    el("div", {}, el("strong", {}, `${s.step}: ${WORDS[s.kind] || s.kind.replace(/_/g, " ")}`),
+      " ", el("span", { class: "muted" },
+        [s.tool, s.call ? `call ${s.call}` : null, `${number(s.chars[0])} → ${number(s.chars[1])} characters`]
+          .filter(Boolean).join(" · "))),
+    s.reason ? el("div", { class: "muted" }, s.reason) : null,
+    s.path ? el("div", { class: "muted" }, "saved at ", el("code", {}, s.path)) : null,
+    s.seen !== undefined ? [el("div", {}, s.kind === "synthetic_result" ? "What it inserted:" : "What the model saw instead:"),
+      el("pre", { class: "seen" }, s.seen)] : null,
+    s.dropped !== undefined ? [el("div", {}, "What it dropped:"), el("pre", { class: "dropped" }, s.dropped)] : null,
+    full);
+}
+
+const fullTexts = new Map();
+
+function fullOutput(session, file) {
+  const key = session + "/" + file;
+  const text = fullTexts.get(key);
+  return el("pre", { class: "full-text" }, text === undefined ? "Reading the spill store…" : text);
+}
+
+async function showFull(button, session, file) {
+  const key = session + "/" + file;
+  if (opened.has(key)) { opened.delete(key); refresh(true); return; }
+  opened.add(key);
+  refresh(true);
+  if (!fullTexts.has(key)) {
+    try {
+      const answer = await fetch(`/recall/${encodeURIComponent(session)}/${encodeURIComponent(file)}`);
+      const text = await answer.text();
+      const lines = answer.headers.get("x-chatcli-lines");
+      fullTexts.set(key, answer.ok ? text : `${answer.status}: ${text}`);
+      if (lines) fullTexts.set(key + "#lines", lines);
+    } catch (error) {
+      fullTexts.set(key, String(error));
+    }
+  }
+  refresh(true);
+}
+
+// -- The proxy ---------------------------------------------------------------------------
+
+function proxyPage(data) {
+  const p = data.policy;
+  const reloads = Object.entries(data.policies).map(([name, s]) => el("tr", {},
+    el("td", { class: "text" }, name), el("td", { class: "text" }, s.source), el("td", {}, s.generation),
+    el("td", { class: "text" }, s.last_reload_ok ? "ok" : el("span", { class: "error" }, "rejected")),
+    el("td", {}, when(s.last_success_at)), el("td", {}, s.rejected_edits),
+    el("td", { class: "text" + (s.last_error ? " error" : "") },
+      s.last_error ? `kept the last good policy: ${s.last_error}` : "—")));
+  const counts = (map, what) => Object.keys(map).length
+    ? el("table", {}, el("tr", {}, el("th", { class: "text" }, what), el("th", {}, "requests")),
+      Object.entries(map).sort().map(([k, v]) => el("tr", {}, el("td", { class: "text" }, k), el("td", {}, number(v)))))
+    : el("p", { class: "muted" }, "None.");
+  return [
+    el("h1", {}, "The proxy"),
+    el("h2", {}, "Policy in effect"),
+    el("div", { class: "kv" }, "Name", p.name, "Source", p.source, "Files", p.files.join(", ") || "—"),
+    el("h2", {}, "Settings away from their defaults"),
+    p.set.length ? el("table", { id: "policy-set" },
+      el("tr", {}, el("th", { class: "text" }, "key"), el("th", { class: "text" }, "value"), el("th", { class: "text" }, "set by")),
+      p.set.map((k) => el("tr", {}, el("td", { class: "text" }, k.key),
+        el("td", { class: "text" }, typeof k.value === "string" ? k.value : JSON.stringify(k.value)),
+        el("td", { class: "text" }, k.origin))))
+      : el("p", { class: "muted" }, "Every key at its default."),
+    el("h2", {}, "Reloads"),
+    el("table", { id: "reloads" }, el("tr", {}, ["policy", "source", "generation", "last edit", "last good",
+      "rejected edits", "error"].map((h, i) => el("th", { class: i < 2 || i === 3 || i === 6 ? "text" : null }, h))),
+    reloads),
+    el("h2", {}, "Upstreams"),
+    el("table", { id: "upstreams" }, Object.entries(data.upstreams).map(([k, v]) =>
+      el("tr", {}, el("td", { class: "text" }, k), el("td", { class: "text" }, v)))),
+    el("p", { class: "muted" }, `Other requests go to ${data.other_requests}. Spill store: ${data.spill.url}`,
+      data.spill.error ? el("span", { class: "error" }, ` (failing: ${data.spill.error})`) : null),
+    el("h2", {}, "Passed through untouched, by reason"),
+    counts(data.passthrough, "reason"),
+    el("h2", {}, "Not processed, by error"),
+    counts(data.failures, "error"),
+    el("h2", {}, "Memory budgets"),
+    el("table", { id: "memory" }, el("tr", {}, el("th", { class: "text" }, "budget"), el("th", {}, "held"),
+      el("th", {}, "limit"), el("th", { class: "text" }, "full")),
+    data.memory.map((m) => el("tr", {}, el("td", { class: "text" }, m.name), el("td", {}, bytes(m.bytes)),
+      el("td", {}, bytes(m.limit)), el("td", { class: "text" }, m.full === null ? "—" : el("span", {},
+        el("span", { class: "bar" + (m.full > 0.9 ? " high" : "") },
+          el("span", { style: `width:${Math.min(100, m.full * 100).toFixed(1)}%` })),
+        ` ${(m.full * 100).toFixed(1)}%`))))),
+    el("p", { class: "muted" }, `${number(data.sessions)} sessions held; ${number(data.evictions)} times a session's ` +
+      `state was forgotten; ${number(data.console_shed)} console records forgotten.`),
+  ];
+}
+
+window.addEventListener("hashchange", () => refresh(true));
+refresh(true);
+setInterval(() => refresh(false), POLL_MS);
