@@ -9,6 +9,7 @@ not installed skips and says how to install it.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import re
@@ -174,6 +175,25 @@ def _gemini_events(body: dict[str, Any]) -> list[Event]:
 
 def results(fmt: str, body: dict[str, Any]) -> list[str]:
     return [e.text for e in events(fmt, body) if e.kind == "result"]
+
+
+def without_results(fmt: str, body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with every tool result taken out."""
+    out = copy.deepcopy(body)
+    if fmt == "gemini":
+        for content in out["contents"]:
+            content["parts"] = [p for p in content["parts"] if "functionResponse" not in p]
+        out["contents"] = [c for c in out["contents"] if c["parts"]]
+        return out
+    if fmt == "responses":
+        out["input"] = [i for i in out["input"] if i.get("type") != "function_call_output"]
+        return out
+    for message in out["messages"]:
+        if isinstance(message.get("content"), list):
+            message["content"] = [b for b in message["content"]
+                                  if b.get("type") != "tool_result"]  # fmt: skip
+    out["messages"] = [m for m in out["messages"] if m.get("content") != []]
+    return out
 
 
 # -- the scripted model ----------------------------------------------------------------------

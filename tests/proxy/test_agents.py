@@ -18,7 +18,6 @@ on after it, its compaction item sent back exactly as the stand-in issued it.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import time
@@ -53,6 +52,7 @@ from agents import (
     results,
     scripted,
     wait_for_file,
+    without_results,
 )
 from locations import REPO
 from prompt_cache import PromptCache
@@ -365,25 +365,6 @@ def test_an_interrupted_tool_call_is_repaired_on_the_next_request(setup: Setup) 
     logged = setup.cleaned(until=lambda lines: any(line["repairs"] for line in lines))
     unanswered = sum(1 for e in events(setup.agent.fmt, sent) if e.kind == "call")
     assert [line["repairs"] for line in logged if line["repairs"]] == [unanswered]
-
-
-def without_results(fmt: str, body: dict[str, Any]) -> dict[str, Any]:
-    """``body`` with every tool result taken out."""
-    out = copy.deepcopy(body)
-    if fmt == "gemini":
-        for content in out["contents"]:
-            content["parts"] = [p for p in content["parts"] if "functionResponse" not in p]
-        out["contents"] = [c for c in out["contents"] if c["parts"]]
-        return out
-    if fmt == "responses":
-        out["input"] = [i for i in out["input"] if i.get("type") != "function_call_output"]
-        return out
-    for message in out["messages"]:
-        if isinstance(message.get("content"), list):
-            message["content"] = [b for b in message["content"]
-                                  if b.get("type") != "tool_result"]  # fmt: skip
-    out["messages"] = [m for m in out["messages"] if m.get("content") != []]
-    return out
 
 
 #: Codex's auto-compaction limit for the compaction test (tokens, as the stand-in counts

@@ -57,7 +57,7 @@ async function refresh(force) {
     if (force || shown.route !== key || shown.version !== data.version) {
       const scroll = window.scrollY;
       const focused = document.activeElement && document.activeElement.id;
-      view.replaceChildren(...draw(here, data));
+      view.replaceChildren(...draw(here, data).flat().filter((child) => child));
       if (shown.route === key) window.scrollTo(0, scroll);
       if (focused) {
         const again = document.getElementById(focused);
@@ -158,14 +158,18 @@ function sessionsPage(data) {
 
 // -- A session ---------------------------------------------------------------------------
 
+function kv(...pairs) {
+  return el("div", { class: "kv" }, pairs.map((item, i) => el("span", { class: i % 2 ? null : "muted" }, item)));
+}
+
 function sessionPage(id, data) {
   const r = data.row;
-  const facts = el("div", { class: "kv" },
+  const facts = kv(
     "Agent", r.agent || "—", "Session key from", r.source || "—", "Format", r.format || "—",
     "Requests", number(r.requests),
     "Billed", dollars(r.billed && r.billed.dollars),
     "Estimate without the middleware", dollars(r.without && r.without.dollars),
-    "Saving", el("span", { class: "saved", id: "saving" }, dollars(r.saved_dollars)),
+    "Saving", el("span", { class: "saved", id: "saving", "data-dollars": r.saved_dollars }, dollars(r.saved_dollars)),
     "Repairs · spills · compactions", `${number(r.repairs)} · ${number(r.spills)} · ${number(r.compactions)}`,
     "Last seen", when(r.last));
   const requests = data.requests.slice().reverse();
@@ -347,7 +351,7 @@ function proxyPage(data) {
   return [
     el("h1", {}, "The proxy"),
     el("h2", {}, "Policy in effect"),
-    el("div", { class: "kv" }, "Name", p.name, "Source", p.source, "Files", p.files.join(", ") || "—"),
+    kv("Name", p.name, "Source", p.source, "Files", p.files.join(", ") || "—"),
     el("h2", {}, "Settings away from their defaults"),
     p.set.length ? el("table", { id: "policy-set" },
       el("tr", {}, el("th", { class: "text" }, "key"), el("th", { class: "text" }, "value"), el("th", { class: "text" }, "set by")),
@@ -356,7 +360,7 @@ function proxyPage(data) {
         el("td", { class: "text" }, k.origin))))
       : el("p", { class: "muted" }, "Every key at its default."),
     el("h2", {}, "Reloads"),
-    el("table", { id: "reloads" }, el("tr", {}, ["policy", "source", "generation", "last edit", "last good",
+    el("table", { id: "reloads" }, el("tr", {}, ["policy", "source", "generation", "last reload", "swapped in at",
       "rejected edits", "error"].map((h, i) => el("th", { class: i < 2 || i === 3 || i === 6 ? "text" : null }, h))),
     reloads),
     el("h2", {}, "Upstreams"),

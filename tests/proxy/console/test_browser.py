@@ -1,0 +1,173 @@
+"""The console in a real browser (Debian's Chromium, driven by Playwright's Python package):
+a real Claude Code session through the proxy against the stand-in, whose big output is
+spilled and read back, then an interrupted call repaired while the session's page is open.
+The page shows the session as Claude Code's, the spill's preview as the provider received
+it and its full text from the spill store, the repair as it came in (no reload), and the
+saving ``chatcli-mw ledger`` reads from the ledger file.
+
+Screenshots of the three pages go to ``$CHATCLI_CONSOLE_SCREENSHOTS`` (``.ci/run`` sets
+``artifacts/console``, which git ignores), else to the test's own tmp folder; their paths
+are logged. Skips, saying why, without Chromium, Playwright or Claude Code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from agents import (
+    AGENT_BY_NAME,
+    RUN_BIG,
+    big_output,
+    events,
+    missing,
+    results,
+    scripted,
+    without_results,
+)
+from prompt_cache import PromptCache
+from servers import serving
+from stand_in import Provider
+from waiting import wait_for
+
+from middleware.proxy.build import build_proxy
+
+CHROMIUM = Path(os.environ.get("CHATCLI_TEST_CHROMIUM", "/usr/bin/chromium"))
+if not CHROMIUM.exists():
+    pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install -y chromium (.ci/run does)",
+                allow_module_level=True)  # fmt: skip
+sync_api = pytest.importorskip("playwright.sync_api", reason="the [dev] extra has playwright")
+if missing("claude"):
+    pytest.skip(missing("claude"), allow_module_level=True)
+
+CLAUDE = AGENT_BY_NAME["claude"]
+PRICES = {"input": 3, "output": 15, "cache_read": 0.3, "cache_write_5m": 3.75,
+          "cache_write_1h": 6}  # fmt: skip
+logger = logging.getLogger(__name__)
+
+
+def screenshots(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("CHATCLI_CONSOLE_SCREENSHOTS", str(tmp_path / "screenshots")))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def ledger_cli(*args: str) -> Any:
+    done = subprocess.run([sys.executable, "-m", "middleware", "ledger", *args, "--json"],
+                          capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"]
+        )
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_saving(
+    tmp_path: Path, browser: Any
+) -> None:
+    provider = Provider(script=scripted(CLAUDE.tools, CLAUDE.fmt), cache=PromptCache())
+    ledger_file = tmp_path / "ledger.jsonl"
+    shots = screenshots(tmp_path)
+    with serving(provider.app()) as upstream:
+        proxy, app = build_proxy(None, {
+            "proxy.upstreams.anthropic": upstream, "spill.root": str(tmp_path / "spill"),
+            "ledger.file": str(ledger_file), "ledger.prices.claude-stand-in": PRICES,
+        })  # fmt: skip
+        with serving(app) as url:
+            home, project = tmp_path / "home", tmp_path / "project"
+            home.mkdir()
+            project.mkdir()
+            done = subprocess.run(
+                CLAUDE.argv(RUN_BIG, False), env=CLAUDE.configure(home, project, url),
+                cwd=project, capture_output=True, text=True, timeout=300, check=False,
+                stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr[-3000:]
+            bodies = [(h, b) for p, h, b in provider.accepted if p == "/v1/messages"
+                      and b.get("tools")]  # fmt: skip
+            preview = next(t for _, b in bodies for t in results(CLAUDE.fmt, b)
+                           if "full output saved to" in t)  # fmt: skip
+            summaries = proxy.console.summaries()  # type: ignore[union-attr]
+            (session,) = [name for name, seen in summaries.items() if seen["spills"]]
+
+            page = browser.new_page(viewport={"width": 1500, "height": 900})
+            page.goto(url + "/ui/")
+            row = page.locator(f'tr[data-session="{session}"]')
+            row.wait_for()
+            assert row.locator("td").first.inner_text() == "Claude Code"
+            page.screenshot(path=str(shots / "sessions.png"), full_page=True)
+
+            row.locator("a").click()
+            spill = page.locator('.step[data-kind="spilled"]').filter(has_text="row 0001 y")
+            spill.wait_for()
+            assert spill.locator("pre.seen").inner_text() == preview.rstrip("\n")
+            spill.locator("button.fetch-full").click()
+            full = spill.locator("pre.full-text")
+            page.wait_for_function(
+                "() => { const p = document.querySelector('pre.full-text');"
+                " return p && !p.textContent.startsWith('Reading'); }"
+            )
+            assert big_output("y").rstrip("\n") in full.inner_text()
+
+            # An interrupted call, as an agent without its own record of it sends the
+            # request: the open page shows the repair when it comes, without a reload.
+            headers, sent = next((h, b) for h, b in reversed(bodies) if results(CLAUDE.fmt, b))
+            forwarded = {k: v for k, v in headers.items() if k not in ("host", "content-length")}
+            repaired = httpx.post(url + "/v1/messages", json=without_results(CLAUDE.fmt, sent),
+                                  headers=forwarded, timeout=60)  # fmt: skip
+            assert repaired.status_code == 200, repaired.text
+            inserted = page.locator('.step[data-kind="synthetic_result"] pre.seen').first
+            inserted.wait_for(timeout=15_000)
+            assert "Tool result missing" in inserted.inner_text()
+
+            answered = len(provider.cache.reported)  # type: ignore[union-attr]
+            assert wait_for(lambda: proxy.ledger.total()["requests"] == answered)
+            assert wait_for(lambda: len(ledger_file.read_text().splitlines()) == answered)
+            from_file = ledger_cli("--file", str(ledger_file), session)
+            assert from_file["saved_dollars"] > 0
+            saving = page.locator("#saving")
+            page.wait_for_function(
+                "(expected) => Number(document.querySelector('#saving').dataset.dollars)"
+                " === expected",
+                arg=from_file["saved_dollars"],
+            )
+            assert saving.inner_text() == f"${from_file['saved_dollars']:.4f}"
+            assert page.locator("#chart polyline").count() == 2
+            page.screenshot(path=str(shots / "session.png"), full_page=True)
+
+            page.click("#nav-proxy")
+            page.locator("#memory").wait_for()
+            assert upstream in page.locator("#upstreams").inner_text()
+            assert "default" in page.locator("#reloads").inner_text()
+            page.screenshot(path=str(shots / "proxy.png"), full_page=True)
+            logger.warning("console screenshots: %s", shots)
+
+            # Back on the sessions page, the session's counts are the console's: a repair
+            # for each call whose result the request left out.
+            page.click("#nav-sessions")
+            cells = page.locator(f'tr[data-session="{session}"] td')
+            cells.first.wait_for()
+            texts = [cells.nth(i).inner_text() for i in range(cells.count())]
+            row = httpx.get(url + "/ui/api/sessions").json()["sessions"]
+            (shown,) = [r for r in row if r["session"] == session]
+            calls = sum(1 for e in events(CLAUDE.fmt, sent) if e.kind == "call")
+            assert shown["repairs"] == calls and shown["spills"] >= 1
+            assert texts[0] == "Claude Code"
+            assert texts[-4:-1] == [str(shown[k]) for k in ("repairs", "spills", "compactions")]
