@@ -48,7 +48,7 @@ from middleware.proxy.console.pages import console_routes
 from middleware.proxy.errors import error_body
 from middleware.proxy.exchange import Exchange
 from middleware.proxy.metrics import Metrics
-from middleware.proxy.policies import PolicyCatalog, PolicySource
+from middleware.proxy.policies import PolicyCatalog, PolicySource, status_fields
 from middleware.proxy.settings import ProxySettings
 from middleware.proxy.upstream import (
     REQUEST_DROPPED,
@@ -268,17 +268,7 @@ class Proxy:
                 "status": "ok" if healthy else "degraded",
                 "spill": {"url": store.url, "error": trouble},
                 "sessions": len(self.sessions),
-                "policies": {
-                    name: {
-                        "source": s.source,
-                        "generation": s.generation,
-                        "digest": s.digest,
-                        "last_reload_ok": s.last_reload_ok,
-                        "last_error": s.last_error,
-                        "rejected_edits": s.rejected,
-                    }
-                    for name, s in statuses.items()
-                },
+                "policies": {name: status_fields(s) for name, s in statuses.items()},
             }
         )
 

@@ -29,6 +29,18 @@ RECHECK_SECONDS = 10.0
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 
 
+def status_fields(status: PolicyStatus) -> dict[str, Any]:
+    """A served policy's status as ``/healthz`` and the console give it."""
+    return {
+        "source": status.source,
+        "generation": status.generation,
+        "digest": status.digest,
+        "last_reload_ok": status.last_reload_ok,
+        "last_error": status.last_error,
+        "rejected_edits": status.rejected,
+    }
+
+
 class PolicySource:
     """One policy, watched when it is a file: every valid edit is swapped in (and the
     ``policy_reloaded`` hooks told, once), an invalid one keeps the last good policy and

@@ -23,7 +23,7 @@ from middleware.policy.settings import bind
 from middleware.proxy.admission import ByteGate
 from middleware.proxy.console.book import ConsoleBook
 from middleware.proxy.metrics import Metrics
-from middleware.proxy.policies import PolicyCatalog
+from middleware.proxy.policies import PolicyCatalog, status_fields
 from middleware.proxy.settings import ProxySettings
 from middleware.spill import SpillSettings, open_root
 
@@ -191,13 +191,8 @@ def proxy_page(proxy: Served) -> dict[str, Any]:
         },
         "policies": {
             name: {
-                "source": s.source,
-                "generation": s.generation,
-                "digest": s.digest,
-                "last_reload_ok": s.last_reload_ok,
-                "last_error": s.last_error,
+                **status_fields(s),
                 "last_success_at": s.last_success_at or None,
-                "rejected_edits": s.rejected,
                 "plugin_problems": [
                     f"{x.plugin} in {x.hook}: {x.message}" for x in s.plugin_problems
                 ],
