@@ -210,8 +210,9 @@ class Targets:
 
 
 @contextmanager
-def servers(litellm: str, route: str, work: Path) -> Iterator[Targets]:
-    """The stand-in, ``chatcli-mw serve`` and LiteLLM's proxy in front of it."""
+def servers(litellm: str, route: str, work: Path, console: bool = True) -> Iterator[Targets]:
+    """The stand-in, ``chatcli-mw serve`` (its console's records on or off) and LiteLLM's
+    proxy in front of it."""
     up_port, mw_port, ll_port = free_port(), free_port(), free_port()
     upstream_url = f"http://127.0.0.1:{up_port}"
     key = "sk-" + secrets.token_hex(32)
@@ -226,6 +227,7 @@ def servers(litellm: str, route: str, work: Path) -> Iterator[Targets]:
         **os.environ,
         "CHATCLI_SPILL__ROOT": str(work / "spill"),
         "CHATCLI_PROXY__ACCESS_LOG": "false",
+        "CHATCLI_PROXY__CONSOLE__ENABLED": "true" if console else "false",
     }
     chatcli = subprocess.Popen(
         [sys.executable, "-m", "middleware", "serve", "--port", str(mw_port),
@@ -779,6 +781,8 @@ def options(argv: list[str] | None) -> argparse.Namespace:
     add("--concurrency", default="50,200", help="conversations at once, comma-separated")
     add("--idle", type=float, default=30, help="seconds idle before the last RSS reading")
     add("--seed", type=int, default=0, help="of the order the targets are called in")
+    add("--console", choices=("on", "off"), default="on",
+        help="chatcli-mw's console records (proxy.console.enabled; default: on)")  # fmt: skip
     add("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
     if args.quick:  # smaller defaults; options given still win
@@ -869,7 +873,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.litellm_route}); {os.cpu_count()} CPUs, load {load_before[0]:.2f}",
           flush=True)  # fmt: skip
 
-    with tempfile.TemporaryDirectory() as tmp, servers(litellm, args.litellm_route, Path(tmp)) as t:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        servers(litellm, args.litellm_route, Path(tmp), args.console == "on") as t,
+    ):
         memory = Memory(t.pids())
         rss_start = memory.now()
         memory.peak = dict(rss_start)
@@ -910,6 +917,7 @@ def main(argv: list[str] | None = None) -> int:
         "litellm": ll_version,
         "litellm_executable": litellm,
         "litellm_route": args.litellm_route,
+        "console": args.console,
     }
     machine = {
         "nproc": os.cpu_count(),
@@ -925,7 +933,8 @@ def main(argv: list[str] | None = None) -> int:
     print(memory_table(rss, args.idle, idle_cpu))
     print()
     print(f"LiteLLM {versions['litellm']} ({args.litellm_route}), chatcli-mw "
-          f"{versions['chatcli-mw']}, Python {machine['python']}, {machine['nproc']} CPUs, "
+          f"{versions['chatcli-mw']} (console {args.console}), Python {machine['python']}, "
+          f"{machine['nproc']} CPUs, "
           f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after, "
           f"{took / 60:.1f} min")  # fmt: skip
     if args.json is not None:
