@@ -112,7 +112,6 @@ def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_sa
             row = page.locator(f'tr[data-session="{session}"]')
             row.wait_for()
             assert row.locator("td").first.inner_text() == "Claude Code"
-            page.screenshot(path=str(shots / "sessions.png"), full_page=True)
 
             row.locator("a").click()
             spill = page.locator('.step[data-kind="spilled"]').filter(has_text="row 0001 y")
@@ -157,7 +156,6 @@ def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_sa
             assert upstream in page.locator("#upstreams").inner_text()
             assert "default" in page.locator("#reloads").inner_text()
             page.screenshot(path=str(shots / "proxy.png"), full_page=True)
-            logger.warning("console screenshots: %s", shots)
 
             # Back on the sessions page, the session's counts are the console's: a repair
             # for each call whose result the request left out.
@@ -171,3 +169,5 @@ def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_sa
             assert shown["repairs"] == calls and shown["spills"] >= 1
             assert texts[0] == "Claude Code"
             assert texts[-4:-1] == [str(shown[k]) for k in ("repairs", "spills", "compactions")]
+            page.screenshot(path=str(shots / "sessions.png"), full_page=True)
+            logger.warning("console screenshots: %s", shots)
