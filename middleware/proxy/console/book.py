@@ -49,6 +49,9 @@ _AGENT_OF_SOURCE = {
     "prompt_cache_key": "SDK",
     "conversation": "SDK",
 }
+#: Sources of a key digested from the conversation itself (a client that names no session):
+#: its opening, or (Gemini) its first reply's call ids.
+_DIGESTED = ("opening", "call_ids")
 #: What an agent's ``User-Agent`` starts with, for the sources two agents share (opencode
 #: sends ``session-id`` to OpenAI, as Codex does; Gemini CLI names no session).
 _AGENT_OF_USER_AGENT = (
@@ -84,9 +87,9 @@ def agent_of(source: str, fmt: str | None, user_agent: str = "") -> str:
     lowered = user_agent.lower()
     by_header = next((agent for start, agent in _AGENT_OF_USER_AGENT if lowered.startswith(start)),
                      None)  # fmt: skip
-    if source in ("session-id", "session_id", "opening") and by_header is not None:
+    if source in ("session-id", "session_id", *_DIGESTED) and by_header is not None:
         return by_header
-    if source == "opening":
+    if source in _DIGESTED:
         return "Gemini CLI" if fmt == "gemini" else "SDK"
     return _AGENT_OF_SOURCE.get(source, "SDK")
 
