@@ -74,6 +74,89 @@ class ProcessResult:
         return self.report.changed
 
 
+@dataclass
+class SessionParts:
+    """What a pipeline keeps for its session between requests: the spill store and its
+    readings, the frozen decisions, the prompt cache's clock and cold moves, and the
+    requests the next may continue. Opened by whoever owns the session (a pipeline on
+    its own, or a conversation's state: :mod:`middleware.conversations.state`), which
+    also decides when they are forgotten and closed; the pipeline only uses them."""
+
+    session_id: str
+    #: Work reused between requests, which the decisions and the store's memory live in
+    #: (shared with other sessions, or the session's own).
+    cache: DerivedCache
+    #: Where results cut from the context are kept in full: a plugin's store, guarded,
+    #: or the session workspace, remembering what it saved (:mod:`.spill.remembered`).
+    spill: SpillStore
+    #: Budget decisions frozen per call id (see :mod:`middleware.session.decisions`).
+    decisions: DecisionLedger
+    #: The session's prompt cache as its requests and answers tell it, and the moves made
+    #: when it was cold, recorded in the local workspace (see .session.cold_cache).
+    prompt_cache: SessionCache
+    #: The last request of each recent conversation, which the next may continue.
+    continuations: Continuations
+    #: Readings of result texts kept in the session's own local workspace (``None``:
+    #: kept in memory only).
+    readings: ReadingStore | None
+    #: Problems of plugins met while opening them (providing the spill store).
+    problems: tuple[ProblemReport, ...] = ()
+
+    @classmethod
+    def open(
+        cls,
+        policy: Policy,
+        host: PluginHost,
+        session_id: str,
+        cache: DerivedCache,
+        decisions: Iterable[Decision | Mapping[str, Any]] = (),
+    ) -> SessionParts:
+        """The parts of ``session_id`` under ``policy``: the spill store a plugin of
+        ``host`` provides, else the session's workspace as ``spill`` says."""
+        problems: list[ProblemReport] = []
+        spill: SpillStore = host.spill_store(policy, session_id, problems) or RememberedStore(
+            open_store(session_id, bind(policy, SpillSettings)), cache
+        )
+        store = spill.store if isinstance(spill, RememberedStore) else None
+        return cls(
+            session_id, cache, spill, DecisionLedger(decisions, cache=cache),
+            SessionCache(store if isinstance(store, RecordStore) else None), Continuations(),
+            store if isinstance(store, ReadingStore) else None, tuple(problems),
+        )  # fmt: skip
+
+    @property
+    def unwrapped_spill(self) -> SpillStore:
+        """The spill store a plugin provided, as it returned it, or the session workspace."""
+        if isinstance(self.spill, (GuardedSpillStore, RememberedStore)):
+            return self.spill.store
+        return self.spill
+
+    def sync(self) -> None:
+        """Sync what the session workspace saved, if it syncs in batches."""
+        if isinstance(self.spill, RememberedStore):
+            self.spill.sync()
+
+    @property
+    def held_bytes(self) -> int:
+        """Memory held between requests (an estimate: the recent requests the next may
+        continue, the frozen decisions), which a session pool budgets."""
+        return self.continuations.bytes + self.decisions.bytes
+
+    def forget(self, *, cached: bool = False) -> None:
+        """Drop what is held between requests (the spilled files and readings stay);
+        ``cached``: what the cache keeps of the last messages goes too."""
+        marks = self.continuations.clear()
+        self.decisions.clear()
+        if cached:
+            forget_messages(self.cache, marks)
+
+    def close(self) -> None:
+        """Record when the session's last request was sent, for a later process, and
+        release the spill store."""
+        self.prompt_cache.save()
+        self.spill.close()
+
+
 class Pipeline:
     """Cleans message histories under one policy.
 
@@ -90,29 +173,28 @@ class Pipeline:
         session_id: str | None = None,
         decisions: Iterable[Decision | Mapping[str, Any]] = (),
         cache: DerivedCache | None = None,
+        parts: SessionParts | None = None,
     ) -> None:
         self._policy = policy
+        self._host = host if host is not None else PluginHost.create()
+        #: Whether :meth:`close` closes the session's parts: those this pipeline opened
+        #: itself, not those of a conversation's state, which closes them.
+        self._owns_parts = parts is None
+        if parts is None:
+            if cache is None:
+                cache = DerivedCache(bind(policy, CacheSettings).max_bytes)
+            session = session_id if session_id is not None else uuid.uuid4().hex[:12]
+            parts = SessionParts.open(policy, self._host, session, cache, decisions)
+        #: What the session keeps between requests (:class:`SessionParts`).
+        self.parts = parts
         #: Work reused between requests (derived data of results, parsed messages): the
         #: given cache, shared with other pipelines, or one of the size the policy says.
-        self.cache = (
-            cache if cache is not None else DerivedCache(bind(policy, CacheSettings).max_bytes)
-        )
-        #: Budget decisions frozen per call id (see :mod:`middleware.session.decisions`).
-        self.decisions = DecisionLedger(decisions, cache=self.cache)
-        self._host = host if host is not None else PluginHost.create()
-        self.session_id = session_id if session_id is not None else uuid.uuid4().hex[:12]
-        setup = list(self._host.load_problems)
-        self._spill: SpillStore = self._host.spill_store(
-            policy, self.session_id, setup
-        ) or RememberedStore(open_store(self.session_id, bind(policy, SpillSettings)), self.cache)
-        #: Readings of result texts are kept in the session's own local workspace.
-        store = self._spill.store if isinstance(self._spill, RememberedStore) else None
-        self._readings = store if isinstance(store, ReadingStore) else None
-        #: The session's prompt cache as its requests and answers tell it, and the moves
-        #: made when it was cold, recorded in the local workspace (see .session.cold_cache).
-        self.prompt_cache = SessionCache(store if isinstance(store, RecordStore) else None)
+        self.cache = parts.cache
+        self.session_id = parts.session_id
         #: Problems of plugins met while setting up (loading, providing the spill store),
         #: repeated in every report: fixed here, so they never grow.
+        setup = list(self._host.load_problems)
+        setup += (problem for problem in parts.problems if problem not in setup)
         self._setup_problems = tuple(setup)
         #: The ``policy_reloaded`` failures of the last swap (in :attr:`policy_status`).
         self._reload_problems: tuple[ProblemReport, ...] = ()
@@ -121,8 +203,17 @@ class Pipeline:
         self._active = 0
         self._idle = threading.Condition()
         self._watcher: PolicyWatcher | None = None
-        #: The last request of each recent conversation, which the next may continue.
-        self._continuations = Continuations()
+
+    @property
+    def decisions(self) -> DecisionLedger:
+        """Budget decisions frozen per call id (see :mod:`middleware.session.decisions`)."""
+        return self.parts.decisions
+
+    @property
+    def prompt_cache(self) -> SessionCache:
+        """The session's prompt cache as its requests and answers tell it, and the moves
+        made when it was cold (see :mod:`middleware.session.cold_cache`)."""
+        return self.parts.prompt_cache
 
     @classmethod
     def from_policy(
@@ -241,8 +332,7 @@ class Pipeline:
             cold = self.prompt_cache.request(bind(policy, CacheLifetime).seconds, now)
             result = self._process(policy, request, memo, cold)
             self.prompt_cache.made(cold)
-            if isinstance(self._spill, RememberedStore):
-                self._spill.sync()  # every file a preview names is on disk before it leaves
+            self.parts.sync()  # every file a preview names is on disk before it leaves
             restored, output = request.output(result.messages)
             return ProcessResult(
                 restored, result.report, output, result.continued, result.input_marks
@@ -293,7 +383,7 @@ class Pipeline:
                     step, policy, codec, conversation, request, resumed, resume, cold=cold
                 )
 
-            previous = self._continuations.run(
+            previous = self.parts.continuations.run(
                 conversation, marks, reading=reading, decisions=len(self.decisions),
                 steps=later, run_step=run_resumed,
             )  # fmt: skip
@@ -312,7 +402,7 @@ class Pipeline:
         carried = {run.step: run.carry for run in runs if run.carry is not None}
         failed = any(run.problems for run in runs)
         if marks and not repaired and carried and not failed:
-            self._continuations.remember(Previous(
+            self.parts.continuations.remember(Previous(
                 reading, marks, tuple(conversation.nodes),
                 {run.step: copies(run.actions) for run in runs}, carried, len(self.decisions),
             ), parsed)  # fmt: skip
@@ -344,7 +434,7 @@ class Pipeline:
             not codec.reasoning_items
             and not request.continuation
             and self.cache.enabled
-            and isinstance(self._spill, RememberedStore)
+            and isinstance(self.parts.spill, RememberedStore)
             and not self._host.decides_old_turns()
         )
 
@@ -352,23 +442,20 @@ class Pipeline:
     def continued(self) -> int:
         """Requests that continued the previous request of their conversation and were
         worked on in their new part only (:mod:`middleware.session.resume`)."""
-        return self._continuations.continued
+        return self.parts.continuations.continued
 
     @property
     def held_bytes(self) -> int:
         """Memory the session's state holds between requests (an estimate: the recent
         requests it may continue, its frozen decisions), which a session pool budgets."""
-        return self._continuations.bytes + self.decisions.bytes
+        return self.parts.held_bytes
 
     def forget(self, *, cached: bool = False) -> None:
         """Drop the session's state held between requests: the next request is processed
         as a restarted process would (the spilled files and readings are found again;
         decisions, admitted ones too, are made again). ``cached``: what the cache keeps of
         its last messages goes too (an ended session)."""
-        marks = self._continuations.clear()
-        self.decisions.clear()
-        if cached:
-            forget_messages(self.cache, marks)
+        self.parts.forget(cached=cached)
 
     def admit(
         self,
@@ -468,17 +555,17 @@ class Pipeline:
         internal = Internal(
             step.name, self._host, continuation,
             decisions=self.decisions, cold_cache=cold, resume=resume, cache=self.cache,
-            readings=self._readings,
+            readings=self.parts.readings,
         )  # fmt: skip
-        return StepContext(policy, codec, self.session_id, self._spill, shared, internal=internal)
+        return StepContext(
+            policy, codec, self.session_id, self.parts.spill, shared, internal=internal
+        )
 
     @property
     def spill(self) -> SpillStore:
         """Where results cut from the context are kept in full: the store a plugin
         provided, as it returned it (the steps use it guarded), or the session workspace."""
-        if isinstance(self._spill, (GuardedSpillStore, RememberedStore)):
-            return self._spill.store
-        return self._spill
+        return self.parts.unwrapped_spill
 
     @contextmanager
     def _in_flight(self) -> Iterator[None]:
@@ -495,7 +582,8 @@ class Pipeline:
 
     def close(self) -> None:
         """Refuse new ``process()`` calls, wait for those running to finish, then release
-        the session's spill workspace."""
+        the session's spill workspace (unless the session's parts are a conversation's
+        state's, which releases them: :mod:`middleware.conversations.state`)."""
         with self._idle:
             if self._closed:
                 return
@@ -503,8 +591,8 @@ class Pipeline:
             self._idle.wait_for(lambda: self._active == 0)
         if self._watcher is not None:
             self._watcher.stop()
-        self.prompt_cache.save()  # when its last request was sent, for a later process
-        self._spill.close()
+        if self._owns_parts:
+            self.parts.close()
 
     def __enter__(self) -> Pipeline:
         return self

@@ -16,16 +16,14 @@ from typing import Any
 
 from middleware.conversations.keys import SessionKey, session_of
 from middleware.conversations.sessions import SessionPool
+from middleware.conversations.state import ConversationState
 from middleware.errors import FormatError, HistoryError, InputError
 from middleware.formats import get_codec, jsonio
 from middleware.formats.bodies import read_body
-from middleware.ledger import Footprint, Ledger, LedgerSettings, UsageReader, footprint
-from middleware.ledger.book import Entry
+from middleware.ledger import Footprint, footprint
 from middleware.pipeline import ProcessResult
 from middleware.policy import Policy
-from middleware.policy.settings import bind
 from middleware.report import Report
-from middleware.session.cold_cache import SessionCache
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +47,9 @@ class Cleaned:
     #: The history as it came and as it goes, for the ledger's estimate of what the
     #: request would have cost unprocessed (``None``: it goes as it came).
     footprints: tuple[Footprint, Footprint] | None = None
-    #: The session's view of its prompt cache, told what the answer read from it.
-    prompt_cache: SessionCache | None = None
+    #: The conversation that cleaned it, which its answer is told to
+    #: (:meth:`.Conversations.answer`); ``None``: no pipeline processed it.
+    conversation: ConversationState | None = None
 
 
 def clean_body(
@@ -87,8 +86,8 @@ def clean_body(
         return Cleaned(raw, key, untouched="no message list")
     started = time.perf_counter()
     try:
-        pipe = pool.pipeline(policy[0], policy[1], key.session)
-        result = pipe.process(body.document, format=fmt, now=now)
+        state = pool.conversation(policy[0], policy[1], key.session)
+        result = state.process(body.document, fmt, now)
     except (HistoryError, FormatError) as exc:
         # Not a conversation the pipeline can read: the provider will say what is wrong.
         logger.info("leaving this %s body as it was: %s", fmt, exc)
@@ -108,7 +107,7 @@ def clean_body(
         seconds=seconds,
         continued=result.continued,
         footprints=footprints,
-        prompt_cache=pipe.prompt_cache,
+        conversation=state,
     )
 
 
@@ -123,30 +122,3 @@ def _footprints(history: list[Any], result: ProcessResult) -> tuple[Footprint, F
     except Exception:  # never the reason a request fails
         logger.exception("could not take the footprint of a request for the ledger")
         return None
-
-
-def bill(
-    ledger: Ledger, reader: UsageReader, cleaned: Cleaned | None, policy: Policy
-) -> Entry | None:
-    """Put one answer, read by ``reader``, in ``ledger`` under the session its request
-    was filed under (``cleaned``: what became of the request; ``None``: it went as it
-    came). Its :class:`~middleware.ledger.book.Entry`, or ``None`` if its usage could not
-    be read or billing it failed (logged: never the reason an answer goes astray)."""
-    try:
-        entry = ledger.record(
-            cleaned.session.session if cleaned is not None and cleaned.session else None,
-            reader.fmt,
-            reader.usage,
-            reader.model,
-            bind(policy, LedgerSettings),
-            footprints=cleaned.footprints if cleaned is not None else None,
-            body_chars=len(cleaned.body) if cleaned is not None else 0,
-        )
-    except Exception:
-        logger.exception("could not put an answer's usage in the ledger")
-        return None
-    if entry is not None and cleaned is not None and cleaned.prompt_cache is not None:
-        # What the cache gave measured against what was expected of it: a session whose
-        # provider reads none of it is rewritten as a cold one (.session.cold_cache).
-        cleaned.prompt_cache.reported(entry.expected_read, entry.billed.cache_read)
-    return entry

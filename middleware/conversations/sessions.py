@@ -1,8 +1,9 @@
-"""The state kept for each conversation: one pipeline (one spill workspace, one set of
-frozen decisions) per policy and session, as :mod:`.keys` names the session.
+"""The conversations live in a process: one :class:`~.state.ConversationState` (one
+pipeline, one spill workspace, one set of frozen decisions) per policy and session, as
+:mod:`.keys` names the session.
 
-What a pipeline keeps between requests (the requests it may continue, its frozen
-decisions) is held under a byte budget: over it, the sessions used least recently forget
+What a conversation keeps in memory between requests (the requests it may continue, its
+frozen decisions) is held under a byte budget: over it, the sessions used least recently forget
 theirs, and their next request is processed as a restarted process would process it (from
 the spilled files and readings, which stay). Memory is bounded by the budget, not by how
 long sessions stay idle.
@@ -20,11 +21,11 @@ from typing import Protocol
 
 from middleware.cache import CacheSettings, DerivedCache
 from middleware.cache.allocator import give_back
+from middleware.conversations.state import ConversationState
 from middleware.pipeline import Pipeline
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy
 from middleware.policy.settings import bind, section, setting
-from middleware.spill.objects import hold_session
 
 logger = logging.getLogger(__name__)
 
@@ -52,19 +53,11 @@ class Shares(Protocol):
 
 
 @dataclass
-class _Entry:
-    pipeline: Pipeline
-    last_used: float
-    requests: int = 0
-    #: :attr:`.Pipeline.held_bytes` when last counted.
-    held: int = 0
-
-
-@dataclass
 class SessionPool:
-    """One pipeline per (policy, session), released after ``idle_seconds`` without a
-    request (its spill files stay: the previews the agent holds name them), whose state
-    between requests is held under ``max_bytes`` (least recently used forgotten first)."""
+    """One conversation's state per (policy, session), released after ``idle_seconds``
+    without a request (its spill files stay: the previews the agent holds name them),
+    whose memory between requests is held under ``max_bytes`` (least recently used
+    forgotten first)."""
 
     host: PluginHost
     idle_seconds: float
@@ -73,7 +66,7 @@ class SessionPool:
     #: policy's ``cache.max_bytes``): the same tool output or system prompt seen by two
     #: sessions is read once.
     cache: DerivedCache | None = None
-    #: Bytes of session state (:attr:`.Pipeline.held_bytes`, an estimate) kept at most;
+    #: Bytes of session state (:attr:`.ConversationState.held_bytes`, an estimate) kept at most;
     #: ``None``: no bound. Checked as each request starts and at :meth:`trim`.
     max_bytes: int | None = None
     #: Times a session's state was forgotten to stay under ``max_bytes``.
@@ -81,7 +74,7 @@ class SessionPool:
     #: Memory held beside the pipelines and counted in ``max_bytes`` (shed first).
     shares: Shares | None = None
     #: Least recently used first.
-    _entries: OrderedDict[tuple[str, str], _Entry] = field(default_factory=OrderedDict)
+    _entries: OrderedDict[tuple[str, str], ConversationState] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -92,40 +85,44 @@ class SessionPool:
 
     def pipeline(self, policy_key: str, policy: Policy, session: str) -> Pipeline:
         """The pipeline of ``session`` under the policy named ``policy_key``, on the
-        policy's latest snapshot."""
+        policy's latest snapshot (:meth:`conversation`'s)."""
+        return self.conversation(policy_key, policy, session).pipeline
+
+    def conversation(self, policy_key: str, policy: Policy, session: str) -> ConversationState:
+        """The state of ``session`` under the policy named ``policy_key``, its pipeline on
+        the policy's latest snapshot: a request of it comes in."""
+        key = (policy_key, session)
         with self._lock:
             now = self.clock()
-            entry = self._entries.get((policy_key, session))
+            state = self._entries.get(key)
             stale = None
-            if entry is not None and now - entry.last_used > self.idle_seconds:
+            if state is not None and now - state.last_used > self.idle_seconds:
                 # Idle too long to trust its memory: `gc` may have removed what it names.
-                stale, entry = self._entries.pop((policy_key, session)), None
-            if entry is None:
+                stale, state = self._entries.pop(key), None
+            if state is None:
                 if self.cache is None:
                     self.cache = DerivedCache(bind(policy, CacheSettings).max_bytes)
-                pipe = Pipeline(policy, host=self.host, session_id=session, cache=self.cache)
-                entry = _Entry(pipe, now)
-                self._entries[(policy_key, session)] = entry
-            elif entry.pipeline.policy is not policy:
-                entry.pipeline.replace_policy(policy)
-            self._entries.move_to_end((policy_key, session))
-            entry.last_used = now
-            entry.requests += 1
+                state = ConversationState.open(self.host, key, policy, self.cache, now)
+                self._entries[key] = state
+            elif state.pipeline.policy is not policy:
+                state.pipeline.replace_policy(policy)
+            self._entries.move_to_end(key)
+            state.last_used = now
+            state.requests += 1
             released = []
-            for key, other in self._entries.items():  # the idle ones come first
+            for idle, other in self._entries.items():  # the idle ones come first
                 if now - other.last_used <= self.idle_seconds:
                     break
-                released.append(key)
-            released_entries = [self._entries.pop(key) for key in released]
+                released.append(idle)
+            released_states = [self._entries.pop(idle) for idle in released]
             if stale is not None:
-                released_entries.append(stale)
+                released_states.append(stale)
             forgotten = self._over_budget()
-        for old in released_entries:
-            old.pipeline.close()
+        for old in released_states:
+            old.close()
         self._forget(forgotten)
-        # An object store's gc may run another policy: tell it the session is in use.
-        hold_session(entry.pipeline.spill, self.idle_seconds)
-        return entry.pipeline
+        state.hold(self.idle_seconds)
+        return state
 
     def trim(self) -> None:
         """Forget the state of the sessions used least recently while the pool holds more
@@ -135,58 +132,58 @@ class SessionPool:
             forgotten = self._over_budget()
         self._forget(forgotten)
 
-    def _over_budget(self) -> list[tuple[Pipeline, int]]:
-        """Count what each pipeline holds; take the state of the least recently used
+    def _over_budget(self) -> list[tuple[ConversationState, int]]:
+        """Count what each conversation holds; take the state of the least recently used
         ones, the last one used too if it alone is over, until the rest fit (the pool's
         lock is held)."""
         if self.max_bytes is None:
             return []
         held = 0
-        for entry in self._entries.values():
-            entry.held = entry.pipeline.held_bytes
-            held += entry.held
+        for state in self._entries.values():
+            state.held = state.held_bytes
+            held += state.held
         if self.shares is not None:
             shared = self.shares.held_bytes
             if held + shared > self.max_bytes:
                 shared -= self.shares.shed(held + shared - self.max_bytes)
             held += shared
         forgotten = []
-        for entry in self._entries.values():
+        for state in self._entries.values():
             if held <= self.max_bytes:
                 break
-            if entry.held:
-                forgotten.append((entry.pipeline, entry.held))
-                held -= entry.held
-                entry.held = 0
+            if state.held:
+                forgotten.append((state, state.held))
+                held -= state.held
+                state.held = 0
                 self.evictions += 1
         return forgotten
 
-    def _forget(self, forgotten: list[tuple[Pipeline, int]]) -> None:
-        for pipe, held in forgotten:
-            logger.debug("session %s forgets %d bytes of state", pipe.session_id, held)
-            pipe.forget()
+    def _forget(self, forgotten: list[tuple[ConversationState, int]]) -> None:
+        for state, held in forgotten:
+            logger.debug("session %s forgets %d bytes of state", state.session, held)
+            state.forget()
         if forgotten:
             give_back(sum(held for _, held in forgotten))
 
     @property
     def held_bytes(self) -> int:
-        """Bytes the pipelines' state holds now (an estimate)."""
+        """Bytes the conversations' state holds now (an estimate)."""
         with self._lock:
-            entries = list(self._entries.values())
+            states = list(self._entries.values())
         shared = self.shares.held_bytes if self.shares is not None else 0
-        return shared + sum(entry.pipeline.held_bytes for entry in entries)
+        return shared + sum(state.held_bytes for state in states)
 
     def end(self, session: str) -> int:
-        """Release ``session``'s pipelines (under every policy), with what the shared
+        """Release ``session``'s conversations (under every policy), with what the shared
         cache keeps of their messages; returns how many."""
         with self._lock:
             keys = [key for key in self._entries if key[1] == session]
             ended = [self._entries.pop(key) for key in keys]
         freed = 0
-        for entry in ended:
-            entry.pipeline.close()
-            freed += entry.pipeline.held_bytes
-            entry.pipeline.forget(cached=True)
+        for state in ended:
+            state.close()
+            freed += state.held_bytes
+            state.forget(cached=True)
         if ended:
             give_back(freed)
         return len(ended)
@@ -197,6 +194,6 @@ class SessionPool:
 
     def close(self) -> None:
         with self._lock:
-            entries, self._entries = list(self._entries.values()), OrderedDict()
-        for entry in entries:
-            entry.pipeline.close()
+            states, self._entries = list(self._entries.values()), OrderedDict()
+        for state in states:
+            state.close()

@@ -70,8 +70,8 @@ class ChatcliCallback(CustomLogger):
             data.get("litellm_session_id") or session_of({}, {key: history}, get_codec(fmt)).session
         )
         try:
-            pipe = self.pool.pipeline("litellm", self.policy, str(session))
-            result = pipe.process(history, format=fmt)
+            conversation = self.pool.conversation("litellm", self.policy, str(session))
+            result = conversation.process(history, fmt, None)
             self.pool.trim()  # what this request left counts now, not at the next one
         except (HistoryError, FormatError) as exc:
             logger.info("sent a request's history as it was: %s", exc)

@@ -31,12 +31,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar, TypeVar
 
-from middleware.conversations.cleaning import Cleaned, bill, clean_body
+from middleware.conversations.cleaning import Cleaned
+from middleware.conversations.front import Conversations
 from middleware.conversations.sessions import SessionPool
 from middleware.formats import jsonio
 from middleware.formats.routes import client_route
 from middleware.integrations import recall
-from middleware.ledger import Ledger, LedgerSettings, UsageReader
+from middleware.ledger import Ledger, UsageReader
 from middleware.ledger.book import Entry
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy, load_policy
@@ -77,16 +78,25 @@ class Cleaner:
     tool_policy: Policy | None = None
 
     def __post_init__(self) -> None:
-        self.pool = SessionPool.for_policy(self.host, self.policy)
+        #: What is kept of each conversation between its requests, and the ledger.
+        self.conversations = Conversations.open(self.host, self.policy)
         #: What became of the last request the client sent (its report, if processed).
         self.last: Cleaned | None = None
-        #: What the answers' usage says was billed, per session and in total.
-        self.ledger = Ledger.open(bind(self.policy, LedgerSettings))
+
+    @property
+    def pool(self) -> SessionPool:
+        """One conversation's state per session, under the policy's byte budget."""
+        return self.conversations.pool
+
+    @property
+    def ledger(self) -> Ledger:
+        """What the answers' usage says was billed, per session and in total."""
+        return self.conversations.ledger
 
     def bill(self, reader: UsageReader, cleaned: Cleaned | None) -> Entry | None:
         """Put one answer, read by ``reader``, in the ledger (``cleaned``: what became of
         its request; ``None``: it went as it came)."""
-        return bill(self.ledger, reader, cleaned, self.policy)
+        return self.conversations.answer(reader, cleaned, self.policy)
 
     def prepare(
         self,
@@ -108,11 +118,10 @@ class Cleaner:
         policy = ("recall", self.tool_policy) if with_tool and self.tool_policy else (
             "wrapped", self.policy)  # fmt: skip
         sent = with_tool if with_tool is not None else parsed
-        cleaned = clean_body(
+        cleaned = self.conversations.request(
             raw if sent is None else json.dumps(sent).encode("utf-8"),
-            fmt, headers, self.pool, policy, session=self.session_id, now=self.ledger.clock(),
+            fmt, headers, policy, session=self.session_id,
         )  # fmt: skip
-        self.pool.trim()  # what this request left counts now, not at the next one
         self.last = cleaned
         if cleaned.error is not None:
             logger.error("sent this %s request unchanged: %s", fmt, cleaned.error)
@@ -150,8 +159,7 @@ class Cleaner:
         return recall.follow_up(fmt, sent, answer, results), answer
 
     def close(self) -> None:
-        self.pool.close()
-        self.ledger.close()
+        self.conversations.close()
 
 
 def wrap(

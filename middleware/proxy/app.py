@@ -34,12 +34,13 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from middleware.cache.allocator import give_back
-from middleware.conversations.cleaning import Cleaned, clean_body
-from middleware.conversations.sessions import SessionPool, SessionSettings
+from middleware.conversations.cleaning import Cleaned
+from middleware.conversations.front import Conversations
+from middleware.conversations.sessions import SessionPool
 from middleware.errors import MiddlewareError
 from middleware.formats.declarations import ErrorKind, Provider
 from middleware.formats.routes import providers, proxy_route
-from middleware.ledger import Ledger, LedgerSettings
+from middleware.ledger import Ledger
 from middleware.plugin.host import PluginHost
 from middleware.policy.settings import bind
 from middleware.proxy.admission import ByteGate, NotAdmitted
@@ -80,26 +81,35 @@ class Proxy:
 
     catalog: PolicyCatalog
     host: PluginHost
-    sessions: SessionPool = field(init=False)
+    #: What is kept of each conversation between its requests, and the ledger their
+    #: answers are billed to (read back from ledger.file and written to it, if the policy
+    #: names one when the proxy starts).
+    conversations: Conversations = field(init=False)
     metrics: Metrics = field(init=False)
     #: Bodies being cleaned, by their size (proxy.cleaning_bytes).
     cleaning: ByteGate = field(init=False)
-    #: What the answers' usage says was billed, per session and in total (read back from
-    #: ledger.file and written to it, if the policy names one when the proxy starts).
-    ledger: Ledger = field(init=False)
     #: What the console at ``/ui`` keeps of each request (``None``: proxy.console.enabled
     #: is false), counted in the session pool's memory budget.
     console: ConsoleBook | None = field(init=False)
     upstream: Upstream | None = None
 
     def __post_init__(self) -> None:
-        self.sessions = SessionPool.for_policy(self.host, self.catalog.default.policy)
-        self.metrics = Metrics(self.catalog.statuses, self.sessions)
+        self.conversations = Conversations.open(self.host, self.catalog.default.policy)
+        self.metrics = Metrics(self.catalog.statuses, self.conversations.pool)
         self.cleaning = ByteGate(self.settings.cleaning_bytes)
-        self.ledger = Ledger.open(bind(self.catalog.default.policy, LedgerSettings))
         console = bind(self.catalog.default.policy, ConsoleSettings)
         self.console = ConsoleBook(console.request_bytes) if console.enabled else None
-        self.sessions.shares = self.console
+        self.conversations.pool.shares = self.console
+
+    @property
+    def ledger(self) -> Ledger:
+        """What the answers' usage says was billed, per session and in total."""
+        return self.conversations.ledger
+
+    @property
+    def sessions(self) -> SessionPool:
+        """The conversations' states, under their memory budget."""
+        return self.conversations.pool
 
     @property
     def settings(self) -> ProxySettings:
@@ -185,7 +195,7 @@ class Proxy:
                     "false, so it was not forwarded",
                 )  # fmt: skip
         exchange = Exchange(
-            self.metrics, self.ledger, self.settings.access_log, request, route_label,
+            self.metrics, self.conversations, self.settings.access_log, request, route_label,
             provider, cleaned, source.policy, started,
             billed=route.codec.name if route is not None and route.billed else None,
             upstream=upstream,
@@ -224,15 +234,19 @@ class Proxy:
     ) -> tuple[Cleaned, Note | None]:
         """Run the pipeline on one request body (in a worker thread), count what it did,
         and keep what the console shows of it."""
-        policy = self.catalog.default.policy  # as reloaded
-        self.sessions.max_bytes = bind(policy, SessionSettings).memory_bytes
+        self.conversations.follow(self.catalog.default.policy)  # as reloaded
         now = self.ledger.clock()
-        cleaned = clean_body(raw, fmt, headers, self.sessions, (source.key, source.policy), now=now)
-        note = None
-        if self.console is not None:  # (finding the texts the model saw may parse the body)
-            agent = headers.get("user-agent", "")
-            note = self.console.note(cleaned, route=fmt, user_agent=agent, now=now)
-        self.sessions.trim()  # what this request left counts now, not at the next one
+        notes: list[Note | None] = [None]
+
+        def noted(cleaned: Cleaned) -> None:  # (finding the texts the model saw may parse it)
+            if self.console is not None:
+                agent = headers.get("user-agent", "")
+                notes[0] = self.console.note(cleaned, route=fmt, user_agent=agent, now=now)
+
+        cleaned = self.conversations.request(
+            raw, fmt, headers, (source.key, source.policy), now=now, noted=noted
+        )
+        note = notes[0]
         # What the request took while it was cleaned (the body parsed, the messages' exact
         # copies, the body written) is freed once it is answered: the allocator is asked to
         # give it back then, when that adds up to enough.
@@ -267,7 +281,7 @@ class Proxy:
             {
                 "status": "ok" if healthy else "degraded",
                 "spill": {"url": store.url, "error": trouble},
-                "sessions": len(self.sessions),
+                "sessions": len(self.conversations.pool),
                 "policies": {name: status_fields(s) for name, s in statuses.items()},
             }
         )
@@ -338,7 +352,7 @@ class Proxy:
         if not self._may_recall(request):
             return _forbidden("ending a session")
         session = request.path_params["session"]
-        released = await anyio.to_thread.run_sync(self.sessions.end, session)
+        released = await anyio.to_thread.run_sync(self.conversations.end, session)
         root = open_root(bind(self.catalog.default.policy, SpillSettings))
         try:
             removed = await anyio.to_thread.run_sync(forget, root, session)
@@ -359,9 +373,8 @@ class Proxy:
         return token is None or _allowed(request, token)
 
     def close(self) -> None:
-        self.sessions.close()
+        self.conversations.close()
         self.catalog.close()
-        self.ledger.close()
 
 
 def create_app(proxy: Proxy) -> Starlette:

@@ -14,9 +14,10 @@ from typing import Any
 import httpx
 from starlette.requests import Request
 
-from middleware.conversations.cleaning import Cleaned, bill
+from middleware.conversations.cleaning import Cleaned
+from middleware.conversations.front import Conversations
 from middleware.formats.declarations import Provider
-from middleware.ledger import Ledger, UsageReader
+from middleware.ledger import UsageReader
 from middleware.ledger.book import Entry
 from middleware.policy import Policy
 from middleware.proxy.errors import error_body
@@ -35,7 +36,7 @@ class Exchange:
     """
 
     metrics: Metrics
-    ledger: Ledger
+    conversations: Conversations
     access_log: bool
     request: Request
     route: str
@@ -81,7 +82,7 @@ class Exchange:
         """Put the answer in the ledger and count it: its :class:`Entry`, or ``None`` if
         its usage could not be read."""
         assert self.reader is not None
-        entry = bill(self.ledger, self.reader, self.cleaned, self.policy)
+        entry = self.conversations.answer(self.reader, self.cleaned, self.policy)
         self.metrics.record_bill(entry)
         return entry
 

@@ -186,7 +186,7 @@ def test_ending_a_session_lets_its_pipeline_and_state_be_collected(tmp_path: Pat
     ended.process(conversation("s", 8), format="anthropic")
     other = pool.pipeline("default", policy, "t")
     other.process(conversation("t", 8), format="anthropic")
-    ((previous, _),) = ended._continuations._by_opening.values()
+    ((previous, _),) = ended.parts.continuations._by_opening.values()
     refs = [weakref.ref(x) for x in (ended, previous, previous.nodes[-1], ended.spill)]
     keys = [pickle.dumps(message, 5) for message in conversation("s", 8)]  # the cache's keys
     assert all(("message", key) in pool.cache for key in keys)  # type: ignore[operator]

@@ -174,7 +174,7 @@ def test_fail_closed_answers_502_in_the_providers_shape(
 
 
 def session_of_last_request(stack: Stack) -> set[str]:
-    return {key[1] for key in stack.proxy.sessions._entries}
+    return {key[1] for key in stack.proxy.conversations.pool._entries}
 
 
 def test_sessions_come_from_headers_metadata_or_the_opening(stack: Stack) -> None:
@@ -338,11 +338,11 @@ def test_recall_by_lines_and_the_end_of_a_session(stack: Stack) -> None:
     assert part.headers["x-chatcli-lines"] == "4999-5000/5000"
     assert httpx.get(f"{stack.url}/recall/{session}/{path.name}?offset=5001").status_code == 416
     assert httpx.get(f"{stack.url}/recall/{session}/{path.name}?limit=many").status_code == 400
-    assert len(stack.proxy.sessions) == 1
+    assert len(stack.proxy.conversations.pool) == 1
     ended = httpx.delete(f"{stack.url}/sessions/{session}")
     assert ended.json() == {"session": "team/ends 1", "released": 1, "removed": True}
     assert not path.exists() and not path.parent.parent.exists()
-    assert len(stack.proxy.sessions) == 0
+    assert len(stack.proxy.conversations.pool) == 0
     assert httpx.get(f"{stack.url}/recall/{session}/{path.name}").status_code == 404
     again = httpx.delete(f"{stack.url}/sessions/{session}")
     assert again.json() == {"session": "team/ends 1", "released": 0, "removed": False}

@@ -87,12 +87,12 @@ def test_the_memory_limits_follow_a_reloaded_policy(
     stand_in, _ = provider
     with running(provider, tmp_path, str(policy)) as stack:
         forwarded(stack.url, stand_in)  # bodies over 1,000 bytes: cleaned one at a time
-        assert stack.proxy.sessions.max_bytes == 0 and stack.proxy.cleaning.limit == 1000
+        assert stack.proxy.conversations.pool.max_bytes == 0 and stack.proxy.cleaning.limit == 1000
         evicted = metric(stack.url, "chatcli_proxy_session_evictions_total")
         policy.write_text("version: 1\nproxy:\n  session_memory_bytes: 100000000\n", "utf-8")
         assert wait_for(lambda: stack.proxy.catalog.default.status.generation == 2)
         forwarded(stack.url, stand_in)
-        assert stack.proxy.sessions.max_bytes == 100_000_000
+        assert stack.proxy.conversations.pool.max_bytes == 100_000_000
         assert stack.proxy.cleaning.limit == DEFAULTS.cleaning_bytes  # back to the default
         assert metric(stack.url, "chatcli_proxy_session_evictions_total") == evicted
         assert metric(stack.url, "chatcli_proxy_session_state_bytes") > 0

@@ -44,11 +44,15 @@ class Served(Protocol):
     """What the console reads of the proxy (:class:`middleware.proxy.app.Proxy`)."""
 
     catalog: PolicyCatalog
-    sessions: SessionPool
     metrics: Metrics
-    ledger: Ledger
     cleaning: ByteGate
     console: ConsoleBook | None
+
+    @property
+    def sessions(self) -> SessionPool: ...
+
+    @property
+    def ledger(self) -> Ledger: ...
 
     @property
     def settings(self) -> ProxySettings: ...

@@ -1,0 +1,100 @@
+"""What a host (the proxy, a wrapped SDK client) does with conversations: a request comes
+in and is cleaned by its conversation, an answer comes back and is billed to it (which
+also tells its prompt cache what was read), a conversation ends.
+
+Everything a conversation keeps between those calls is its
+:class:`~middleware.conversations.state.ConversationState`, held by the pool
+(:mod:`.sessions`) under its byte budget; the bills are kept by the ledger the host's
+conversations share (:mod:`middleware.ledger`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from middleware.conversations.cleaning import Cleaned, clean_body
+from middleware.conversations.sessions import SessionPool, SessionSettings
+from middleware.ledger import Ledger, LedgerSettings, UsageReader
+from middleware.ledger.book import Entry
+from middleware.plugin.host import PluginHost
+from middleware.policy import Policy
+from middleware.policy.settings import bind
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Conversations:
+    """The conversations of one host, and the ledger their answers are billed to."""
+
+    pool: SessionPool
+    #: What the answers' usage says was billed, per session and in total.
+    ledger: Ledger
+
+    @classmethod
+    def open(cls, host: PluginHost, policy: Policy) -> Conversations:
+        """The conversations of a host whose own policy is ``policy``: the pool idle and
+        bounded as its ``proxy`` section says, the ledger as its ``ledger`` section says
+        (read back from ``ledger.file``, if it names one)."""
+        return cls(SessionPool.for_policy(host, policy), Ledger.open(bind(policy, LedgerSettings)))
+
+    def follow(self, policy: Policy) -> None:
+        """Hold the conversations' memory under the budget a reloaded ``policy`` says."""
+        self.pool.max_bytes = bind(policy, SessionSettings).memory_bytes
+
+    def request(
+        self,
+        raw: bytes,
+        fmt: str,
+        headers: Mapping[str, str],
+        policy: tuple[str, Policy],
+        *,
+        session: str | None = None,
+        now: float | None = None,
+        noted: Callable[[Cleaned], None] | None = None,
+    ) -> Cleaned:
+        """A request body comes in: cleaned by its conversation's pipeline
+        (:func:`.clean_body`, at ``now``, else the ledger's time), shown to ``noted`` (the
+        proxy's console keeps its record then, which the budget counts), then the pool is
+        trimmed to its budget (what this request left counts now, not at the next one)."""
+        when = self.ledger.clock() if now is None else now
+        cleaned = clean_body(raw, fmt, headers, self.pool, policy, session=session, now=when)
+        if noted is not None:
+            noted(cleaned)
+        self.pool.trim()
+        return cleaned
+
+    def answer(self, reader: UsageReader, cleaned: Cleaned | None, policy: Policy) -> Entry | None:
+        """An answer comes back, read by ``reader``: billed under the session its request
+        was filed under (``cleaned``: what became of the request; ``None``: it went as it
+        came), and what it read from the prompt cache told to its conversation. Its
+        :class:`~middleware.ledger.book.Entry`, or ``None`` if its usage could not be read
+        or billing it failed (logged: never the reason an answer goes astray)."""
+        try:
+            entry = self.ledger.record(
+                cleaned.session.session if cleaned is not None and cleaned.session else None,
+                reader.fmt,
+                reader.usage,
+                reader.model,
+                bind(policy, LedgerSettings),
+                footprints=cleaned.footprints if cleaned is not None else None,
+                body_chars=len(cleaned.body) if cleaned is not None else 0,
+            )
+        except Exception:
+            logger.exception("could not put an answer's usage in the ledger")
+            return None
+        if entry is not None and cleaned is not None and cleaned.conversation is not None:
+            cleaned.conversation.answered(entry)
+        return entry
+
+    def end(self, session: str) -> int:
+        """The client says ``session`` ended: release its conversations (under every
+        policy) and what the shared cache keeps of their messages; how many. Its spilled
+        files are the store's to remove (:func:`middleware.spill.retention.forget`)."""
+        return self.pool.end(session)
+
+    def close(self) -> None:
+        self.pool.close()
+        self.ledger.close()
