@@ -1,2 +1,4 @@
-"""Requests from the wire, each mapped to its conversation and cleaned by that
-conversation's pipeline: what the proxy and the SDK integrations share."""
+"""Conversations: everything kept between a conversation's requests, owned by one
+:class:`~middleware.conversations.state.ConversationState`; the pool of them; and
+:class:`~middleware.conversations.front.Conversations`, what the proxy and the SDK
+integrations do with them (a request in, an answer back, a conversation ended)."""
