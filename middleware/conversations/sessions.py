@@ -181,9 +181,8 @@ class SessionPool:
             ended = [self._entries.pop(key) for key in keys]
         freed = 0
         for state in ended:
-            state.close()
             freed += state.held_bytes
-            state.forget(cached=True)
+            state.close(cached=True)
         if ended:
             give_back(freed)
         return len(ended)

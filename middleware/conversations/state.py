@@ -87,8 +87,11 @@ class ConversationState:
         keeps of its last messages goes too (an ended conversation)."""
         self.parts.forget(cached=cached)
 
-    def close(self) -> None:
+    def close(self, *, cached: bool = False) -> None:
         """Let the requests running finish, refuse new ones, record the cache clock for a
-        later process and release the spill store."""
+        later process, release the spill store and drop what is held in memory (an answer
+        still on its way holds the state, not what it held); ``cached``: as
+        :meth:`forget` says."""
         self.pipeline.close()
         self.parts.close()
+        self.forget(cached=cached)
