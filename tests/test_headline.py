@@ -40,6 +40,7 @@ def system_temporary(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tempfile, "tempdir", SYSTEM_TEMPORARY)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", [name for name, _ in HEADLINE.SOURCES])
 @pytest.mark.usefixtures("system_temporary")
 def test_the_docs_hold_the_headline_rows_the_command_prints(source: str) -> None:
@@ -100,6 +101,7 @@ def test_a_row_gives_each_figure_and_counts_the_sessions_over_raw() -> None:
     assert lines[3] == "|  | lean | 0.990 | 0.990 | – | 0 | 0 |"  # the source said once
 
 
+@pytest.mark.slow
 def test_the_command_prints_the_header_and_each_sources_rows_in_order(tmp_path: Path) -> None:
     """The command itself, measuring in processes side by side, on a folder laid out as the
     shared data is with the smallest session file of each source (tau-bench's one file cut

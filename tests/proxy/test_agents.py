@@ -63,6 +63,9 @@ from stand_in import Provider, triggered
 from middleware.ledger import Usage, read_usage
 from middleware.spill.layout import session_folder_name
 
+#: Slow (seconds each): `-m "not slow"` leaves it out of a quick run.
+pytestmark = pytest.mark.slow
+
 
 @dataclass
 class Setup:

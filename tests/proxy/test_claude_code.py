@@ -26,6 +26,9 @@ from waiting import wait_for
 from middleware.ledger import Usage, read_usage
 from middleware.proxy.build import build_proxy
 
+#: Slow (seconds each): `-m "not slow"` leaves it out of a quick run.
+pytestmark = pytest.mark.slow
+
 if missing("claude"):
     pytest.skip(missing("claude"), allow_module_level=True)
 CLAUDE = AGENT_BY_NAME["claude"]

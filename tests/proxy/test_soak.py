@@ -12,7 +12,7 @@ from soak_stack import Plan, soak
 
 #: It times a real wait: it runs in the suite's "timing" group, never beside another such
 #: test (pyproject.toml's addopts).
-pytestmark = pytest.mark.xdist_group("timing")
+pytestmark = [pytest.mark.xdist_group("timing"), pytest.mark.slow]
 
 
 def test_agents_are_answered_in_time_while_the_store_hangs_and_memory_stays_flat() -> None:

@@ -40,6 +40,9 @@ from waiting import wait_for
 
 from middleware.proxy.build import build_proxy
 
+#: Slow (seconds each): `-m "not slow"` leaves it out of a quick run.
+pytestmark = pytest.mark.slow
+
 CHROMIUM = Path(os.environ.get("CHATCLI_TEST_CHROMIUM", "/usr/bin/chromium"))
 if not CHROMIUM.exists():
     NO_BROWSER = f"no Chromium at {CHROMIUM}: apt-get install -y chromium (.ci/run does)"

@@ -15,6 +15,9 @@ import pytest
 
 from tests.locations import REPO
 
+#: Slow (seconds each): `-m "not slow"` leaves it out of a quick run.
+pytestmark = pytest.mark.slow
+
 #: Builds the adversarial histories; shared with the benchmark.
 BUILD = """
 from benchmarks.pairing_faults import idless_calls, parallel_calls, reused_id, user_run
