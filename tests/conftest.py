@@ -10,11 +10,20 @@ folder would otherwise collide."""
 
 from __future__ import annotations
 
+import gc
 import tempfile
 from collections.abc import Iterator
 
 import pytest
 from object_store import S3Server, s3_server
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The modules the tests imported (the SDKs, LiteLLM, LangChain: over half a million
+    objects) are set aside from the garbage collector's passes, which would otherwise go
+    through them all again at each full collection for the rest of the run."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
