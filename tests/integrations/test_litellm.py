@@ -4,15 +4,12 @@ synchronous wrapper (issue 15, item 4)."""
 from __future__ import annotations
 
 import asyncio
+import importlib
+from types import ModuleType
 from typing import Any
 
-import litellm
 import pytest
-from litellm.caching.dual_cache import DualCache
-from litellm.proxy._types import UserAPIKeyAuth
 from stand_in import Provider
-
-from middleware.integrations.litellm import ChatcliCallback, completion
 
 HISTORY = [
     {"role": "user", "content": "List the files."},
@@ -24,7 +21,19 @@ HISTORY = [
 ]  # fmt: skip
 
 
-def test_the_proxy_hook_cleans_the_request_as_the_proxy_calls_it() -> None:
+@pytest.fixture
+def litellm() -> ModuleType:
+    """LiteLLM, imported by the tests that use it, when they run: importing it takes 3-4 s,
+    which collection would cost every worker of the suite."""
+    return importlib.import_module("litellm")
+
+
+def test_the_proxy_hook_cleans_the_request_as_the_proxy_calls_it(litellm: ModuleType) -> None:
+    from litellm.caching.dual_cache import DualCache
+    from litellm.proxy._types import UserAPIKeyAuth
+
+    from middleware.integrations.litellm import ChatcliCallback
+
     callback = ChatcliCallback()
     data = {"model": "gpt-4.1", "messages": HISTORY, "metadata": {"team": "a"}}
     out = asyncio.run(
@@ -46,8 +55,10 @@ def test_the_proxy_hook_cleans_the_request_as_the_proxy_calls_it() -> None:
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_library_calls_through_callbacks_and_the_sync_wrapper(
-    provider: tuple[Provider, str], monkeypatch: pytest.MonkeyPatch
+    litellm: ModuleType, provider: tuple[Provider, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from middleware.integrations.litellm import ChatcliCallback, completion
+
     stand_in, url = provider
     callback = ChatcliCallback()
     monkeypatch.setattr(litellm, "callbacks", [callback])
@@ -61,7 +72,9 @@ def test_library_calls_through_callbacks_and_the_sync_wrapper(
     assert len(sent) == 2 and all(len(m[2]["content"]) < 10_000 and len(m) == 5 for m in sent)
 
 
-def test_a_request_it_cannot_read_goes_as_it_was() -> None:
+def test_a_request_it_cannot_read_goes_as_it_was(litellm: ModuleType) -> None:
+    from middleware.integrations.litellm import ChatcliCallback
+
     callback = ChatcliCallback()
     odd = {"model": "m", "messages": [{"role": ["user"], "content": "x"}]}
     assert callback.clean(odd) == odd
