@@ -73,12 +73,24 @@ def serialize(messages: Sequence[Any]) -> str:
     return json.dumps(list(messages), ensure_ascii=False, separators=(",", ":"))
 
 
-def common_prefix_length(a: str, b: str) -> int:
-    """Length of the longest common prefix (binary search over C-level comparisons)."""
-    low, high = 0, min(len(a), len(b))
+def common_prefix_length(a: str, b: str, chunk: int = 1 << 16) -> int:
+    """Length of the longest common prefix. Chunks of ``chunk`` characters are compared in
+    one pass (C-level comparisons), then a binary search finds the first difference inside
+    the chunk that differs: a cached prefix is most of a request, and a binary search over
+    the whole text would copy it once per step."""
+    size = min(len(a), len(b))
+    start = 0
+    while start < size:
+        end = min(start + chunk, size)
+        if a[start:end] != b[start:end]:
+            break
+        start = end
+    else:
+        return size
+    low, high = start, end - 1  # a character in [start, end) differs
     while low < high:
         middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
+        if a[start:middle] == b[start:middle]:
             low = middle
         else:
             high = middle - 1

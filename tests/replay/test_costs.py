@@ -64,13 +64,16 @@ def test_serialize_is_compact_and_keeps_unicode() -> None:
     assert approximate_tokens("abcde") == 2
 
 
-@given(st.text(max_size=200), st.text(max_size=200), st.text(max_size=50))
-def test_common_prefix_matches_the_obvious_definition(a: str, b: str, shared: str) -> None:
+@given(st.text(max_size=200), st.text(max_size=200), st.text(max_size=50), st.integers(1, 64))
+def test_common_prefix_matches_the_obvious_definition(
+    a: str, b: str, shared: str, chunk: int
+) -> None:
     for x, y in ((a, b), (shared + a, shared + b)):
         expected = next(
             (i for i, (p, q) in enumerate(zip(x, y, strict=False)) if p != q), min(len(x), len(y))
         )
         assert common_prefix_length(x, y) == expected
+        assert common_prefix_length(x, y, chunk=chunk) == expected  # across chunk edges
 
 
 def test_a_request_after_the_cache_lifetime_writes_its_whole_prompt_again() -> None:
