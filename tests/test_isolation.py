@@ -25,3 +25,21 @@ def test_a_fixed_session_id_on_the_default_spill_folder_starts_empty(run: str) -
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
     assert f"full outputs kept in: {folder / 'tool-results'}" in done.stderr
     assert list((folder / "tool-results").iterdir())
+
+
+def test_tests_of_one_xdist_group_run_on_one_worker(tmp_path: Path) -> None:
+    """The tests that time a real wait share the group "timing" so that none runs beside
+    another; pytest-xdist's ``--dist loadgroup`` silently stopped honouring the groups on
+    pytest 9.2 (pytest-dev/pytest-xdist#1386: the tests were spread as if unmarked), which
+    is why the development extra keeps pytest below it."""
+    for module in ("a", "b"):
+        tests = "".join(f"def test_{n}() -> None:\n    pass\n" for n in range(4))
+        marked = f"import pytest\n\npytestmark = pytest.mark.xdist_group('timing')\n\n{tests}"
+        (tmp_path / f"test_{module}.py").write_text(marked, "utf-8")
+    command = [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v",
+               "-p", "no:cacheprovider", "-p", "no:langsmith_plugin", "-c", "/dev/null",
+               "--rootdir", str(tmp_path), str(tmp_path)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    ran = [line for line in done.stdout.splitlines() if " PASSED " in line]
+    assert done.returncode == 0 and len(ran) == 8, done.stdout[-2000:]
+    assert len({line.split()[0] for line in ran}) == 1, "\n".join(ran)  # "[gw0]" or "[gw1]"
