@@ -164,3 +164,10 @@ def test_every_documented_install_works_without_an_index(wheel: Path) -> None:
             cwd=REPO, capture_output=True, text=True, check=False,
         )  # fmt: skip
         assert done.returncode == 0, f"{pages}: pip install {install}: {done.stderr}"
+
+
+def test_ci_runs_the_readme_test_command_exactly() -> None:
+    """What CI runs, and times, is what a newcomer following README.md runs."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    command = readme.split("\nRun the tests", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    assert command.strip() in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
