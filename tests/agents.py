@@ -348,7 +348,9 @@ def wait_for_file(path: Path, seconds: float = 120) -> bool:
 
 def base_env(home: Path) -> dict[str, str]:
     """A clean environment: its own HOME, this Python's folder first on PATH (the
-    scripted commands run python3), no telemetry or update checks."""
+    scripted commands run python3), no telemetry or update checks. Gemini CLI is not
+    started twice: it starts itself again in a child process only to raise its heap limit
+    (``GEMINI_CLI_NO_RELAUNCH``: a second of CPU per run)."""
     python = Path(shutil.which("python3") or "/usr/bin/python3").parent
     node = Path(shutil.which("node") or "/usr/bin/node").parent
     return {
@@ -357,6 +359,7 @@ def base_env(home: Path) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "TERM": "dumb",
         "NO_COLOR": "1",
+        "GEMINI_CLI_NO_RELAUNCH": "true",
     }
 
 

@@ -37,7 +37,8 @@ def test_tests_of_one_xdist_group_run_on_one_worker(tmp_path: Path) -> None:
         marked = f"import pytest\n\npytestmark = pytest.mark.xdist_group('timing')\n\n{tests}"
         (tmp_path / f"test_{module}.py").write_text(marked, "utf-8")
     command = [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v",
-               "-p", "no:cacheprovider", "-p", "no:langsmith_plugin", "-c", "/dev/null",
+               "-p", "no:cacheprovider", "-p", "no:langsmith_plugin", "-p", "no:hypothesispytest",
+               "-p", "no:anyio", "-c", "/dev/null",
                "--rootdir", str(tmp_path), str(tmp_path)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     ran = [line for line in done.stdout.splitlines() if " PASSED " in line]
