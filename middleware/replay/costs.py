@@ -73,6 +73,30 @@ def serialize(messages: Sequence[Any]) -> str:
     return json.dumps(list(messages), ensure_ascii=False, separators=(",", ":"))
 
 
+class Serializer:
+    """:func:`serialize` for the requests of one session, one after the other: each request
+    repeats the messages of the one before (the same objects, which the pipeline passes
+    through untouched), so a message the previous request held is not encoded again. A
+    message must not be changed in place between two requests (none is, in a replay)."""
+
+    def __init__(self) -> None:
+        #: The previous request's messages by identity, each with its encoding (the
+        #: message is held, so that its identity cannot pass to another object).
+        self._previous: dict[int, tuple[Any, str]] = {}
+
+    def __call__(self, messages: Sequence[Any]) -> str:
+        previous, current = self._previous, {}
+        parts = []
+        for message in messages:
+            kept = previous.get(id(message))
+            if kept is None or kept[0] is not message:
+                kept = (message, json.dumps(message, ensure_ascii=False, separators=(",", ":")))
+            current[id(message)] = kept
+            parts.append(kept[1])
+        self._previous = current
+        return "[" + ",".join(parts) + "]"
+
+
 def common_prefix_length(a: str, b: str, chunk: int = 1 << 16) -> int:
     """Length of the longest common prefix. Chunks of ``chunk`` characters are compared in
     one pass (C-level comparisons), then a binary search finds the first difference inside

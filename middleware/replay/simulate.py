@@ -18,10 +18,10 @@ from middleware.replay import quotes as quoted
 from middleware.replay.costs import (
     Pricing,
     RequestCost,
+    Serializer,
     TokenCounter,
     approximate_tokens,
     request_costs,
-    serialize,
 )
 from middleware.replay.references import ReferenceIndex, answer_tokens, build_index, is_hidden
 from middleware.replay.transcripts import Transcript
@@ -285,7 +285,7 @@ class _Simulation:
         timestamps = any(t is not None for t in recorded)
         times = recorded if self.clock else []
         raw_costs = request_costs(
-            [serialize(r) for r in requests], self.pricing, self.count_tokens, times
+            list(map(Serializer(), requests)), self.pricing, self.count_tokens, times
         )
         raw_total = sum(c.cost for c in raw_costs)
         self._charge(self.summaries[0], transcript.name, raw_costs, raw_total,
@@ -304,6 +304,7 @@ class _Simulation:
             figures = summary.sessions.setdefault(transcript.name, SessionFigures())
             read_back: set[tuple[int, int]] = set()  # results already read back
             session = _session_id(transcript.name)
+            serialize = Serializer()
             with Pipeline(policy, host=self._host, session_id=session) as pipe:
                 sent = zip(requests, answers, quoting, _sent_at(times, len(requests)), strict=True)
                 for request, refs, quotes, now in sent:

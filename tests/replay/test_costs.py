@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from middleware.replay.costs import (
     PRICING,
+    Serializer,
     approximate_tokens,
     common_prefix_length,
     request_costs,
@@ -62,6 +63,29 @@ def test_serialize_is_compact_and_keeps_unicode() -> None:
     assert serialize([{"role": "user", "content": "é"}]) == '[{"role":"user","content":"é"}]'
     assert approximate_tokens("") == 0
     assert approximate_tokens("abcde") == 2
+
+
+MESSAGES = st.dictionaries(
+    st.sampled_from(["role", "content", "é", "id"]),
+    st.one_of(st.text(max_size=20), st.integers(), st.floats(allow_nan=False), st.none()),
+)
+
+
+@given(st.lists(MESSAGES, max_size=12), st.lists(st.tuples(st.integers(0, 11), MESSAGES)))
+def test_a_session_serializer_writes_each_request_as_serialize_does(
+    messages: list[dict[str, object]], edits: list[tuple[int, dict[str, object]]]
+) -> None:
+    """Each request repeats the one before, with messages replaced by other objects and
+    one by a changed copy (what the pipeline gives back for the results it rewrote)."""
+    serializer = Serializer()
+    request = list(messages)
+    for at, replacement in edits:
+        assert serializer(request) == serialize(request)
+        if request:
+            request[at % len(request)] = replacement
+            request.append(replacement)
+            request[0] = {**request[0], "content": "changed"}
+    assert serializer(request) == serialize(request)
 
 
 @given(st.text(max_size=200), st.text(max_size=200), st.text(max_size=50), st.integers(1, 64))
