@@ -14,8 +14,23 @@ import gc
 import tempfile
 from collections.abc import Iterator
 
+import parallel
 import pytest
 from object_store import S3Server, s3_server
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    return parallel.auto_workers()
+
+
+@pytest.fixture(autouse=True)
+def timing_has_a_core(request: pytest.FixtureRequest) -> None:
+    """A test that times a real wait runs with the other workers yielding it the CPU."""
+    groups = (mark.args[0] if mark.args else mark.kwargs.get("name")
+              for mark in request.node.iter_markers("xdist_group"))  # fmt: skip
+    if parallel.TIMING in groups:
+        parallel.give_way_to_timing()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

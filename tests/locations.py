@@ -6,7 +6,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
+#: The tests and the builders they share (on sys.path under pytest: pyproject.toml).
+TESTS = REPO / "tests"
 TRAJECTORIES = REPO.parent / "shared" / "data" / "trajectories"
 #: Requests the real agent CLIs sent to the provider stand-in (headers and bodies, long
 #: texts trimmed), one file per agent and version.
-RECORDED = REPO / "tests" / "recorded"
+RECORDED = TESTS / "recorded"

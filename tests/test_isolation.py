@@ -5,13 +5,15 @@ fixed session ids on the shared default folder collided)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import parallel
 import pytest
-from locations import EXAMPLES
+from locations import EXAMPLES, TESTS
 
 
 @pytest.mark.parametrize("run", ["first", "second"])
@@ -44,3 +46,29 @@ def test_tests_of_one_xdist_group_run_on_one_worker(tmp_path: Path) -> None:
     ran = [line for line in done.stdout.splitlines() if " PASSED " in line]
     assert done.returncode == 0 and len(ran) == 8, done.stdout[-2000:]
     assert len({line.split()[0] for line in ran}) == 1, "\n".join(ran)  # "[gw0]" or "[gw1]"
+
+
+def test_auto_gives_a_worker_per_core_and_one_for_the_timing_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    assert parallel.auto_workers() == parallel.cores() + 1
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "5")
+    assert parallel.auto_workers() is None  # pytest-xdist reads the variable itself
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="finds the workers in /proc")
+def test_the_worker_of_the_timing_group_has_the_other_workers_yield_to_it() -> None:
+    """Two children of one process, as two workers are of the controller: when one starts
+    the timing tests, the other's priority drops; its own does not."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        script = "import os, parallel; parallel.give_way_to_timing(); print(os.nice(0))"
+        env = {**os.environ, "PYTEST_XDIST_WORKER": "gw9", "PYTHONPATH": str(TESTS)}
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                              text=True, timeout=60, check=True)  # fmt: skip
+        assert int(done.stdout) == os.nice(0)
+        assert os.getpriority(os.PRIO_PROCESS, other.pid) == parallel.YIELDING
+    finally:
+        other.kill()
+        other.wait()
