@@ -72,3 +72,21 @@ def test_the_worker_of_the_timing_group_has_the_other_workers_yield_to_it() -> N
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_socket_a_test_leaks_fails_that_test_not_a_later_one(tmp_path: Path) -> None:
+    """The suite's conftest collects each test's garbage as it ends: a leak surfaces where
+    it was made (it surfaced in unrelated tests, whenever the collector ran)."""
+    leaky = (
+        "import socket\n\n\ndef test_leaks() -> None:\n"
+        "    sock = socket.socket()\n    cycle = [sock]\n    cycle.append(cycle)\n\n\n"
+        "def test_after() -> None:\n    pass\n"
+    )
+    (tmp_path / "test_leaky.py").write_text(leaky, "utf-8")
+    command = [sys.executable, "-m", "pytest", "-n", "0", "-p", "conftest",
+               "-p", "no:cacheprovider", "-p", "no:langsmith_plugin", "-c", "/dev/null",
+               "-o", f"pythonpath={TESTS}", "-W", "error", "--rootdir", str(tmp_path),
+               str(tmp_path)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert "ERROR at teardown of test_leaks" in done.stdout, done.stdout[-3000:]
+    assert "1 error" in done.stdout and "2 passed" in done.stdout, done.stdout[-3000:]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +56,14 @@ REFUSAL = {
 }
 
 
-def client(base: str, **options: Any) -> Any:
-    return genai.Client(api_key="test-key", http_options=types.HttpOptions(base_url=base,
-                                                                           **options))  # fmt: skip
+@contextmanager
+def client(base: str, **options: Any) -> Iterator[Any]:
+    """The SDK's client at ``base``, closed as the block ends (one left to the collector
+    keeps its connection open until then, and warns in whichever test it runs)."""
+    with genai.Client(
+        api_key="test-key", http_options=types.HttpOptions(base_url=base, **options)
+    ) as made:
+        yield made
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -64,23 +71,23 @@ def test_the_sdk_through_the_proxy_gets_answers_where_gemini_refuses(
     stack: Stack, kind: str
 ) -> None:
     contents = history(kind)
-    direct = client(stack.upstream)  # a client closes its connections once it is dropped
-    with pytest.raises(errors.ClientError) as refused:
+    with client(stack.upstream) as direct, pytest.raises(errors.ClientError) as refused:
         direct.models.generate_content(model=MODEL, contents=contents)
     assert refused.value.code == 400 and REFUSAL[kind] in str(refused.value)
 
-    through = client(stack.url)
-    answer = through.models.generate_content(model=MODEL, contents=contents)
-    assert answer.text == "ok"
-    streamed = "".join(c.text or "" for c in through.models.generate_content_stream(
-        model=MODEL, contents=contents))  # fmt: skip
-    assert streamed == "ok"
+    with client(stack.url) as through:
+        answer = through.models.generate_content(model=MODEL, contents=contents)
+        assert answer.text == "ok"
+        streamed = "".join(c.text or "" for c in through.models.generate_content_stream(
+            model=MODEL, contents=contents))  # fmt: skip
+        assert streamed == "ok"
 
     async def both() -> tuple[Any, str]:
-        made = client(stack.url)
-        one = await made.aio.models.generate_content(model=MODEL, contents=contents)
-        chunks = await made.aio.models.generate_content_stream(model=MODEL, contents=contents)
-        return one, "".join([c.text or "" async for c in chunks])
+        with client(stack.url) as made:
+            async with made.aio as aio:
+                one = await aio.models.generate_content(model=MODEL, contents=contents)
+                chunks = await aio.models.generate_content_stream(model=MODEL, contents=contents)
+                return one, "".join([c.text or "" async for c in chunks])
 
     one, text = asyncio.run(both())
     assert one.text == "ok" and text == "ok"
@@ -126,8 +133,8 @@ def test_a_signed_call_keeps_its_signature_through_a_repair(stack: Stack) -> Non
     """Gemini 3 refuses a turn whose signed call comes back without its signature: a
     repaired turn (one of its two calls left unanswered) keeps it on the call."""
     stack.provider.script = lambda fmt, body: _two_calls(body)
-    through = client(stack.url)
-    first = through.models.generate_content(model=MODEL, contents="Build and test it.")
+    with client(stack.url) as through:
+        first = through.models.generate_content(model=MODEL, contents="Build and test it.")
     parts = first.candidates[0].content.parts
     assert parts[0].thought_signature is not None and len(parts) == 2
     model_turn = first.candidates[0].content.model_dump(mode="json", by_alias=True,
@@ -135,7 +142,8 @@ def test_a_signed_call_keeps_its_signature_through_a_repair(stack: Stack) -> Non
     answered = {"role": "user", "parts": [{"functionResponse": {
         "name": parts[0].function_call.name, "response": {"output": "built"}}}]}  # fmt: skip
     contents = [{"role": "user", "parts": [{"text": "Build and test it."}]}, model_turn, answered]
-    second = through.models.generate_content(model=MODEL, contents=contents)
+    with client(stack.url) as through:
+        second = through.models.generate_content(model=MODEL, contents=contents)
     assert second.text == "ok"
     sent = stack.provider.accepted[-1][2]["contents"]
     assert sent[1] == json.loads(json.dumps(model_turn))  # the model's turn as it came
@@ -149,9 +157,9 @@ def _two_calls(body: dict[str, Any]) -> Reply:
 
 
 def test_usage_reaches_the_ledger(stack: Stack) -> None:
-    through = client(stack.url)
-    through.models.generate_content(model=MODEL, contents="Hello")
-    list(through.models.generate_content_stream(model=MODEL, contents="Hello"))
+    with client(stack.url) as through:
+        through.models.generate_content(model=MODEL, contents="Hello")
+        list(through.models.generate_content_stream(model=MODEL, contents="Hello"))
     total = httpx.get(stack.url + "/sessions").json()["total"]
     assert total["requests"] == 2
     assert total["billed"]["input"] == 20 and total["billed"]["output"] == 10
@@ -176,9 +184,11 @@ def test_what_the_proxy_answers_itself_is_in_googles_shape(
 ) -> None:
     """A body over ``proxy.max_body_bytes``: the SDK raises its usual error, with Google's
     code and status, and the message says which setting to change."""
-    with running(provider, tmp_path, **{"proxy.max_body_bytes": 2_000}) as small:
-        through = client(small.url)
-        with pytest.raises(errors.ClientError) as refused:
-            through.models.generate_content(model=MODEL, contents=history("oversized"))
+    with (
+        running(provider, tmp_path, **{"proxy.max_body_bytes": 2_000}) as small,
+        client(small.url) as through,
+        pytest.raises(errors.ClientError) as refused,
+    ):
+        through.models.generate_content(model=MODEL, contents=history("oversized"))
     assert refused.value.code == 413 and refused.value.status == "INVALID_ARGUMENT"
     assert "proxy.max_body_bytes" in str(refused.value)
