@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import parallel
 import pytest
+import servers
 from object_store import S3Server, s3_server
 
 
@@ -47,6 +48,8 @@ def collected_as_it_ends() -> Iterator[None]:
     own teardown (an error), not in whichever later test the collector happens to run in
     (cheap, with the modules frozen)."""
     yield
+    while servers.OPENED:
+        servers.OPENED.pop().close()
     gc.collect()
 
 

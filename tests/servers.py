@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import uvicorn
 
@@ -37,3 +37,16 @@ def serving(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+#: The SDK clients the running test opened, which the suite closes as it ends
+#: (tests/conftest.py).
+OPENED: list[Any] = []
+Client = TypeVar("Client")
+
+
+def closed_at_the_end(client: Client) -> Client:
+    """``client`` (a synchronous SDK client), closed as the test ends: one left to the
+    collector keeps its connection open until then, and warns in the test it ends in."""
+    OPENED.append(client)
+    return client

@@ -16,6 +16,7 @@ import anyio
 import anyio.abc
 import httpx
 import pytest
+from servers import closed_at_the_end
 
 pytest.importorskip("starlette", reason="the proxy tests need the [proxy] extra")
 
@@ -263,7 +264,9 @@ def test_fail_closed_a_body_not_cleaned_in_time_gets_503_in_the_providers_shape(
         url = stack.url + "/v1/messages"
         first = pool.submit(httpx.post, url, json=conversation("a"), headers=ANTHROPIC, timeout=60)
         assert slow_cleaning.started.wait(timeout=30)
-        client = anthropic.Anthropic(api_key="sk-test", base_url=stack.url, max_retries=0)
+        client = closed_at_the_end(
+            anthropic.Anthropic(api_key="sk-test", base_url=stack.url, max_retries=0)
+        )
         with pytest.raises(anthropic.APIStatusError) as raised:
             client.messages.create(**conversation("b"))
         assert raised.value.status_code == 503

@@ -21,7 +21,7 @@ import pytest
 from agents import missing
 from locations import RECORDED
 from proxy_stack import Stack, running
-from servers import serving
+from servers import closed_at_the_end, serving
 from stand_in import Provider, triggered
 
 RECORDING = RECORDED / "codex-0.171.0-compaction.json"
@@ -292,7 +292,7 @@ def test_a_wrapped_client_compacts_untouched(provider: tuple[Provider, str]) -> 
         {"type": "function_call", "call_id": "call_1", "name": "make", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "call_1", "output": "built"},
     ]
-    plain = openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0)
+    plain = closed_at_the_end(openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0))
     with middleware.wrap(plain) as client:
         compacted = client.responses.with_raw_response.compact(model="gpt-5.5", input=history)
         assert stand_in.raw[-1] == wire({"model": "gpt-5.5", "input": history})

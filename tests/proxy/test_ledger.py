@@ -17,7 +17,7 @@ import openai
 import pytest
 from prompt_cache import PromptCache
 from proxy_stack import Stack, running
-from servers import serving
+from servers import closed_at_the_end, serving
 from stand_in import Provider
 from waiting import wait_for
 
@@ -106,7 +106,9 @@ def test_the_ledger_bills_what_the_provider_reported_and_estimates_the_rest(
         caplog.at_level(logging.INFO, logger="middleware.proxy.access"),
     ):
         stack.proxy.ledger.clock = clock  # the pause below passes for the ledger too
-        client = anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0)
+        client = closed_at_the_end(
+            anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0)
+        )
         headers = {"x-chatcli-session": SESSION}
         for turn, messages in enumerate(agent_turns(12)):
             if turn == 7:  # a pause past the cache's lifetime: everything is written again
@@ -173,7 +175,9 @@ def test_a_provider_that_caches_less_than_expected_shows_as_a_shortfall(
         running((stand_in, upstream), tmp_path, **{"ledger.cache_lifetime_seconds": 3600}) as stack,
     ):
         stack.proxy.ledger.clock = clock
-        client = anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0)
+        client = closed_at_the_end(
+            anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0)
+        )
         for messages in agent_turns(4):
             clock.now += 600 if provider_ttl == "shorter" else 1
             client.messages.create(model=MODEL, max_tokens=5, system=SYSTEM, messages=messages,
@@ -193,7 +197,9 @@ def test_openai_answers_are_billed_streamed_or_not(
 ) -> None:
     provider, upstream, _ = caching
     with running((provider, upstream), tmp_path) as stack:
-        client = openai.OpenAI(base_url=stack.url + "/v1", api_key="k", max_retries=0)
+        client = closed_at_the_end(
+            openai.OpenAI(base_url=stack.url + "/v1", api_key="k", max_retries=0)
+        )
         headers = {"x-chatcli-session": "chat-session"}
         history: list[dict[str, Any]] = [
             {"role": "system", "content": "Be brief. " * 900},
@@ -212,7 +218,9 @@ def test_openai_answers_are_billed_streamed_or_not(
                 {"role": "assistant", "content": None, "tool_calls": [call]},
                 {"role": "tool", "tool_call_id": call["id"], "content": output(turn)},
             ]
-        responses = openai.OpenAI(base_url=stack.url + "/v1", api_key="k", max_retries=0)
+        responses = closed_at_the_end(
+            openai.OpenAI(base_url=stack.url + "/v1", api_key="k", max_retries=0)
+        )
         responses.responses.create(
             model="gpt-5-mini",
             input="Hello " * 2000,
@@ -234,7 +242,9 @@ def test_openai_answers_are_billed_streamed_or_not(
 
 
 def test_a_stream_without_usage_is_counted_as_unread(stack: Stack) -> None:
-    client = openai.OpenAI(base_url=stack.url + "/v1", api_key="k", max_retries=0)
+    client = closed_at_the_end(
+        openai.OpenAI(base_url=stack.url + "/v1", api_key="k", max_retries=0)
+    )
     for _ in client.chat.completions.create(
         model="gpt-4.1", messages=[{"role": "user", "content": "hi"}], stream=True,
         extra_headers={"x-chatcli-session": "no-usage"},
@@ -249,7 +259,7 @@ def test_a_stream_without_usage_is_counted_as_unread(stack: Stack) -> None:
 
 
 def test_a_token_count_is_not_billed(stack: Stack) -> None:
-    client = anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0)
+    client = closed_at_the_end(anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0))
     client.messages.count_tokens(model=MODEL, messages=[{"role": "user", "content": "hi"}])
     client.messages.create(model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}])
     assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 1)
@@ -261,7 +271,7 @@ def test_the_ledger_command_prints_a_running_proxys_sessions(
 ) -> None:
     from middleware.cli.app import main
 
-    client = anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0)
+    client = closed_at_the_end(anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0))
     for session in ("first", "second"):
         client.messages.create(model=MODEL, max_tokens=5, extra_headers={"x-chatcli-session":
                                session}, messages=[{"role": "user", "content": "hi"}])  # fmt: skip
@@ -324,7 +334,9 @@ def _sent(case: str, tmp_path: Any) -> list[dict[str, Any]]:
         running((stand_in, upstream), tmp_path / case, **THRIFTY) as stack,
     ):
         stack.proxy.ledger.clock = clock
-        client = anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0)
+        client = closed_at_the_end(
+            anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0)
+        )
         for turn, messages in enumerate(agent_turns(10)):
             clock.now += 600 if case == "idle" and turn == 7 else 10
             client.messages.create(model=MODEL, max_tokens=5, system=SYSTEM, messages=messages,
