@@ -50,6 +50,9 @@ class Cleaned:
     #: The conversation that cleaned it, which its answer is told to
     #: (:meth:`.Conversations.answer`); ``None``: no pipeline processed it.
     conversation: ConversationState | None = None
+    #: The history as the body sends it (``None``: no pipeline processed it), for what
+    #: the console shows the model saw without reading the body again.
+    messages: list[Any] | None = None
 
 
 def clean_body(
@@ -108,6 +111,7 @@ def clean_body(
         continued=result.continued,
         footprints=footprints,
         conversation=state,
+        messages=result.messages,
     )
 
 

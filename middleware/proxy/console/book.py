@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from middleware.conversations.cleaning import Cleaned
-from middleware.formats import get_codec, jsonio
-from middleware.formats.bodies import read_body
+from middleware.formats import get_codec
 from middleware.ledger.book import Entry
 from middleware.policy.settings import section
 from middleware.report import Action
@@ -316,14 +315,11 @@ def _texts_seen(cleaned: Cleaned, actions: Sequence[Action]) -> dict[str, str]:
     """The text of each result (and each call's input, under ``call:ID``) as the cleaned
     body sends it, for the calls ``actions`` replaced something of: what the model saw."""
     report = cleaned.report
-    if report is None:
+    if report is None or cleaned.messages is None:
         return {}
     wanted = {a.tool_call_id for a in actions if a.kind in _REPLACING}
     try:
-        body = read_body(jsonio.loads(cleaned.body), report.format)
-        if body is None or not isinstance(body.history, list):
-            return {}
-        conversation = get_codec(report.format).parse(body.history)
+        conversation = get_codec(report.format).parse(cleaned.messages)
     except Exception:  # what the console shows is never the reason a request fails
         return {}
     texts: dict[str, str] = {}
