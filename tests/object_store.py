@@ -11,8 +11,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from servers import free_port
-
 #: Credentials moto accepts; nothing here reaches AWS.
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "chatcli-test",
@@ -76,9 +74,11 @@ def s3_server() -> Iterator[S3Server]:
 
     set_credentials()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    # Port 0: the server binds a free port itself (a port found free and then bound by
+    # the server can be taken in between, and moto's start waits forever if it is).
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    _, port = server.get_host_and_port()
     running = S3Server(f"http://127.0.0.1:{port}", server)
     try:
         yield running

@@ -1,7 +1,11 @@
-"""Serve an ASGI app with uvicorn on a free loopback port, in a thread, for a test."""
+"""Serve an ASGI app with uvicorn on a free loopback port, in a thread, for a test; and
+ports for the servers the tests start in processes of their own."""
 
 from __future__ import annotations
 
+import itertools
+import os
+import random
 import socket
 import threading
 import time
@@ -11,32 +15,77 @@ from typing import Any, TypeVar
 
 import uvicorn
 
+#: The ports :func:`free_port` hands out lie below Linux's default ephemeral range
+#: (32768-60999), where the kernel picks the local port of every outgoing connection and
+#: of every ``bind(0)``: a port found free there and closed again can be taken by any
+#: connection before the server that was meant to listen on it binds it (CI lost a proxy's
+#: start that way: "address already in use").
+PORTS = range(12000, 32000)
+
+
+def port_share(worker: str, workers: int) -> range:
+    """The part of :data:`PORTS` pytest-xdist's worker ``worker`` (``gw0``...) of
+    ``workers`` hands out, apart from every other worker's; all of it outside xdist."""
+    index = worker.removeprefix("gw")
+    if not index.isdigit() or int(index) >= workers:
+        return PORTS
+    width = len(PORTS) // workers
+    return PORTS[int(index) * width : (int(index) + 1) * width]
+
+
+def _ports() -> Iterator[int]:
+    """This process's :func:`port_share`, round and round from a random place in it."""
+    share = port_share(
+        os.environ.get("PYTEST_XDIST_WORKER", ""),
+        int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")),
+    )
+    start = random.randrange(len(share))
+    return itertools.cycle([*share[start:], *share[:start]])
+
+
+_NEXT_PORT = _ports()
+_NEXT_PORT_LOCK = threading.Lock()
+
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A loopback port nothing listens on now, which no other worker of this run and no
+    outgoing connection will take (:data:`PORTS`): for a server started in a process of
+    its own, which binds it itself."""
+    with _NEXT_PORT_LOCK:
+        for _ in range(len(PORTS)):
+            port = next(_NEXT_PORT)
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue  # something of this machine's own listens there
+                return port
+    raise RuntimeError(f"no free loopback port in {PORTS}")
 
 
 @contextmanager
-def serving(app: Any) -> Iterator[str]:
-    """``app`` listening on loopback until the block ends; yields its base URL."""
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+def serving(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
+    """``app`` listening on ``host`` until the block ends; yields its base URL. The socket
+    is bound here and handed to uvicorn, so no other process can take its port first."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{port}"
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.01)
+        yield f"http://{host}:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+        sock.close()
 
 
 #: The SDK clients the running test opened, which the suite closes as it ends

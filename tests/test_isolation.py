@@ -13,6 +13,7 @@ from pathlib import Path
 
 import parallel
 import pytest
+import servers
 from locations import EXAMPLES, TESTS
 
 
@@ -90,3 +91,17 @@ def test_a_socket_a_test_leaks_fails_that_test_not_a_later_one(tmp_path: Path) -
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert "ERROR at teardown of test_leaks" in done.stdout, done.stdout[-3000:]
     assert "1 error" in done.stdout and "2 passed" in done.stdout, done.stdout[-3000:]
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 8])
+def test_each_worker_hands_out_ports_no_other_worker_or_outgoing_connection_takes(
+    workers: int,
+) -> None:
+    """A server in a process of its own binds the port :func:`servers.free_port` found:
+    in between, the port must not be one another worker may pick, nor one the kernel gives
+    an outgoing connection (CI lost a proxy's start to "address already in use")."""
+    shares = [set(servers.port_share(f"gw{n}", workers)) for n in range(workers)]
+    assert all(len(share) >= 1000 for share in shares)
+    assert sum(map(len, shares)) == len(set().union(*shares))
+    low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    assert max(servers.PORTS) < low or min(servers.PORTS) > high

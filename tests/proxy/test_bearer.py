@@ -5,19 +5,15 @@ over a real socket (issue 36, item 12)."""
 from __future__ import annotations
 
 import socket
-import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 pytest.importorskip("starlette", reason="the proxy tests need the [proxy] extra")
 
-import uvicorn
+from servers import serving
 
 from middleware.proxy.build import build_proxy
 
@@ -47,26 +43,6 @@ def outside_address() -> str:
     return address
 
 
-@contextmanager
-def serving_on(app: Any, host: str) -> Iterator[str]:
-    """``app`` on ``host`` (a free port) until the block ends; yields its base URL."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the proxy did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-
-
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     host = outside_address()
@@ -75,7 +51,7 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "proxy.status_token": STATUS, "proxy.recall_token": RECALL,
         "spill.root": str(spill),
     })  # fmt: skip
-    with serving_on(app, host) as served:
+    with serving(app, host) as served:
         yield served
 
 
