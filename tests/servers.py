@@ -11,16 +11,28 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import uvicorn
 
-#: The ports :func:`free_port` hands out lie below Linux's default ephemeral range
-#: (32768-60999), where the kernel picks the local port of every outgoing connection and
-#: of every ``bind(0)``: a port found free there and closed again can be taken by any
-#: connection before the server that was meant to listen on it binds it (CI lost a proxy's
-#: start that way: "address already in use").
-PORTS = range(12000, 32000)
+
+def _below_the_ephemeral_ports() -> range:
+    """20,000 ports just below the range the kernel picks the local port of an outgoing
+    connection (and of a ``bind(0)``) from: a port found free there and closed again can be
+    taken by any connection before the server meant to listen on it binds it (CI lost a
+    proxy's start that way: "address already in use")."""
+    try:  # Linux; elsewhere (macOS: 49152-65535) the default below holds too
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    if low < 3024:
+        raise RuntimeError(f"the ephemeral ports start at {low}: no room below them")
+    return range(max(1024, low - 20_000), low)
+
+
+#: The ports :func:`free_port` hands out.
+PORTS = _below_the_ephemeral_ports()
 
 
 def port_share(worker: str, workers: int) -> range:
