@@ -45,34 +45,27 @@ def port_share(worker: str, workers: int) -> range:
     return PORTS[int(index) * width : (int(index) + 1) * width]
 
 
-def _ports() -> Iterator[int]:
-    """This process's :func:`port_share`, round and round from a random place in it."""
-    share = port_share(
-        os.environ.get("PYTEST_XDIST_WORKER", ""),
-        int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")),
-    )
-    start = random.randrange(len(share))
-    return itertools.cycle([*share[start:], *share[:start]])
-
-
-_NEXT_PORT = _ports()
-_NEXT_PORT_LOCK = threading.Lock()
+#: This process's :func:`port_share`, and where in it :func:`free_port` looks next (from a
+#: random place, so that two runs side by side rarely meet).
+_SHARE = port_share(
+    os.environ.get("PYTEST_XDIST_WORKER", ""), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+)
+_NEXT = itertools.count(random.randrange(len(_SHARE)))
 
 
 def free_port() -> int:
     """A loopback port nothing listens on now, which no other worker of this run and no
     outgoing connection will take (:data:`PORTS`): for a server started in a process of
     its own, which binds it itself."""
-    with _NEXT_PORT_LOCK:
-        for _ in range(len(PORTS)):
-            port = next(_NEXT_PORT)
-            with socket.socket() as sock:
-                try:
-                    sock.bind(("127.0.0.1", port))
-                except OSError:
-                    continue  # something of this machine's own listens there
-                return port
-    raise RuntimeError(f"no free loopback port in {PORTS}")
+    for _ in range(len(_SHARE)):
+        port = _SHARE[next(_NEXT) % len(_SHARE)]
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # something of this machine's own listens there
+            return port
+    raise RuntimeError(f"no free loopback port in {_SHARE}")
 
 
 @contextmanager

@@ -68,9 +68,14 @@ def chars_to_tokens(chars: int) -> int:
     return (chars + 3) // 4
 
 
+def _encode(value: Any) -> str:
+    """Compact JSON, keys in their order: a request's bytes as the cache sees them."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def serialize(messages: Sequence[Any]) -> str:
-    """The request as sent: compact JSON, keys in their order (the cache sees bytes)."""
-    return json.dumps(list(messages), ensure_ascii=False, separators=(",", ":"))
+    """The request as sent (the cache sees bytes)."""
+    return _encode(list(messages))
 
 
 class Serializer:
@@ -90,7 +95,7 @@ class Serializer:
         for message in messages:
             kept = previous.get(id(message))
             if kept is None or kept[0] is not message:
-                kept = (message, json.dumps(message, ensure_ascii=False, separators=(",", ":")))
+                kept = (message, _encode(message))
             current[id(message)] = kept
             parts.append(kept[1])
         self._previous = current

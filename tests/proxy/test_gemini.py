@@ -135,14 +135,14 @@ def test_a_signed_call_keeps_its_signature_through_a_repair(stack: Stack) -> Non
     stack.provider.script = lambda fmt, body: _two_calls(body)
     with client(stack.url) as through:
         first = through.models.generate_content(model=MODEL, contents="Build and test it.")
-    parts = first.candidates[0].content.parts
-    assert parts[0].thought_signature is not None and len(parts) == 2
-    model_turn = first.candidates[0].content.model_dump(mode="json", by_alias=True,
-                                                        exclude_none=True)  # fmt: skip
-    answered = {"role": "user", "parts": [{"functionResponse": {
-        "name": parts[0].function_call.name, "response": {"output": "built"}}}]}  # fmt: skip
-    contents = [{"role": "user", "parts": [{"text": "Build and test it."}]}, model_turn, answered]
-    with client(stack.url) as through:
+        parts = first.candidates[0].content.parts
+        assert parts[0].thought_signature is not None and len(parts) == 2
+        model_turn = first.candidates[0].content.model_dump(mode="json", by_alias=True,
+                                                            exclude_none=True)  # fmt: skip
+        answered = {"role": "user", "parts": [{"functionResponse": {
+            "name": parts[0].function_call.name, "response": {"output": "built"}}}]}  # fmt: skip
+        contents = [{"role": "user", "parts": [{"text": "Build and test it."}]}, model_turn,
+                    answered]  # fmt: skip
         second = through.models.generate_content(model=MODEL, contents=contents)
     assert second.text == "ok"
     sent = stack.provider.accepted[-1][2]["contents"]
