@@ -105,3 +105,20 @@ def test_each_worker_hands_out_ports_no_other_worker_or_outgoing_connection_take
     assert sum(map(len, shares)) == len(set().union(*shares))
     low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
     assert max(servers.PORTS) < low or min(servers.PORTS) > high
+
+
+def test_no_property_is_timed() -> None:
+    """Every hypothesis test runs without a deadline (tests/conftest.py's profile), so a busy
+    machine cannot fail one: a test with its own ``@settings`` keeps the profile's."""
+    from hypothesis import given, settings, strategies
+
+    assert settings.default.deadline is None
+
+    @settings(max_examples=1)
+    @given(strategies.none())
+    def slow(_: None) -> None:
+        import time
+
+        time.sleep(0.25)  # past hypothesis's own default deadline of 200 ms
+
+    slow()

@@ -85,9 +85,7 @@ AWKWARD = st.one_of(
 PRICE_KEYS = ("input", "output", "cache_read", "cache_write_5m", "cache_write_1h")
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tool=AWKWARD, pattern=AWKWARD, text=AWKWARD, price=st.floats(1e-12, 1e6))
 def test_config_output_keeps_any_tool_name_price_pattern_and_text(
     tool: str, pattern: str, text: str, price: float, tmp_path: Path

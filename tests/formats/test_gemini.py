@@ -409,7 +409,7 @@ def broken_histories(draw: st.DrawFn) -> list[dict[str, Any]]:
     return history
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(history=broken_histories())
 def test_every_repaired_history_keeps_geminis_rules(
     history: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
@@ -474,7 +474,7 @@ def mixed_id_histories(draw: st.DrawFn) -> list[dict[str, Any]]:
     return history
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(history=mixed_id_histories())
 def test_with_mixed_ids_explicit_ids_are_never_overridden_and_the_result_passes_check(
     history: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory

@@ -51,7 +51,7 @@ def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     return str(request.param)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(value=VALUES)
 def test_a_body_reads_back_as_the_standard_library_reads_it(value: Any) -> None:
     escaped = json.dumps(value).encode()  # ASCII, lone surrogates as escapes
@@ -61,7 +61,7 @@ def test_a_body_reads_back_as_the_standard_library_reads_it(value: Any) -> None:
         assert same(jsonio.loads(plain.encode()), json.loads(plain.encode()))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(value=VALUES)
 def test_what_is_written_reads_back_as_it_was(value: Any) -> None:
     written = jsonio.wire(value)

@@ -782,7 +782,7 @@ _STRATEGIES = {
 
 
 @pytest.mark.parametrize("fmt", sorted(_STRATEGIES))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(data=st.data())
 def test_random_histories_roundtrip(fmt: str, data: st.DataObject) -> None:
     history = data.draw(_STRATEGIES[fmt])

@@ -68,7 +68,7 @@ def only_step(step: str, log: list[str]) -> object:
     return type(f"Only_{step}", (), {hook_name: staticmethod(hookimpl(run, specname=hook_name))})()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(st.permutations(["pairing", "budget", "microcompact", "pairing", "microcompact"]))
 def test_steps_run_in_fixed_order_whatever_the_registration_order(order: list[str]) -> None:
     log: list[str] = []

@@ -27,7 +27,6 @@ KEYS = sorted(key.dotted for key in keys())
 FUZZ = settings(
     max_examples=150,
     derandomize=True,
-    deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 

@@ -52,9 +52,7 @@ def result_texts(messages: list[dict[str, Any]]) -> list[str]:
 
 
 @pytest.mark.parametrize("name", middleware.preset_names())
-@settings(
-    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=20, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(messages=histories())
 def test_presets_are_pure_idempotent_valid_and_lossless(
     tmp_path: Path, name: str, messages: list[dict[str, Any]]

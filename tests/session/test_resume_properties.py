@@ -97,9 +97,7 @@ def replay(root: Path, sequence: list[list[dict[str, Any]]], cache: bool) -> lis
         ]
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(requests())
 def test_any_sequence_of_requests_comes_out_as_processed_in_full(
     tmp_path: Path, sequence: list[list[dict[str, Any]]]

@@ -150,7 +150,7 @@ def test_concurrent_saves_of_the_same_result_agree(tmp_path: Path) -> None:
     assert [p.name for p in ws.results_dir.iterdir()] == [Path(paths[0]).name]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(key=st.text(), content=st.text())
 def test_any_key_and_content_round_trip_inside_the_workspace(
     tmp_path_factory: pytest.TempPathFactory, key: str, content: str

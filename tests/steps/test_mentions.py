@@ -60,14 +60,14 @@ TOKENISH = st.text(
 ) | st.sampled_from(TOKENS)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(TOKENISH, TOKENISH)
 def test_the_fast_tokeniser_gives_the_reference_tokens(left: str, right: str) -> None:
     text = left + " " + right
     assert list(iter_distinctive(text)) == reference_tokens(text)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(TOKENISH, max_size=12), st.integers(min_value=1, max_value=40))
 def test_tokens_are_the_same_read_in_chunks(parts: list[str], size: int) -> None:
     """Text is tokenised in chunks cut where no token can be: any chunk size gives the
@@ -85,7 +85,7 @@ PIECES += ["\u212a", "\u0131", "\u0130", "\u017f", "TRACEBAC", "FA\u0131LED"]
 LINES = st.lists(st.sampled_from(PIECES), max_size=40).map("".join)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(LINES | TOKENISH, st.integers(min_value=0, max_value=4))
 def test_error_lines_are_the_reference_lines(text: str, limit: int) -> None:
     assert error_lines(text, limit) == reference_error_lines(text, limit)
@@ -105,7 +105,7 @@ def test_a_text_of_many_chunks_gives_the_tokens_of_the_whole() -> None:
     assert mentions(text, 5_000) == list(dict.fromkeys(reference_tokens(text)))[:5_000]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(TOKENISH, st.integers(min_value=0, max_value=90))
 def test_a_cut_between_tokens_shows_only_whole_tokens(text: str, width: int) -> None:
     cut = cut_between_tokens(text, width)

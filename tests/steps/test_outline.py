@@ -82,7 +82,7 @@ def test_no_budget_or_nothing_new_gives_no_outline() -> None:
     assert outline("plain words only\n" * 100, 10, 1_500, 1_000) == ""
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(
     st.lists(
         st.sampled_from(["alpha_1", "beta.py", "x", "gamma:2", "plain", "\n", " "]), max_size=300
@@ -250,7 +250,7 @@ LOG_LINE = st.sampled_from(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(st.lists(LOG_LINE, max_size=300), st.integers(min_value=0, max_value=3_000), st.data())
 def test_an_outline_of_a_log_fits_and_quotes_its_lines_in_order(
     lines: list[str], budget: int, data: st.DataObject

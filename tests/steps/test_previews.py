@@ -99,7 +99,7 @@ def test_human_size() -> None:
     ]  # fmt: skip
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     text=st.text(alphabet=st.sampled_from(["a", "b", "\n", "é", "€", "😀"]), max_size=3000),
     head=st.integers(0, 1200),
@@ -139,7 +139,7 @@ def test_a_preview_shrunk_to_a_small_cap_keeps_a_share_of_its_outline(target: in
     assert preview.startswith("def handler_0") and "handler_1995" in preview
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.integers(min_value=0, max_value=8_000), st.booleans())
 def test_a_fitted_preview_never_exceeds_its_target_unless_bare(target: int, grow: bool) -> None:
     preview = fit_preview(SOURCE, DEFAULT, target, path=PATH, tool="Read", grow=grow)

@@ -133,7 +133,7 @@ def test_the_form_is_a_policy_setting_and_a_preset_says_it_its_way() -> None:
         middleware.load_policy(env={}, dotenv_path=False, overrides={"recall.form": "ftp"})
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     body=st.lists(st.text(alphabet="ab \t", max_size=120), min_size=1, max_size=200),
     ends_with_newline=st.booleans(),

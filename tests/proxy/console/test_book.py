@@ -106,7 +106,7 @@ def test_a_request_is_kept_within_its_bound_however_much_the_steps_did(
     assert json.loads(smallest.kept)["omitted"] > 0
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     texts=st.lists(st.text(st.characters(codec=None, exclude_categories=())), max_size=6),
     room=st.integers(200, 6000),

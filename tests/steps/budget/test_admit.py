@@ -16,9 +16,7 @@ from tests.preset_builders import batch, outputs, preset
 
 
 @pytest.mark.parametrize("name", ["chatcli", "claude-code", "ethos", "pi", "hermes"])
-@settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(size=st.integers(0, 120_000), tool=st.sampled_from(["read", "bash", "Bash", "grep", "web"]))
 def test_admission_equals_what_the_request_time_step_would_send(
     tmp_path: Path, name: str, size: int, tool: str

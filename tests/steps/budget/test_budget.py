@@ -310,9 +310,7 @@ def test_two_processes_give_byte_identical_output(tmp_path: Path) -> None:
     assert b"chars omitted" in runs[0].stdout
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.lists(st.integers(0, 60_000), min_size=1, max_size=6), min_size=1, max_size=4))
 def test_spilling_is_lossless_and_every_turn_fits(tmp_path: Path, sizes: list[list[int]]) -> None:
     turns = [

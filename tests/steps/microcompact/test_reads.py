@@ -234,7 +234,7 @@ def test_the_built_in_plugin_declares_the_agents_file_tools() -> None:
     assert not problems
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.lists(st.sampled_from(["read", "bash", "reread", "write", "other"]), min_size=3,
                 max_size=16))  # fmt: skip
 def test_reads_are_released_alike_on_every_request_and_processing_again_changes_nothing(

@@ -40,7 +40,7 @@ def gains(draw: st.DrawFn) -> tuple[int, list[Gain]]:
     return turns, out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(gains(), st.integers(1, 3), st.integers(1, 3), st.integers(0, 3), st.data())
 def test_turn_gains_follow_the_definition(
     drawn: tuple[int, list[Gain]], truncate: int, summarize: int, clear: int, data: st.DataObject
@@ -91,7 +91,7 @@ def weighed_at(
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(history(), st.data())
 def test_decisions_carried_from_an_earlier_request_decide_alike(
     drawn: tuple[list[int], list[int], list[Gain]], data: st.DataObject
@@ -137,7 +137,7 @@ def _settings(**schedule: object) -> MicrocompactSettings:
                 MicrocompactSettings)  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(history(), st.data())
 def test_a_move_made_on_a_cold_cache_is_made_again_from_its_record(
     drawn: tuple[list[int], list[int], list[Gain]], data: st.DataObject

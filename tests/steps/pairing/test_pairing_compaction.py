@@ -211,7 +211,7 @@ def responses_histories(draw: st.DrawFn) -> list[dict[str, Any]]:
     return out
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(history=responses_histories())
 def test_repairs_never_change_drop_or_reorder_compaction_items(
     pipe: middleware.Pipeline, history: list[dict[str, Any]]
@@ -305,7 +305,7 @@ def anthropic_histories(draw: st.DrawFn) -> list[dict[str, Any]]:
     return out
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(history=anthropic_histories())
 def test_anthropic_repairs_never_change_drop_or_reorder_compaction_blocks(
     pipe: middleware.Pipeline, history: list[dict[str, Any]]

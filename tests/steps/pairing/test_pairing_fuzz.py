@@ -350,9 +350,7 @@ def check(
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@settings(
-    max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=250, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fuzzed_histories_are_refused_or_repaired(
     pipelines: tuple[middleware.Pipeline, middleware.Pipeline], fmt: str, data: st.DataObject
@@ -362,9 +360,7 @@ def test_fuzzed_histories_are_refused_or_repaired(
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fuzzed_histories_in_auto_mode(
     pipelines: tuple[middleware.Pipeline, middleware.Pipeline], fmt: str, data: st.DataObject

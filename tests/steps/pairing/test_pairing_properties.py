@@ -201,9 +201,7 @@ FAULT_PLAN = st.lists(st.tuples(st.sampled_from(FAULTS), st.integers(0, 1000)), 
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(base=histories(), faults=FAULT_PLAN)
 def test_repair_always_yields_a_valid_idempotent_lossless_history(
     pipe: middleware.Pipeline, fmt: str, base: list[Msg], faults: list[tuple[str, int]]
@@ -215,9 +213,7 @@ def test_repair_always_yields_a_valid_idempotent_lossless_history(
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@settings(
-    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=50, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(base=histories())
 def test_valid_histories_are_returned_untouched(
     pipe: middleware.Pipeline, fmt: str, base: list[Msg]

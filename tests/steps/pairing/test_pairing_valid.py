@@ -64,7 +64,7 @@ def check(messages: list[dict[str, Any]], rules: Rules) -> bool:
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(base=histories(), faults=FAULT_PLAN, flags=RULES)
 def test_what_it_accepts_the_repair_leaves_alone(
     fmt: str, base: Any, faults: list[tuple[str, int]], flags: tuple[bool, bool]
@@ -77,7 +77,7 @@ def test_what_it_accepts_the_repair_leaves_alone(
         assert accepted  # a valid history is what it is for
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     messages=st.lists(anthropic_message(ok=True), max_size=8)
     | st.lists(openai_message(ok=True), max_size=8),
