@@ -37,3 +37,21 @@ def with_cache_marker(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         last["content"] = [{"type": "text", "text": last["content"]}]
     last["content"][-1]["cache_control"] = {"type": "ephemeral"}
     return out
+
+
+def spilled(policy_overrides: dict[str, Any], text: str, session: str, root: Path) -> str:
+    """The preview the default pipeline sends for one Bash result of ``text``."""
+    history = [
+        {"role": "user", "content": "run it"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "x"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": text}]},
+    ]  # fmt: skip
+    policy = middleware.load_policy(
+        env={}, dotenv_path=False, overrides={"spill.root": str(root), **policy_overrides}
+    )
+    with middleware.Pipeline(policy, session_id=session) as pipe:
+        out = pipe.process(history).messages[2]["content"][0]["content"]
+        assert isinstance(out, str)
+        return out

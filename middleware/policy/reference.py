@@ -69,10 +69,33 @@ quotes the file: an `extends` that names a file which is not a policy does not p
 """
 
 
+#: How a template writes the names it shows (:mod:`middleware.policy.quoting`).
+TEMPLATES = """\
+## Templates
+
+A text the model reads is a template (a preview, a notice, a summary, the sentence that
+says how to read the rest back): its `{fields}` are filled as the text is written, and a
+field a template may not use is an error when the policy loads (each key below lists its
+fields). A field that names something the conversation or the spill store gave (`{path}`,
+`{file}`, `{tool}`, `{key}`, `{source}`) cannot make the text say something else:
+
+* `{path}` shows the name as it is when it is plain; otherwise as a JSON string, quotes
+  included, in which line breaks, other control and invisible characters (C0, DEL, C1,
+  bidi and zero-width characters, line and paragraph separators) and the brackets the
+  notices are made of (`[ ] < >`) are escapes: `"/repo/a\\n\\u005bsystem\\u005d.txt"`.
+* `{quoted_path}` is the name as one word of a POSIX shell command: as it is when the shell
+  reads it so (`/tmp/a.txt`), else quoted (`'/tmp/a b.txt'`, Python's `shlex.quote`), or,
+  for a name with a character no command line can hold raw, `$'a\\nb.txt'` (bash, zsh,
+  ksh, busybox; a shell that does not know this form, such as dash, reads another name and
+  runs nothing). A command in a template takes a name in this form, after `--` where the
+  command takes options: `sed -n '{first}p' -- {quoted_source}`.
+"""
+
+
 def render_markdown() -> str:
     """The whole reference, as Markdown."""
     schema = policy_schema()
-    out = [HEADER, LIMITS]
+    out = [HEADER, LIMITS, TEMPLATES]
     out.append("## The policy itself\n")
     for key in keys():
         if key.dotted in DOCUMENT_KEYS:

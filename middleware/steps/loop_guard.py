@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Literal
 
 from middleware.errors import LoopGuardError
 from middleware.plugin.markers import hookimpl
+from middleware.policy.quoting import prose
 from middleware.policy.settings import bind, section
+from middleware.policy.templates import fill
 from middleware.report import LoopAlert
 from middleware.view import Conversation, Node, ToolCall, ToolResult
 
@@ -52,7 +54,7 @@ def guard_loops(conversation: Conversation, policy: Policy) -> list[LoopAlert]:
     if settings.action == "raise":
         raise LoopGuardError("; ".join(alert.reason for alert in alerts), alerts)
     if settings.action == "annotate":
-        notice = settings.notice.format(reason="; ".join(a.reason for a in alerts))
+        notice = fill(settings.notice, {"reason": "; ".join(_reason(a) for a in alerts)}, {})
         if _annotate(conversation, notice):
             alerts = [replace(alert, annotated=True) for alert in alerts]
     return alerts
@@ -80,6 +82,13 @@ def find_loops(calls: list[ToolCall], settings: LoopGuardSettings) -> list[LoopA
                 ids = tuple(c.id for c, k in zip(calls, keys, strict=True) if k == key)
                 alerts.append(LoopAlert("repeated_call", count, same, key[0], ids))
     return alerts
+
+
+def _reason(alert: LoopAlert) -> str:
+    """The alert's reason as the notice says it: the tool's name escaped like any name."""
+    if alert.tool_name is None:
+        return alert.reason
+    return replace(alert, tool_name=prose(alert.tool_name)).reason
 
 
 def _key(call: ToolCall, identical: str) -> tuple[str, str]:

@@ -19,9 +19,12 @@ from middleware.policy.schema import default_of
 from middleware.policy.settings import build
 from middleware.policy.templates import (
     PREVIEW_FIELDS,
+    fill,
+    read_names,
     template_fields,
     template_literals,
     template_pattern,
+    with_quoted,
 )
 from middleware.steps.outline import outline
 from middleware.steps.read_back import FileRead, ReadBack
@@ -33,6 +36,8 @@ OUTLINE = KeptKind(
     encode=lambda lines: lines,
     decode=lambda value: value if isinstance(value, str) else None,
 )
+#: Fields a preview template may use.
+_FIELDS = with_quoted(PREVIEW_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -57,11 +62,11 @@ class PreviewStyle:
     def __post_init__(self) -> None:
         if self.head < 0 or self.tail < 0:
             raise ValueError("preview head and tail sizes must not be negative")
-        unknown = template_fields(self.template) - PREVIEW_FIELDS
+        unknown = template_fields(self.template) - _FIELDS
         if unknown:
             raise ValueError(
                 f"unknown field(s) {', '.join(sorted(unknown))} in preview template; "
-                f"known fields: {', '.join(sorted(PREVIEW_FIELDS))}"
+                f"known fields: {', '.join(sorted(_FIELDS))}"
             )
 
 
@@ -106,7 +111,8 @@ def make_preview(
             text, path, len(head), len(text) - len(tail), session=session, total_lines=n_lines,
             file=file,
         )  # fmt: skip
-    preview = style.template.format_map(
+    preview = fill(
+        style.template,
         {
             "recall": recall,
             "outline": lines,
@@ -117,9 +123,8 @@ def make_preview(
             "total_bytes": n_bytes,
             "size": human_size(n_bytes),
             "lines": n_lines,
-            "path": path,
-            "tool": tool or "tool",
-        }
+        },
+        {"path": path, "tool": tool or "tool"},
     )
     return preview if len(preview) < len(text) else None
 
@@ -218,7 +223,7 @@ def parse_template(text: str, template: str) -> dict[str, str] | None:
     if marker and marker not in text:
         return None
     match = template_pattern(template, named=True, repeated=True, numbers=_NUMBERS).fullmatch(text)
-    return None if match is None else match.groupdict()
+    return None if match is None else read_names(match.groupdict())
 
 
 def recover_preview(

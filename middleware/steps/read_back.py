@@ -21,12 +21,13 @@ the same words on every request and every replica.
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 from urllib.parse import quote
 
+from middleware.policy.quoting import json_string, prose
 from middleware.policy.settings import section
+from middleware.policy.templates import fill
 from middleware.spill.layout import RESULTS, is_result_name
 from middleware.spill.stores import is_local
 
@@ -34,7 +35,7 @@ from middleware.spill.stores import is_local
 class FileRead(NamedTuple):
     """The call a result of a file-reading tool answers: the tool, the file, and the part
     of it the call read, in the tool's own words (`` (offset: 100, limit: 50)``; empty
-    for the whole file)."""
+    for the whole file; a value other than a number escaped as a sentence shows a name)."""
 
     tool: str
     file: str
@@ -46,9 +47,7 @@ class FileRead(NamedTuple):
         arguments ``names`` the call gave."""
         given = arguments if isinstance(arguments, dict) else {}
         said = ", ".join(
-            f"{name}: {json.dumps(given[name], ensure_ascii=False)}"
-            for name in names
-            if given.get(name) is not None
+            f"{name}: {_value(given[name])}" for name in names if given.get(name) is not None
         )
         return cls(tool, file, f" ({said})" if said else "")
 
@@ -81,13 +80,9 @@ class ReadBack:
         last = min(hidden_first + count - 1, hidden_last)
         name = location.rsplit("/", 1)[-1]
         ours = is_result_name(name) and location.rsplit("/", 2)[-2:-1] == [RESULTS]
-        key = f"{session}/{name}"
-        values = {
-            "path": location,
-            "quoted_path": shlex.quote(location),
-            "url": f"{(self.url or '').rstrip('/')}/recall/{quote(session, safe='')}/{name}",
-            "key": key,
-            "quoted_key": shlex.quote(key),
+        names = {"path": location, "key": f"{session}/{name}"}
+        values: dict[str, object] = {
+            "url": f"{(self.url or '').rstrip('/')}/recall/{_segment(session)}/{name}",
             "first": hidden_first,
             "last": last,
             "count": last - hidden_first + 1,
@@ -96,9 +91,10 @@ class ReadBack:
             "lines": total_lines,
         }
         if file is not None and self.file_template is not None:
-            values.update(file=file.file, tool=file.tool, arguments=file.arguments)
-            return self.file_template.format_map(values)
-        return self._template(location, ours).format_map(values)
+            values["arguments"] = file.arguments
+            names.update(file=file.file, tool=file.tool)
+            return fill(self.file_template, values, names)
+        return fill(self._template(location, ours), values, names)
 
     def _template(self, location: str, ours: bool) -> str:
         """The template of the form in effect (``path`` for a location not laid out by a
@@ -113,6 +109,22 @@ class ReadBack:
         if form == "tool":
             return self.tool_template
         return self.path_template
+
+
+def _segment(session: str) -> str:
+    """``session`` as one segment of a URL path (a lone surrogate as the session folder's
+    name reads it, :func:`middleware.spill.layout.session_folder_name`)."""
+    return quote(session, safe="", errors="surrogatepass")
+
+
+def _value(value: Any) -> str:
+    """An argument's value as the read-it-again sentence shows it: a number as it is, text
+    as a JSON string, anything else as its JSON, escaped like a name (:func:`prose`)."""
+    if isinstance(value, str):
+        return json_string(value)
+    if isinstance(value, bool | int | float) or value is None:
+        return json.dumps(value)
+    return prose(json.dumps(value, ensure_ascii=False))
 
 
 def _whole_lines(text: str, start: int) -> int:

@@ -38,7 +38,8 @@ def test_read_first_line_over_the_limit_returns_only_the_notice(tmp_path: Path) 
     text = run(tmp_path, "read", "x" * 50 * 1024 + "\nshort", {"path": "src/big.min.js"})
     first, pointer = text.split("\n")
     assert first == (
-        "[Line 1 is 50KB, exceeds 30KB limit. Use bash: sed -n '1p' src/big.min.js | head -c 30720]"
+        "[Line 1 is 50KB, exceeds 30KB limit. Use bash: "
+        "sed -n '1p' -- src/big.min.js | head -c 30720]"
     )
     assert pointer.startswith("[Full output: ")
 
@@ -80,7 +81,7 @@ def test_read_with_offset_first_line_over_the_limit(tmp_path: Path) -> None:
     output = "z" * 50 * 1024 + "\n" + numbered(1001, 1200)
     text = run(tmp_path, "read", output, {"path": "file", "offset": 1000})
     assert text.split("\n")[0] == (
-        "[Line 1000 is 50KB, exceeds 30KB limit. Use bash: sed -n '1000p' file | head -c 30720]"
+        "[Line 1000 is 50KB, exceeds 30KB limit. Use bash: sed -n '1000p' -- file | head -c 30720]"
     )
 
 

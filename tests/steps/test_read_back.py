@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -19,30 +18,13 @@ from middleware.policy.settings import bind
 from middleware.spill.recall import lines_of
 from middleware.steps.previews import default_read_back, make_preview
 from middleware.steps.read_back import ReadBack
+from tests.session_builders import spilled
 
 COMMAND = re.compile(r"`([^`]+)`")
 
 
 def numbered(n: int, width: int = 60) -> str:
     return "".join(f"line {i:05d} " + "x" * width + "\n" for i in range(1, n + 1))
-
-
-def spilled(policy_overrides: dict[str, Any], text: str, session: str, root: Path) -> str:
-    """The preview the default pipeline sends for one Bash result of ``text``."""
-    history = [
-        {"role": "user", "content": "run it"},
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "x"}}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": text}]},
-    ]  # fmt: skip
-    policy = middleware.load_policy(
-        env={}, dotenv_path=False, overrides={"spill.root": str(root), **policy_overrides}
-    )
-    with middleware.Pipeline(policy, session_id=session) as pipe:
-        out = pipe.process(history).messages[2]["content"][0]["content"]
-        assert isinstance(out, str)
-        return out
 
 
 def lines(text: str, first: int, last: int) -> str:

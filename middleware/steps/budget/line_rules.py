@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from middleware.policy.settings import bind
-from middleware.policy.templates import template_pattern
+from middleware.policy.templates import fill, read_names, template_pattern
 from middleware.steps.budget.line_truncation import (
     LineLimits,
     Truncation,
@@ -89,8 +89,10 @@ class LineCut:
         rule, truncation = self.rule, self.truncation
         args = _arguments(arguments)
         offset = _int(args.get(rule.offset_argument)) if rule.offset_argument else None
-        fields = _fields(rule, truncation, path=path, args=args, offset=offset or 1, tool=tool)
+        fields = _fields(rule, truncation, offset=offset or 1)
         fields.update(count=self.count, shown=truncation.output_lines)
+        source = args.get("path") or args.get("file_path") or args.get("file") or path
+        names = {"path": path, "source": str(source), "tool": tool}
         if truncation.first_line_exceeds_limit or truncation.last_line_partial:
             line = self.body.split("\n")[0 if rule.keep == "head" else -1]
             fields["line_size"] = format_size(byte_length(line))
@@ -104,9 +106,9 @@ class LineCut:
                 notices.append(rule.notices["clipped_lines"])
         else:
             notices.append(_situation(rule, truncation))
-        rendered = [template.format_map(fields) for template in notices]
+        rendered = [fill(template, fields, names) for template in notices]
         if not any("{path}" in template for template in notices):
-            rendered.append(rule.notices["pointer"].format_map(fields))
+            rendered.append(fill(rule.notices["pointer"], fields, names))
         content = truncation.content
         return (content + "\n\n" if content else "") + "\n".join(rendered)
 
@@ -152,7 +154,7 @@ def recover_line_cut(
             if "{path}" not in template:
                 continue
             match = template_pattern(template, named=True).fullmatch(line)
-            path = None if match is None else match.groupdict().get("path")
+            path = None if match is None else read_names(match.groupdict()).get("path")
             content = load(path) if path else None
             if content is None:
                 continue
@@ -175,12 +177,10 @@ def _situation(rule: LineRule, truncation: Truncation) -> str:
     return rule.notices["head_bytes" if truncation.truncated_by == "bytes" else "head_lines"]
 
 
-def _fields(
-    rule: LineRule, t: Truncation, *, path: str, args: dict[str, Any], offset: int, tool: str
-) -> dict[str, Any]:
+def _fields(rule: LineRule, t: Truncation, *, offset: int) -> dict[str, Any]:
+    """The notices' fields other than names."""
     start = offset - 1 if rule.keep == "head" else 0
     first = t.first_line + start if not t.first_line_exceeds_limit else offset
-    source = args.get("path") or args.get("file_path") or args.get("file") or path
     return {
         "first": first,
         "last": t.last_line + start,
@@ -189,13 +189,10 @@ def _fields(
         "limit": format_size(rule.limits.max_bytes),
         "max_bytes": rule.limits.max_bytes,
         "line_size": "",
-        "path": path,
-        "source": source,
         "max_items": rule.max_items or 0,
         "more_items": (rule.max_items or 0) * 2,
         "noun": rule.noun,
         "line_chars": rule.line_chars,
-        "tool": tool,
     }
 
 

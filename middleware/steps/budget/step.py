@@ -25,7 +25,9 @@ from middleware.cache import Identity
 from middleware.plugin.admission import Cap
 from middleware.plugin.context import StepContext, compaction_promised, file_access, verified
 from middleware.plugin.markers import hookimpl
+from middleware.policy.quoting import prose
 from middleware.policy.settings import bind
+from middleware.policy.templates import fill
 from middleware.steps.budget.line_rules import LineRule, cut_lines, line_rule, recover_line_cut
 from middleware.steps.budget.settings import BudgetSettings, TurnLimits, resolve_cap
 from middleware.steps.file_tools import FileTools
@@ -283,7 +285,7 @@ class _BudgetRun:
             return result
         if result.has_non_text:
             return result
-        text = template.format(tool=site.tool_name or "tool")
+        text = fill(template, {}, {"tool": site.tool_name or "tool"})
         self._replace(site, result.with_text(text))
         self._record("empty_replaced", site, len(result.text), len(text))
         return result.with_text(text)
@@ -429,9 +431,10 @@ class _BudgetRun:
                 action="kept whole",
             )
             return text
-        notice = f"\n... [output truncated — {{omitted}} chars could not be saved: {error}]"
+        # The error names the store's file: escaped like a name, and never read as a field.
+        notice = f"\n... [output truncated — {{omitted}} chars could not be saved: {prose(error)}]"
         keep = max(target - len(notice) - 10, 0)
-        cut = text[:keep] + notice.format(omitted=len(text) - keep)
+        cut = text[:keep] + notice.replace("{omitted}", str(len(text) - keep), 1)
         if len(cut) >= len(text):
             return text
         self._freeze(cand, cut)

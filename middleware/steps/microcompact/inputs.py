@@ -19,6 +19,7 @@ from typing import Any
 from middleware.cache import DerivedCache
 from middleware.formats.base import arguments_json
 from middleware.policy.settings import converted
+from middleware.policy.templates import fill
 from middleware.steps.tool_names import names_match
 from middleware.view import ToolCall
 
@@ -108,7 +109,7 @@ def _cleared(
     value = _value(call.arguments)
 
     def pointer(text: str) -> str:
-        return settings.template.format_map({"chars": len(text), "path": path, "tool": call.name})
+        return fill(settings.template, {"chars": len(text)}, {"path": path, "tool": call.name})
 
     cleared = _replace(value, settings.threshold, pointer)
     arguments = arguments_json(cleared) if isinstance(call.arguments, str) else cleared

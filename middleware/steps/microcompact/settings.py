@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from middleware.policy.settings import converted, group, section, setting
+from middleware.policy.templates import fill
 from middleware.steps.microcompact.inputs import InputSettings
 from middleware.steps.microcompact.protection import ReadSettings
 from middleware.steps.previews import PreviewStyle, make_preview, parse_template, recover_preview
@@ -68,16 +69,17 @@ class MicrocompactSettings:
             recall = self.read_back.instruction(
                 text, path, 0, len(text), session=session, total_lines=lines, file=file
             )
-        return self.summary_template.format_map(
+        return fill(
+            self.summary_template,
             {
                 "recall": recall,
                 "lines": _line_count(text),
                 "chars": len(text),
                 "type": content_type,
-                "path": path,
                 "mentions": f"\nMentions: {', '.join(mentions)}" if mentions else "",
                 "errors": "".join(f"\nError line: {line}" for line in errors),
-            }
+            },
+            {"path": path},
         )
 
     def recover(self, text: str, load: Callable[[str], str | None]) -> str | None:
