@@ -201,6 +201,7 @@ class Proxy:
             upstream=upstream,
             noted=None if note is None or self.console is None
             else partial(self.console.billed, note),
+            console_seconds=None if note is None else note.seconds,
         )  # fmt: skip
         if self.upstream is None:
             raise RuntimeError("the proxy's upstream pool starts with the app's lifespan")

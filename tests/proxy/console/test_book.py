@@ -26,9 +26,9 @@ from middleware.proxy.console.book import (
     MIN_REQUEST_BYTES,
     RECORD_OVERHEAD,
     ConsoleBook,
-    _fitted,
     agent_of,
 )
+from middleware.proxy.console.record import longest_run, with_texts
 
 RECORDED = {
     "claude-code-2.1.197.json": "Claude Code",
@@ -81,6 +81,25 @@ def cleaned(pool: SessionPool, policy: Policy, session: str, outputs: list[str])
     return clean_body(body, "anthropic", {"x-chatcli-session": session}, pool, ("p", policy))
 
 
+def interrupted(pool: SessionPool, policy: Policy, session: str, calls: int) -> Cleaned:
+    """A request of ``session`` whose last reply made ``calls`` calls that have no result
+    (the agent was stopped): pairing inserts a result for each, ``calls`` new actions."""
+    made = [{"type": "tool_use", "id": f"toolu_{i:05d}", "name": "Bash",
+             "input": {"command": f"echo {i}"}} for i in range(calls)]  # fmt: skip
+    messages = [{"role": "user", "content": "Go."}, {"role": "assistant", "content": made},
+                {"role": "user", "content": "Go on."}]  # fmt: skip
+    body = json.dumps({"model": "m", "max_tokens": 1, "messages": messages}).encode()
+    return clean_body(body, "anthropic", {"x-chatcli-session": session}, pool, ("p", policy))
+
+
+def fitted(
+    record: dict[str, Any], steps: list[tuple[dict[str, Any], dict[str, str]]], room: int
+) -> bytes:
+    """``record`` with ``steps`` and their texts, fitted to ``room`` as the book does."""
+    run, size = longest_run(record, (step for step, _ in steps), len(steps), room)
+    return with_texts(run, [texts for _, texts in steps[: len(run["steps"])]], size, room)
+
+
 def big(letter: str, lines: int = 600) -> str:
     return "".join(f"{letter} {i:05d} {'é' * 40} \ud83d\ude00\n" for i in range(lines))
 
@@ -114,8 +133,8 @@ def test_a_request_is_kept_within_its_bound_however_much_the_steps_did(
 def test_a_record_never_passes_its_room_and_stays_json(texts: list[str], room: int) -> None:
     steps = [({"step": "budget", "kind": "spilled", "call": f"c{i}"}, {"seen": t, "dropped": t})
              for i, t in enumerate(texts)]  # fmt: skip
-    out = _fitted({"n": 1}, steps, room)
-    assert len(out) <= room or out == _fitted({"n": 1}, [], room)
+    out = fitted({"n": 1}, steps, room)
+    assert len(out) <= room or out == fitted({"n": 1}, [], room)
     record = json.loads(out)
     for step in record["steps"]:
         original = texts[int(step["call"][1:])]
@@ -124,6 +143,57 @@ def test_a_record_never_passes_its_room_and_stays_json(texts: list[str], room: i
                 whole = step[key] == original
                 assert whole or original.startswith(step[key].rsplit("… [", 1)[0])
                 assert step[f"{key}_chars"] == len(original)
+
+
+def encoded_to_note(request: Cleaned, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Characters of JSON the book writes to keep ``request`` (every ``json`` encoding)."""
+    written = [0]
+    encode = json.JSONEncoder.encode
+
+    def counted(self: json.JSONEncoder, value: Any) -> str:
+        text = encode(self, value)
+        written[0] += len(text)
+        return text
+
+    with monkeypatch.context() as patched:
+        patched.setattr(json.JSONEncoder, "encode", counted)
+        ConsoleBook(16384).note(request, route="anthropic", user_agent="", now=1.0)
+    return written[0]
+
+
+def test_keeping_a_request_is_linear_in_its_actions(
+    pool: SessionPool, policy: Policy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """8,000 interrupted calls took 59.9 s of CPU to keep (each action dropped from a record
+    too big re-encoded the rest): the work grows with the actions, not their square."""
+    work = {}
+    for calls in (250, 1000):
+        request = interrupted(pool, policy, f"s{calls}", calls)
+        assert request.report is not None and len(request.report.by_step("pairing")) == calls
+        work[calls] = encoded_to_note(request, monkeypatch)
+    assert work[1000] <= 4 * work[250] + 64 * 1024, work
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 400), max_size=40),
+    room=st.integers(60, 8000),
+    texts=st.booleans(),
+)
+def test_a_record_keeps_the_longest_run_of_actions_that_fits(
+    sizes: list[int], room: int, texts: bool
+) -> None:
+    """What is kept is what dropping the last action until the record fits kept."""
+    steps = [({"step": "pairing", "kind": "synthetic_result", "call": "c" * size},
+              {"seen": "x" * size} if texts else {}) for size in sizes]  # fmt: skip
+    kept = len(sizes)
+    while kept and len(json.dumps({"n": 1, "steps": [s for s, _ in steps[:kept]],
+                                   "omitted": len(sizes) - kept},
+                                  separators=(",", ":"))) > room:  # fmt: skip
+        kept -= 1
+    record = json.loads(fitted({"n": 1}, steps, room))
+    assert [s["call"] for s in record["steps"]] == [s["call"] for s, _ in steps[:kept]]
+    assert record["omitted"] == len(sizes) - kept
 
 
 def test_the_records_count_in_the_pool_budget_and_go_first(

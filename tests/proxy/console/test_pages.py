@@ -6,6 +6,7 @@ the proxy page; the static files; and the console switched off."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -186,3 +187,23 @@ def test_with_the_console_off_the_pages_show_the_ledgers_sums(
         assert row["billed"] == api(stack, "/sessions/" + quote(SESSION, safe=""))["billed"]
         detail = api(stack, "/ui/api/sessions/" + quote(SESSION, safe=""))
         assert detail["requests"] == [] and detail["ledger"]["requests"] == 1
+
+
+def test_the_access_log_counts_the_time_the_console_took_beside_the_cleaning(
+    provider: tuple[Provider, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    lines = {}
+    for enabled in (True, False):
+        caplog.clear()
+        with (
+            caplog.at_level(logging.INFO, logger="middleware.proxy.access"),
+            running(provider, tmp_path, **{"proxy.console.enabled": enabled}) as stack,
+        ):
+            send(stack, interrupted_turn())
+            assert wait_for(lambda: any(r.name == "middleware.proxy.access"
+                                        for r in caplog.records))  # fmt: skip
+        (record,) = [r for r in caplog.records if r.name == "middleware.proxy.access"]
+        lines[enabled] = json.loads(record.getMessage())
+    on, off = lines[True], lines[False]
+    assert on["process_ms"] > 0 and 0 < on["console_ms"] < on["ms"]
+    assert "console_ms" not in off and off["process_ms"] > 0
