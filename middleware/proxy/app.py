@@ -338,11 +338,12 @@ class Proxy:
 
     async def ledger_total(self, request: Request) -> Response:
         """Every session's bill together, and the sessions billed most recently first
-        (``?limit=N``, 100 unless given)."""
+        (``?limit=N``, 100 unless given, within 0 and the sessions the ledger keeps)."""
         if not self._may_recall(request):
             return _forbidden("the ledger")
         try:
-            limit = int(request.query_params.get("limit", "100"))
+            asked = int(request.query_params.get("limit", "100"))
+            limit = min(max(asked, 0), self.ledger.max_sessions)
         except ValueError:
             return PlainTextResponse("limit is a number of sessions (a whole number)", 400)
         return JSONResponse({"total": self.ledger.total(), "sessions": self.ledger.recent(limit)})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any
 from middleware.conversations.cleaning import Cleaned
 from middleware.ledger.book import Entry
 from middleware.policy.settings import section
+from middleware.proxy.console.paging import Asked, Requests, page_of
 from middleware.proxy.console.record import encoded, fitted
 from middleware.report import Action
 
@@ -93,6 +95,11 @@ class Note:
     billed: bytes = b""
     #: Seconds keeping it took (the access log's ``console_ms``, with its bill's).
     seconds: float = 0.0
+    #: The book's :attr:`~ConsoleBook.version` when it last changed (kept, or billed).
+    stamp: int = 0
+    #: What its answer cost and would have cost without the middleware (``None``: not
+    #: billed yet, or not priced), for the session's running cost.
+    dollars: tuple[float, float] | None = None
     #: The session whose records count it (``None`` once it is shed, or if never kept).
     owner: _Session | None = field(default=None, repr=False)
 
@@ -150,6 +157,8 @@ class ConsoleBook:
         self.request_bytes = max(request_bytes, MIN_REQUEST_BYTES)
         self.max_sessions = max_sessions
         self.version = 0
+        #: Tells this book's versions from another's (a proxy started again).
+        self.epoch = uuid.uuid4().hex[:12]
         #: Records shed to stay within the memory budget, since the proxy started.
         self.shed_records = 0
         self._held = 0
@@ -199,12 +208,13 @@ class ConsoleBook:
         kept = fitted(record, new, cleaned, self.request_bytes - RECORD_OVERHEAD)
         note = Note(number, kept, seconds=time.perf_counter() - started)
         with self._lock:
+            self.version += 1
+            note.stamp = self.version
             if self._sessions.get(key.session) is entry:
                 note.owner = entry
-                entry.notes.append(note)
+                _in_order(entry.notes, note)
                 entry.bytes += note.size
                 self._held += note.size
-            self.version += 1
         return note
 
     def billed(self, note: Note, entry: Entry | None) -> None:
@@ -219,14 +229,17 @@ class ConsoleBook:
                 "dollars_without": entry.dollars_without,
             }
         text = encoded(bill)
-        if len(text) + len(note.kept) + RECORD_OVERHEAD > self.request_bytes:
-            return  # no room left in the request's bound: the bill is in the ledger
         with self._lock:
+            self.version += 1
+            note.stamp = self.version
+            if entry is not None and entry.dollars is not None:
+                note.dollars = (entry.dollars, entry.dollars_without or 0.0)
+            if len(text) + len(note.kept) + RECORD_OVERHEAD > self.request_bytes:
+                return  # no room left in the request's bound: the bill is in the ledger
             note.billed = text
             if note.owner is not None:
                 note.owner.bytes += len(text)
                 self._held += len(text)
-            self.version += 1
 
     # -- the memory budget ----------------------------------------------------------------
 
@@ -274,15 +287,24 @@ class ConsoleBook:
         with self._lock:
             return {name: s.summary() for name, s in self._sessions.items()}
 
-    def requests(self, session: str) -> tuple[dict[str, Any], bytes] | None:
-        """A session's counts and its requests kept, oldest first, as a JSON array."""
+    def requests(self, session: str, asked: Asked) -> Requests | None:
+        """A session's counts and the requests ``asked`` for (``None``: the book does not
+        know it)."""
         with self._lock:
             found = self._sessions.get(session)
             if found is None:
                 return None
             summary = {**found.summary(), "forgotten": found.forgotten}
-            notes = [note.json() for note in found.notes]
-        return summary, b"[" + b",".join(notes) + b"]"
+            return page_of(list(found.notes), summary, self.version, asked)
+
+
+def _in_order(notes: deque[Note], note: Note) -> None:
+    """Add ``note`` to ``notes`` by its number: after the last, but for a request kept
+    after a later one of its session (two cleaned at once)."""
+    at = len(notes)
+    while at and notes[at - 1].number > note.number:
+        at -= 1
+    notes.insert(at, note)
 
 
 def _new_actions(session: _Session, actions: Iterable[Action]) -> tuple[list[Action], int]:

@@ -6,6 +6,7 @@ requests."""
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,11 @@ from middleware.proxy.console.book import (
     MIN_REQUEST_BYTES,
     RECORD_OVERHEAD,
     ConsoleBook,
+    Note,
+    _in_order,
     agent_of,
 )
+from middleware.proxy.console.paging import Asked
 from middleware.proxy.console.record import longest_run, with_texts
 
 RECORDED = {
@@ -213,10 +217,11 @@ def test_the_records_count_in_the_pool_budget_and_go_first(
     assert book.shed_records >= 3
     summaries = book.summaries()
     assert list(summaries) == [f"s{i}" for i in range(6)]  # every session is still listed
-    found = book.requests("s5")
-    assert found is not None and json.loads(found[1])  # the latest kept its record
-    oldest = book.requests("s0")
-    assert oldest is not None and oldest[0]["forgotten"] == 1 and json.loads(oldest[1]) == []
+    found = book.requests("s5", Asked(10))
+    assert found is not None and json.loads(found.records)  # the latest kept its record
+    oldest = book.requests("s0", Asked(10))
+    assert oldest is not None and oldest.summary["forgotten"] == 1
+    assert json.loads(oldest.records) == []
     # Over it with every record gone: the sessions seen least recently go, then the
     # sessions' state is forgotten, as before.
     pool.max_bytes = pipelines // 2
@@ -238,5 +243,53 @@ def test_the_bill_is_kept_with_its_request(pool: SessionPool, policy: Policy) ->
                           bind(policy, LedgerSettings))  # fmt: skip
     book.billed(note, entry)
     assert book.held_bytes == held + len(note.billed)
-    (kept,) = json.loads(book.requests("s")[1])  # type: ignore[index]
+    (kept,) = json.loads(book.requests("s", Asked(10)).records)  # type: ignore[union-attr]
     assert kept["bill"]["billed"]["input"] == 10 and kept["bill"]["dollars"] > 0
+
+
+def test_a_poll_since_a_version_gets_new_requests_and_bills_that_came_later(
+    pool: SessionPool, policy: Policy
+) -> None:
+    from middleware.ledger import Ledger, LedgerSettings, Usage
+    from middleware.policy.settings import bind
+
+    book, ledger = ConsoleBook(16384), Ledger()
+    notes = [book.note(interrupted(pool, policy, "s", n), route="anthropic", user_agent="",
+                       now=float(n)) for n in range(1, 6)]  # fmt: skip
+    first = book.requests("s", Asked(2))
+    assert first is not None and [r["n"] for r in json.loads(first.records)] == [4, 5]
+    assert first.older and not first.more and first.kept == 5
+    assert book.requests("s", Asked(10, since=first.version)).records == b"[]"  # type: ignore[union-attr]
+    # The answer to request 2 is billed after the page read it; then request 6 comes.
+    entry = ledger.record("s", "anthropic", Usage(input=10, output=5), "claude-sonnet-4-5",
+                          bind(policy, LedgerSettings))  # fmt: skip
+    assert notes[1] is not None
+    book.billed(notes[1], entry)
+    book.note(interrupted(pool, policy, "s", 6), route="anthropic", user_agent="", now=6.0)
+    changed = book.requests("s", Asked(10, since=first.version, costs=True))
+    assert changed is not None
+    records = json.loads(changed.records)
+    assert [r["n"] for r in records] == [2, 6] and records[0]["bill"]["billed"]["input"] == 10
+    assert changed.costs == [(2, entry.dollars, entry.dollars_without)]  # type: ignore[union-attr]
+    assert book.requests("s", Asked(10, since=changed.version)).records == b"[]"  # type: ignore[union-attr]
+    # More changes than a poll takes: the rest come at the next, none lost or repeated.
+    for n in range(7, 12):
+        book.note(interrupted(pool, policy, "s", n), route="anthropic", user_agent="", now=n)
+    got, since = [], changed.version
+    while True:
+        part = book.requests("s", Asked(2, since=since))
+        assert part is not None
+        got += [r["n"] for r in json.loads(part.records)]
+        since = part.version
+        if not part.more:
+            break
+    assert got == list(range(7, 12))
+
+
+def test_a_request_kept_after_a_later_one_takes_its_place_by_number() -> None:
+    """Two requests of one session cleaned at once are numbered as they come and may be
+    kept in the other order: the records stay in order, for the pages' cursors."""
+    notes = deque([Note(1, b"{}"), Note(3, b"{}")])
+    _in_order(notes, Note(2, b"{}"))
+    _in_order(notes, Note(4, b"{}"))
+    assert [note.number for note in notes] == [1, 2, 3, 4]
