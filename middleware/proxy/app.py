@@ -201,6 +201,7 @@ class Proxy:
             upstream=upstream,
             noted=None if note is None or self.console is None
             else partial(self.console.billed, note),
+            console_seconds=None if note is None else note.seconds,
         )  # fmt: skip
         if self.upstream is None:
             raise RuntimeError("the proxy's upstream pool starts with the app's lifespan")
@@ -337,11 +338,12 @@ class Proxy:
 
     async def ledger_total(self, request: Request) -> Response:
         """Every session's bill together, and the sessions billed most recently first
-        (``?limit=N``, 100 unless given)."""
+        (``?limit=N``, 100 unless given, within 0 and the sessions the ledger keeps)."""
         if not self._may_recall(request):
             return _forbidden("the ledger")
         try:
-            limit = int(request.query_params.get("limit", "100"))
+            asked = int(request.query_params.get("limit", "100"))
+            limit = min(max(asked, 0), self.ledger.max_sessions)
         except ValueError:
             return PlainTextResponse("limit is a number of sessions (a whole number)", 400)
         return JSONResponse({"total": self.ledger.total(), "sessions": self.ledger.recent(limit)})

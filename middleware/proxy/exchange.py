@@ -50,6 +50,9 @@ class Exchange:
     reader: UsageReader | None = field(default=None, repr=False)
     #: Told the answer's bill once it is in the ledger (the console's record of it).
     noted: Callable[[Entry | None], None] | None = field(default=None, repr=False)
+    #: Seconds the console took to keep its record of the request, and then its bill
+    #: (``None``: it keeps none).
+    console_seconds: float | None = None
 
     def on_headers(self, code: int, seconds: float, headers: httpx.Headers) -> None:
         self.status = code
@@ -74,7 +77,9 @@ class Exchange:
         self.metrics.requests.labels(self.route, str(code)).inc()
         entry = self._bill() if self.reader is not None else None
         if self.noted is not None and self.reader is not None:
+            started = time.perf_counter()
             self.noted(entry)
+            self.console_seconds = (self.console_seconds or 0.0) + time.perf_counter() - started
         if self.access_log:
             access_logger.info(json.dumps(self._line(code, whole, entry), ensure_ascii=False))
 
@@ -98,8 +103,10 @@ class Exchange:
             "session_from": cleaned.session.source if cleaned.session else None,
             "ms": round((time.perf_counter() - self.started) * 1000, 1),
             "process_ms": round(cleaned.seconds * 1000, 2),
-            "complete": whole,
         }
+        if self.console_seconds is not None:
+            line["console_ms"] = round(self.console_seconds * 1000, 2)
+        line["complete"] = whole
         if report is not None:
             kinds: dict[str, int] = {}
             for action in report.actions:

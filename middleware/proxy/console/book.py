@@ -1,6 +1,6 @@
 """What the console keeps of each request: the steps' new actions with the text the model
-saw instead (and what a repair dropped), cut to ``proxy.console.request_bytes``, and the
-answer's bill once the ledger has it.
+saw instead (and what a repair dropped), cut to ``proxy.console.request_bytes``
+(:mod:`.record`), and the answer's bill once the ledger has it.
 
 A request's record is kept as the JSON the console serves (ASCII bytes), so what it holds
 is what it counts. The records count in the session memory budget
@@ -10,19 +10,20 @@ its oldest records before it makes any session forget its state. Nothing goes to
 
 from __future__ import annotations
 
-import json
 import threading
+import time
+import uuid
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from middleware.conversations.cleaning import Cleaned
-from middleware.formats import get_codec
 from middleware.ledger.book import Entry
 from middleware.policy.settings import section
+from middleware.proxy.console.paging import Asked, Requests, page_of
+from middleware.proxy.console.record import encoded, fitted
 from middleware.report import Action
-from middleware.view import ToolCall, ToolResult
 
 #: Bytes counted for a request's record beside its JSON: the objects holding it and its
 #: bill.
@@ -59,18 +60,9 @@ _AGENT_OF_USER_AGENT = (
     ("opencode/", "opencode"),
     ("geminicli", "Gemini CLI"),
 )
-#: Kinds of action that replace a result (or a call's input) with another text: the
-#: console shows the text the model saw instead.
-_REPLACING = frozenset(
-    {"spilled", "truncated", "summarized", "truncated_unsaved", "empty_replaced",
-     "synthetic_result", "input_cleared"}
-)  # fmt: skip
-#: What a dropping action's detail holds of what it dropped.
-_DROPPED_KEYS = ("content", "arguments", "removed_text")
 #: Kinds that repeat a decision made by an earlier request (never new).
 _REPEATING = frozenset({"decision_replayed"})
 _COMPACTIONS = frozenset({"truncated", "summarized", "input_cleared"})
-_CUT = "… [{} more characters]"
 
 
 @section("proxy.console")
@@ -101,6 +93,13 @@ class Note:
     number: int
     kept: bytes
     billed: bytes = b""
+    #: Seconds keeping it took (the access log's ``console_ms``, with its bill's).
+    seconds: float = 0.0
+    #: The book's :attr:`~ConsoleBook.version` when it last changed (kept, or billed).
+    stamp: int = 0
+    #: What its answer cost and would have cost without the middleware (``None``: not
+    #: billed yet, or not priced), for the session's running cost.
+    dollars: tuple[float, float] | None = None
     #: The session whose records count it (``None`` once it is shed, or if never kept).
     owner: _Session | None = field(default=None, repr=False)
 
@@ -158,6 +157,8 @@ class ConsoleBook:
         self.request_bytes = max(request_bytes, MIN_REQUEST_BYTES)
         self.max_sessions = max_sessions
         self.version = 0
+        #: Tells this book's versions from another's (a proxy started again).
+        self.epoch = uuid.uuid4().hex[:12]
         #: Records shed to stay within the memory budget, since the proxy started.
         self.shed_records = 0
         self._held = 0
@@ -171,6 +172,7 @@ class ConsoleBook:
         key = cleaned.session
         if key is None:
             return None
+        started = time.perf_counter()
         report = cleaned.report
         fmt = report.format if report is not None else None
         with self._lock:
@@ -203,16 +205,16 @@ class ConsoleBook:
         record.update(continued=cleaned.continued, untouched=cleaned.untouched)
         if cleaned.error is not None:
             record["error"] = f"{type(cleaned.error).__name__}: {cleaned.error}"
-        texts = _texts_seen(cleaned, new) if any(a.kind in _REPLACING for a in new) else {}
-        kept = _fitted(record, [_step(a, texts) for a in new], self.request_bytes - RECORD_OVERHEAD)
-        note = Note(number, kept)
+        kept = fitted(record, new, cleaned, self.request_bytes - RECORD_OVERHEAD)
+        note = Note(number, kept, seconds=time.perf_counter() - started)
         with self._lock:
+            self.version += 1
+            note.stamp = self.version
             if self._sessions.get(key.session) is entry:
                 note.owner = entry
-                entry.notes.append(note)
+                _in_order(entry.notes, note)
                 entry.bytes += note.size
                 self._held += note.size
-            self.version += 1
         return note
 
     def billed(self, note: Note, entry: Entry | None) -> None:
@@ -226,15 +228,18 @@ class ConsoleBook:
                 "dollars": entry.dollars,
                 "dollars_without": entry.dollars_without,
             }
-        text = json.dumps(bill, ensure_ascii=True, separators=(",", ":")).encode("ascii")
-        if len(text) + len(note.kept) + RECORD_OVERHEAD > self.request_bytes:
-            return  # no room left in the request's bound: the bill is in the ledger
+        text = encoded(bill)
         with self._lock:
+            self.version += 1
+            note.stamp = self.version
+            if entry is not None and entry.dollars is not None:
+                note.dollars = (entry.dollars, entry.dollars_without or 0.0)
+            if len(text) + len(note.kept) + RECORD_OVERHEAD > self.request_bytes:
+                return  # no room left in the request's bound: the bill is in the ledger
             note.billed = text
             if note.owner is not None:
                 note.owner.bytes += len(text)
                 self._held += len(text)
-            self.version += 1
 
     # -- the memory budget ----------------------------------------------------------------
 
@@ -282,15 +287,24 @@ class ConsoleBook:
         with self._lock:
             return {name: s.summary() for name, s in self._sessions.items()}
 
-    def requests(self, session: str) -> tuple[dict[str, Any], bytes] | None:
-        """A session's counts and its requests kept, oldest first, as a JSON array."""
+    def requests(self, session: str, asked: Asked) -> Requests | None:
+        """A session's counts and the requests ``asked`` for (``None``: the book does not
+        know it)."""
         with self._lock:
             found = self._sessions.get(session)
             if found is None:
                 return None
             summary = {**found.summary(), "forgotten": found.forgotten}
-            notes = [note.json() for note in found.notes]
-        return summary, b"[" + b",".join(notes) + b"]"
+            return page_of(list(found.notes), summary, self.version, asked)
+
+
+def _in_order(notes: deque[Note], note: Note) -> None:
+    """Add ``note`` to ``notes`` by its number: after the last, but for a request kept
+    after a later one of its session (two cleaned at once)."""
+    at = len(notes)
+    while at and notes[at - 1].number > note.number:
+        at -= 1
+    notes.insert(at, note)
 
 
 def _new_actions(session: _Session, actions: Iterable[Action]) -> tuple[list[Action], int]:
@@ -309,119 +323,3 @@ def _new_actions(session: _Session, actions: Iterable[Action]) -> tuple[list[Act
         session.bytes += ACTION_KEY_BYTES
         new.append(action)
     return new, repeated
-
-
-def _texts_seen(cleaned: Cleaned, actions: Sequence[Action]) -> dict[str, str]:
-    """The text of each result (and each call's input, under ``call:ID``) as the cleaned
-    body sends it, for the calls ``actions`` replaced something of: what the model saw."""
-    report = cleaned.report
-    if report is None or cleaned.messages is None:
-        return {}
-    wanted = {a.tool_call_id for a in actions if a.kind in _REPLACING}
-    try:
-        conversation = get_codec(report.format).parse(cleaned.messages)
-    except Exception:  # what the console shows is never the reason a request fails
-        return {}
-    texts: dict[str, str] = {}
-    for node in conversation.nodes:
-        for block in node.blocks:
-            if isinstance(block, ToolResult) and block.call_id in wanted:
-                texts[block.call_id] = block.text
-            elif isinstance(block, ToolCall) and block.id in wanted:
-                texts["call:" + block.id] = block.canonical_arguments
-    return texts
-
-
-def _step(action: Action, texts: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
-    """One action as the console shows it, and its texts (cut to fit later)."""
-    detail = action.detail
-    step: dict[str, Any] = {
-        "step": action.step,
-        "kind": action.kind,
-        "call": action.tool_call_id,
-        "tool": action.tool_name,
-        "chars": [action.chars_before, action.chars_after],
-    }
-    for key in ("reason", "path", "cap", "cap_source", "age", "original_id", "error"):
-        value = detail.get(key)
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            step[key] = value
-    found: dict[str, str] = {}
-    if action.kind in _REPLACING:
-        seen = texts.get(("call:" if action.kind == "input_cleared" else "") + action.tool_call_id)
-        if seen is not None:
-            found["seen"] = seen
-    for key in _DROPPED_KEYS:
-        if key in detail:
-            value = detail[key]
-            found["dropped"] = value if isinstance(value, str) else _dumped(value)
-            break
-    return step, found
-
-
-def _dumped(value: Any) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, default=repr)
-    except ValueError:  # a circular structure: never from the wire
-        return repr(value)
-
-
-def _fitted(
-    record: dict[str, Any], steps: list[tuple[dict[str, Any], dict[str, str]]], room: int
-) -> bytes:
-    """``record`` with ``steps`` as JSON of ``room`` bytes at most: the steps that fit
-    without their texts (the rest counted as ``omitted``), then each text cut to its share
-    of what is left (the shorter ones whole, so the longer get more)."""
-    kept = [step for step, _ in steps]
-    record = {**record, "steps": kept, "omitted": 0}
-    size = len(_encoded(record))
-    while size > room and kept:
-        kept.pop()
-        record["omitted"] += 1
-        size = len(_encoded(record))
-    texts = sorted(
-        ((len(text), step, key, text) for step, found in steps[: len(kept)]
-         for key, text in found.items()),
-        key=lambda item: item[0],
-    )  # fmt: skip
-    left = room - size
-    for i, (_, step, key, text) in enumerate(texts):
-        share = left // (len(texts) - i)
-        value = _cut(text, share - len(f',"{key}":') - len(f',"{key}_chars":{len(text)}'))
-        if value is None:
-            continue
-        step[key] = value
-        step[f"{key}_chars"] = len(text)
-        left -= len(_encoded(value)) + len(f',"{key}":') + len(f',"{key}_chars":{len(text)}')
-    out = _encoded(record)
-    if len(out) > room:  # an estimate was off: the texts go, never the bound
-        for step in kept:
-            for key in ("seen", "dropped"):
-                step.pop(key, None)
-                step.pop(f"{key}_chars", None)
-        out = _encoded(record)
-    return out
-
-
-def _cut(text: str, room: int) -> str | None:
-    """``text``, or its start with a note of what was cut, as JSON of ``room`` bytes at
-    most (``None``: not even the note fits)."""
-    if room <= 0:
-        return None
-    if len(_encoded(text)) <= room:
-        return text
-    budget = room - len(_encoded(_CUT.format(len(text)))) + 2  # one pair of quotes
-    if budget <= 2:
-        return None
-    low, high = 0, min(len(text), budget)  # the longest start that fits, by halves
-    while low < high:
-        middle = (low + high + 1) // 2
-        if len(_encoded(text[:middle])) <= budget:
-            low = middle
-        else:
-            high = middle - 1
-    return text[:low] + _CUT.format(len(text) - low)
-
-
-def _encoded(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=True, separators=(",", ":")).encode("ascii")

@@ -22,6 +22,7 @@ from middleware.policy import Policy
 from middleware.policy.settings import bind
 from middleware.proxy.admission import ByteGate
 from middleware.proxy.console.book import ConsoleBook
+from middleware.proxy.console.paging import Asked
 from middleware.proxy.metrics import Metrics
 from middleware.proxy.policies import PolicyCatalog, status_fields
 from middleware.proxy.settings import ProxySettings
@@ -35,6 +36,9 @@ STATIC = {
 }
 #: Sessions listed at most unless the page asks for fewer.
 MAX_LISTED = 1000
+#: A session's requests sent at once unless the page asks for another number, and at most.
+PAGE = 25
+MAX_PAGE = 100
 #: Keys whose values the console never shows (credentials).
 _SECRET = ("recall_token", "status_token", "storage_options")
 _NO_STORE = {"cache-control": "no-store"}
@@ -84,13 +88,29 @@ def console_routes(proxy: Served, allowed: Callable[[Request], bool]) -> list[Ro
 
     def sessions(request: Request) -> Response:
         try:
-            limit = min(int(request.query_params.get("limit", str(MAX_LISTED))), MAX_LISTED)
+            limit = _limit(request.query_params, MAX_LISTED, MAX_LISTED)
         except ValueError:
             return PlainTextResponse("limit is a number of sessions (a whole number)", 400)
         return JSONResponse(sessions_page(proxy, limit), headers=_NO_STORE)
 
     def session(request: Request) -> Response:
-        found = session_page(proxy, request.path_params["session"])
+        query = request.query_params
+        try:
+            limit = _limit(query, PAGE, MAX_PAGE)
+            before, after, since = (
+                _whole(query.get(name)) for name in ("before", "after", "since")
+            )
+        except ValueError:
+            return PlainTextResponse(
+                "limit is a number of requests; before and after are request numbers; since "
+                "is the 'since' of an earlier answer (whole numbers, each)",
+                400,
+            )
+        if sum(cursor is not None for cursor in (before, after, since)) > 1:
+            return PlainTextResponse("ask with one of before, after or since at most", 400)
+        # The running cost comes with the latest requests, and with what changed since.
+        asked = Asked(limit, before, after, since, costs=before is None and after is None)
+        found = session_page(proxy, request.path_params["session"], asked)
         if found is None:
             return JSONResponse({"error": "the proxy has no record of this session"}, 404)
         return Response(found, media_type="application/json", headers=_NO_STORE)
@@ -106,6 +126,17 @@ def console_routes(proxy: Served, allowed: Callable[[Request], bool]) -> list[Ro
         Route("/ui/api/sessions/{session:path}", guarded(session), methods=["GET"]),
         Route("/ui/api/proxy", guarded(state), methods=["GET"]),
     ]
+
+
+def _limit(query: Mapping[str, str], default: int, most: int) -> int:
+    """The ``limit`` asked for, within 1 and ``most`` (``ValueError``: not a number)."""
+    asked = _whole(query.get("limit"))
+    return default if asked is None else min(max(asked, 1), most)
+
+
+def _whole(text: str | None) -> int | None:
+    """A whole number given in a query (``None``: not given; ``ValueError``: not one)."""
+    return None if text is None else int(text)
 
 
 def _static(name: str) -> Response:
@@ -158,23 +189,32 @@ def _row(
     }
 
 
-def session_page(proxy: Served, session: str) -> bytes | None:
-    """One session's counts, bill and the requests the console kept, as JSON (``None``:
-    neither the console nor the ledger knows it)."""
+def session_page(proxy: Served, session: str, asked: Asked) -> bytes | None:
+    """One session's counts and bill, and the requests ``asked`` of those the console kept,
+    as JSON (``None``: neither the console nor the ledger knows it)."""
     book = proxy.console
-    found = book.requests(session) if book is not None else None
+    found = book.requests(session, asked) if book is not None else None
     bill = proxy.ledger.session(session)
     if found is None and bill is None:
         return None
-    summary, requests = found if found is not None else (None, b"[]")
-    head = {
+    head: dict[str, Any] = {
         "version": _version(proxy),
-        "row": _row(summary, bill, session),
+        "epoch": book.epoch if book is not None else None,
+        "since": found.version if found is not None else (book.version if book else 0),
+        "row": _row(found.summary if found else None, bill, session),
         "ledger": bill,
-        "forgotten": summary["forgotten"] if summary else 0,
+        "forgotten": found.summary["forgotten"] if found else 0,
+        "kept": found.kept if found else 0,
+        "first": found.first if found else None,
+        "last": found.last if found else None,
+        "older": found.older if found else False,
+        "more": found.more if found else False,
     }
+    if found is not None and found.costs is not None:
+        head["costs"] = found.costs
     text = json.dumps(head, ensure_ascii=True, separators=(",", ":")).encode("ascii")
-    return text[:-1] + b',"requests":' + requests + b"}"
+    records = found.records if found is not None else b"[]"
+    return text[:-1] + b',"requests":' + records + b"}"
 
 
 def proxy_page(proxy: Served) -> dict[str, Any]:

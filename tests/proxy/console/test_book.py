@@ -6,6 +6,7 @@ requests."""
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,12 @@ from middleware.proxy.console.book import (
     MIN_REQUEST_BYTES,
     RECORD_OVERHEAD,
     ConsoleBook,
-    _fitted,
+    Note,
+    _in_order,
     agent_of,
 )
+from middleware.proxy.console.paging import Asked
+from middleware.proxy.console.record import longest_run, with_texts
 
 RECORDED = {
     "claude-code-2.1.197.json": "Claude Code",
@@ -81,6 +85,25 @@ def cleaned(pool: SessionPool, policy: Policy, session: str, outputs: list[str])
     return clean_body(body, "anthropic", {"x-chatcli-session": session}, pool, ("p", policy))
 
 
+def interrupted(pool: SessionPool, policy: Policy, session: str, calls: int) -> Cleaned:
+    """A request of ``session`` whose last reply made ``calls`` calls that have no result
+    (the agent was stopped): pairing inserts a result for each, ``calls`` new actions."""
+    made = [{"type": "tool_use", "id": f"toolu_{i:05d}", "name": "Bash",
+             "input": {"command": f"echo {i}"}} for i in range(calls)]  # fmt: skip
+    messages = [{"role": "user", "content": "Go."}, {"role": "assistant", "content": made},
+                {"role": "user", "content": "Go on."}]  # fmt: skip
+    body = json.dumps({"model": "m", "max_tokens": 1, "messages": messages}).encode()
+    return clean_body(body, "anthropic", {"x-chatcli-session": session}, pool, ("p", policy))
+
+
+def fitted(
+    record: dict[str, Any], steps: list[tuple[dict[str, Any], dict[str, str]]], room: int
+) -> bytes:
+    """``record`` with ``steps`` and their texts, fitted to ``room`` as the book does."""
+    run, size = longest_run(record, (step for step, _ in steps), len(steps), room)
+    return with_texts(run, [texts for _, texts in steps[: len(run["steps"])]], size, room)
+
+
 def big(letter: str, lines: int = 600) -> str:
     return "".join(f"{letter} {i:05d} {'é' * 40} \ud83d\ude00\n" for i in range(lines))
 
@@ -114,8 +137,8 @@ def test_a_request_is_kept_within_its_bound_however_much_the_steps_did(
 def test_a_record_never_passes_its_room_and_stays_json(texts: list[str], room: int) -> None:
     steps = [({"step": "budget", "kind": "spilled", "call": f"c{i}"}, {"seen": t, "dropped": t})
              for i, t in enumerate(texts)]  # fmt: skip
-    out = _fitted({"n": 1}, steps, room)
-    assert len(out) <= room or out == _fitted({"n": 1}, [], room)
+    out = fitted({"n": 1}, steps, room)
+    assert len(out) <= room or out == fitted({"n": 1}, [], room)
     record = json.loads(out)
     for step in record["steps"]:
         original = texts[int(step["call"][1:])]
@@ -124,6 +147,57 @@ def test_a_record_never_passes_its_room_and_stays_json(texts: list[str], room: i
                 whole = step[key] == original
                 assert whole or original.startswith(step[key].rsplit("… [", 1)[0])
                 assert step[f"{key}_chars"] == len(original)
+
+
+def encoded_to_note(request: Cleaned, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Characters of JSON the book writes to keep ``request`` (every ``json`` encoding)."""
+    written = [0]
+    encode = json.JSONEncoder.encode
+
+    def counted(self: json.JSONEncoder, value: Any) -> str:
+        text = encode(self, value)
+        written[0] += len(text)
+        return text
+
+    with monkeypatch.context() as patched:
+        patched.setattr(json.JSONEncoder, "encode", counted)
+        ConsoleBook(16384).note(request, route="anthropic", user_agent="", now=1.0)
+    return written[0]
+
+
+def test_keeping_a_request_is_linear_in_its_actions(
+    pool: SessionPool, policy: Policy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """8,000 interrupted calls took 59.9 s of CPU to keep (each action dropped from a record
+    too big re-encoded the rest): the work grows with the actions, not their square."""
+    work = {}
+    for calls in (250, 1000):
+        request = interrupted(pool, policy, f"s{calls}", calls)
+        assert request.report is not None and len(request.report.by_step("pairing")) == calls
+        work[calls] = encoded_to_note(request, monkeypatch)
+    assert work[1000] <= 4 * work[250] + 64 * 1024, work
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 400), max_size=40),
+    room=st.integers(60, 8000),
+    texts=st.booleans(),
+)
+def test_a_record_keeps_the_longest_run_of_actions_that_fits(
+    sizes: list[int], room: int, texts: bool
+) -> None:
+    """What is kept is what dropping the last action until the record fits kept."""
+    steps = [({"step": "pairing", "kind": "synthetic_result", "call": "c" * size},
+              {"seen": "x" * size} if texts else {}) for size in sizes]  # fmt: skip
+    kept = len(sizes)
+    while kept and len(json.dumps({"n": 1, "steps": [s for s, _ in steps[:kept]],
+                                   "omitted": len(sizes) - kept},
+                                  separators=(",", ":"))) > room:  # fmt: skip
+        kept -= 1
+    record = json.loads(fitted({"n": 1}, steps, room))
+    assert [s["call"] for s in record["steps"]] == [s["call"] for s, _ in steps[:kept]]
+    assert record["omitted"] == len(sizes) - kept
 
 
 def test_the_records_count_in_the_pool_budget_and_go_first(
@@ -143,10 +217,11 @@ def test_the_records_count_in_the_pool_budget_and_go_first(
     assert book.shed_records >= 3
     summaries = book.summaries()
     assert list(summaries) == [f"s{i}" for i in range(6)]  # every session is still listed
-    found = book.requests("s5")
-    assert found is not None and json.loads(found[1])  # the latest kept its record
-    oldest = book.requests("s0")
-    assert oldest is not None and oldest[0]["forgotten"] == 1 and json.loads(oldest[1]) == []
+    found = book.requests("s5", Asked(10))
+    assert found is not None and json.loads(found.records)  # the latest kept its record
+    oldest = book.requests("s0", Asked(10))
+    assert oldest is not None and oldest.summary["forgotten"] == 1
+    assert json.loads(oldest.records) == []
     # Over it with every record gone: the sessions seen least recently go, then the
     # sessions' state is forgotten, as before.
     pool.max_bytes = pipelines // 2
@@ -168,5 +243,53 @@ def test_the_bill_is_kept_with_its_request(pool: SessionPool, policy: Policy) ->
                           bind(policy, LedgerSettings))  # fmt: skip
     book.billed(note, entry)
     assert book.held_bytes == held + len(note.billed)
-    (kept,) = json.loads(book.requests("s")[1])  # type: ignore[index]
+    (kept,) = json.loads(book.requests("s", Asked(10)).records)  # type: ignore[union-attr]
     assert kept["bill"]["billed"]["input"] == 10 and kept["bill"]["dollars"] > 0
+
+
+def test_a_poll_since_a_version_gets_new_requests_and_bills_that_came_later(
+    pool: SessionPool, policy: Policy
+) -> None:
+    from middleware.ledger import Ledger, LedgerSettings, Usage
+    from middleware.policy.settings import bind
+
+    book, ledger = ConsoleBook(16384), Ledger()
+    notes = [book.note(interrupted(pool, policy, "s", n), route="anthropic", user_agent="",
+                       now=float(n)) for n in range(1, 6)]  # fmt: skip
+    first = book.requests("s", Asked(2))
+    assert first is not None and [r["n"] for r in json.loads(first.records)] == [4, 5]
+    assert first.older and not first.more and first.kept == 5
+    assert book.requests("s", Asked(10, since=first.version)).records == b"[]"  # type: ignore[union-attr]
+    # The answer to request 2 is billed after the page read it; then request 6 comes.
+    entry = ledger.record("s", "anthropic", Usage(input=10, output=5), "claude-sonnet-4-5",
+                          bind(policy, LedgerSettings))  # fmt: skip
+    assert notes[1] is not None
+    book.billed(notes[1], entry)
+    book.note(interrupted(pool, policy, "s", 6), route="anthropic", user_agent="", now=6.0)
+    changed = book.requests("s", Asked(10, since=first.version, costs=True))
+    assert changed is not None
+    records = json.loads(changed.records)
+    assert [r["n"] for r in records] == [2, 6] and records[0]["bill"]["billed"]["input"] == 10
+    assert changed.costs == [(2, entry.dollars, entry.dollars_without)]  # type: ignore[union-attr]
+    assert book.requests("s", Asked(10, since=changed.version)).records == b"[]"  # type: ignore[union-attr]
+    # More changes than a poll takes: the rest come at the next, none lost or repeated.
+    for n in range(7, 12):
+        book.note(interrupted(pool, policy, "s", n), route="anthropic", user_agent="", now=n)
+    got, since = [], changed.version
+    while True:
+        part = book.requests("s", Asked(2, since=since))
+        assert part is not None
+        got += [r["n"] for r in json.loads(part.records)]
+        since = part.version
+        if not part.more:
+            break
+    assert got == list(range(7, 12))
+
+
+def test_a_request_kept_after_a_later_one_takes_its_place_by_number() -> None:
+    """Two requests of one session cleaned at once are numbered as they come and may be
+    kept in the other order: the records stay in order, for the pages' cursors."""
+    notes = deque([Note(1, b"{}"), Note(3, b"{}")])
+    _in_order(notes, Note(2, b"{}"))
+    _in_order(notes, Note(4, b"{}"))
+    assert [note.number for note in notes] == [1, 2, 3, 4]

@@ -3,7 +3,9 @@ a real Claude Code session through the proxy against the stand-in, whose big out
 spilled and read back, then an interrupted call repaired while the session's page is open.
 The page shows the session as Claude Code's, the spill's preview as the provider received
 it and its full text from the spill store, the repair as it came in (no reload), and the
-saving ``chatcli-mw ledger`` reads from the ledger file.
+saving ``chatcli-mw ledger`` reads from the ledger file. And a session of 300 requests,
+shown a page at a time, older ones on demand, a new one as it comes without a reload, and
+what the page fetches while nothing changes small.
 
 Screenshots of the three pages go to ``$CHATCLI_CONSOLE_SCREENSHOTS`` (``.ci/run`` sets
 ``artifacts/console``, which git ignores), else to the test's own tmp folder; their paths
@@ -50,8 +52,6 @@ if not CHROMIUM.exists():
         pytest.fail(NO_BROWSER, pytrace=False)
     pytest.skip(NO_BROWSER, allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="the [dev] extra has playwright")
-if missing("claude"):
-    pytest.skip(missing("claude"), allow_module_level=True)
 
 CLAUDE = AGENT_BY_NAME["claude"]
 PRICES = {"input": 3, "output": 15, "cache_read": 0.3, "cache_write_5m": 3.75,
@@ -87,6 +87,8 @@ def browser() -> Iterator[Any]:
 def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_saving(
     tmp_path: Path, browser: Any
 ) -> None:
+    if missing("claude"):
+        pytest.skip(missing("claude"))
     provider = Provider(script=scripted(CLAUDE.tools, CLAUDE.fmt), cache=PromptCache())
     ledger_file = tmp_path / "ledger.jsonl"
     shots = screenshots(tmp_path)
@@ -176,3 +178,57 @@ def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_sa
             assert texts[-4:-1] == [str(shown[k]) for k in ("repairs", "spills", "compactions")]
             page.screenshot(path=str(shots / "sessions.png"), full_page=True)
             logger.warning("console screenshots: %s", shots)
+
+
+def test_a_long_session_is_shown_a_page_at_a_time_and_goes_on_live(
+    tmp_path: Path, browser: Any
+) -> None:
+    from proxy_stack import running
+
+    stand_in = Provider()
+    with serving(stand_in.app()) as upstream, running((stand_in, upstream), tmp_path) as stack:
+        headers = {"x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01",
+                   "x-chatcli-session": "long"}  # fmt: skip
+
+        def send(n: int) -> None:
+            call = {"type": "tool_use", "id": f"toolu_{n:04d}", "name": "Bash", "input": {"n": n}}
+            messages = [{"role": "user", "content": f"Step {n}."},
+                        {"role": "assistant", "content": [call]},
+                        {"role": "user", "content": "Go on."}]  # fmt: skip
+            body = {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": messages}
+            answer = client.post(stack.url + "/v1/messages", json=body, headers=headers)
+            assert answer.status_code == 200, answer.text
+
+        with httpx.Client(timeout=60) as client:
+            for n in range(1, 301):
+                send(n)
+            assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 300)
+
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            polls: list[int] = []
+            page.on("response", lambda r: polls.append(int(r.headers["content-length"]))
+                    if "since=" in r.url else None)  # fmt: skip
+            page.goto(stack.url + "/ui/#/session/long")
+            cards = page.locator(".card.request")
+            cards.first.wait_for()
+            drawn = [int(cards.nth(i).get_attribute("data-n")) for i in range(cards.count())]
+            assert drawn == list(range(300, 275, -1))  # the latest page, newest first
+            assert "300 kept, 25 shown" in page.locator("#requests-heading").inner_text()
+            page.evaluate("document.querySelector('.card.request[data-n=\"290\"]').kept = 1")
+
+            page.click("#older")
+            page.locator('.card.request[data-n="251"]').wait_for()
+            assert cards.count() == 50
+            assert "300 kept, 50 shown" in page.locator("#requests-heading").inner_text()
+
+            # A new request shows up at the top, its bill with it, without a reload and
+            # without drawing the others again.
+            send(301)
+            page.locator('.card.request[data-n="301"] table.tokens').wait_for(timeout=15_000)
+            assert cards.first.get_attribute("data-n") == "301" and cards.count() == 51
+            assert page.evaluate(
+                "document.querySelector('.card.request[data-n=\"290\"]').kept === 1"
+            )
+            page.wait_for_timeout(4500)  # polls with nothing new: each a few hundred bytes
+            assert len(polls) >= 3 and max(polls[-2:]) < 2048
+            page.screenshot(path=str(screenshots(tmp_path) / "long-session.png"))

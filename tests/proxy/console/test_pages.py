@@ -6,6 +6,8 @@ the proxy page; the static files; and the console switched off."""
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -13,8 +15,11 @@ from urllib.parse import quote
 import httpx
 import pytest
 from proxy_stack import Stack, running
+from servers import serving
 from stand_in import Provider
 from waiting import wait_for
+
+from middleware.proxy.console.pages import MAX_PAGE, PAGE
 
 SESSION = "0f6c7c52-console-session"
 HEADERS = {
@@ -186,3 +191,133 @@ def test_with_the_console_off_the_pages_show_the_ledgers_sums(
         assert row["billed"] == api(stack, "/sessions/" + quote(SESSION, safe=""))["billed"]
         detail = api(stack, "/ui/api/sessions/" + quote(SESSION, safe=""))
         assert detail["requests"] == [] and detail["ledger"]["requests"] == 1
+
+
+def test_the_access_log_counts_the_time_the_console_took_beside_the_cleaning(
+    provider: tuple[Provider, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    lines = {}
+    for enabled in (True, False):
+        caplog.clear()
+        with (
+            caplog.at_level(logging.INFO, logger="middleware.proxy.access"),
+            running(provider, tmp_path, **{"proxy.console.enabled": enabled}) as stack,
+        ):
+            send(stack, interrupted_turn())
+            assert wait_for(lambda: any(r.name == "middleware.proxy.access"
+                                        for r in caplog.records))  # fmt: skip
+        (record,) = [r for r in caplog.records if r.name == "middleware.proxy.access"]
+        lines[enabled] = json.loads(record.getMessage())
+    on, off = lines[True], lines[False]
+    assert on["process_ms"] > 0 and 0 < on["console_ms"] < on["ms"]
+    assert "console_ms" not in off and off["process_ms"] > 0
+
+
+def interrupted_request(n: int) -> dict[str, Any]:
+    """Request ``n`` of a session: a call of its own that has no result (a repair each)."""
+    call = {"type": "tool_use", "id": f"toolu_{n:04d}", "name": "Bash", "input": {"n": n}}
+    messages = [
+        {"role": "user", "content": f"Step {n}."},
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": "Go on."},
+    ]
+    return {"model": MODEL, "max_tokens": 10, "messages": messages}
+
+
+def feed(stack: Stack, session: str, numbers: range) -> None:
+    headers = {**HEADERS, "x-claude-code-session-id": session}
+    with httpx.Client(timeout=60) as client:
+        for n in numbers:
+            answer = client.post(stack.url + "/v1/messages", json=interrupted_request(n),
+                                 headers=headers)  # fmt: skip
+            assert answer.status_code == 200, answer.text
+    assert wait_for(lambda: stack.proxy.ledger.total()["requests"] >= numbers[-1])
+
+
+def page(stack: Stack, session: str, **query: Any) -> Any:
+    return api(stack, f"/ui/api/sessions/{quote(session, safe='')}?" + "&".join(
+        f"{key}={value}" for key, value in query.items()))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def long_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A proxy whose session ``long`` has 120 requests (more than a page holds at most),
+    each with a repair."""
+    stand_in = Provider()
+    with (
+        serving(stand_in.app()) as upstream,
+        running((stand_in, upstream), tmp_path_factory.mktemp("long")) as stack,
+    ):
+        feed(stack, "long", range(1, 121))
+        yield stack
+
+
+def numbers(answer: Any) -> list[int]:
+    return [request["n"] for request in answer["requests"]]
+
+
+@pytest.mark.slow
+def test_a_sessions_requests_come_a_page_at_a_time(long_session: Stack) -> None:
+    latest = page(long_session, "long")
+    assert numbers(latest) == list(range(121 - PAGE, 121))  # the latest, oldest first
+    assert (latest["kept"], latest["first"], latest["last"]) == (120, 1, 120)
+    assert latest["older"] is True and latest["row"]["requests"] == 120
+    assert latest["costs"][-1][0] == 120  # the running cost, to the last request
+    assert all(r["steps"][0]["kind"] == "synthetic_result" for r in latest["requests"])
+    # Older pages, one after the other, down to the first request: each request once.
+    seen, cursor = numbers(latest), latest["requests"][0]["n"]
+    while True:
+        older = page(long_session, "long", before=cursor, limit=40)
+        assert "costs" not in older and len(older["requests"]) <= 40
+        seen = numbers(older) + seen
+        if not older["older"]:
+            break
+        cursor = older["requests"][0]["n"]
+    assert seen == list(range(1, 121))
+    assert numbers(page(long_session, "long", after=110)) == list(range(111, 121))
+    assert numbers(page(long_session, "long", after=10, limit=5)) == [11, 12, 13, 14, 15]
+    assert page(long_session, "long", after=10, limit=5)["more"] is True
+
+
+@pytest.mark.slow
+def test_every_limit_is_clamped_and_a_bad_one_refused(long_session: Stack) -> None:
+    assert len(page(long_session, "long", limit=-1)["requests"]) == 1
+    assert len(page(long_session, "long", limit=0)["requests"]) == 1
+    assert len(page(long_session, "long", limit=10**9)["requests"]) == MAX_PAGE
+    for query in ("limit=abc", "before=abc", "after=1.5", "since=", "limit=1e9",
+                  "before=%2B-5", f"limit={'9' * 5000}", "before=5&after=2"):  # fmt: skip
+        answer = httpx.get(long_session.url + "/ui/api/sessions/long?" + query, timeout=30)
+        assert answer.status_code == 400, query
+        assert "whole number" in answer.text or "one of" in answer.text
+    feed(long_session, "another", range(1, 3))
+    listed = len(api(long_session, "/ui/api/sessions")["sessions"])
+    assert listed >= 2
+    assert len(api(long_session, "/ui/api/sessions?limit=-1")["sessions"]) == 1
+    assert len(api(long_session, f"/ui/api/sessions?limit={10**9}")["sessions"]) == listed
+    assert len(api(long_session, "/sessions?limit=-1")["sessions"]) == 0
+    assert httpx.get(long_session.url + "/ui/api/sessions?limit=abc").status_code == 400
+
+
+@pytest.mark.slow
+def test_a_poll_asks_only_what_changed_and_costs_the_same_whatever_the_session_holds(
+    long_session: Stack,
+) -> None:
+    stack = long_session
+    feed(stack, "live", range(1, 6))
+    first = page(stack, "live", limit=2)
+    since = first["since"]
+    empty = httpx.get(stack.url + f"/ui/api/sessions/live?since={since}", timeout=30)
+    assert empty.json()["requests"] == [] and "costs" not in empty.json()
+    # Two new requests: a poll brings them and the session's new counts, no more.
+    feed(stack, "live", range(6, 8))
+    changed = page(stack, "live", since=since)
+    assert numbers(changed) == [6, 7] and changed["row"]["requests"] == 7
+    assert all("bill" in r for r in changed["requests"])  # billed by now
+    assert changed["costs"][-1][0] == 7
+    # 100 more requests kept: a poll with nothing new is as small as before.
+    feed(stack, "live", range(8, 108))
+    latest = page(stack, "live", limit=1)
+    quiet = httpx.get(stack.url + f"/ui/api/sessions/live?since={latest['since']}", timeout=30)
+    assert quiet.json()["requests"] == [] and quiet.json()["kept"] == 107
+    assert len(quiet.content) < 2048
+    assert abs(len(quiet.content) - len(empty.content)) < 64, (empty.text, quiet.text)

@@ -1,9 +1,13 @@
 // The console of chatcli-mw serve: three views, each drawn from the JSON the proxy serves
-// under /ui/api/, polled every POLL_MS and redrawn when its version moves. No library:
-// every text from the proxy is set as text (never parsed as HTML).
+// under /ui/api/, polled every POLL_MS. The sessions list and the proxy page are redrawn
+// when their version moves; a session's page holds a page of its requests at a time
+// (older ones on demand) and asks only what changed since, redrawing only that. No
+// library: every text from the proxy is set as text (never parsed as HTML).
 "use strict";
 
 const POLL_MS = 2000;
+const PAGE = 25; // requests fetched at a time on a session's page
+const MOST = 100; // the most the proxy sends at once (a poll after a burst asks again)
 const KINDS = ["input", "cache_read", "cache_write_5m", "cache_write_1h", "output"];
 const view = document.getElementById("view");
 const status = document.getElementById("status");
@@ -47,21 +51,39 @@ function route() {
   return { page: hash === "#/proxy" ? "proxy" : "sessions" };
 }
 
+let pending = 0; // fetches under way: a tick of the poll waits for them
+let chain = Promise.resolve();
+
+// A session's fetches one at a time, in the order asked (a poll and a page of older
+// requests never draw over each other).
+function inTurn(task) {
+  const turn = chain.then(task);
+  chain = turn.catch(() => {});
+  return turn;
+}
+
 async function refresh(force) {
   const here = route();
   const key = JSON.stringify(here);
-  const path = here.page === "session" ? "/ui/api/sessions/" + encodeURIComponent(here.id)
-    : here.page === "proxy" ? "/ui/api/proxy" : "/ui/api/sessions";
+  const fresh = force || shown.route !== key;
+  pending += 1;
   try {
-    const data = await getJSON(path);
-    if (force || shown.route !== key || shown.version !== data.version) {
-      const scroll = window.scrollY;
-      const focused = document.activeElement && document.activeElement.id;
-      view.replaceChildren(...draw(here, data).flat().filter((child) => child));
-      if (shown.route === key) window.scrollTo(0, scroll);
-      if (focused) {
-        const again = document.getElementById(focused);
-        if (again) { again.focus(); if (again.setSelectionRange) again.setSelectionRange(9e9, 9e9); }
+    if (here.page === "session") {
+      if (fresh || !live || live.id !== here.id) await inTurn(() => openSession(here.id));
+      else await inTurn(pollSession);
+      shown = { route: key, version: null };
+    } else {
+      live = null;
+      const data = await getJSON(here.page === "proxy" ? "/ui/api/proxy" : "/ui/api/sessions");
+      if (fresh || shown.version !== data.version) {
+        const scroll = window.scrollY;
+        const focused = document.activeElement && document.activeElement.id;
+        view.replaceChildren(...draw(here, data).flat().filter((child) => child));
+        if (shown.route === key) window.scrollTo(0, scroll);
+        if (focused) {
+          const again = document.getElementById(focused);
+          if (again) { again.focus(); if (again.setSelectionRange) again.setSelectionRange(9e9, 9e9); }
+        }
       }
       shown = { route: key, version: data.version };
     }
@@ -70,6 +92,8 @@ async function refresh(force) {
   } catch (error) {
     status.textContent = String(error.message || error);
     status.className = "error";
+  } finally {
+    pending -= 1;
   }
   for (const link of document.querySelectorAll("nav a")) {
     link.classList.toggle("here", link.id === "nav-" + (here.page === "proxy" ? "proxy" : "sessions"));
@@ -77,7 +101,6 @@ async function refresh(force) {
 }
 
 function draw(here, data) {
-  if (here.page === "session") return sessionPage(here.id, data);
   if (here.page === "proxy") return proxyPage(data);
   return sessionsPage(data);
 }
@@ -162,40 +185,130 @@ function kv(...pairs) {
   return el("div", { class: "kv" }, pairs.map((item, i) => el("span", { class: i % 2 ? null : "muted" }, item)));
 }
 
-function sessionPage(id, data) {
-  const r = data.row;
-  const facts = kv(
-    "Agent", r.agent || "—", "Session key from", r.source || "—", "Format", r.format || "—",
-    "Requests", number(r.requests),
-    "Billed", dollars(r.billed && r.billed.dollars),
-    "Estimate without the middleware", dollars(r.without && r.without.dollars),
-    "Saving", el("span", { class: "saved", id: "saving", "data-dollars": r.saved_dollars }, dollars(r.saved_dollars)),
-    "Repairs · spills · compactions", `${number(r.repairs)} · ${number(r.spills)} · ${number(r.compactions)}`,
-    "Last seen", when(r.last));
-  const requests = data.requests.slice().reverse();
-  return [
-    el("p", {}, el("a", { href: "#/" }, "← Sessions")),
-    el("h1", {}, "Session ", el("code", {}, id)),
-    facts,
-    el("h2", {}, "Running cost"),
-    chart(data.requests, data.forgotten),
-    el("h2", {}, `Requests (${data.requests.length} kept, newest first)`),
-    data.forgotten ? el("p", { class: "muted" },
-      `${data.forgotten} earlier requests were forgotten to stay within proxy.session_memory_bytes.`) : null,
-    el("div", { class: "cards", id: "requests" }, requests.map((q) => requestCard(id, q))),
-  ];
+// The session on screen: its requests drawn (cards, by number), the newest and oldest of
+// them, whether the proxy keeps older ones, and what to ask since (what changed after).
+let live = null;
+
+function sessionPath(id, query) {
+  return "/ui/api/sessions/" + encodeURIComponent(id) + "?" + new URLSearchParams(query);
 }
 
-function chart(requests, forgotten) {
-  const points = [];
-  let billed = 0, without = 0;
-  for (const q of requests) {
-    if (q.bill && q.bill.dollars !== null && q.bill.dollars !== undefined) {
-      billed += q.bill.dollars; without += q.bill.dollars_without;
-      points.push([q.n, billed, without]);
-    }
+async function openSession(id) {
+  const data = await getJSON(sessionPath(id, { limit: PAGE }));
+  const here = route();
+  if (here.page !== "session" || here.id !== id) return; // the page moved on meanwhile
+  const parts = {
+    facts: el("div", { id: "facts" }),
+    chart: el("div", { id: "chart-box" }),
+    heading: el("h2", { id: "requests-heading" }),
+    forgotten: el("p", { class: "muted", id: "forgotten" }),
+    cards: el("div", { class: "cards", id: "requests" }),
+    older: el("button", { type: "button", id: "older", onclick: () => loadOlder() }, "Older requests"),
+  };
+  live = { id, epoch: data.epoch, since: data.since, cards: new Map(), newest: null, oldest: null,
+    older: data.older, parts };
+  view.replaceChildren(
+    el("p", {}, el("a", { href: "#/" }, "← Sessions")),
+    el("h1", {}, "Session ", el("code", {}, id)),
+    parts.facts,
+    el("h2", {}, "Running cost"),
+    parts.chart,
+    parts.heading,
+    parts.forgotten,
+    parts.cards,
+    el("p", {}, parts.older));
+  for (const q of data.requests.slice().reverse()) place(q, true);
+  sessionHead(data);
+}
+
+// What changed since the page last asked: new requests and bills come as records, each
+// drawn in place; the counts, the bill and the chart are drawn again (their size is fixed).
+async function pollSession() {
+  const here = live;
+  if (!here) return;
+  for (;;) {
+    const data = await getJSON(sessionPath(here.id, { since: here.since, limit: MOST }));
+    if (live !== here) return; // the page moved on meanwhile
+    if (data.epoch !== here.epoch) { await openSession(here.id); return; } // a new proxy
+    for (const q of data.requests) place(q, false);
+    here.since = data.since;
+    sessionHead(data);
+    if (!data.more) return;
   }
-  if (!points.length) return el("p", { class: "muted", id: "chart" }, "No priced answer yet.");
+}
+
+async function loadOlder() {
+  pending += 1;
+  try {
+    await inTurn(async () => {
+      const here = live;
+      if (!here || here.oldest === null) return;
+      const data = await getJSON(sessionPath(here.id, { before: here.oldest, limit: PAGE }));
+      if (live !== here) return;
+      for (const q of data.requests.slice().reverse()) place(q, true);
+      here.older = data.older;
+      sessionHead(data, true);
+    });
+  } catch (error) {
+    status.textContent = String(error.message || error);
+    status.className = "error";
+  } finally {
+    pending -= 1;
+  }
+}
+
+// Draw request q's card where its number puts it (newest first), or in place of the one
+// drawn before. One older than those drawn waits for its page, unless it comes with it.
+function place(q, paging) {
+  const { cards, parts } = live;
+  const before = cards.get(q.n);
+  if (!before && !paging && live.oldest !== null && q.n < live.oldest && live.older) return;
+  const card = requestCard(live.id, q);
+  if (before) {
+    before.replaceWith(card);
+  } else if (live.newest === null || q.n > live.newest) {
+    parts.cards.prepend(card);
+  } else if (q.n < live.oldest) {
+    parts.cards.append(card);
+  } else {
+    let next = parts.cards.firstElementChild;
+    while (next && Number(next.dataset.n) > q.n) next = next.nextElementSibling;
+    parts.cards.insertBefore(card, next);
+  }
+  cards.set(q.n, card);
+  live.newest = live.newest === null ? q.n : Math.max(live.newest, q.n);
+  live.oldest = live.oldest === null ? q.n : Math.min(live.oldest, q.n);
+}
+
+// The session's facts, its chart (when the answer has it), and how many requests are kept
+// and drawn.
+function sessionHead(data, paging) {
+  const { parts } = live;
+  const r = data.row;
+  if (!paging) {
+    parts.facts.replaceChildren(kv(
+      "Agent", r.agent || "—", "Session key from", r.source || "—", "Format", r.format || "—",
+      "Requests", number(r.requests),
+      "Billed", dollars(r.billed && r.billed.dollars),
+      "Estimate without the middleware", dollars(r.without && r.without.dollars),
+      "Saving", el("span", { class: "saved", id: "saving", "data-dollars": r.saved_dollars }, dollars(r.saved_dollars)),
+      "Repairs · spills · compactions", `${number(r.repairs)} · ${number(r.spills)} · ${number(r.compactions)}`,
+      "Last seen", when(r.last)));
+    if (data.costs) parts.chart.replaceChildren(chart(data.costs, data.forgotten));
+    if (live.oldest !== null && data.first !== null) live.older = data.first < live.oldest;
+  }
+  parts.heading.textContent =
+    `Requests (${number(data.kept)} kept, ${number(live.cards.size)} shown, newest first)`;
+  parts.forgotten.textContent = data.forgotten
+    ? `${data.forgotten} earlier requests were forgotten to stay within proxy.session_memory_bytes.` : "";
+  parts.forgotten.hidden = !data.forgotten;
+  parts.older.hidden = !live.older;
+}
+
+// The running cost: [request, billed so far, without so far] at some requests, the last
+// included (the proxy sends a few hundred points at most).
+function chart(points, forgotten) {
+  if (!points || !points.length) return el("p", { class: "muted", id: "chart" }, "No priced answer yet.");
   const W = 640, H = 220, L = 64, B = 28, T = 10, R = 10;
   const ns = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(ns, "svg");
@@ -289,11 +402,7 @@ const WORDS = {
 
 function stepView(session, s) {
   const file = s.path ? s.path.replace(/\\/g, "/").split("/").pop() : null;
-  const key = session + "/" + file;
-  const full = file ? el("div", { class: "full" },
-    el("button", { type: "button", class: "fetch-full", onclick: (e) => showFull(e.target, session, file) },
-      opened.has(key) ? "Hide the full output" : "Fetch the full output from the spill store"),
-    opened.has(key) ? fullOutput(session, file) : null) : null;
+  const full = file ? fullView(session, file) : null;
   return el("div", { class: "step " + s.step, "data-kind": s.kind },
     el("div", {}, el("strong", {}, `${s.step}: ${WORDS[s.kind] || s.kind.replace(/_/g, " ")}`),
       " ", el("span", { class: "muted" },
@@ -309,29 +418,44 @@ function stepView(session, s) {
 
 const fullTexts = new Map();
 
+// A spilled output's button, and its full text once asked for: drawn again in place (in
+// every card that shows it) when it is opened, read, or closed.
+function fullView(session, file) {
+  const key = session + "/" + file;
+  return el("div", { class: "full", "data-key": key },
+    el("button", { type: "button", class: "fetch-full", onclick: () => showFull(session, file) },
+      opened.has(key) ? "Hide the full output" : "Fetch the full output from the spill store"),
+    opened.has(key) ? fullOutput(session, file) : null);
+}
+
 function fullOutput(session, file) {
   const key = session + "/" + file;
   const text = fullTexts.get(key);
   return el("pre", { class: "full-text" }, text === undefined ? "Reading the spill store…" : text);
 }
 
-async function showFull(button, session, file) {
+function redrawFull(session, file) {
   const key = session + "/" + file;
-  if (opened.has(key)) { opened.delete(key); refresh(true); return; }
+  for (const box of document.querySelectorAll("div.full")) {
+    if (box.dataset.key === key) box.replaceWith(fullView(session, file));
+  }
+}
+
+async function showFull(session, file) {
+  const key = session + "/" + file;
+  if (opened.has(key)) { opened.delete(key); redrawFull(session, file); return; }
   opened.add(key);
-  refresh(true);
+  redrawFull(session, file);
   if (!fullTexts.has(key)) {
     try {
       const answer = await fetch(`/recall/${encodeURIComponent(session)}/${encodeURIComponent(file)}`);
       const text = await answer.text();
-      const lines = answer.headers.get("x-chatcli-lines");
       fullTexts.set(key, answer.ok ? text : `${answer.status}: ${text}`);
-      if (lines) fullTexts.set(key + "#lines", lines);
     } catch (error) {
       fullTexts.set(key, String(error));
     }
   }
-  refresh(true);
+  redrawFull(session, file);
 }
 
 // -- The proxy ---------------------------------------------------------------------------
@@ -387,4 +511,4 @@ function proxyPage(data) {
 
 window.addEventListener("hashchange", () => refresh(true));
 refresh(true);
-setInterval(() => refresh(false), POLL_MS);
+setInterval(() => { if (!pending) refresh(false); }, POLL_MS);
