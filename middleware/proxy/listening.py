@@ -1,12 +1,7 @@
-"""How the proxy listens: uvicorn's HTTP/1.1 protocol with a deadline on every request's
-head, and a listener that accepts connections only while the open-file limit leaves room
-for them (:mod:`middleware.proxy.open_files`).
-
-uvicorn closes a keep-alive connection that stays idle, but not one that starts a request
-and never finishes its headers: a thousand such connections (under the usual limit of
-1,024 open files) once made every other request time out. Here a connection that has not
-sent a whole request head within ``proxy.header_timeout_seconds`` of connecting, or of
-starting its next request, is closed.
+"""How the proxy listens: uvicorn, its connections read by
+:mod:`middleware.proxy.connection` (a deadline on every request's head, heads framed
+ambiguously refused), and a listener that accepts connections only while the open-file
+limit leaves room for them (:mod:`middleware.proxy.open_files`).
 
 asyncio accepts connections until ``accept()`` fails for want of files, then fails again
 for every connection waiting, logging each failure (Python 3.11 retries the whole backlog
@@ -29,8 +24,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from middleware.proxy.connection import deadlined_protocol
+from middleware.proxy.framing import MAX_HEAD_BYTES
 from middleware.proxy.interval_log import IntervalLog
 from middleware.proxy.open_files import OpenFiles, share_open_files
 
@@ -237,55 +233,6 @@ class _Listener:
         self.door.resume()
 
 
-def deadlined_protocol(header_timeout: float, door: Door | None = None) -> type[H11Protocol]:
-    """uvicorn's h11 protocol closing connections whose request head is late, and telling
-    ``door`` of the connections it makes and loses."""
-    late_log = IntervalLog(logger)
-
-    class DeadlinedH11Protocol(H11Protocol):
-        _head_timer: asyncio.TimerHandle | None = None
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            if door is not None:
-                door.made(self, transport)
-            self._arm()
-
-        def data_received(self, data: bytes) -> None:
-            if self._head_timer is None and self._between_requests():
-                self._arm()  # the next request starts: its head has a deadline too
-            super().data_received(data)
-            if not self._between_requests():  # its head came whole
-                self._disarm()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
-            if door is not None:
-                door.lost(self)
-
-        def _between_requests(self) -> bool:
-            return self.cycle is None or self.cycle.response_complete
-
-        def _arm(self) -> None:
-            self._head_timer = self.loop.call_later(header_timeout, self._late)
-
-        def _disarm(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-
-        def _late(self) -> None:
-            self._head_timer = None
-            if self._between_requests() and not self.transport.is_closing():
-                late_log(logging.INFO, "late", "closing a connection from %s: no whole "
-                         "request head within %g s (proxy.header_timeout_seconds)",
-                         self.client, header_timeout)  # fmt: skip
-                self.transport.close()
-
-    return DeadlinedH11Protocol
-
-
 class _DoorServer(uvicorn.Server):
     """uvicorn's server, its listening sockets read by a :class:`Door`."""
 
@@ -320,7 +267,8 @@ def serve(app: ASGIApp, settings: Any, **options: Any) -> None:
     config = uvicorn.Config(
         door.admitting(app), host=settings.host, port=settings.port,
         http=deadlined_protocol(settings.header_timeout_seconds, door), backlog=BACKLOG,
-        timeout_keep_alive=KEEP_ALIVE_SECONDS, **options,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS, h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        **options,
     )  # fmt: skip
     server = _DoorServer(config, door)
     server.run(sockets=listening_sockets(settings.host, settings.port))
