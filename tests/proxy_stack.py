@@ -71,6 +71,20 @@ def serve_process_pid(
     policy: str | None = None,
 ) -> Iterator[tuple[str, int]]:
     """:func:`serve_process`, yielding the process id beside the URL (to read its memory)."""
+    with serve_process_handle(upstream, overrides, log=log, policy=policy) as (url, process):
+        yield url, process.pid
+
+
+@contextmanager
+def serve_process_handle(
+    upstream: str,
+    overrides: Mapping[str, Any],
+    *,
+    log: Path | None = None,
+    policy: str | None = None,
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """:func:`serve_process`, yielding the process beside the URL (to stop it and time
+    its exit); it is terminated at the end unless it exited."""
     port = free_port()
     env = {
         **os.environ,
@@ -106,7 +120,7 @@ def serve_process_pid(
                 if time.monotonic() > deadline:
                     raise RuntimeError("chatcli-mw serve did not start")
                 time.sleep(0.05)
-            yield url, process.pid
+            yield url, process
         finally:
             process.terminate()
             process.wait(timeout=60)
