@@ -39,7 +39,15 @@ class Doorkeeper(Protocol):
     """What a connection tells of itself to whoever admits connections."""
 
     def made(self, connection: asyncio.BaseProtocol, transport: asyncio.BaseTransport) -> None:
-        """The connection is open."""
+        """The connection is open (and waits for a request head)."""
+
+    def requesting(self, connection: asyncio.BaseProtocol) -> None:
+        """A request's head came whole: the request is in progress."""
+
+    def waiting_for_head(
+        self, connection: asyncio.BaseProtocol, transport: asyncio.BaseTransport
+    ) -> None:
+        """The request was answered: the connection waits for the next one's head."""
 
     def lost(self, connection: asyncio.BaseProtocol) -> None:
         """The connection is closed."""
@@ -71,6 +79,16 @@ def deadlined_protocol(header_timeout: float, door: Doorkeeper | None = None) ->
             super().data_received(data)
             if not self._between_requests():  # its head came whole
                 self._disarm()
+                if door is not None:
+                    door.requesting(self)
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()  # may start a request that came meanwhile
+            if door is not None and not self.transport.is_closing():
+                if self._between_requests():
+                    door.waiting_for_head(self, self.transport)
+                else:
+                    door.requesting(self)
 
         def handle_events(self) -> None:
             """h11 reads what came, once :func:`.framing.refusal` has seen a head
