@@ -79,7 +79,9 @@ class _Listener:
         self._connecting: set[asyncio.Task[Any]] = set()
 
     def take_over(self) -> None:
+        """Accept the server's connections here, through the door, instead of in asyncio."""
         self.loop.remove_reader(self.sock.fileno())  # asyncio's own accepting
+        self.door.listeners.append(self.resume)
         self.resume()
 
     def resume(self) -> None:
@@ -192,20 +194,7 @@ class _DoorServer(uvicorn.Server):
             )
 
         for server, sock in zip(self.servers, sockets, strict=True):
-            listen(self.door, loop, server, sock, factory)
-
-
-def listen(
-    door: Door,
-    loop: asyncio.AbstractEventLoop,
-    server: asyncio.AbstractServer,
-    sock: socket.socket,
-    factory: Callable[[], asyncio.Protocol],
-) -> None:
-    """Accept ``server``'s connections on ``sock`` through ``door`` instead of in asyncio."""
-    listener = _Listener(door, loop, server, sock, factory)
-    door.listeners.append(listener.resume)
-    listener.take_over()
+            _Listener(self.door, loop, server, sock, factory).take_over()
 
 
 def serve(app: ASGIApp, settings: Any, **options: Any) -> None:
