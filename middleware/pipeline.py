@@ -150,10 +150,11 @@ class SessionParts:
         if cached:
             forget_messages(self.cache, marks)
 
-    def close(self) -> None:
-        """Record when the session's last request was sent, for a later process, and
-        release the spill store."""
-        self.prompt_cache.save()
+    def close(self, until: float | None = None) -> None:
+        """Record when the session's last request was sent, for a later process (its
+        lock waited for until ``until``, a ``time.monotonic()``, if given), and release
+        the spill store."""
+        self.prompt_cache.save(until=until)
         self.spill.close()
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,20 @@ def serve_process_pid(
     policy: str | None = None,
 ) -> Iterator[tuple[str, int]]:
     """:func:`serve_process`, yielding the process id beside the URL (to read its memory)."""
+    with serve_process_handle(upstream, overrides, log=log, policy=policy) as (url, process):
+        yield url, process.pid
+
+
+@contextmanager
+def serve_process_handle(
+    upstream: str,
+    overrides: Mapping[str, Any],
+    *,
+    log: Path | None = None,
+    policy: str | None = None,
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """:func:`serve_process`, yielding the process beside the URL (to stop it and time
+    its exit); it is terminated at the end unless it exited."""
     port = free_port()
     env = {
         **os.environ,
@@ -106,7 +121,7 @@ def serve_process_pid(
                 if time.monotonic() > deadline:
                     raise RuntimeError("chatcli-mw serve did not start")
                 time.sleep(0.05)
-            yield url, process.pid
+            yield url, process
         finally:
             process.terminate()
             process.wait(timeout=60)
@@ -123,3 +138,34 @@ def access_log(path: Path) -> list[dict[str, Any]]:
         if start != -1:
             lines.append(json.loads(line[start:]))
     return lines
+
+
+#: A chat request's body, and the head of it that the helpers below send.
+CHAT_BODY = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+CHAT_HEAD = (
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\n"
+    b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(CHAT_BODY)
+)
+
+
+def half_open(url: str, count: int) -> list[socket.socket]:
+    """``count`` connections that start a request and never finish its headers (a proxy
+    short of room may close the first before the last are made)."""
+    host, port = url.removeprefix("http://").split(":")
+    held = []
+    for _ in range(count):
+        held.append(socket.create_connection((host, int(port)), timeout=30))
+        with suppress(ConnectionError):
+            held[-1].sendall(CHAT_HEAD[:60])
+    return held
+
+
+def bodies_in_progress(url: str, count: int) -> list[socket.socket]:
+    """``count`` slow clients whose requests are in progress: a whole head, then the
+    first bytes of :data:`CHAT_BODY`; send them the rest to have them answered."""
+    host, port = url.removeprefix("http://").split(":")
+    held = []
+    for _ in range(count):
+        held.append(socket.create_connection((host, int(port)), timeout=30))
+        held[-1].sendall(CHAT_HEAD + CHAT_BODY[:10])
+    return held

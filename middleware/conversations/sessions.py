@@ -26,6 +26,7 @@ from middleware.pipeline import Pipeline
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy
 from middleware.policy.settings import bind, section, setting
+from middleware.spill.workspace import RECORD_LOCK_SECONDS
 
 logger = logging.getLogger(__name__)
 
@@ -175,14 +176,16 @@ class SessionPool:
 
     def end(self, session: str) -> int:
         """Release ``session``'s conversations (under every policy), with what the shared
-        cache keeps of their messages; returns how many."""
+        cache keeps of their messages; returns how many. Their records wait for locks
+        another process holds :data:`.RECORD_LOCK_SECONDS` in all."""
         with self._lock:
             keys = [key for key in self._entries if key[1] == session]
             ended = [self._entries.pop(key) for key in keys]
         freed = 0
+        until = time.monotonic() + RECORD_LOCK_SECONDS
         for state in ended:
             freed += state.held_bytes
-            state.close(cached=True)
+            state.close(cached=True, until=until)
         if ended:
             give_back(freed)
         return len(ended)
@@ -192,7 +195,11 @@ class SessionPool:
             return len(self._entries)
 
     def close(self) -> None:
+        """Close every conversation. Their records wait for locks another process holds
+        :data:`.RECORD_LOCK_SECONDS` in all, not each: past it, a record still locked is
+        not written (said in the log), and the other conversations close as ever."""
         with self._lock:
             states, self._entries = list(self._entries.values()), OrderedDict()
+        until = time.monotonic() + RECORD_LOCK_SECONDS
         for state in states:
-            state.close()
+            state.close(until=until)

@@ -87,11 +87,12 @@ class ConversationState:
         keeps of its last messages goes too (an ended conversation)."""
         self.parts.forget(cached=cached)
 
-    def close(self, *, cached: bool = False) -> None:
+    def close(self, *, cached: bool = False, until: float | None = None) -> None:
         """Let the requests running finish, refuse new ones, record the cache clock for a
-        later process, release the spill store and drop what is held in memory (an answer
-        still on its way holds the state, not what it held); ``cached``: as
-        :meth:`forget` says."""
+        later process (waiting for its lock until ``until``, a ``time.monotonic()``, if
+        given), release the spill store and drop what is held in memory (an answer still
+        on its way holds the state, not what it held); ``cached``: as :meth:`forget`
+        says."""
         self.pipeline.close()
-        self.parts.close()
+        self.parts.close(until)
         self.forget(cached=cached)

@@ -8,6 +8,12 @@ Lines are appended with ``O_APPEND`` in one ``write`` each (a few hundred bytes)
 the file's lock (``PATH.lock``) shared; a rotation holds it exclusively, so processes on
 one machine may share a file and none writes to a part once it is summed. On a network
 filesystem, give each process its own file.
+
+A line is whole or absent: a full disk cuts a write short, and the part written, left at
+the end of the file, made the next line appended part of it (of ten answers written once
+the disk had room again, nine were read back). A write cut short is taken back, and a line
+appended to a file that does not end one (another process's cut short, or killed) starts
+on a line of its own.
 """
 
 from __future__ import annotations
@@ -52,7 +58,8 @@ CLOSE_SECONDS = 5.0
 #: cut short, :data:`.book.MAX_NAME_CHARS`); a longer line is skipped unread.
 MAX_LINE_BYTES = 64 * 1024
 _STOP = object()
-_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+#: Read too: whether the file ends a line is read before appending one.
+_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 
 
 class Journal:
@@ -119,9 +126,7 @@ class Journal:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
                     lock = _open_lock(self.path)
                 with _locked(lock, shared=True):
-                    descriptor = self._current()
-                    os.write(descriptor, line)
-                    size = os.fstat(descriptor).st_size
+                    size = _append(self._current(), line)
                 if self.rotate_bytes is not None and size >= self.rotate_bytes:
                     with _locked(lock, shared=False):
                         self._rotate()
@@ -166,6 +171,32 @@ class Journal:
             (self.rotate or rename_to_next_part)(self.path)
         except Exception:  # the file grows on; a part not summed is read at start
             logger.exception("cannot rotate the ledger file %s", self.path)
+
+
+def _append(descriptor: int, line: bytes) -> int:
+    """Append ``line`` to the file open as ``descriptor`` whole, or not at all; the
+    file's size after it.
+
+    :raises OSError: it could not be written whole (what was, is taken back unless
+        another process appended after it meanwhile).
+    """
+    size = os.fstat(descriptor).st_size
+    if size and _byte_at(descriptor, size - 1) != b"\n":
+        line = b"\n" + line  # end the line another writer left unfinished
+    written = os.write(descriptor, line)
+    if written < len(line):
+        end = os.lseek(descriptor, 0, os.SEEK_CUR)  # where this write ended (O_APPEND)
+        if os.fstat(descriptor).st_size == end:
+            os.ftruncate(descriptor, end - written)
+        raise OSError(f"only {written} of a line's {len(line)} bytes were written (disk full?)")
+    return os.fstat(descriptor).st_size
+
+
+def _byte_at(descriptor: int, offset: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(descriptor, 1, offset)
+    os.lseek(descriptor, offset, os.SEEK_SET)  # Windows (appending still goes to the end)
+    return os.read(descriptor, 1)
 
 
 def _close(journal: weakref.ref[Journal]) -> None:

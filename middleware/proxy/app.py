@@ -29,7 +29,7 @@ from urllib.parse import quote, unquote
 
 import anyio.to_thread
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -159,6 +159,9 @@ class Proxy:
                 f"the request body did not arrive within {seconds:g} s "
                 "(proxy.body_timeout_seconds)",
             )  # fmt: skip
+        except ClientDisconnect:  # gone mid-body, or its chunked framing broke (a 400 sent)
+            return self._answer(route_label, provider, 400, "bad_request",
+                                "the request body ended before it was whole")  # fmt: skip
         if body is None:
             limit = self.settings.max_body_bytes
             return self._answer(

@@ -1,12 +1,8 @@
-"""How the proxy listens: uvicorn's HTTP/1.1 protocol with a deadline on every request's
-head, and a listener that accepts connections only while the open-file limit leaves room
-for them (:mod:`middleware.proxy.open_files`).
-
-uvicorn closes a keep-alive connection that stays idle, but not one that starts a request
-and never finishes its headers: a thousand such connections (under the usual limit of
-1,024 open files) once made every other request time out. Here a connection that has not
-sent a whole request head within ``proxy.header_timeout_seconds`` of connecting, or of
-starting its next request, is closed.
+"""How the proxy listens: uvicorn, its connections read by
+:mod:`middleware.proxy.connection` (a deadline on every request's head, heads framed
+ambiguously refused), and a listener that accepts connections only while the open-file
+limit leaves room for them (:mod:`middleware.proxy.open_files`), as the door says
+(:mod:`middleware.proxy.door`).
 
 asyncio accepts connections until ``accept()`` fails for want of files, then fails again
 for every connection waiting, logging each failure (Python 3.11 retries the whole backlog
@@ -29,15 +25,16 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from middleware.proxy.interval_log import IntervalLog
-from middleware.proxy.open_files import OpenFiles, share_open_files
+from middleware.proxy.connection import deadlined_protocol
+from middleware.proxy.door import Door
+from middleware.proxy.framing import MAX_HEAD_BYTES
+from middleware.proxy.open_files import share_open_files
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from starlette.types import ASGIApp, Receive, Scope, Send
+    from starlette.types import ASGIApp
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +46,6 @@ logger = logging.getLogger(__name__)
 KEEP_ALIVE_SECONDS = 75
 #: Connections waiting to be accepted, at most (the kernel may hold fewer: somaxconn).
 BACKLOG = 2048
-#: The paths answered on connections over ``proxy.client_connections``.
-STATUS_PATHS = frozenset({"/healthz", "/metrics"})
 #: Seconds before accepting again after ``accept()`` failed for want of a resource.
 ACCEPT_RETRY_SECONDS = 1.0
 #: Connections accepted at most each time the listening socket is ready, so a flood of
@@ -60,89 +55,9 @@ ACCEPT_BATCH = 64
 OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
-class Door:
-    """The client connections: how many are open, whether one more may be accepted, and
-    whether a request on them is served. Used from the event loop only."""
-
-    def __init__(self, files: OpenFiles) -> None:
-        self.files = files
-        #: The connections made (their protocol has them).
-        self.connections: set[asyncio.BaseProtocol] = set()
-        #: The file descriptors of connections accepted whose protocol is not made yet.
-        self.opening: set[int] = set()
-        self.log = IntervalLog(logger)
-        self._listeners: list[_Listener] = []
-
-    @property
-    def open(self) -> int:
-        return len(self.connections) + len(self.opening)
-
-    def made(self, connection: asyncio.BaseProtocol, transport: asyncio.BaseTransport) -> None:
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            self.opening.discard(sock.fileno())
-        self.connections.add(connection)
-
-    def lost(self, connection: asyncio.BaseProtocol) -> None:
-        self.connections.discard(connection)
-        self.resume()
-
-    def resume(self) -> None:
-        """Accept again on the listeners that stopped for want of room, if there is."""
-        for listener in self._listeners:
-            listener.resume()
-
-    def listen(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        server: asyncio.AbstractServer,
-        sock: socket.socket,
-        factory: Callable[[], asyncio.Protocol],
-    ) -> None:
-        """Accept ``server``'s connections on ``sock`` here instead of in asyncio."""
-        listener = _Listener(self, loop, server, sock, factory)
-        self._listeners.append(listener)
-        listener.take_over()
-
-    def admitting(self, app: ASGIApp) -> ASGIApp:
-        """``app``, answering 503 at once to requests on connections over those served
-        but on :data:`STATUS_PATHS`."""
-
-        async def admitted(scope: Scope, receive: Receive, send: Send) -> None:
-            if (
-                scope["type"] == "http"
-                and len(self.connections) > self.files.served
-                and scope["path"] not in STATUS_PATHS
-            ):
-                self.log(logging.WARNING, "busy", "turned away a request with a 503: %d "
-                         "client connections open, %d served at once (proxy."
-                         "client_connections, under the open-file limit)",
-                         len(self.connections), self.files.served)  # fmt: skip
-                await _too_many_connections(send, self.files.served)
-                return
-            await app(scope, receive, send)
-
-        return admitted
-
-
-async def _too_many_connections(send: Send, served: int) -> None:
-    body = (
-        f"chatcli-middleware serves {served} client connections at once "
-        "(proxy.client_connections, under its open-file limit) and holds as many "
-        "already; try again shortly\n"
-    ).encode()
-    await send({
-        "type": "http.response.start",
-        "status": 503,
-        "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                    (b"content-length", str(len(body)).encode()), (b"connection", b"close"),
-                    (b"retry-after", b"1")],
-    })  # fmt: skip
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
 class _Listener:
-    """One listening socket, read while the door has room, and paused otherwise."""
+    """One listening socket, read while the door has room; without room, watched for a
+    connection to make room for while one may be closed for it; paused otherwise."""
 
     def __init__(
         self,
@@ -157,26 +72,37 @@ class _Listener:
         self.server = server
         self.sock = sock
         self.factory = factory
-        self.reading = False
+        #: What reads the socket now (:meth:`_accept`, :meth:`_full`), if anything does.
+        self.reader: Callable[[], None] | None = None
         self.retrying = False
         self.failures = 0  # accept() failures since one last succeeded
         self._connecting: set[asyncio.Task[Any]] = set()
 
     def take_over(self) -> None:
+        """Accept the server's connections here, through the door, instead of in asyncio."""
         self.loop.remove_reader(self.sock.fileno())  # asyncio's own accepting
+        self.door.listeners.append(self.resume)
         self.resume()
 
     def resume(self) -> None:
-        if self.reading or self.retrying or not self.server.is_serving():
+        if self.retrying or not self.server.is_serving():
             return
         if self.door.open < self.door.files.accepted:
-            self.loop.add_reader(self.sock.fileno(), self._accept)
-            self.reading = True
+            self._read(self._accept)
+        elif self.door.sheddable:
+            self._read(self._full)
+        else:
+            self._pause()
+
+    def _read(self, reader: Callable[[], None]) -> None:
+        if self.reader != reader:
+            self.loop.add_reader(self.sock.fileno(), reader)  # in place of the one before
+            self.reader = reader
 
     def _pause(self) -> None:
-        if self.reading:
+        if self.reader is not None:
             self.loop.remove_reader(self.sock.fileno())
-            self.reading = False
+            self.reader = None
 
     def _retry(self) -> None:
         self.retrying = False
@@ -186,12 +112,13 @@ class _Listener:
         door = self.door
         for _ in range(ACCEPT_BATCH):
             if door.open >= door.files.accepted:
-                self._pause()
+                self.resume()  # watching for one waiting, or paused
                 door.log(logging.WARNING, "full", "not accepting connections while %d are "
                          "open, the most the open-file limit (%s) leaves room for "
                          "(proxy.client_connections: %d served at once); they wait in the "
-                         "listen backlog", door.open, door.files.limit,
-                         door.files.served)  # fmt: skip
+                         "listen backlog, each closing the connection that has waited "
+                         "longest for a request head, if one has", door.open,
+                         door.files.limit, door.files.served)  # fmt: skip
                 return
             try:
                 conn, _ = self.sock.accept()
@@ -211,6 +138,13 @@ class _Listener:
             task = self.loop.create_task(self.loop.connect_accepted_socket(self.factory, conn))
             self._connecting.add(task)
             task.add_done_callback(partial(self._connected, conn, conn.fileno()))
+
+    def _full(self) -> None:
+        """A connection waits to be accepted while the door holds all it has room for:
+        one waiting for its head gives way (accepting resumes once it is lost)."""
+        if self.door.open >= self.door.files.accepted:
+            self.door.shed()
+        self.resume()
 
     def _failed(self, exc: OSError) -> None:
         """``accept()`` failed: stop reading for a while rather than fail in a loop."""
@@ -237,55 +171,6 @@ class _Listener:
         self.door.resume()
 
 
-def deadlined_protocol(header_timeout: float, door: Door | None = None) -> type[H11Protocol]:
-    """uvicorn's h11 protocol closing connections whose request head is late, and telling
-    ``door`` of the connections it makes and loses."""
-    late_log = IntervalLog(logger)
-
-    class DeadlinedH11Protocol(H11Protocol):
-        _head_timer: asyncio.TimerHandle | None = None
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            if door is not None:
-                door.made(self, transport)
-            self._arm()
-
-        def data_received(self, data: bytes) -> None:
-            if self._head_timer is None and self._between_requests():
-                self._arm()  # the next request starts: its head has a deadline too
-            super().data_received(data)
-            if not self._between_requests():  # its head came whole
-                self._disarm()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
-            if door is not None:
-                door.lost(self)
-
-        def _between_requests(self) -> bool:
-            return self.cycle is None or self.cycle.response_complete
-
-        def _arm(self) -> None:
-            self._head_timer = self.loop.call_later(header_timeout, self._late)
-
-        def _disarm(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-
-        def _late(self) -> None:
-            self._head_timer = None
-            if self._between_requests() and not self.transport.is_closing():
-                late_log(logging.INFO, "late", "closing a connection from %s: no whole "
-                         "request head within %g s (proxy.header_timeout_seconds)",
-                         self.client, header_timeout)  # fmt: skip
-                self.transport.close()
-
-    return DeadlinedH11Protocol
-
-
 class _DoorServer(uvicorn.Server):
     """uvicorn's server, its listening sockets read by a :class:`Door`."""
 
@@ -309,7 +194,7 @@ class _DoorServer(uvicorn.Server):
             )
 
         for server, sock in zip(self.servers, sockets, strict=True):
-            self.door.listen(loop, server, sock, factory)
+            _Listener(self.door, loop, server, sock, factory).take_over()
 
 
 def serve(app: ASGIApp, settings: Any, **options: Any) -> None:
@@ -320,7 +205,8 @@ def serve(app: ASGIApp, settings: Any, **options: Any) -> None:
     config = uvicorn.Config(
         door.admitting(app), host=settings.host, port=settings.port,
         http=deadlined_protocol(settings.header_timeout_seconds, door), backlog=BACKLOG,
-        timeout_keep_alive=KEEP_ALIVE_SECONDS, **options,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS, h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        **options,
     )  # fmt: skip
     server = _DoorServer(config, door)
     server.run(sockets=listening_sockets(settings.host, settings.port))

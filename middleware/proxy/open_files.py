@@ -8,11 +8,12 @@ connections in what is left, so ``accept()`` never fails for want of files. The 
 kept scales with the limit: a fixed 256 once left a process limited to 256 files room
 for one connection, and every request, ``/healthz`` included, got a 503.
 
-Of the connections accepted, ``proxy.client_connections`` have their requests served; a
-request on one more gets a 503 at once, but ``/healthz`` and ``/metrics`` are answered
-(:data:`STATUS_CONNECTIONS` are kept for them), so an orchestrator does not restart a
-proxy for being busy. Past as many again, the proxy stops accepting: connections wait in
-the listen backlog until one closes (memory stays bounded by the cap, whatever comes).
+``proxy.client_connections`` requests are served at once; one more gets a 503 at once,
+but ``/healthz`` and ``/metrics`` are answered (:data:`STATUS_CONNECTIONS` are kept for
+them), so an orchestrator does not restart a proxy for being busy. Past as many
+connections again, the proxy stops accepting: connections wait in the listen backlog,
+each making room by closing the one that has waited longest for a request head
+(:mod:`.door`), and memory stays bounded by the cap, whatever comes.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ class OpenFiles:
     kept: int
     #: Client connections open at once at most: past it the proxy stops accepting.
     accepted: int
-    #: Client connections whose requests are served: over it, a request gets a 503 but
-    #: on ``/healthz`` and ``/metrics``.
+    #: Requests served at once: past it, a request gets a 503 but on ``/healthz`` and
+    #: ``/metrics``.
     served: int
 
 

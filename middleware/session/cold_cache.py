@@ -132,12 +132,15 @@ class RecordStore(Protocol):
             ``max_bytes`` (then none of it is read).
         """
 
-    def record_lock(self, *, create: bool = True) -> AbstractContextManager[bool]:
+    def record_lock(
+        self, *, create: bool = True, until: float | None = None
+    ) -> AbstractContextManager[bool]:
         """Held, by every process that writes the record, while it is read, merged and
         written; gives whether it may be written (with ``create=False``, only where the
         session keeps something anyway).
 
-        :raises OSError: the lock could not be taken.
+        :raises OSError: the lock could not be taken (by ``until``, a
+            ``time.monotonic()``, if given).
         """
 
     def save_record(self, content: str) -> None:
@@ -209,11 +212,12 @@ class SessionCache:
             elif expected is not None and expected >= MIN_EXPECTED_TOKENS:
                 self.misses += 1
 
-    def save(self, *, create: bool = False) -> None:
+    def save(self, *, create: bool = False, until: float | None = None) -> None:
         """Write the record (the moves, and when the last request was sent), in a
         session folder that exists already unless ``create``: a pipeline closing after
-        its session kept nothing leaves nothing behind. Under the record's lock, what
-        another process wrote since this one last read it is merged in first."""
+        its session kept nothing leaves nothing behind. Under the record's lock (waited
+        for until ``until``, a ``time.monotonic()``, if given), what another process
+        wrote since this one last read it is merged in first."""
         store = self._store
         if store is None:
             return
@@ -221,7 +225,7 @@ class SessionCache:
             if self.last is None and not self.moved:
                 return
         try:
-            with store.record_lock(create=create) as writable:
+            with store.record_lock(create=create, until=until) as writable:
                 if not writable:
                     return
                 stamp = store.record_stamp()

@@ -69,7 +69,9 @@ LEASES = ".leases"
 #: The file every process locks while it reads, merges and writes a session's record.
 RECORD_LOCK = ".session.lock"
 #: How long a process waits for another to finish writing the record before it gives up
-#: (the record is then not written this time: see :meth:`SpillWorkspace.record_lock`).
+#: (the record is then not written this time: see :meth:`SpillWorkspace.record_lock`):
+#: for one record, or for all of those written together as the proxy stops or a session
+#: ends (a process stopped while it holds their locks delays that by this much in all).
 RECORD_LOCK_SECONDS = 5.0
 #: Files synced at once: a journaling file system commits concurrent syncs together.
 SYNC_THREADS = 16
@@ -281,7 +283,7 @@ class SpillWorkspace:
             raise SpillError(f"cannot read {path}: it is not UTF-8 ({exc}); remove it") from exc
 
     @contextlib.contextmanager
-    def record_lock(self, *, create: bool = True) -> Iterator[bool]:
+    def record_lock(self, *, create: bool = True, until: float | None = None) -> Iterator[bool]:
         """Held while the record is read, merged and written: every process that writes
         it locks ``.session.lock`` beside it (``flock``; none on Windows), so two of them
         never write at once and neither loses what the other wrote. Gives whether the
@@ -289,9 +291,11 @@ class SpillWorkspace:
         exists already (even under ``spill.keep``: a session that kept nothing gets no
         folder).
 
-        :raises OSError: the lock could not be taken within :data:`RECORD_LOCK_SECONDS`
-            (a process holds it that does not let go), or the folder is unusable (a
-            :class:`SpillError` for a closed or unsafe workspace).
+        :param until: when to give up waiting (``time.monotonic()``; the lock is tried
+            once even past it), :data:`RECORD_LOCK_SECONDS` from now unless given.
+        :raises OSError: the lock could not be taken by then (a process holds it that
+            does not let go), or the folder is unusable (a :class:`SpillError` for a
+            closed or unsafe workspace).
         """
         if not (create or self.session_dir.is_dir()):
             yield False
@@ -300,7 +304,7 @@ class SpillWorkspace:
         path = self.session_dir / RECORD_LOCK
         fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
-            _lock_file(fd, path, RECORD_LOCK_SECONDS)
+            _lock_file(fd, path, time.monotonic() + RECORD_LOCK_SECONDS if until is None else until)
             yield True
         finally:
             os.close(fd)  # releases the lock
@@ -457,21 +461,22 @@ def _replace_private(folder: Path, name: str, content: str) -> None:
         raise
 
 
-def _lock_file(fd: int, path: Path, seconds: float) -> None:
+def _lock_file(fd: int, path: Path, until: float) -> None:
     """Lock the file open as ``fd`` for this open file (threads of one process exclude
-    each other too), waiting at most ``seconds`` for the one who holds it."""
+    each other too), waiting until ``until`` (``time.monotonic()``) at most for the one
+    who holds it."""
     if sys.platform == "win32":
         return
-    deadline = time.monotonic() + seconds
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
         except BlockingIOError:
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= until:
                 raise SpillError(
-                    f"cannot lock {path}: another process has held it for more than "
-                    f"{seconds:g} s (a process stopped while writing the record?)"
+                    f"cannot lock {path}: another process held it past the deadline "
+                    f"({RECORD_LOCK_SECONDS:g} s for a record, or for all those written as "
+                    "the proxy stops or a session ends; a process stopped while writing one?)"
                 ) from None
             time.sleep(0.01)
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 from pathlib import Path
 
@@ -112,3 +117,85 @@ def test_the_ledger_command_draws_a_ledger_file(tmp_path: Path) -> None:
     assert picture.read_bytes().startswith(b"\x89PNG")
     assert main(["ledger", "nobody", "--file", str(file), "--plot", str(picture)]) == 2
     assert main(["ledger", "--url", "http://127.0.0.1:9", "--plot", str(picture)]) == 2
+
+
+#: Answers written to a ledger file by a process whose files may not grow past a few bytes
+#: more than the file holds (RLIMIT_FSIZE, SIGXFSZ ignored: a write past it is cut short,
+#: the next fails with EFBIG, as on a full disk), then room again and ten more answers.
+FULL_DISK = textwrap.dedent(
+    """
+    import resource, signal, sys
+    from pathlib import Path
+    import middleware
+    from middleware.ledger import Ledger, LedgerSettings, Usage
+    from middleware.policy.settings import bind
+
+    file = Path(sys.argv[1])
+    policy = middleware.load_policy(None, env={}, dotenv_path=False,
+                                    overrides={"ledger.file": str(file)})
+    chosen = bind(policy, LedgerSettings)
+
+    def answers(session, count):
+        ledger = Ledger.open(chosen)
+        for n in range(count):
+            ledger.record(f"{session}-{n}", "anthropic", Usage(10, 1_000, 0, 0, 5),
+                          "claude-sonnet-5", chosen, now=float(n))
+        ledger.close()
+
+    answers("before", 3)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file.stat().st_size + 40, hard))
+    answers("full", 2)  # the first cut short after 40 bytes, the second refused
+    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+    answers("after", 10)
+    """
+)
+
+
+def read_back(file: Path, capsys: pytest.CaptureFixture[str]) -> tuple[list[str], int]:
+    """The sessions of the answers the ledger's reader finds in ``file``, and how many
+    answers ``chatcli-mw ledger --file`` counts."""
+    from middleware.cli.app import main
+
+    sessions = [record["session"] for record in read_journal(file)]
+    capsys.readouterr()
+    assert main(["ledger", "--file", str(file), "--json"]) == 0
+    counted = json.loads(capsys.readouterr().out)["total"]["requests"]
+    return sessions, counted
+
+
+def test_a_full_disk_leaves_no_half_line_to_swallow_the_next_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The answer cut short is lost (and logged), but none after it: the half line it
+    left swallowed the next answer written (9 of the 10 after it were read)."""
+    pytest.importorskip("resource", reason="RLIMIT_FSIZE is POSIX")
+    file = tmp_path / "ledger.jsonl"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    writer = subprocess.run([sys.executable, "-c", FULL_DISK, str(file)], env=env,
+                            capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert writer.returncode == 0, writer.stderr
+    assert "cannot write the ledger file" in writer.stderr  # said, not silent
+    sessions, counted = read_back(file, capsys)
+    assert [s for s in sessions if s.startswith("after")] == [f"after-{n}" for n in range(10)]
+    assert sessions[:3] == ["before-0", "before-1", "before-2"] and counted == len(sessions)
+    assert file.read_bytes().endswith(b"\n")
+
+
+def test_a_line_another_writer_left_unfinished_swallows_no_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A process killed mid-line (or on a disk that filled under it) leaves a line with
+    no end: the next answer appended starts on a line of its own."""
+    file = tmp_path / "ledger.jsonl"
+    file.write_bytes(b'{"time":1,"session":"killed","format":"anthropic","bil')
+    file.chmod(0o600)
+    chosen = settings(file)
+    ledger = Ledger.open(chosen)
+    for n in range(10):
+        ledger.record(f"after-{n}", "anthropic", Usage(10, 1_000, 0, 0, 5), "claude-sonnet-5",
+                      chosen, now=float(n))  # fmt: skip
+    ledger.close()
+    sessions, counted = read_back(file, capsys)
+    assert sessions == [f"after-{n}" for n in range(10)] and counted == 10

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from proxy_stack import serve_process
+from proxy_stack import bodies_in_progress, half_open, serve_process
 from stand_in import Provider
 
 #: It times a real wait: it runs in the suite's "timing" group, never beside another such
@@ -28,17 +28,6 @@ def served(provider: tuple[Provider, str], tmp_path: Path) -> Iterator[str]:
               "proxy.client_connections": 40, "spill.root": str(tmp_path)}  # fmt: skip
     with serve_process(provider[1], limits) as url:
         yield url
-
-
-def half_open(url: str, count: int) -> list[socket.socket]:
-    """``count`` connections that start a request and never finish its headers."""
-    host, port = url.removeprefix("http://").split(":")
-    held = []
-    for _ in range(count):
-        sock = socket.create_connection((host, int(port)))
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Ty")
-        held.append(sock)
-    return held
 
 
 def closed_by_the_server(sock: socket.socket, seconds: float) -> bool:
@@ -63,17 +52,25 @@ def test_half_open_connections_are_closed_and_never_starve_a_request(served: str
             sock.close()
 
 
-def test_connections_over_the_cap_get_a_503_at_once_until_the_others_go(served: str) -> None:
-    held = half_open(served, 45)  # over the cap of 40
-    try:
-        over = httpx.post(served + "/v1/chat/completions", json=BODY, headers=HEADERS, timeout=5)
-        assert over.status_code == 503
-    finally:
-        for sock in held:
-            sock.close()
-    time.sleep(0.5)
-    ok = httpx.post(served + "/v1/chat/completions", json=BODY, headers=HEADERS, timeout=10)
-    assert ok.status_code == 200
+def test_requests_over_the_cap_get_a_503_at_once_until_the_others_end(
+    provider: tuple[Provider, str], tmp_path: Path
+) -> None:
+    """40 requests in progress (their bodies still coming): the next gets a 503 at once.
+    Connections that have not sent a whole head do not count: they have no request."""
+    limits = {"proxy.client_connections": 40, "spill.root": str(tmp_path)}
+    with serve_process(provider[1], limits) as url:
+        idle = half_open(url, 20)
+        held = bodies_in_progress(url, 40)
+        try:
+            time.sleep(0.5)  # for the proxy to read their heads
+            over = httpx.post(url + "/v1/chat/completions", json=BODY, headers=HEADERS, timeout=5)
+            assert over.status_code == 503
+        finally:
+            for sock in held + idle:
+                sock.close()
+        time.sleep(0.5)
+        ok = httpx.post(url + "/v1/chat/completions", json=BODY, headers=HEADERS, timeout=10)
+        assert ok.status_code == 200
 
 
 def test_a_body_that_stalls_gets_a_408_in_the_providers_shape(served: str) -> None:

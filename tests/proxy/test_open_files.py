@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 import pytest
+from proxy_stack import CHAT_BODY, bodies_in_progress, half_open
 from servers import free_port
 from stand_in import Provider
 from waiting import wait_for
@@ -220,16 +221,17 @@ def test_a_limit_of_256_files_leaves_room_for_a_hundred_clients(
 def test_healthz_answers_while_the_client_connections_are_all_taken(
     provider: tuple[Provider, str], tmp_path: Path
 ) -> None:
-    """At ``proxy.client_connections`` a request gets a 503 at once, but ``/healthz``
-    answers (an orchestrator must not restart a proxy for being busy), and the requests
-    turned away are logged once per interval, not one line each."""
+    """At ``proxy.client_connections`` requests in progress, the next gets a 503 at once,
+    but ``/healthz`` answers (an orchestrator must not restart a proxy for being busy),
+    and the requests turned away are logged once per interval, not one line each."""
     log = tmp_path / "serve.log"
     overrides = {"spill.root": str(tmp_path / "spill"), "proxy.header_timeout_seconds": 120,
                  "proxy.client_connections": 10}  # fmt: skip
     with serve_with_open_files(provider[1], 1024, overrides, log) as (url, _):
         started = time.monotonic()
-        held = connect_silent(url, 15)
+        held = bodies_in_progress(url, 10)
         try:
+            assert wait_for(lambda: request(url) == 503)  # their heads read
             assert healthz(url) == 200
             statuses = [request(url) for _ in range(30)]
             assert statuses == [503] * 30
@@ -249,8 +251,9 @@ def test_past_the_limit_the_proxy_stops_accepting_and_a_request_still_gets_throu
 ) -> None:
     """1,100 connections that send nothing, under a limit of 1,024 files: the proxy holds
     what the limit leaves room for (keeping files for its store and upstreams) and leaves
-    the rest in the listen backlog, without an ``accept()`` error; the head deadline
-    frees the room, and a normal request behind them is served."""
+    the rest in the listen backlog, without an ``accept()`` error; each connection waiting
+    there makes room for itself (the one that has waited longest for a head is closed),
+    and a normal request behind them is served."""
     log = tmp_path / "serve.log"
     overrides = {"spill.root": str(tmp_path / "spill"), "proxy.header_timeout_seconds": 5}
     with ExitStack() as stack:
@@ -258,10 +261,7 @@ def test_past_the_limit_the_proxy_stops_accepting_and_a_request_still_gets_throu
         peak = stack.enter_context(peak_open_files(pid))
         held = connect_silent(url, 1100)
         stack.callback(lambda: [sock.close() for sock in held])
-        # Once the head deadline frees room. The connections accepted with this one may
-        # take the served places first (it then gets an immediate 503, "busy"), so it is
-        # sent again until served, as a client would.
-        assert wait_for(lambda: request(url, timeout=120) == 200, seconds=120)
+        assert request(url, timeout=120) == 200
         assert healthz(url) == 200
         assert 1024 // 2 <= peak[0] <= 1024 - 1024 // 16, f"{peak[0]} files open at most"
     text = log.read_text(encoding="utf-8")
@@ -296,3 +296,34 @@ def test_accept_errors_are_logged_once_per_interval(
     errors = [line for line in text.splitlines() if "Too many open files" in line]
     assert 1 <= len(errors) <= 1 + elapsed // LOG_INTERVAL_SECONDS, errors[:5]
     assert len(text) <= 10_000, text[:3000]
+
+
+def test_half_open_connections_past_the_limit_give_way_to_a_new_request(
+    provider: tuple[Provider, str], tmp_path: Path
+) -> None:
+    """300 connections that send part of a head, under a limit of 256 files: the proxy
+    holds what the limit leaves room for, the rest wait in the listen backlog, and a
+    normal request behind them waited until the head deadline had freed room twice
+    (28-29 s). Now each connection waiting there makes the proxy close the one that has
+    waited longest for a request head, and the request is served at once; slow clients
+    whose requests are in progress (their bodies still coming) are never the ones
+    closed, and get their answers."""
+    log = tmp_path / "serve.log"
+    overrides = {"spill.root": str(tmp_path / "spill"), "proxy.header_timeout_seconds": 15}
+    with ExitStack() as stack:
+        url, _ = stack.enter_context(serve_with_open_files(provider[1], 256, overrides, log))
+        slow = bodies_in_progress(url, 20)
+        stack.callback(lambda: [sock.close() for sock in slow])
+        held = half_open(url, 300)
+        stack.callback(lambda: [sock.close() for sock in held])
+        started = time.monotonic()
+        assert request(url, timeout=60) == 200
+        took = time.monotonic() - started
+        assert took < 5, f"a request behind 300 half-open connections took {took:.1f} s"
+        for sock in slow:
+            sock.sendall(CHAT_BODY[10:])
+            sock.settimeout(30)
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200 "), "a slow client was closed"
+    shed = [line for line in log.read_text(encoding="utf-8").splitlines()
+            if "to make room for one waiting to be accepted" in line]  # fmt: skip
+    assert len(shed) == 1, shed  # once per interval, the 177 others counted

@@ -185,7 +185,7 @@ class Store:
         return self.text
 
     @contextlib.contextmanager
-    def record_lock(self, *, create: bool = True) -> Iterator[bool]:
+    def record_lock(self, *, create: bool = True, until: float | None = None) -> Iterator[bool]:
         yield True
 
     def save_record(self, content: str) -> None:
