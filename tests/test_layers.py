@@ -19,7 +19,7 @@ PACKAGE = REPO / "middleware"
 #: Lowest first. A module's part is its first name under ``middleware`` (a package, or a
 #: module of the package root); it may import its own part and the parts of lower layers.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"__about__", "errors", "view", "report"}),
+    frozenset({"__about__", "errors", "logs", "view", "report"}),
     frozenset({"policy"}),
     frozenset({"cache"}),
     frozenset({"formats", "spill", "session"}),

@@ -26,8 +26,8 @@ from typing import Protocol
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from middleware.logs import IntervalLog
 from middleware.proxy.framing import Refusal, refusal
-from middleware.proxy.interval_log import IntervalLog
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
-from middleware.proxy.interval_log import IntervalLog
+from middleware.logs import IntervalLog
 from middleware.proxy.open_files import OpenFiles
 
 if TYPE_CHECKING:

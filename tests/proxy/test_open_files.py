@@ -32,7 +32,7 @@ from stand_in import Provider
 from waiting import wait_for
 
 from middleware.formats.routes import providers
-from middleware.proxy.interval_log import LOG_INTERVAL_SECONDS, IntervalLog
+from middleware.logs import LOG_INTERVAL_SECONDS, IntervalLog
 from middleware.proxy.open_files import STATUS_CONNECTIONS, open_files
 
 HEADERS = {"authorization": "Bearer sk-test"}
