@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from middleware.cli.common import add_command
 from middleware.errors import MissingExtraError, PolicyError
+from middleware.policy.secrets import redact_urls
 
 if TYPE_CHECKING:
     from middleware.cli.common import Subcommands
@@ -86,7 +87,7 @@ def run_serve(args: argparse.Namespace) -> int:
     for given in args.upstream:
         name, sep, url = given.partition("=")
         if not sep or not name or not url:
-            raise PolicyError(f"--upstream takes PROVIDER=URL, got {given!r}")
+            raise PolicyError(f"--upstream takes PROVIDER=URL, got {redact_urls(given)!r}")
         overrides[f"proxy.upstreams.{name}"] = url
     if args.policies_dir is not None:
         overrides["proxy.policies_dir"] = str(Path(args.policies_dir).absolute())
@@ -98,7 +99,7 @@ def run_serve(args: argparse.Namespace) -> int:
         "chatcli-mw proxy on http://%s:%d (%s), policy %s",
         settings.host,
         settings.port,
-        ", ".join(f"{p.name} -> {settings.upstream(p)}" for p in providers()),
+        ", ".join(f"{p.name} -> {redact_urls(settings.upstream(p))}" for p in providers()),
         proxy.catalog.default.policy.name,
     )
     serve(app, settings, log_level="warning", access_log=False, timeout_graceful_shutdown=30)

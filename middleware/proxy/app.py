@@ -42,6 +42,7 @@ from middleware.formats.declarations import ErrorKind, Provider
 from middleware.formats.routes import providers, proxy_route
 from middleware.ledger import Ledger
 from middleware.plugin.host import PluginHost
+from middleware.policy.secrets import redact_urls
 from middleware.policy.settings import bind
 from middleware.proxy.admission import ByteGate, NotAdmitted
 from middleware.proxy.console.book import ConsoleBook, ConsoleSettings, Note
@@ -198,7 +199,7 @@ class Proxy:
             self.metrics, self.conversations, self.settings.access_log, request, route_label,
             provider, cleaned, source.policy, started,
             billed=route.codec.name if route is not None and route.billed else None,
-            upstream=upstream,
+            upstream=redact_urls(upstream),
             noted=None if note is None or self.console is None
             else partial(self.console.billed, note),
         )  # fmt: skip
@@ -280,7 +281,7 @@ class Proxy:
         return JSONResponse(
             {
                 "status": "ok" if healthy else "degraded",
-                "spill": {"url": store.url, "error": trouble},
+                "spill": {"url": redact_urls(store.url), "error": trouble},
                 "sessions": len(self.conversations.pool),
                 "policies": {name: status_fields(s) for name, s in statuses.items()},
             }
