@@ -16,8 +16,6 @@ unchanged when ``proxy.fail_open`` (the default), and the failure is logged and 
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import logging
 import re
 import time
@@ -45,6 +43,7 @@ from middleware.plugin.host import PluginHost
 from middleware.policy.secrets import redact_urls
 from middleware.policy.settings import bind
 from middleware.proxy.admission import ByteGate, NotAdmitted
+from middleware.proxy.clients import allowed
 from middleware.proxy.console.book import ConsoleBook, ConsoleSettings, Note
 from middleware.proxy.console.pages import console_routes
 from middleware.proxy.errors import error_body
@@ -365,13 +364,15 @@ class Proxy:
         return JSONResponse({"session": session, "released": released, "removed": removed})
 
     def _may_recall(self, request: Request) -> bool:
-        return _allowed(request, self.settings.recall_token)
+        settings = self.settings
+        return allowed(request, settings.recall_token, settings.trusted_networks)
 
     def _may_see_status(self, request: Request) -> bool:
         """``/healthz`` and ``/metrics``: open to all unless ``proxy.status_token`` is set,
         then to clients on loopback and those that send it."""
-        token = self.settings.status_token
-        return token is None or _allowed(request, token)
+        settings = self.settings
+        token = settings.status_token
+        return token is None or allowed(request, token, settings.trusted_networks)
 
     def close(self) -> None:
         self.conversations.close()
@@ -412,27 +413,6 @@ def _forbidden(what: str, key: str = "proxy.recall_token") -> Response:
         f"{key} (Authorization: Bearer <token>)",
         403,
     )
-
-
-def _allowed(request: Request, token: str | None) -> bool:
-    """Whether ``request`` comes from loopback or carries ``token`` as its bearer."""
-    if token is not None and _carries(request.headers.get("authorization", ""), token):
-        return True
-    host = request.client.host if request.client is not None else ""
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _carries(authorization: str, token: str) -> bool:
-    """Whether an ``Authorization`` header carries ``token`` as its bearer credentials:
-    the scheme in any case, one space or more after it (RFC 7235); the header's bytes as
-    they came, compared in a time that does not tell how much of the token they share."""
-    scheme, _, credentials = authorization.partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    return hmac.compare_digest(credentials.lstrip(" ").encode("latin-1"), token.encode("utf-8"))
 
 
 def _optional_int(value: str | None) -> int | None:
