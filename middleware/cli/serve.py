@@ -32,7 +32,8 @@ def add_serve(commands: Subcommands) -> None:
         summary="run the HTTP proxy that cleans every request an agent sends",
         description="Listen for model requests (Anthropic Messages, OpenAI Chat Completions "
         "and Responses, Gemini generateContent), run the pipeline on each one's history and "
-        "forward it to the provider; everything else is forwarded untouched. Point the agent "
+        "forward it to the provider; every other request to the providers' APIs (/v1/..., "
+        "/v1beta/...) is forwarded untouched, any other path answered 404. Point the agent "
         "at it with its base-URL setting (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, "
         "GOOGLE_GEMINI_BASE_URL). The proxy section of the "
         "policy (docs/policy.md) sets the rest; the policy is hot-reloaded.",

@@ -42,6 +42,7 @@ class ProxySettings:
     cleaning_wait_seconds: float
     waiting_bytes: int
     access_log: bool
+    allowed_hosts: tuple[str, ...] = converted(tuple)
     trusted_proxies: tuple[str, ...] = converted(tuple)
 
     def upstream(self, provider: Provider) -> str:

@@ -90,8 +90,13 @@ def test_a_trusted_proxy_says_which_client_it_forwards(tmp_path: Path) -> None:
     [
         ("proxy.trusted_proxies", ["10.0.0.0/8", "nginx.internal"], "'nginx.internal' is no IP"),
         ("proxy.trusted_proxies", ["10.0.0.300"], "is no IP address or network"),
+        ("proxy.allowed_hosts", ["*"], "does not match"),
+        ("proxy.allowed_hosts", ["evil.example/ui"], "does not match"),
+        ("proxy.allowed_hosts", ["a.*.example"], "does not match"),
     ],
 )
-def test_the_policy_refuses_what_names_no_address(key: str, value: list[str], said: str) -> None:
+def test_the_policy_refuses_what_names_no_address_or_host(
+    key: str, value: list[str], said: str
+) -> None:
     with pytest.raises(PolicyError, match=re.escape(said)):
         load_policy(None, env={}, dotenv_path=False, overrides={key: value})
