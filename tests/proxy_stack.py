@@ -55,11 +55,15 @@ def serve_process(
     *,
     log: Path | None = None,
     policy: str | None = None,
+    host: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[str]:
     """``chatcli-mw serve`` in a process of its own (a replica), in front of ``upstream``,
     with ``overrides`` of dotted keys set as ``CHATCLI_*`` variables; yields its base URL.
-    With ``log``, its stderr (the access log among it) is written there."""
-    with serve_process_pid(upstream, overrides, log=log, policy=policy) as (url, _):
+    With ``log``, its stderr (the access log among it) is written there; with ``host``, it
+    listens there (``--host``); ``env`` is added to its environment."""
+    started = serve_process_pid(upstream, overrides, log=log, policy=policy, host=host, env=env)
+    with started as (url, _):
         yield url
 
 
@@ -70,9 +74,12 @@ def serve_process_pid(
     *,
     log: Path | None = None,
     policy: str | None = None,
+    host: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[tuple[str, int]]:
     """:func:`serve_process`, yielding the process id beside the URL (to read its memory)."""
-    with serve_process_handle(upstream, overrides, log=log, policy=policy) as (url, process):
+    handle = serve_process_handle(upstream, overrides, log=log, policy=policy, host=host, env=env)
+    with handle as (url, process):
         yield url, process.pid
 
 
@@ -83,12 +90,15 @@ def serve_process_handle(
     *,
     log: Path | None = None,
     policy: str | None = None,
+    host: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """:func:`serve_process`, yielding the process beside the URL (to stop it and time
     its exit); it is terminated at the end unless it exited."""
     port = free_port()
-    env = {
+    environment = {
         **os.environ,
+        **(env or {}),
         "CHATCLI_PROXY__ACCESS_LOG": "true" if log is not None else "false",
         **{
             "CHATCLI_" + key.upper().replace(".", "__"): (
@@ -103,10 +113,12 @@ def serve_process_handle(
         command += ["--upstream", f"{provider.name}={upstream}"]
     if policy is not None:
         command += ["--policy", policy]
-    url = f"http://127.0.0.1:{port}"
+    if host is not None:
+        command += ["--host", host]
+    url = f"http://{host if host not in (None, '0.0.0.0') else '127.0.0.1'}:{port}"
     opened = log.open("w+", encoding="utf-8") if log is not None else None
     with opened or tempfile.TemporaryFile("w+", encoding="utf-8") as written:  # a pipe fills
-        process = subprocess.Popen(command, env=env, stderr=written, text=True)
+        process = subprocess.Popen(command, env=environment, stderr=written, text=True)
         try:
             deadline = time.monotonic() + 60
             while True:

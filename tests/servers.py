@@ -68,6 +68,22 @@ def free_port() -> int:
     raise RuntimeError(f"no free loopback port in {_SHARE}")
 
 
+def outside_address() -> str:
+    """This machine's address on its default route, which a connection to itself comes
+    from: not loopback (or the test is skipped, saying so)."""
+    import pytest  # only the tests that need such an address skip
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("198.51.100.1", 9))  # TEST-NET-2: routed, no packet is sent
+        except OSError:
+            pytest.skip("no network interface beside loopback")
+        address: str = probe.getsockname()[0]
+    if address.startswith("127.") or address == "0.0.0.0":
+        pytest.skip("no network interface beside loopback")
+    return address
+
+
 @contextmanager
 def serving(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
     """``app`` listening on ``host`` until the block ends; yields its base URL. The socket

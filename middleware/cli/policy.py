@@ -16,6 +16,7 @@ from middleware.cli.common import add_command
 from middleware.policy import load_policy, validate_policy_file
 from middleware.policy.reference import render_markdown
 from middleware.policy.resources import policy_schema_path
+from middleware.policy.secrets import HIDDEN, is_secret, shown
 
 if TYPE_CHECKING:
     from middleware.cli.common import Subcommands
@@ -46,7 +47,8 @@ def add_config(commands: Subcommands) -> None:
         summary="print the effective policy",
         description="Print the policy in effect once every layer is applied (defaults, the "
         "policy file and what it extends, .env, the environment), optionally with where "
-        "each value came from.",
+        "each value came from. Credentials are never printed: the tokens and "
+        "spill.storage_options are commented out, a URL's password is shown as ***.",
         examples=[
             "chatcli-mw config --show-origin",
             "CHATCLI_BUDGET__MAX_RESULT_CHARS=30000 chatcli-mw config --policy prod.yaml",
@@ -76,19 +78,21 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _config(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy)
+    values = shown("", policy.to_dict())
     if args.json:
-        data: dict[str, Any] = {"source": policy.source, "policy": policy.to_dict()}
+        data: dict[str, Any] = {"source": policy.source, "policy": values}
         if args.show_origin:
             data["origins"] = dict(policy.origins)
         print(json.dumps(data, ensure_ascii=False, indent=2))
         return 0
     print(_comment(f"effective policy: {policy.source} (sha256 {policy.digest[:12]})"))
-    _print_tree(policy.to_dict(), "", 0, policy.origins if args.show_origin else None)
+    _print_tree(values, "", 0, policy.origins if args.show_origin else None)
     return 0
 
 
 def _print_tree(node: dict[str, Any], prefix: str, depth: int, origins: Any) -> None:
-    """The policy as YAML that loads back to it (saved, it is a policy to edit)."""
+    """The policy as YAML that loads back to it (saved, it is a policy to edit), but for
+    its credentials: a hidden one is a comment, so the saved policy leaves it unset."""
     indent = "  " * depth
     for key, value in node.items():
         dotted = f"{prefix}{key}"
@@ -97,6 +101,8 @@ def _print_tree(node: dict[str, Any], prefix: str, depth: int, origins: Any) -> 
             _print_tree(value, f"{dotted}.", depth + 1, origins)
             continue
         line = f"{indent}{_yaml_key(key)}: {_yaml_value(value)}"
+        if value == HIDDEN and is_secret(dotted):
+            line = f"{indent}{_comment(f'{key}: {HIDDEN}')}"
         if origins is not None and dotted in origins:
             line += f"  {_comment(origins[dotted])}"
         print(line)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from middleware.cli.common import add_command
 from middleware.errors import MissingExtraError, PolicyError
+from middleware.policy.secrets import redact_urls
 
 if TYPE_CHECKING:
     from middleware.cli.common import Subcommands
@@ -31,7 +32,8 @@ def add_serve(commands: Subcommands) -> None:
         summary="run the HTTP proxy that cleans every request an agent sends",
         description="Listen for model requests (Anthropic Messages, OpenAI Chat Completions "
         "and Responses, Gemini generateContent), run the pipeline on each one's history and "
-        "forward it to the provider; everything else is forwarded untouched. Point the agent "
+        "forward it to the provider; every other request to the providers' APIs (/v1/..., "
+        "/v1beta/...) is forwarded untouched, any other path answered 404. Point the agent "
         "at it with its base-URL setting (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, "
         "GOOGLE_GEMINI_BASE_URL). The proxy section of the "
         "policy (docs/policy.md) sets the rest; the policy is hot-reloaded.",
@@ -86,7 +88,7 @@ def run_serve(args: argparse.Namespace) -> int:
     for given in args.upstream:
         name, sep, url = given.partition("=")
         if not sep or not name or not url:
-            raise PolicyError(f"--upstream takes PROVIDER=URL, got {given!r}")
+            raise PolicyError(f"--upstream takes PROVIDER=URL, got {redact_urls(given)!r}")
         overrides[f"proxy.upstreams.{name}"] = url
     if args.policies_dir is not None:
         overrides["proxy.policies_dir"] = str(Path(args.policies_dir).absolute())
@@ -98,7 +100,7 @@ def run_serve(args: argparse.Namespace) -> int:
         "chatcli-mw proxy on http://%s:%d (%s), policy %s",
         settings.host,
         settings.port,
-        ", ".join(f"{p.name} -> {settings.upstream(p)}" for p in providers()),
+        ", ".join(f"{p.name} -> {redact_urls(settings.upstream(p))}" for p in providers()),
         proxy.catalog.default.policy.name,
     )
     serve(app, settings, log_level="warning", access_log=False, timeout_graceful_shutdown=30)

@@ -28,7 +28,7 @@ class ResultPlacement(Enum):
 #: What the proxy answers by itself, in the shape of the provider the client talks to.
 ErrorKind = Literal[
     "too_large", "not_processed", "upstream_unreachable", "not_found", "forbidden",
-    "request_timeout", "overloaded", "bad_request",
+    "request_timeout", "overloaded", "bad_request", "not_json",
 ]  # fmt: skip
 
 
@@ -41,6 +41,10 @@ class Provider(ABC):
     #: The base URL of its own API: where the proxy forwards its requests unless
     #: ``proxy.upstreams`` names another.
     default_upstream: ClassVar[str]
+    #: The path prefixes of its API as its clients and SDKs call it (``/v1/``): the only
+    #: paths the proxy relays, so that nothing else an upstream serves (a web page) is
+    #: served under the proxy's own origin, beside its console.
+    api_prefixes: ClassVar[tuple[str, ...]]
 
     @abstractmethod
     def error_document(self, kind: ErrorKind, message: str) -> dict[str, Any]:

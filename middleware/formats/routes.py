@@ -77,6 +77,17 @@ def _client_endings() -> tuple[tuple[str, Routed], ...]:
     return tuple(sorted(endings, key=lambda item: -len(item[0])))
 
 
+def api_path(path: str) -> bool:
+    """Whether ``path`` (decoded) is under a provider's API (:attr:`.Provider.api_prefixes`):
+    what the proxy relays."""
+    return path.startswith(_api_prefixes())
+
+
+@cache
+def _api_prefixes() -> tuple[str, ...]:
+    return tuple(dict.fromkeys(prefix for p in providers() for prefix in p.api_prefixes))
+
+
 def providers() -> tuple[Provider, ...]:
     """Every provider a format belongs to, in the order of the formats."""
     return tuple(dict.fromkeys(codec.provider for codec in CODECS.values()))

@@ -25,6 +25,7 @@ from middleware.policy.limits import (
     quote,
 )
 from middleware.policy.schema import key_schema, policy_schema
+from middleware.policy.secrets import redact_urls
 
 logger = logging.getLogger(__name__)
 
@@ -242,4 +243,4 @@ def _expected(schema: Mapping[str, Any]) -> str:
 
 
 def _invalid(variable: str, raw: str, expected: str) -> PolicyError:
-    return PolicyError(f"{variable}={quote(raw)}: expected {expected}")
+    return PolicyError(f"{variable}={quote(redact_urls(raw))}: expected {expected}")

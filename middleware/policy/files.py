@@ -41,6 +41,7 @@ from middleware.policy.limits import (
     quote,
 )
 from middleware.policy.schema import policy_schema
+from middleware.policy.secrets import redact_urls
 
 #: json path ("$.budget.max_result_chars") -> (line, column), 1-based
 Lines = dict[str, tuple[int, int]]
@@ -375,12 +376,12 @@ def schema_errors(
 
 def schema_message(error: jsonschema.ValidationError) -> str:
     """jsonschema's message with the value it quotes cut short (a 1 MiB string or a huge
-    mapping stays a one-line error)."""
+    mapping stays a one-line error), and without the password of a URL it quotes."""
     message = error.message
     full = repr(error.instance)
     if len(full) > 60 and full in message:
         message = message.replace(full, quote(error.instance), 1)
-    return clip(message, _MAX_MESSAGE)
+    return clip(redact_urls(message), _MAX_MESSAGE)
 
 
 def _located(error: jsonschema.ValidationError, source: str, lines: Lines) -> PolicyError:

@@ -1,13 +1,14 @@
-"""The ASGI application: clean the history of each model request, forward everything.
+"""The ASGI application: clean the history of each model request, relay the providers' APIs.
 
 ``POST /v1/messages``, ``/v1/messages/count_tokens`` (Anthropic), ``/v1/chat/completions``
 and ``/v1/responses`` (OpenAI) have their request body's history run through the
 pipeline, in its own wire format, before the body is forwarded with every other field as it
 was; the ``usage`` of their answers goes to the ledger (:mod:`middleware.ledger`). Every
-other path and method is forwarded untouched. ``/policy/NAME/`` in front of a path selects
+other path and method under a provider's API (``/v1/...``, ``/v1beta/...``) is forwarded
+untouched; any other path is answered 404. ``/policy/NAME/`` in front of a path selects
 another policy. ``GET /healthz``, ``/metrics``, ``/recall/{session}/{file}``,
 ``GET /sessions``, ``GET /sessions/{session}`` and ``DELETE /sessions/{session}`` are the
-proxy's own.
+proxy's own, held to the proxy's own origin (:mod:`middleware.proxy.origin`).
 
 The proxy is never the reason a request fails: a body that is not JSON, or not a
 conversation, goes through untouched; one the pipeline cannot process goes through
@@ -16,10 +17,7 @@ unchanged when ``proxy.fail_open`` (the default), and the failure is logged and 
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -29,6 +27,7 @@ from urllib.parse import quote, unquote
 
 import anyio.to_thread
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -42,13 +41,16 @@ from middleware.formats.declarations import ErrorKind, Provider
 from middleware.formats.routes import providers, proxy_route
 from middleware.ledger import Ledger
 from middleware.plugin.host import PluginHost
+from middleware.policy.secrets import redact_urls
 from middleware.policy.settings import bind
 from middleware.proxy.admission import ByteGate, NotAdmitted
+from middleware.proxy.clients import allowed
 from middleware.proxy.console.book import ConsoleBook, ConsoleSettings, Note
 from middleware.proxy.console.pages import console_routes
 from middleware.proxy.errors import error_body
 from middleware.proxy.exchange import Exchange
 from middleware.proxy.metrics import Metrics
+from middleware.proxy.origin import OwnOrigin, declares_json, request_path
 from middleware.proxy.policies import PolicyCatalog, PolicySource, status_fields
 from middleware.proxy.settings import ProxySettings
 from middleware.proxy.upstream import (
@@ -66,8 +68,6 @@ from middleware.spill.retention import forget
 
 logger = logging.getLogger(__name__)
 
-POLICY_PREFIX = "/policy/"
-_SLASHES = re.compile(r"/{2,}")
 #: The answer header naming the session a cleaned request was filed under.
 SESSION_ANSWER_HEADER = "x-chatcli-session"
 #: Memory a request takes while it is cleaned, for each byte of its body (measured: five
@@ -120,25 +120,28 @@ class Proxy:
     # -- the catch-all route: clean if it is a model request, then forward ---------------
 
     async def forward(self, request: Request) -> Response | Relay:
-        # ``ANTHROPIC_BASE_URL=http://host:8787/`` makes SDKs send ``//v1/messages``: the
-        # same route, which must be cleaned too. The path is forwarded as it came (still
-        # percent-encoded), and routed decoded.
-        raw_path = _SLASHES.sub("/", _raw_path(request))
-        policy_name, raw_path = _policy_prefix(raw_path)
-        path = unquote(raw_path)
-        route = proxy_route(request.method, path)
+        where = request_path(request.scope)
+        policy_name = where.policy
+        route = proxy_route(request.method, where.path)
         provider = (
             route.codec.provider if route
             else _provider_of(request.headers, request.query_params, self.settings)
         )  # fmt: skip
         upstream = self.settings.upstream(provider)
         try:
-            url = forwarded_url(upstream, raw_path, request.scope["query_string"].decode("latin-1"))
+            url = forwarded_url(
+                upstream, where.raw, request.scope["query_string"].decode("latin-1")
+            )
         except PathOutsideBase as exc:
             return self._answer("other", provider, 400, "bad_request", str(exc))
+        if not where.relayed:  # a page an upstream serves is never served as the console's
+            return self._answer("other", provider, 404, "not_found", _not_relayed(where.path))
         # The route's template, never the path: a Gemini path holds the model a client
         # chose, and each label is a metrics series held for ever.
         route_label = route.template if route else "other"
+        content_type = request.headers.get("content-type", "")
+        if route is not None and not declares_json(content_type):
+            return self._answer(route_label, provider, 415, "not_json", _not_json(content_type))
         started = time.perf_counter()
         try:
             source = (
@@ -201,7 +204,7 @@ class Proxy:
             self.metrics, self.conversations, self.settings.access_log, request, route_label,
             provider, cleaned, source.policy, started,
             billed=route.codec.name if route is not None and route.billed else None,
-            upstream=upstream,
+            upstream=redact_urls(upstream),
             noted=None if note is None or self.console is None
             else partial(self.console.billed, note),
             console_seconds=None if note is None else note.seconds,
@@ -284,7 +287,7 @@ class Proxy:
         return JSONResponse(
             {
                 "status": "ok" if healthy else "degraded",
-                "spill": {"url": store.url, "error": trouble},
+                "spill": {"url": redact_urls(store.url), "error": trouble},
                 "sessions": len(self.conversations.pool),
                 "policies": {name: status_fields(s) for name, s in statuses.items()},
             }
@@ -369,13 +372,15 @@ class Proxy:
         return JSONResponse({"session": session, "released": released, "removed": removed})
 
     def _may_recall(self, request: Request) -> bool:
-        return _allowed(request, self.settings.recall_token)
+        settings = self.settings
+        return allowed(request, settings.recall_token, settings.trusted_networks)
 
     def _may_see_status(self, request: Request) -> bool:
         """``/healthz`` and ``/metrics``: open to all unless ``proxy.status_token`` is set,
         then to clients on loopback and those that send it."""
-        token = self.settings.status_token
-        return token is None or _allowed(request, token)
+        settings = self.settings
+        token = settings.status_token
+        return token is None or allowed(request, token, settings.trusted_networks)
 
     def close(self) -> None:
         self.conversations.close()
@@ -406,6 +411,7 @@ def create_app(proxy: Proxy) -> Starlette:
             *console_routes(proxy, proxy._may_recall),
             Route("/{path:path}", proxy.forward, methods=methods),
         ],
+        middleware=[Middleware(OwnOrigin, policy=lambda: proxy.catalog.default.policy)],
         lifespan=lifespan,
     )
 
@@ -418,46 +424,27 @@ def _forbidden(what: str, key: str = "proxy.recall_token") -> Response:
     )
 
 
-def _allowed(request: Request, token: str | None) -> bool:
-    """Whether ``request`` comes from loopback or carries ``token`` as its bearer."""
-    if token is not None and _carries(request.headers.get("authorization", ""), token):
-        return True
-    host = request.client.host if request.client is not None else ""
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def _not_relayed(path: str) -> str:
+    prefixes = ", ".join(dict.fromkeys(x for p in providers() for x in p.api_prefixes))
+    shown = path if len(path) <= 200 else path[:200] + "..."
+    return (
+        f"chatcli-middleware relays only the providers' API paths ({prefixes}, each after "
+        f"an optional /policy/NAME/), and {shown!r} is none of them: check the client's "
+        "base URL (an OpenAI client's ends in /v1)"
+    )
 
 
-def _carries(authorization: str, token: str) -> bool:
-    """Whether an ``Authorization`` header carries ``token`` as its bearer credentials:
-    the scheme in any case, one space or more after it (RFC 7235); the header's bytes as
-    they came, compared in a time that does not tell how much of the token they share."""
-    scheme, _, credentials = authorization.partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    return hmac.compare_digest(credentials.lstrip(" ").encode("latin-1"), token.encode("utf-8"))
+def _not_json(content_type: str) -> str:
+    said = f"Content-Type {content_type[:100]!r}" if content_type else "no Content-Type"
+    return (
+        f"a model request's body is JSON: send it with Content-Type: application/json "
+        f"(this one has {said}); chatcli-middleware refuses it unprocessed, as a web page "
+        "can send any other type across sites without asking"
+    )
 
 
 def _optional_int(value: str | None) -> int | None:
     return None if value is None else int(value)
-
-
-def _raw_path(request: Request) -> str:
-    """The request's path as the client sent it (percent-encoded), as latin-1 text: the
-    server's ``raw_path``, else the decoded path encoded again."""
-    raw = request.scope.get("raw_path")
-    if isinstance(raw, bytes):
-        return raw.decode("latin-1")
-    return quote(request.scope["path"], safe="/")
-
-
-def _policy_prefix(path: str) -> tuple[str | None, str]:
-    """``/policy/NAME/v1/messages`` -> (``NAME``, ``/v1/messages``)."""
-    if not path.startswith(POLICY_PREFIX):
-        return None, path
-    name, _, rest = path[len(POLICY_PREFIX) :].partition("/")
-    return name, "/" + rest
 
 
 def _provider_of(

@@ -199,14 +199,18 @@ class _DoorServer(uvicorn.Server):
 
 def serve(app: ASGIApp, settings: Any, **options: Any) -> None:
     """Run ``app`` with uvicorn as the ``proxy`` section of the policy says (``options``
-    go to ``uvicorn.Config``), until the process is told to stop."""
+    go to ``uvicorn.Config``), until the process is told to stop.
+
+    uvicorn's proxy headers are off, whatever ``FORWARDED_ALLOW_IPS`` says (``*`` there let
+    any client say it was 127.0.0.1): the proxy reads them itself, from the proxies
+    ``proxy.trusted_proxies`` names only (:mod:`middleware.proxy.clients`)."""
     files = share_open_files(settings.client_connections, settings.max_connections)
     door = Door(files)
     config = uvicorn.Config(
         door.admitting(app), host=settings.host, port=settings.port,
         http=deadlined_protocol(settings.header_timeout_seconds, door), backlog=BACKLOG,
         timeout_keep_alive=KEEP_ALIVE_SECONDS, h11_max_incomplete_event_size=MAX_HEAD_BYTES,
-        **options,
+        proxy_headers=False, forwarded_allow_ips=list(settings.trusted_proxies), **options,
     )  # fmt: skip
     server = _DoorServer(config, door)
     server.run(sockets=listening_sockets(settings.host, settings.port))

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from middleware.formats.declarations import Provider
 from middleware.formats.routes import provider_named, providers
 from middleware.policy.loader import register_check
-from middleware.policy.settings import section
+from middleware.policy.settings import converted, section
 
 #: The deprecated keys that named one provider's upstream each.
 _LEGACY_UPSTREAMS = {"anthropic": "anthropic_upstream", "openai": "openai_upstream"}
@@ -40,6 +42,8 @@ class ProxySettings:
     cleaning_wait_seconds: float
     waiting_bytes: int
     access_log: bool
+    allowed_hosts: tuple[str, ...] = converted(tuple)
+    trusted_proxies: tuple[str, ...] = converted(tuple)
 
     def upstream(self, provider: Provider) -> str:
         """The base URL ``provider``'s requests go to: ``proxy.upstreams``, else the
@@ -48,6 +52,11 @@ class ProxySettings:
         if named is None and provider.name in _LEGACY_UPSTREAMS:
             named = getattr(self, _LEGACY_UPSTREAMS[provider.name])
         return named if named is not None else provider.default_upstream
+
+    @cached_property
+    def trusted_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        """``proxy.trusted_proxies`` as networks (checked when the policy loads)."""
+        return tuple(ipaddress.ip_network(text, strict=False) for text in self.trusted_proxies)
 
     @property
     def other_provider(self) -> Provider:
@@ -70,3 +79,14 @@ def _provider_names(document: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     other = proxy.get("other_requests")
     if other is not None and other not in known:
         yield "proxy.other_requests", unknown(other)
+
+
+@register_check
+def _trusted_proxies(document: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """``proxy.trusted_proxies`` are addresses or networks."""
+    for index, text in enumerate(document.get("proxy", {}).get("trusted_proxies", [])):
+        try:
+            ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            yield (f"proxy.trusted_proxies.{index}", f"{text!r} is no IP address or network "
+                   "(such as 127.0.0.1, 10.0.0.0/8 or ::1)")  # fmt: skip

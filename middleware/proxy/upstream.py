@@ -23,6 +23,7 @@ import httpx
 from starlette.types import Receive, Scope, Send
 
 from middleware.errors import MiddlewareError
+from middleware.policy.secrets import redact_urls
 from middleware.proxy.settings import ProxySettings
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,12 @@ def forwarded_url(base: str, path: str, query: str) -> str:
         raise PathOutsideBase(path)
     forwarded = quote(path.encode("latin-1", "replace"), safe=_PATH_SAFE)
     return base.rstrip("/") + forwarded + (f"?{query}" if query else "")
+
+
+def shown_url(url: str) -> str:
+    """``url`` as a log line may show it: without its query (it may hold an API key:
+    Gemini's ``?key=``) and without the upstream's password."""
+    return redact_urls(url.split("?", 1)[0])
 
 
 def _dot_segment(path: str) -> bool:
@@ -240,8 +247,7 @@ class Relay:
             await send({"type": "http.response.body", "body": b""})
             return True
         except httpx.HTTPError as exc:  # the upstream broke off mid-answer: end ours too
-            where = self.url.split("?", 1)[0]  # a query may hold an API key (Gemini's)
-            logger.warning("upstream %s broke off its answer: %s", where, exc)
+            logger.warning("upstream %s broke off its answer: %s", shown_url(self.url), exc)
             return False
         except OSError:  # the client went away while we wrote to it
             return False
@@ -254,9 +260,7 @@ class Relay:
         try:
             self.on_chunk(chunk)  # type: ignore[misc]
         except Exception:
-            logger.exception(
-                "reading an answer of %s failed: read no further", self.url.split("?", 1)[0]
-            )
+            logger.exception("reading an answer of %s failed: read no further", shown_url(self.url))
             self.on_chunk = None
 
 
@@ -291,7 +295,7 @@ async def _sent(http: httpx.AsyncClient, request: httpx.Request) -> httpx.Respon
     except httpx.RemoteProtocolError as exc:
         if _CLOSED_UNANSWERED not in str(exc):
             raise
-        where = str(request.url).split("?", 1)[0]  # a query may hold an API key (Gemini's)
+        where = shown_url(str(request.url))
         connection = "a new connection" if opened else "a kept-alive connection"
         logger.warning(
             "upstream %s closed %s without answering the request sent on it: not sent "

@@ -120,3 +120,46 @@ def test_a_header_or_origin_with_a_line_break_stays_a_comment(tmp_path: Path) ->
     saved.write_text(shown.stdout, encoding="utf-8")
     assert loaded(saved).to_dict() == loaded(source).to_dict()
     assert os.fspath(source).replace("\n", "\\n") in shown.stdout
+
+
+#: A password and a token the tests check are never printed.
+PASSWORD = "pw-Hunter2-secret"
+TOKEN = "recall-token-0123456789"
+
+
+@pytest.mark.parametrize(
+    "form", [[], ["--show-origin"], ["--json"], ["--json", "--show-origin"]], ids=str
+)
+def test_config_shows_no_password_of_an_upstream_and_no_token(
+    form: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 43, item 11: an upstream URL's password, from a policy file or the
+    environment, and the tokens are never printed; what is printed still loads as a
+    policy (without the credentials)."""
+    source = tmp_path / "policy.yaml"
+    source.write_text(yaml.safe_dump({"version": 1, "proxy": {
+        "upstreams": {"gemini": f"https://gw:{PASSWORD}@gateway.internal/google"},
+        "anthropic_upstream": f"https://{PASSWORD}@gateway.internal/anthropic",
+        "recall_token": TOKEN,
+    }}), encoding="utf-8")  # fmt: skip
+    monkeypatch.setenv("CHATCLI_PROXY__UPSTREAMS__OPENAI", f"http://me:{PASSWORD}@10.0.0.5:8000")
+    code, shown = printed(["config", "--policy", str(source), *form])
+    assert code == 0
+    assert PASSWORD not in shown and TOKEN not in shown
+    assert "https://gw:***@gateway.internal/google" in shown
+    assert "http://me:***@10.0.0.5:8000" in shown and "https://***@gateway.internal" in shown
+    if "--json" not in form:
+        saved = tmp_path / "effective.yaml"
+        saved.write_text(shown, encoding="utf-8")
+        assert middleware.validate_policy_file(saved) == []
+        assert loaded(saved).get("proxy.recall_token") is None
+
+
+def test_a_refused_upstream_url_is_named_without_its_password(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CHATCLI_PROXY__UPSTREAMS__OPENAI", f"ftp://me:{PASSWORD}@10.0.0.5")
+    assert main(["config"]) == 2
+    said = capsys.readouterr().err
+    assert "CHATCLI_PROXY__UPSTREAMS__OPENAI" in said and "ftp://me:***@10.0.0.5" in said
+    assert PASSWORD not in said

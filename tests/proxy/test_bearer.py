@@ -4,7 +4,6 @@ over a real socket (issue 36, item 12)."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 
 pytest.importorskip("starlette", reason="the proxy tests need the [proxy] extra")
 
-from servers import serving
+from servers import outside_address, serving
 
 from middleware.proxy.build import build_proxy
 
@@ -27,20 +26,6 @@ ROUTES = [
     ("GET", "/ui/api/sessions", RECALL), ("GET", "/ui/api/sessions/s1", RECALL),
     ("GET", "/ui/api/proxy", RECALL),
 ]  # fmt: skip
-
-
-def outside_address() -> str:
-    """This machine's address on its default route, which a connection to itself comes
-    from: not loopback (or the test is skipped)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("198.51.100.1", 9))  # TEST-NET-2: routed, no packet is sent
-        except OSError:
-            pytest.skip("no network interface beside loopback")
-        address: str = probe.getsockname()[0]
-    if address.startswith("127.") or address == "0.0.0.0":
-        pytest.skip("no network interface beside loopback")
-    return address
 
 
 @pytest.fixture(scope="module")

@@ -28,10 +28,10 @@ from stand_in import Provider
 
 from middleware.proxy.framing import MAX_HEAD_BYTES, MAX_REQUEST_LINE_BYTES
 
-CHAT = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\n"
+CHAT = b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer k\r\n"
 JSON = b"Content-Type: application/json\r\n"
 BODY = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
-SMUGGLED = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+SMUGGLED = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
 CHUNKED_BODY = b"%x\r\n%s\r\n0\r\n\r\n" % (len(BODY), BODY)
 
 
@@ -82,21 +82,21 @@ def responses(answer: bytes) -> list[bytes]:
         pytest.param(CHAT + JSON + b"Transfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n"
                      % len(CHUNKED_BODY) + CHUNKED_BODY, 400,
                      id="transfer-encoding-and-content-length"),
-        pytest.param(b"GET /" + b"a" * 100_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414,
+        pytest.param(b"GET /" + b"a" * 100_000 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n", 414,
                      id="request-line-of-100-kb"),
-        pytest.param(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100_000
+        pytest.param(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * 100_000
                      + b"\r\n\r\n", 431, id="header-of-100-kb"),
-        pytest.param(b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+        pytest.param(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n"
                      + b"".join(b"X-H%d: v\r\n" % n for n in range(8000)) + b"\r\n", 431,
                      id="8000-headers"),
-        pytest.param(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", 400,
+        pytest.param(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-A: a\r\n b\r\n\r\n", 400,
                      id="obsolete-line-folding"),
         pytest.param(CHAT + JSON + b"Content-Length: %d, %d\r\n\r\n" % (len(BODY), len(BODY))
                      + BODY, 400, id="content-length-list"),
         pytest.param(CHAT + JSON + b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n"
                      % (len(BODY), len(BODY)) + BODY, 400, id="content-length-twice"),
-        pytest.param(b"GET /healthz HTTP/1.1\nHost: x\n\n", 400, id="bare-lf"),
-        pytest.param(b"POST /v1/chat/completions HTTP/1.0\r\nHost: x\r\n" + JSON
+        pytest.param(b"GET /healthz HTTP/1.1\nHost: localhost\n\n", 400, id="bare-lf"),
+        pytest.param(b"POST /v1/chat/completions HTTP/1.0\r\nHost: localhost\r\n" + JSON
                      + b"Transfer-Encoding: chunked\r\n\r\n" + CHUNKED_BODY, 400,
                      id="transfer-encoding-in-http-1.0"),
         pytest.param(CHAT + JSON + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n" + BODY
@@ -127,9 +127,9 @@ def test_heads_up_to_the_limits_are_served(served: Served) -> None:
     each are answered (``/healthz``: a GET that reaches no upstream)."""
     line = b"GET /healthz?" + b"a" * (MAX_REQUEST_LINE_BYTES - 40) + b" HTTP/1.1\r\n"
     assert len(line) <= MAX_REQUEST_LINE_BYTES
-    answer, _ = served.exchange(line + b"Host: x\r\nConnection: close\r\n\r\n")
+    answer, _ = served.exchange(line + b"Host: localhost\r\nConnection: close\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
-    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: "
+    head = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nX-Big: "
     big = head + b"a" * (MAX_HEAD_BYTES - len(head) - 100) + b"\r\n\r\n"
     answer, _ = served.exchange(big)
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
@@ -143,7 +143,9 @@ def test_a_client_that_goes_mid_body_leaves_no_traceback(served: Served) -> None
     with socket.create_connection((host, int(port))) as sock:
         sock.sendall(CHAT + JSON + b"Content-Length: 1000\r\n\r\n" + BODY[:10])
     time.sleep(1)  # for the proxy to read the body as far as it goes
-    answer, _ = served.exchange(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    answer, _ = served.exchange(
+        b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
     assert answer.startswith(b"HTTP/1.1 200 ")  # the proxy has read what came before
     log = served.log.read_bytes()[logged:].decode("utf-8", "replace")
     assert "Traceback" not in log, log[:3000]

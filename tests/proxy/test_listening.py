@@ -96,7 +96,7 @@ def test_a_connection_idle_for_longer_than_a_clients_expiry_still_takes_its_next
     """The proxy holds an idle connection longer than clients do (httpx: 5 s), so a
     client's next request never meets a connection the proxy is closing."""
     host, port = served.removeprefix("http://").split(":")
-    request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     with socket.create_connection((host, int(port))) as sock:
         sock.settimeout(10)
         sock.sendall(request)

@@ -23,6 +23,9 @@ from middleware.spill.retention import collect, forget
 
 ANTHROPIC = {"x-api-key": "sk-test", "anthropic-version": "2023-06-01"}
 OPENAI = {"authorization": "Bearer sk-test"}
+#: The address a test client beyond loopback names the proxy by (Starlette's test client
+#: says it comes from "testclient", not loopback).
+BEYOND = "http://192.0.2.10"
 
 BROKEN_ANTHROPIC = {
     "model": "claude-test",
@@ -87,7 +90,8 @@ def test_a_broken_history_is_refused_directly_and_accepted_through_the_proxy(
 
 def test_a_body_the_pipeline_leaves_alone_is_forwarded_byte_for_byte(stack: Stack) -> None:
     raw = b'{"model":"m","max_tokens":5,  "messages":[{"role":"user","content":"hi \\u00e9"}]}'
-    assert httpx.post(stack.url + "/v1/messages", content=raw, headers=ANTHROPIC).status_code == 200
+    declared = {**ANTHROPIC, "content-type": "application/json"}
+    assert httpx.post(stack.url + "/v1/messages", content=raw, headers=declared).status_code == 200
     assert stack.provider.accepted[-1][2] == json.loads(raw)
     # and the stand-in saw the same bytes: its parse of them equals ours of the original
 
@@ -122,7 +126,8 @@ def test_a_client_that_goes_away_cancels_the_upstream_request(stack: Stack) -> N
 
 
 def test_not_json_and_not_a_conversation_go_through_untouched(stack: Stack) -> None:
-    garbage = httpx.post(stack.url + "/v1/messages", content=b"{not json", headers=ANTHROPIC)
+    declared = {**ANTHROPIC, "content-type": "application/json"}  # said JSON, is not
+    garbage = httpx.post(stack.url + "/v1/messages", content=b"{not json", headers=declared)
     assert garbage.status_code == 400  # the stand-in's own answer
     legacy = {"model": "m", "prompt": "completions of old"}
     httpx.post(stack.url + "/v1/chat/completions", json=legacy, headers=OPENAI)
@@ -353,7 +358,7 @@ def test_recall_and_session_end_refuse_other_machines_without_the_token(stack: S
 
     from middleware.proxy.app import create_app
 
-    with TestClient(create_app(stack.proxy)) as client:
+    with TestClient(create_app(stack.proxy), base_url=BEYOND) as client:
         assert client.get("/recall/s/x-0000000000000000.txt").status_code == 403
         assert client.delete("/sessions/s").status_code == 403
         assert client.get("/sessions/s").status_code == 403
@@ -421,11 +426,13 @@ def test_a_request_naming_no_provider_goes_where_the_policy_says(
     provider: tuple[Provider, str], tmp_path: Path
 ) -> None:
     unreachable = "http://127.0.0.1:9"  # discard port: nothing listens
-    for other, status in (("anthropic", 404), ("openai", 502)):
+    for other, status in (("anthropic", 200), ("openai", 502)):
         upstreams = {"anthropic": provider[1], "openai": unreachable}
         with running(provider, tmp_path, **{"proxy.upstreams": upstreams,
                                              "proxy.other_requests": other}) as stack:  # fmt: skip
-            assert httpx.head(stack.url + "/").status_code == status  # an agent's probe
+            assert httpx.get(stack.url + "/v1/models").status_code == status
+            # Claude Code's connectivity probe: no API path, answered here (issue 43, item 4)
+            assert httpx.head(stack.url + "/").status_code == 404
             claude = httpx.get(stack.url + "/v1/nowhere", headers={"user-agent": "claude-cli/2"})
             assert claude.status_code == 404  # Claude Code is Anthropic's, whatever the policy
 
@@ -564,13 +571,16 @@ def test_status_routes_can_require_a_token_beyond_loopback(
     token = "status-token-0123456789"
     with running(provider, tmp_path, **{"proxy.status_token": token}) as stack:
         assert httpx.get(stack.url + "/healthz").status_code == 200  # loopback
-        with TestClient(create_app(stack.proxy)) as client:
+        with TestClient(create_app(stack.proxy), base_url=BEYOND) as client:
             for path in ("/healthz", "/metrics"):
                 refused = client.get(path)
                 assert refused.status_code == 403 and "proxy.status_token" in refused.text
                 allowed = client.get(path, headers={"authorization": f"Bearer {token}"})
                 assert allowed.status_code == 200
-    with running(provider, tmp_path) as open_stack, TestClient(create_app(open_stack.proxy)) as c:
+    with (
+        running(provider, tmp_path) as open_stack,
+        TestClient(create_app(open_stack.proxy), base_url=BEYOND) as c,
+    ):
         assert c.get("/metrics").status_code == 200  # no token set: open, as before
 
 

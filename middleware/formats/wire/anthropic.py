@@ -51,6 +51,9 @@ class AnthropicAPI(Provider):
 
     name: ClassVar[str] = "anthropic"
     default_upstream: ClassVar[str] = "https://api.anthropic.com"
+    #: Claude Code and the SDKs call ``/v1/...`` on ANTHROPIC_BASE_URL (Claude Code's
+    #: ``/api/...`` calls go to its own OAuth base, never there).
+    api_prefixes: ClassVar[tuple[str, ...]] = ("/v1/",)
     #: The proxy's situations -> Anthropic's error types.
     ERROR_TYPES: ClassVar[dict[str, str]] = {
         "too_large": "request_too_large",
@@ -61,6 +64,7 @@ class AnthropicAPI(Provider):
         "request_timeout": "timeout_error",
         "overloaded": "overloaded_error",
         "bad_request": "invalid_request_error",
+        "not_json": "invalid_request_error",
     }
 
     def error_document(self, kind: ErrorKind, message: str) -> dict[str, Any]:

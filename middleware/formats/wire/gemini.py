@@ -59,6 +59,10 @@ class GoogleAI(Provider):
 
     name: ClassVar[str] = "gemini"
     default_upstream: ClassVar[str] = "https://generativelanguage.googleapis.com"
+    #: Its API versions (google-genai's ``api_version``; ``v1beta1`` is Vertex AI's) and
+    #: the SDKs' file uploads (``/upload/v1beta/files``).
+    api_prefixes: ClassVar[tuple[str, ...]] = ("/v1beta/", "/v1/", "/v1beta1/", "/v1alpha/",
+                                               "/upload/")  # fmt: skip
     #: The proxy's situations -> Google's HTTP status names (``google.rpc.Code``).
     STATUSES: ClassVar[dict[str, tuple[int, str]]] = {
         "too_large": (413, "INVALID_ARGUMENT"),
@@ -69,6 +73,7 @@ class GoogleAI(Provider):
         "request_timeout": (408, "DEADLINE_EXCEEDED"),
         "overloaded": (503, "UNAVAILABLE"),
         "bad_request": (400, "INVALID_ARGUMENT"),
+        "not_json": (415, "INVALID_ARGUMENT"),
     }
 
     def error_document(self, kind: ErrorKind, message: str) -> dict[str, Any]:

@@ -49,6 +49,8 @@ class OpenAIAPI(Provider):
 
     name: ClassVar[str] = "openai"
     default_upstream: ClassVar[str] = "https://api.openai.com"
+    #: The SDKs, Codex CLI and opencode take a base URL ending in ``/v1``.
+    api_prefixes: ClassVar[tuple[str, ...]] = ("/v1/",)
     #: The proxy's situations -> OpenAI's error type and code.
     ERRORS: ClassVar[dict[str, tuple[str, str]]] = {
         "too_large": ("invalid_request_error", "request_too_large"),
@@ -59,6 +61,7 @@ class OpenAIAPI(Provider):
         "request_timeout": ("invalid_request_error", "request_timeout"),
         "overloaded": ("server_error", "overloaded"),
         "bad_request": ("invalid_request_error", "invalid_path"),
+        "not_json": ("invalid_request_error", "unsupported_content_type"),
     }
 
     def error_document(self, kind: ErrorKind, message: str) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from middleware.conversations.sessions import SessionPool, SessionSettings
 from middleware.formats.routes import providers
 from middleware.ledger import Ledger
 from middleware.policy import Policy
+from middleware.policy.secrets import redact_urls, shown
 from middleware.policy.settings import bind
 from middleware.proxy.admission import ByteGate
 from middleware.proxy.console.book import ConsoleBook
@@ -39,8 +40,6 @@ MAX_LISTED = 1000
 #: A session's requests sent at once unless the page asks for another number, and at most.
 PAGE = 25
 MAX_PAGE = 100
-#: Keys whose values the console never shows (credentials).
-_SECRET = ("recall_token", "status_token", "storage_options")
 _NO_STORE = {"cache-control": "no-store"}
 
 
@@ -243,9 +242,9 @@ def proxy_page(proxy: Served) -> dict[str, Any]:
             }
             for name, s in statuses.items()
         },
-        "upstreams": {p.name: settings.upstream(p) for p in providers()},
+        "upstreams": {p.name: redact_urls(settings.upstream(p)) for p in providers()},
         "other_requests": settings.other_requests,
-        "spill": {"url": store.url, "error": store.trouble},
+        "spill": {"url": redact_urls(store.url), "error": store.trouble},
         "passthrough": _counts(proxy.metrics, "chatcli_proxy_passthrough", "reason"),
         "failures": _counts(proxy.metrics, "chatcli_proxy_failures", "error"),
         "memory": _budgets(proxy, policy, settings),
@@ -294,23 +293,14 @@ def _version(proxy: Served) -> str:
 
 
 def _set_keys(policy: Policy) -> list[dict[str, Any]]:
-    """The keys the policy sets away from their defaults: value and where it was set."""
+    """The keys the policy sets away from their defaults: value (credentials hidden) and
+    where it was set."""
     out = []
     for key, origin in sorted(policy.origins.items()):
         if origin.startswith("default"):
             continue
-        secret = any(part in _SECRET for part in key.split("."))
-        value = "(set, not shown)" if secret else policy.get(key)
-        out.append({"key": key, "value": _plain(value), "origin": origin})
+        out.append({"key": key, "value": shown(key, policy.get(key)), "origin": origin})
     return out
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _counts(metrics: Metrics, name: str, label: str) -> dict[str, float]:

@@ -115,6 +115,11 @@ def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_sa
             (session,) = [name for name, seen in summaries.items() if seen["spills"]]
 
             page = browser.new_page(viewport={"width": 1500, "height": 900})
+            # The page runs under the proxy's Content-Security-Policy (issue 43, item 4):
+            # whatever it blocks, Chromium reports on the console.
+            refused: list[str] = []
+            page.on("console", lambda message: refused.append(message.text)
+                    if "Content Security Policy" in message.text else None)  # fmt: skip
             page.goto(url + "/ui/")
             row = page.locator(f'tr[data-session="{session}"]')
             row.wait_for()
@@ -160,6 +165,10 @@ def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_sa
 
             page.click("#nav-proxy")
             page.locator("#memory").wait_for()
+            widths = page.eval_on_selector_all(
+                "#memory .bar > span", "s => s.map(e => e.style.width)"
+            )
+            assert widths and all(w.endswith("%") for w in widths), widths
             assert upstream in page.locator("#upstreams").inner_text()
             assert "default" in page.locator("#reloads").inner_text()
             page.screenshot(path=str(shots / "proxy.png"), full_page=True)
@@ -178,6 +187,7 @@ def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_sa
             assert texts[-4:-1] == [str(shown[k]) for k in ("repairs", "spills", "compactions")]
             page.screenshot(path=str(shots / "sessions.png"), full_page=True)
             logger.warning("console screenshots: %s", shots)
+            assert refused == []
 
 
 def test_a_long_session_is_shown_a_page_at_a_time_and_goes_on_live(
@@ -205,6 +215,9 @@ def test_a_long_session_is_shown_a_page_at_a_time_and_goes_on_live(
             assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 300)
 
             page = browser.new_page(viewport={"width": 1200, "height": 900})
+            refused: list[str] = []
+            page.on("console", lambda message: refused.append(message.text)
+                    if "Content Security Policy" in message.text else None)  # fmt: skip
             polls: list[int] = []
             page.on("response", lambda r: polls.append(int(r.headers["content-length"]))
                     if "since=" in r.url else None)  # fmt: skip
@@ -232,3 +245,4 @@ def test_a_long_session_is_shown_a_page_at_a_time_and_goes_on_live(
             page.wait_for_timeout(4500)  # polls with nothing new: each a few hundred bytes
             assert len(polls) >= 3 and max(polls[-2:]) < 2048
             page.screenshot(path=str(screenshots(tmp_path) / "long-session.png"))
+            assert refused == []

@@ -148,7 +148,8 @@ def test_the_proxy_page_shows_the_policy_upstreams_passthroughs_and_memory(
     secret = "recall-token-0123456789"
     with running(provider, tmp_path, **{"proxy.recall_token": secret}) as stack:
         send(stack, spilled_turn())
-        httpx.post(stack.url + "/v1/messages", content=b"not json", headers=HEADERS, timeout=30)
+        declared = {**HEADERS, "content-type": "application/json"}  # said JSON, is not
+        httpx.post(stack.url + "/v1/messages", content=b"not json", headers=declared, timeout=30)
         page = api(stack, "/ui/api/proxy")
     assert page["policy"]["name"] == "default"
     set_keys = {k["key"]: k for k in page["policy"]["set"]}

@@ -22,6 +22,7 @@ function el(tag, attrs, ...children) {
   for (const [key, value] of Object.entries(attrs || {})) {
     if (value === null || value === undefined || value === false) continue;
     if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "style") node.style.cssText = value; // the CSP refuses style attributes
     else node.setAttribute(key, value === true ? "" : value);
   }
   for (const child of children.flat()) {
