@@ -353,12 +353,15 @@ class Ledger:
         footprints: tuple[Footprint, Footprint] | None = None,
         body_chars: int = 0,
         now: float | None = None,
+        beside: bool = False,
     ) -> Entry | None:
         """Bill one answer of ``session`` (``None``: in the totals only; ``usage``
         ``None``: its usage was not read).
 
         :param footprints: the request unprocessed and cleaned (``None``: forwarded as
             it came, so it would have cost what it was billed).
+        :param beside: a call beside the session's history (an embedding): the next
+            request is compared with the one before it, not with this one.
         """
         now = self.clock() if now is None else now
         session = None if session is None else name(session)
@@ -374,14 +377,15 @@ class Ledger:
                 without, expected = usage, None
                 writes = get_codec(fmt).cache_writes_billed
                 before = ledger.before
+                # Nothing is expected from a cache the lifetime says has expired.
+                warm = still_cached(settings.cache_lifetime_seconds, ledger.last, now)
                 if footprints is not None:
                     without = without_middleware(
                         usage, writes=writes, raw=footprints[0],
                         cleaned=footprints[1], before=before, body_chars=body_chars,
+                        warm=warm and ledger.billed.cache_read > 0,
                     )  # fmt: skip
                 if footprints is not None and before is not None:
-                    # Nothing is expected from a cache the lifetime says has expired.
-                    warm = still_cached(settings.cache_lifetime_seconds, ledger.last, now)
                     expected = expected_read(
                         usage, writes=writes, cleaned=footprints[1],
                         before=before[1] if warm else None, body_chars=body_chars,
@@ -397,7 +401,8 @@ class Ledger:
                     None if dollars is None else dollars[1],
                     expected if expected is None or expected <= MAX_TOKENS else None,
                 )
-            ledger.before = footprints
+            if not beside:
+                ledger.before = footprints
             ledger.add(entry, now)
             self.totals.add(entry, now)
         if self.journal is not None:
