@@ -189,9 +189,9 @@ def test_the_workspace_keeps_a_reading_only_under_its_own_names(tmp_path: Path) 
     workspace = SpillWorkspace("s", tmp_path)
     name = "outline-" + "a" * 40
     workspace.save_reading(name, "content")
-    assert workspace.load_reading(name) == "content"
-    assert workspace.load_reading("../" + name) is None
-    assert workspace.load_reading("outline-" + "b" * 40) is None
+    assert workspace.load_reading(name, str) == "content"
+    assert workspace.load_reading("../" + name, str) is None
+    assert workspace.load_reading("outline-" + "b" * 40, str) is None
     with pytest.raises(ValueError, match="not a reading name"):
         workspace.save_reading("../../etc/x", "content")
     workspace.close()
