@@ -16,7 +16,7 @@ from typing import Any
 from middleware.formats import get_codec
 from middleware.ledger.archive import read_into, rotate
 from middleware.ledger.estimate import Footprint, expected_read, without_middleware
-from middleware.ledger.journal import Journal
+from middleware.ledger.journal import Journal, check_regular
 from middleware.ledger.prices import LedgerSettings
 from middleware.ledger.usage import Usage
 from middleware.session.cold_cache import still_cached
@@ -265,9 +265,13 @@ class Ledger:
     def open(cls, settings: LedgerSettings) -> Ledger:
         """The ledger ``settings`` ask for: with ``ledger.file``, what it holds read back
         first (its sums and the current file, :func:`.archive.read_into`), and each new
-        answer written to it (rotated past ``ledger.rotate_bytes``)."""
+        answer written to it (rotated past ``ledger.rotate_bytes``).
+
+        :raises UnusableFile: ``ledger.file`` (or its sums, or a part) is no regular file.
+        """
         if settings.file is None:
             return cls()
+        check_regular(settings.file)
         ledger = cls.read(settings.file)
         if ledger.skipped:
             logger.warning("%d lines of the ledger file %s were not answers and were skipped",

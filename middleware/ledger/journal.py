@@ -18,6 +18,7 @@ import logging
 import os
 import queue
 import re
+import stat
 import sys
 import threading
 import weakref
@@ -25,6 +26,9 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from middleware.errors import MiddlewareError
+from middleware.spill.bounded import kind_of
 
 if sys.platform != "win32":
     import fcntl
@@ -53,6 +57,39 @@ CLOSE_SECONDS = 5.0
 MAX_LINE_BYTES = 64 * 1024
 _STOP = object()
 _FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+
+
+#: Reading a ledger file never waits for a writer (a FIFO there is refused at once).
+_READING = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class UnusableFile(MiddlewareError, OSError):
+    """A path of the ledger's that is no regular file (a FIFO, a device, a folder)."""
+
+
+def check_regular(path: str | Path) -> None:
+    """Refuse a ledger file that exists and is no regular file (a link to one is one); one
+    that does not exist yet is made by the first answer. Nothing is opened to tell
+    (``stat``: a FIFO, which waits for a writer when it is opened, never blocks it).
+
+    :raises UnusableFile: saying which path, what it is, and what to set instead.
+    """
+    path = Path(path).expanduser()
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UnusableFile(f"cannot use the ledger file {path} (ledger.file): {exc}") from exc
+    if not stat.S_ISREG(info.st_mode):
+        raise _unusable(path, info.st_mode)
+
+
+def _unusable(path: Path, mode: int) -> UnusableFile:
+    return UnusableFile(
+        f"the ledger file {path} is {kind_of(mode)}, not a regular file: set ledger.file to "
+        "a file, or to a path where one can be made"
+    )
 
 
 class Journal:
@@ -238,11 +275,16 @@ class Lines:
         self.max_bytes = max_bytes
 
     def __iter__(self) -> Iterator[dict[str, Any] | None]:
+        """:raises UnusableFile: the path is no regular file (told without blocking)."""
         try:
-            file = self.path.open("rb")
+            fd = os.open(self.path, _READING)
         except FileNotFoundError:
             return
-        with file:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            raise _unusable(self.path, mode)
+        with os.fdopen(fd, "rb") as file:
             while line := file.readline(self.max_bytes + 1):
                 if len(line) > self.max_bytes and not line.endswith(b"\n"):
                     while line and not line.endswith(b"\n"):  # the rest of it, unread
