@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from middleware.errors import MiddlewareError
-from middleware.spill.bounded import kind_of
+from middleware.spill.bounded import kind_of, unlike
 
 if sys.platform != "win32":
     import fcntl
@@ -76,19 +76,17 @@ def check_regular(path: str | Path) -> None:
     """
     path = Path(path).expanduser()
     try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        return
+        found = unlike(path, stat.S_ISREG)
     except OSError as exc:
         raise UnusableFile(f"cannot use the ledger file {path} (ledger.file): {exc}") from exc
-    if not stat.S_ISREG(info.st_mode):
-        raise _unusable(path, info.st_mode)
+    if found is not None:
+        raise _unusable(path, found)
 
 
-def _unusable(path: Path, mode: int) -> UnusableFile:
+def _unusable(path: Path, found: str) -> UnusableFile:
     return UnusableFile(
-        f"the ledger file {path} is {kind_of(mode)}, not a regular file: set ledger.file to "
-        "a file, or to a path where one can be made"
+        f"the ledger file {path} is {found}, not a regular file: set ledger.file to a file, "
+        "or to a path where one can be made"
     )
 
 
@@ -283,7 +281,7 @@ class Lines:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             os.close(fd)
-            raise _unusable(self.path, mode)
+            raise _unusable(self.path, kind_of(mode))
         with os.fdopen(fd, "rb") as file:
             while line := file.readline(self.max_bytes + 1):
                 if len(line) > self.max_bytes and not line.endswith(b"\n"):

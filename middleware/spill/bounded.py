@@ -82,6 +82,20 @@ def private_file(info: os.stat_result) -> bool:
     )
 
 
+def unlike(path: Path, wanted: Callable[[int], bool]) -> str | None:
+    """What is at ``path`` (``a FIFO``, ``a folder``...) if it is not what ``wanted`` says
+    of its mode, else ``None`` (it is, or nothing is there yet). Found by ``stat``, links
+    followed: nothing is opened, so a FIFO, which waits for a writer, never blocks it.
+
+    :raises OSError: what is there cannot be told.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    return None if wanted(mode) else kind_of(mode)
+
+
 def kind_of(mode: int) -> str:
     """What a file of ``mode`` is, as an error message says it (``a FIFO``)."""
     for test, name in (

@@ -5,7 +5,6 @@ the proxy) opens it here."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 import tempfile
 import threading
@@ -15,7 +14,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from middleware.errors import MissingExtraError
-from middleware.spill.bounded import kind_of
+from middleware.spill.bounded import unlike
 from middleware.spill.layout import SpillError
 from middleware.spill.local import LocalRoot
 from middleware.spill.objects import ObjectRoot, ObjectWorkspace
@@ -57,18 +56,14 @@ def check_local_folder(settings: SpillSettings) -> None:
     :raises SpillError: saying which path, what it is, and what to set instead.
     """
     folder = local_folder(settings)
-    if folder is None:
-        return
     try:
-        info = os.stat(folder)
-    except FileNotFoundError:
-        return
+        found = None if folder is None else unlike(folder, stat.S_ISDIR)
     except OSError as exc:
         raise SpillError(f"cannot use the spill folder {folder} (spill.root): {exc}") from exc
-    if not stat.S_ISDIR(info.st_mode):
+    if found is not None:
         raise SpillError(
-            f"the spill folder {folder} is {kind_of(info.st_mode)}, not a folder: set "
-            "spill.root (or spill.url) to a folder, or to a path where one can be made"
+            f"the spill folder {folder} is {found}, not a folder: set spill.root (or "
+            "spill.url) to a folder, or to a path where one can be made"
         )
 
 
