@@ -10,6 +10,7 @@ came meanwhile.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 
@@ -18,7 +19,8 @@ LOG_INTERVAL_SECONDS = 60.0
 
 
 class IntervalLog:
-    """A logger's lines, each kind (a fixed key) logged once per ``interval`` at most."""
+    """A logger's lines, each kind (a fixed key) logged once per ``interval`` at most;
+    thread-safe (the event loop and the threads that write records and spills share one)."""
 
     def __init__(
         self,
@@ -33,20 +35,22 @@ class IntervalLog:
         #: code, so this holds a handful of entries).
         self._last: dict[str, float] = {}
         self._since: dict[str, int] = {}
+        self._lock = threading.Lock()
 
     def __call__(self, level: int, kind: str, message: str, *args: object) -> bool:
         """Log ``message % args`` unless a line of ``kind`` was logged within the
         interval (then count it); whether it was logged."""
         now = self.clock()
-        last = self._last.get(kind)
-        if last is not None and now - last < self.interval:
-            self._since[kind] += 1
-            return False
-        more = self._since.get(kind, 0)
+        with self._lock:
+            last = self._last.get(kind)
+            if last is not None and now - last < self.interval:
+                self._since[kind] += 1
+                return False
+            more = self._since.get(kind, 0)
+            self._last[kind] = now
+            self._since[kind] = 0
         if more and last is not None:
             message += " (and %d more like it in the last %.0f s)"
             args = (*args, more, now - last)
         self.log.log(level, message, *args)
-        self._last[kind] = now
-        self._since[kind] = 0
         return True

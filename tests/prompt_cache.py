@@ -91,8 +91,9 @@ def openai_pieces(fmt: str, body: Mapping[str, Any]) -> list[Any]:
     """The prompt's pieces in the order OpenAI caches them: tools, then the messages (Chat
     Completions) or the instructions and the input items (Responses)."""
     pieces: list[Any] = list(body.get("tools") or [])
-    if fmt == "openai":
-        return pieces + list(body.get("messages") or [])
+    if fmt == "openai":  # a legacy completion's prompt, an embedding's inputs: the same
+        given = [body[key] for key in ("prompt", "input") if body.get(key) is not None]
+        return pieces + list(body.get("messages") or []) + given
     if fmt == "gemini":  # implicit caching, as OpenAI's: the system instruction first
         system = [body["systemInstruction"]] if body.get("systemInstruction") else []
         return system + pieces + list(body.get("contents") or [])

@@ -55,3 +55,25 @@ def spilled(policy_overrides: dict[str, Any], text: str, session: str, root: Pat
         out = pipe.process(history).messages[2]["content"][0]["content"]
         assert isinstance(out, str)
         return out
+
+
+def listing(i: int, lines: int) -> str:
+    """A search's output of ``lines`` lines, each naming a file and a value of result ``i``."""
+    return "".join(
+        f"src/mod_{i}/file_{n}.py:{n}: value_{i}_{n} = compute(x)\n" for n in range(lines)
+    )
+
+
+def long_results(turns: int = 12) -> list[Any]:
+    """A session whose results are over the cap (previews with an outline) or old enough to
+    be weighed for a summary, all longer than the shortest text whose readings are kept."""
+    messages: list[Any] = [{"role": "user", "content": "go"}]
+    for i in range(turns):
+        messages.append({"role": "assistant", "content": [
+            {"type": "tool_use", "id": f"toolu_{i}", "name": "Bash", "input": {"command": "ls"}},
+        ]})  # fmt: skip
+        text = listing(i, 400 if i % 3 == 0 else 90)
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": text},
+        ]})  # fmt: skip
+    return messages

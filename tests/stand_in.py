@@ -107,6 +107,8 @@ class Provider:
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
                 Route("/v1/responses", self.responses, methods=["POST"]),
                 Route("/v1/responses/compact", self.compact, methods=["POST"]),
+                Route("/v1/completions", self.completions, methods=["POST"]),
+                Route("/v1/embeddings", self.embeddings, methods=["POST"]),
                 Route("/v1/models", self.models, methods=["GET"]),
                 Route("/v1/echo-headers", self.echo_headers, methods=["GET", "POST"]),
                 Route("/v1beta/models/{rest:path}", self.gemini, methods=["POST"]),
@@ -284,6 +286,14 @@ class Provider:
             message["usage"] = billed(self.cache, "anthropic", body, reply)
             # Streamed, the input and cache fields come first, the output at the end.
             start_usage = {**message["usage"], "output_tokens": 1}
+        if content and content[0]["type"] == "compaction":
+            # The summary's own sampling, billed apart from the top-level fields.
+            message["usage"] = {**message["usage"], "iterations": [
+                {"type": "compaction", "input_tokens": tokens_of(seen), "output_tokens": 40,
+                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+                {"type": "message", **{k: v for k, v in message["usage"].items()
+                                       if k.endswith("tokens")}},
+            ]}  # fmt: skip
         if not body.get("stream"):
             return JSONResponse(message)
         return sse(anthropic_events(message, start_usage))
@@ -358,6 +368,60 @@ class Provider:
                 yield None, data
 
         return sse(events())
+
+    async def completions(self, request: Request) -> Response:
+        """``POST /v1/completions`` (legacy text completions): the prompt's text continued,
+        streamed or not; ``usage`` in Chat Completions' shape (a stream's last chunk, with
+        ``stream_options.include_usage``)."""
+        body = await self._accept_prompt(request)
+        if isinstance(body, Response):
+            return body
+        reply = self.script("openai", body)
+        ident, model = f"cmpl-{uuid.uuid4().hex[:20]}", body.get("model", "stand-in")
+        usage: dict[str, Any] = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        if self.cache is not None:
+            usage = billed(self.cache, "openai", body, reply)
+        choice = {"text": reply.text, "index": 0, "logprobs": None, "finish_reason": "stop"}
+        answer = {"id": ident, "object": "text_completion", "created": 0, "model": model}
+        if not body.get("stream"):
+            return JSONResponse({**answer, "choices": [choice], "usage": usage})
+        chunks = [json.dumps({**answer, "choices": [{**choice, "text": piece,
+                  "finish_reason": None}]}) for piece in split(reply.text)]  # fmt: skip
+        chunks.append(json.dumps({**answer, "choices": [{**choice, "text": ""}]}))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append(json.dumps({**answer, "choices": [], "usage": usage}))
+        return sse([(None, chunk) for chunk in [*chunks, "[DONE]"]])
+
+    async def embeddings(self, request: Request) -> Response:
+        """``POST /v1/embeddings``: a vector per input; ``usage`` holds the input's tokens."""
+        body = await self._accept_prompt(request)
+        if isinstance(body, Response):
+            return body
+        given = body.get("input")
+        inputs = given if isinstance(given, list) else [given]
+        usage: dict[str, Any] = {"prompt_tokens": 8, "total_tokens": 8}
+        if self.cache is not None:
+            counted = billed(self.cache, "openai", body, Reply())
+            usage = {"prompt_tokens": counted["prompt_tokens"],
+                     "total_tokens": counted["prompt_tokens"]}  # fmt: skip
+            self.cache.reported[-1] = ("openai", dict(usage))  # no output is billed
+        data = [{"object": "embedding", "index": i, "embedding": [0.0, 0.5, 1.0]}
+                for i in range(len(inputs))]  # fmt: skip
+        return JSONResponse({"object": "list", "data": data,
+                             "model": body.get("model", "stand-in"), "usage": usage})  # fmt: skip
+
+    async def _accept_prompt(self, request: Request) -> dict[str, Any] | Response:
+        """A body of a prompt or inputs, no history: recorded if it is JSON."""
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return error("openai", "We could not parse the JSON body of your request.")
+        if self.record:
+            with self.lock:
+                self.accepted.append((request.url.path, dict(request.headers), body))
+                self.raw.append(raw)
+        return body
 
     # -- OpenAI Responses -----------------------------------------------------------------
 
@@ -758,7 +822,11 @@ def anthropic_events(
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-                "usage": {"output_tokens": message["usage"]["output_tokens"]},
+                "usage": {
+                    k: v
+                    for k, v in message["usage"].items()
+                    if k in ("output_tokens", "iterations")
+                },
             },
         )
     )

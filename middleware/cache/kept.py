@@ -10,8 +10,12 @@ memory (:attr:`DerivedCache.readings`, which outlives the entries keyed by whole
 when more sessions are live than the cache holds the texts of), and in the session's
 local workspace.
 
-A reading is only taken from a private file of this user's whose content names the same
-digest and decodes to the right shape; anything else is worked out and written again.
+A reading is only taken from a private file of this user's, of :data:`MAX_READING_BYTES`
+at most, whose content names the same digest, decodes to the right shape and could be the
+reading of its text (its kind's ``check``: an outline shows only lines of the text, a
+summary only what the text says); anything else is ignored (logged), worked out and
+written again. Whoever can write the session's folder (the agent itself can) cannot make
+a reading say what its text does not.
 The code is part of the name: a reading written by another version of the modules it
 comes from is never found. Object stores keep no readings: a round trip to one costs
 more than the reading itself.
@@ -44,6 +48,12 @@ MIN_TEXT_CHARS = 4_096
 #: Nor of texts longer than this: digesting one costs about what reading it does (an
 #: outline scans a bounded part of the text; a summary stops at its mentions).
 MAX_TEXT_CHARS = 1_000_000
+#: Bytes of a reading's file read back, at most; a larger one is not read. The 887
+#: readings kept replaying the trajectories of ../shared/data under the default, lean and
+#: claude-code policies take 11 KB at most (outlines 3.5 KB); an outline of
+#: budget.preview.outline_chars (3,000) takes 36 KB at worst in JSON (12 bytes a
+#: character), so this leaves room for any outline up to 85,000 characters.
+MAX_READING_BYTES = 1 << 20
 
 _ABSENT = object()
 
@@ -52,8 +62,10 @@ _ABSENT = object()
 class ReadingStore(Protocol):
     """Where a session's readings are kept, by name (a spill workspace)."""
 
-    def load_reading(self, name: str) -> str | None:
-        """The reading saved under ``name``, or ``None`` (missing, unsafe, unreadable)."""
+    def load_reading(self, name: str, decode: Callable[[str], T | None]) -> T | None:
+        """The reading saved under ``name`` as ``decode`` reads its content, or ``None``
+        (missing, unsafe, unreadable, more than :data:`MAX_READING_BYTES`, or what
+        ``decode`` does not take)."""
 
     def save_reading(self, name: str, content: str) -> None:
         """Keep ``content`` under ``name`` (best effort: a failure is logged and ignored)."""
@@ -62,13 +74,16 @@ class ReadingStore(Protocol):
 @dataclass(frozen=True)
 class KeptKind:
     """A reading that is kept: its cache key's first item, the modules whose code it
-    comes from, and its value as JSON and back (``decode`` gives ``None`` for anything
-    that is not a value it could have encoded)."""
+    comes from, its value as JSON and back (``decode`` gives ``None`` for anything that
+    is not a value it could have encoded), and whether a value read back could be the
+    reading of its key (``check``: cheaper than working it out, and never true of a value
+    that says what the key's text does not)."""
 
     name: str
     modules: tuple[str, ...]
     encode: Callable[[Any], Any]
     decode: Callable[[Any], Any]
+    check: Callable[[Any, tuple[Hashable, ...]], bool]
 
 
 class KeptReadings:
@@ -110,24 +125,29 @@ class KeptReadings:
         name = reading_name(kind, key)
         memory = self.cache.readings
         if name is None or memory is None:
-            return self._kept(kind, name, compute)
+            return self._kept(kind, name, key, compute)
         found = memory.get(name, _ABSENT)
         if found is not _ABSENT:
             value: T = found
             return value
-        value = self._kept(kind, name, compute)
+        value = self._kept(kind, name, key, compute)
         memory.put(name, value, measure(value) + len(name))
         return value
 
-    def _kept(self, kind: KeptKind, name: str | None, compute: Callable[[], T]) -> T:
+    def _kept(
+        self,
+        kind: KeptKind,
+        name: str | None,
+        key: tuple[Hashable, ...],
+        compute: Callable[[], T],
+    ) -> T:
         if self.store is None or name is None:
             return compute()
-        content = self.store.load_reading(name)
-        if content is not None:
-            found = _decoded(kind, name, content)
-            if found is not None:
-                value: T = found
-                return value
+        kept_as = name
+        found = self.store.load_reading(kept_as, lambda text: _decoded(kind, kept_as, text, key))
+        if found is not None:
+            value: T = found
+            return value
         value = compute()
         self.store.save_reading(name, json.dumps({"reading": name, "value": kind.encode(value)}))
         return value
@@ -147,14 +167,16 @@ def reading_name(kind: KeptKind, key: tuple[Hashable, ...]) -> str | None:
     return f"{kind.name}-{hashlib.sha256(inputs.encode()).hexdigest()[:40]}"
 
 
-def _decoded(kind: KeptKind, name: str, content: str) -> Any:
+def _decoded(kind: KeptKind, name: str, content: str, key: tuple[Hashable, ...]) -> Any:
+    """The value a reading's file holds, if it is a reading of ``key`` (else ``None``)."""
     try:
         data = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("reading") != name or "value" not in data:
         return None
-    return kind.decode(data["value"])
+    value = kind.decode(data["value"])
+    return value if value is not None and kind.check(value, key) else None
 
 
 @lru_cache(maxsize=32)

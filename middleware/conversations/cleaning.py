@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from middleware.conversations.keys import SessionKey, session_of
+from middleware.conversations.keys import SessionKey, named_session, session_of
 from middleware.conversations.sessions import SessionPool
 from middleware.conversations.state import ConversationState
 from middleware.errors import FormatError, HistoryError, InputError
@@ -53,6 +53,12 @@ class Cleaned:
     #: The history as the body sends it (``None``: no pipeline processed it), for what
     #: the console shows the model saw without reading the body again.
     messages: list[Any] | None = None
+    #: The model the request names, for an answer that names none (a compaction's).
+    model: str | None = None
+    #: A call beside the conversation's history (an embedding, a completion of a
+    #: prompt): billed to its session, it leaves the request the next one is compared
+    #: with as it was.
+    beside: bool = False
 
 
 def clean_body(
@@ -113,6 +119,38 @@ def clean_body(
         conversation=state,
         messages=result.messages,
     )
+
+
+def as_it_came(
+    raw: bytes, fmt: str, headers: Mapping[str, str], *, session: str | None = None
+) -> Cleaned:
+    """``raw``, a body of a route that is billed but not cleaned (:attr:`.Route.cleaned`),
+    as it came, with what its bill needs: its session, the model it names, and, for a
+    history in wire format ``fmt`` (a compaction's), its footprint, the same as sent and
+    as it came (its estimate without the middleware then differs from its bill only by
+    what the cleaned requests before it changed of the prompt cache it reads). A body
+    with no history is filed under the session its request names, if it names one."""
+    try:
+        document = jsonio.loads(raw)
+    except (InputError, FormatError):
+        return Cleaned(raw)
+    if not isinstance(document, dict):
+        return Cleaned(raw)
+    model = document.get("model")
+    model = model if isinstance(model, str) and model else None
+    body = read_body(document, fmt)
+    if body is None:  # no history: an embedding, a completion of a prompt
+        key = SessionKey(session, "given") if session else named_session(headers, document)
+        return Cleaned(raw, key, model=model, beside=True)
+    key = SessionKey(session, "given") if session else session_of(headers, document, get_codec(fmt))
+    footprints = None
+    if isinstance(body.history, list):
+        try:
+            came = footprint(body.history)
+            footprints = came, came
+        except Exception:  # never the reason a request fails: billed as sent, said so
+            logger.exception("could not take the footprint of a request for the ledger")
+    return Cleaned(raw, key, footprints=footprints, model=model)
 
 
 def _footprints(history: list[Any], result: ProcessResult) -> tuple[Footprint, Footprint] | None:

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from middleware.conversations.cleaning import Cleaned, clean_body
+from middleware.conversations.cleaning import Cleaned, as_it_came, clean_body
 from middleware.conversations.sessions import SessionPool, SessionSettings
 from middleware.ledger import Ledger, LedgerSettings, UsageReader
 from middleware.ledger.book import Entry
@@ -54,17 +54,24 @@ class Conversations:
         session: str | None = None,
         now: float | None = None,
         noted: Callable[[Cleaned], None] | None = None,
+        cleaned: bool = True,
     ) -> Cleaned:
         """A request body comes in: cleaned by its conversation's pipeline
         (:func:`.clean_body`, at ``now``, else the ledger's time), shown to ``noted`` (the
         proxy's console keeps its record then, which the budget counts), then the pool is
-        trimmed to its budget (what this request left counts now, not at the next one)."""
+        trimmed to its budget (what this request left counts now, not at the next one).
+        Without ``cleaned`` (a route only billed), it goes as it came (:func:`.as_it_came`)."""
+        if not cleaned:
+            kept = as_it_came(raw, fmt, headers, session=session)
+            if noted is not None:
+                noted(kept)
+            return kept
         when = self.ledger.clock() if now is None else now
-        cleaned = clean_body(raw, fmt, headers, self.pool, policy, session=session, now=when)
+        cleaned_body = clean_body(raw, fmt, headers, self.pool, policy, session=session, now=when)
         if noted is not None:
-            noted(cleaned)
+            noted(cleaned_body)
         self.pool.trim()
-        return cleaned
+        return cleaned_body
 
     def answer(self, reader: UsageReader, cleaned: Cleaned | None, policy: Policy) -> Entry | None:
         """An answer comes back, read by ``reader``: billed under the session its request
@@ -77,10 +84,11 @@ class Conversations:
                 cleaned.session.session if cleaned is not None and cleaned.session else None,
                 reader.fmt,
                 reader.usage,
-                reader.model,
+                reader.model or (cleaned.model if cleaned is not None else None),
                 bind(policy, LedgerSettings),
                 footprints=cleaned.footprints if cleaned is not None else None,
                 body_chars=len(cleaned.body) if cleaned is not None else 0,
+                beside=cleaned is not None and cleaned.beside,
             )
         except Exception:
             logger.exception("could not put an answer's usage in the ledger")

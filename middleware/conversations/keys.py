@@ -67,6 +67,22 @@ def session_of(
 ) -> SessionKey:
     """The conversation ``body`` belongs to (``headers`` with lower-case names), a
     request in ``codec``'s format when it is known (:meth:`.Codec.opening`)."""
+    named = named_session(headers, body)
+    if named is not None:
+        return named
+    opening = codec.opening(body) if codec is not None else None
+    if opening is not None:
+        by_calls = isinstance(opening, Mapping) and set(opening) == {CALL_IDS}
+        return SessionKey(
+            "conv-" + _digest(_normal(opening)), "call_ids" if by_calls else "opening"
+        )
+    return SessionKey("conv-" + _conversation_digest(body, codec), "opening")
+
+
+def named_session(headers: Mapping[str, str], body: Mapping[str, Any]) -> SessionKey | None:
+    """The session the request names, by a header or a field of its body; ``None``: it
+    names none (a conversation is then known by its opening; a request without a history,
+    an embedding, by nothing)."""
     for name in HEADERS:
         value = _usable(headers.get(name))
         if value:
@@ -81,13 +97,7 @@ def session_of(
     from_metadata = _metadata_session(body.get("metadata"))
     if from_metadata:
         return SessionKey(from_metadata, "metadata.user_id")
-    opening = codec.opening(body) if codec is not None else None
-    if opening is not None:
-        by_calls = isinstance(opening, Mapping) and set(opening) == {CALL_IDS}
-        return SessionKey(
-            "conv-" + _digest(_normal(opening)), "call_ids" if by_calls else "opening"
-        )
-    return SessionKey("conv-" + _conversation_digest(body, codec), "opening")
+    return None
 
 
 def _usable(value: Any) -> str | None:

@@ -85,10 +85,10 @@ class AnswerCall(NamedTuple):
 
 
 class Route(NamedTuple):
-    """A request path whose body carries a history in a codec's format: the proxy's own
-    path, or the ending of a path an SDK client sends to (wrapped by :func:`wrap`). A
-    proxy path may hold ``{name}`` segments standing for any text without a ``/`` (Gemini's
-    ``/v1beta/models/{model}:generateContent``)."""
+    """A request path of a codec's provider whose body the proxy cleans or whose answer
+    it bills: the proxy's own path, or the ending of a path an SDK client sends to
+    (wrapped by :func:`wrap`). A proxy path may hold ``{name}`` segments standing for any
+    text without a ``/`` (Gemini's ``/v1beta/models/{model}:generateContent``)."""
 
     path: str
     #: Whether the answer is billed as a model call (a token count is not).
@@ -96,6 +96,10 @@ class Route(NamedTuple):
     #: Whether the answer is always streamed, whatever the body says (Gemini's
     #: ``:streamGenerateContent``).
     streamed: bool = False
+    #: Whether the body's history is cleaned; ``False``: the body goes as it came and only
+    #: its answer is billed (a compaction of the history, an embedding, a completion of a
+    #: prompt).
+    cleaned: bool = True
 
 
 @dataclass(frozen=True)

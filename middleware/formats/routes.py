@@ -15,14 +15,15 @@ from middleware.formats.registry import CODECS
 
 class Routed(NamedTuple):
     """The format a request's body is in, whether its answer is billed, whether it is
-    streamed by the path alone, and the route's path as declared (``{model}`` and the
-    like left as they are: what the proxy's metrics are labelled with, never a name a
-    client chose)."""
+    streamed by the path alone, the route's path as declared (``{model}`` and the like
+    left as they are: what the proxy's metrics are labelled with, never a name a client
+    chose), and whether its history is cleaned (else it goes as it came, only billed)."""
 
     codec: Codec
     billed: bool
     streamed: bool = False
     template: str = ""
+    cleaned: bool = True
 
 
 def proxy_route(method: str, path: str) -> Routed | None:
@@ -52,7 +53,7 @@ def _proxy_paths() -> tuple[dict[str, Routed], tuple[tuple[re.Pattern[str], Rout
     templates: list[tuple[re.Pattern[str], Routed]] = []
     for codec in CODECS.values():
         for route in codec.proxy_routes:
-            routed = Routed(codec, route.billed, route.streamed, route.path)
+            routed = Routed(codec, route.billed, route.streamed, route.path, route.cleaned)
             if "{" in route.path:
                 templates.append((path_pattern(route.path), routed))
             else:
@@ -70,7 +71,7 @@ def path_pattern(template: str) -> re.Pattern[str]:
 def _client_endings() -> tuple[tuple[str, Routed], ...]:
     """Longest ending first: ``/messages/count_tokens`` before ``/messages``."""
     endings = [
-        (route.path, Routed(codec, route.billed, route.streamed, route.path))
+        (route.path, Routed(codec, route.billed, route.streamed, route.path, route.cleaned))
         for codec in CODECS.values()
         for route in codec.client_routes
     ]

@@ -110,9 +110,17 @@ class Cleaner:
         it (what a follow-up extends: offered the tool and cleaned again, it reads as
         every other request of the conversation); and what became of it (``None``: not a
         model request). ``parsed``: ``raw`` already read."""
-        fmt = route(method, path)
-        if fmt is None:
+        routed = client_route(method, path)
+        if routed is None:
             return raw, None, None
+        fmt = routed.codec.name
+        if not routed.cleaned:  # only billed: as it came
+            cleaned = self.conversations.request(
+                raw, fmt, headers, ("wrapped", self.policy), session=self.session_id,
+                cleaned=False,
+            )  # fmt: skip
+            self.last = cleaned
+            return raw, None, cleaned
         agents = parsed if parsed is not None else self._parsed(path, raw)
         with_tool = recall.offered(fmt, agents) if agents is not None else None
         policy = ("recall", self.tool_policy) if with_tool and self.tool_policy else (

@@ -16,7 +16,7 @@ from typing import Any
 from middleware.formats import get_codec
 from middleware.ledger.archive import read_into, rotate
 from middleware.ledger.estimate import Footprint, expected_read, without_middleware
-from middleware.ledger.journal import Journal
+from middleware.ledger.journal import Journal, check_regular
 from middleware.ledger.prices import LedgerSettings
 from middleware.ledger.usage import Usage
 from middleware.session.cold_cache import still_cached
@@ -265,9 +265,13 @@ class Ledger:
     def open(cls, settings: LedgerSettings) -> Ledger:
         """The ledger ``settings`` ask for: with ``ledger.file``, what it holds read back
         first (its sums and the current file, :func:`.archive.read_into`), and each new
-        answer written to it (rotated past ``ledger.rotate_bytes``)."""
+        answer written to it (rotated past ``ledger.rotate_bytes``).
+
+        :raises UnusableFile: ``ledger.file`` (or its sums, or a part) is no regular file.
+        """
         if settings.file is None:
             return cls()
+        check_regular(settings.file)
         ledger = cls.read(settings.file)
         if ledger.skipped:
             logger.warning("%d lines of the ledger file %s were not answers and were skipped",
@@ -353,12 +357,15 @@ class Ledger:
         footprints: tuple[Footprint, Footprint] | None = None,
         body_chars: int = 0,
         now: float | None = None,
+        beside: bool = False,
     ) -> Entry | None:
         """Bill one answer of ``session`` (``None``: in the totals only; ``usage``
         ``None``: its usage was not read).
 
         :param footprints: the request unprocessed and cleaned (``None``: forwarded as
             it came, so it would have cost what it was billed).
+        :param beside: a call beside the session's history (an embedding): the next
+            request is compared with the one before it, not with this one.
         """
         now = self.clock() if now is None else now
         session = None if session is None else name(session)
@@ -374,14 +381,15 @@ class Ledger:
                 without, expected = usage, None
                 writes = get_codec(fmt).cache_writes_billed
                 before = ledger.before
+                # Nothing is expected from a cache the lifetime says has expired.
+                warm = still_cached(settings.cache_lifetime_seconds, ledger.last, now)
                 if footprints is not None:
                     without = without_middleware(
                         usage, writes=writes, raw=footprints[0],
                         cleaned=footprints[1], before=before, body_chars=body_chars,
+                        warm=warm and ledger.billed.cache_read > 0,
                     )  # fmt: skip
                 if footprints is not None and before is not None:
-                    # Nothing is expected from a cache the lifetime says has expired.
-                    warm = still_cached(settings.cache_lifetime_seconds, ledger.last, now)
                     expected = expected_read(
                         usage, writes=writes, cleaned=footprints[1],
                         before=before[1] if warm else None, body_chars=body_chars,
@@ -397,7 +405,8 @@ class Ledger:
                     None if dollars is None else dollars[1],
                     expected if expected is None or expected <= MAX_TOKENS else None,
                 )
-            ledger.before = footprints
+            if not beside:
+                ledger.before = footprints
             ledger.add(entry, now)
             self.totals.add(entry, now)
         if self.journal is not None:

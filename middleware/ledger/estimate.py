@@ -15,7 +15,11 @@ estimate gets wrong is the difference, never the bill:
   cache breakpoint stays as billed) or is plain input (OpenAI, which bills no writes);
 * a request that read nothing from the cache (the first of a session, or one after the
   cache expired) would have read nothing either; one that neither read nor wrote (a
-  provider or a client that does not cache) would not have cached either.
+  provider or a client that does not cache) would not have cached either; unless the
+  session's cache is warm (its previous request within the cache's lifetime, and an
+  answer of the session read from it): then a request read nothing because the requests
+  before it went cleaned and it does not (a compaction of the history forwarded as it
+  came), and unprocessed it would have read the prefix it shares with them.
 """
 
 from __future__ import annotations
@@ -170,6 +174,7 @@ def without_middleware(
     cleaned: Footprint,
     before: tuple[Footprint, Footprint] | None,
     body_chars: int,
+    warm: bool = False,
 ) -> Usage:
     """The usage the unprocessed request would have been billed (see the module's text).
 
@@ -177,15 +182,16 @@ def without_middleware(
     :param raw: the request as the client sent it; ``cleaned``: as it was forwarded.
     :param before: the previous request of the session, unprocessed and cleaned.
     :param body_chars: characters of the forwarded body (the prompt the provider counted).
+    :param warm: the session's cache is warm (see the module's text).
     """
     if raw == cleaned and (before is None or before[0] == before[1]):
         return billed
     per_char = _tokens_per_char(billed, body_chars)
     prompt = max(0, billed.prompt + round(per_char * (raw.total - cleaned.total)))
-    if billed.cache_read == 0 and billed.cache_write == 0:
+    if billed.cache_read == 0 and billed.cache_write == 0 and not warm:
         return Usage(input=prompt, output=billed.output)
     read = billed.cache_read
-    if read and before is not None:
+    if (read or warm) and before is not None:
         read += round(per_char * (raw.shared(before[0]) - cleaned.shared(before[1])))
     if not writes:
         read = min(max(read, 0), prompt)

@@ -24,6 +24,7 @@ import logging
 import os
 import queue
 import re
+import stat
 import sys
 import threading
 import weakref
@@ -31,6 +32,9 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from middleware.errors import MiddlewareError
+from middleware.spill.bounded import kind_of, unlike
 
 if sys.platform != "win32":
     import fcntl
@@ -60,6 +64,37 @@ MAX_LINE_BYTES = 64 * 1024
 _STOP = object()
 #: Read too: whether the file ends a line is read before appending one.
 _FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+
+
+#: Reading a ledger file never waits for a writer (a FIFO there is refused at once).
+_READING = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class UnusableFile(MiddlewareError, OSError):
+    """A path of the ledger's that is no regular file (a FIFO, a device, a folder)."""
+
+
+def check_regular(path: str | Path) -> None:
+    """Refuse a ledger file that exists and is no regular file (a link to one is one); one
+    that does not exist yet is made by the first answer. Nothing is opened to tell
+    (``stat``: a FIFO, which waits for a writer when it is opened, never blocks it).
+
+    :raises UnusableFile: saying which path, what it is, and what to set instead.
+    """
+    path = Path(path).expanduser()
+    try:
+        found = unlike(path, stat.S_ISREG)
+    except OSError as exc:
+        raise UnusableFile(f"cannot use the ledger file {path} (ledger.file): {exc}") from exc
+    if found is not None:
+        raise _unusable(path, found)
+
+
+def _unusable(path: Path, found: str) -> UnusableFile:
+    return UnusableFile(
+        f"the ledger file {path} is {found}, not a regular file: set ledger.file to a file, "
+        "or to a path where one can be made"
+    )
 
 
 class Journal:
@@ -269,11 +304,16 @@ class Lines:
         self.max_bytes = max_bytes
 
     def __iter__(self) -> Iterator[dict[str, Any] | None]:
+        """:raises UnusableFile: the path is no regular file (told without blocking)."""
         try:
-            file = self.path.open("rb")
+            fd = os.open(self.path, _READING)
         except FileNotFoundError:
             return
-        with file:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            raise _unusable(self.path, kind_of(mode))
+        with os.fdopen(fd, "rb") as file:
             while line := file.readline(self.max_bytes + 1):
                 if len(line) > self.max_bytes and not line.endswith(b"\n"):
                     while line and not line.endswith(b"\n"):  # the rest of it, unread

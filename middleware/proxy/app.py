@@ -1,11 +1,13 @@
 """The ASGI application: clean the history of each model request, relay the providers' APIs.
 
 ``POST /v1/messages``, ``/v1/messages/count_tokens`` (Anthropic), ``/v1/chat/completions``
-and ``/v1/responses`` (OpenAI) have their request body's history run through the
-pipeline, in its own wire format, before the body is forwarded with every other field as it
-was; the ``usage`` of their answers goes to the ledger (:mod:`middleware.ledger`). Every
-other path and method under a provider's API (``/v1/...``, ``/v1beta/...``) is forwarded
-untouched; any other path is answered 404. ``/policy/NAME/`` in front of a path selects
+and ``/v1/responses`` (OpenAI) and Gemini's model methods have their request body's history
+run through the pipeline, in its own wire format, before the body is forwarded with every
+other field as it was; the ``usage`` of their answers goes to the ledger
+(:mod:`middleware.ledger`), and so does that of the billed routes forwarded as they came
+(``/v1/responses/compact``, ``/v1/completions``, ``/v1/embeddings``: :attr:`.Route.cleaned`).
+Every other path and method under a provider's API (``/v1/...``, ``/v1beta/...``) is
+forwarded untouched; any other path is answered 404. ``/policy/NAME/`` in front of a path selects
 another policy. ``GET /healthz``, ``/metrics``, ``/recall/{session}/{file}``,
 ``GET /sessions``, ``GET /sessions/{session}`` and ``DELETE /sessions/{session}`` are the
 proxy's own, held to the proxy's own origin (:mod:`middleware.proxy.origin`).
@@ -38,7 +40,7 @@ from middleware.conversations.front import Conversations
 from middleware.conversations.sessions import SessionPool
 from middleware.errors import MiddlewareError
 from middleware.formats.declarations import ErrorKind, Provider
-from middleware.formats.routes import providers, proxy_route
+from middleware.formats.routes import Routed, providers, proxy_route
 from middleware.ledger import Ledger
 from middleware.plugin.host import PluginHost
 from middleware.policy.secrets import redact_urls
@@ -181,7 +183,7 @@ class Proxy:
             try:
                 async with self.cleaning.admitted(len(body), settings.cleaning_wait_seconds):
                     cleaned, note = await anyio.to_thread.run_sync(
-                        self._clean, body, route.codec.name, lowered, source
+                        self._clean, body, route, lowered, source
                     )
             except NotAdmitted as exc:
                 self.metrics.passthrough.labels("busy").inc()
@@ -237,10 +239,11 @@ class Proxy:
         return b"".join(chunks)
 
     def _clean(
-        self, raw: bytes, fmt: str, headers: Mapping[str, str], source: PolicySource
+        self, raw: bytes, route: Routed, headers: Mapping[str, str], source: PolicySource
     ) -> tuple[Cleaned, Note | None]:
-        """Run the pipeline on one request body (in a worker thread), count what it did,
-        and keep what the console shows of it."""
+        """Run the pipeline on one request body (in a worker thread; a route only billed
+        goes as it came), count what it did, and keep what the console shows of it."""
+        fmt = route.codec.name
         self.conversations.follow(self.catalog.default.policy)  # as reloaded
         now = self.ledger.clock()
         notes: list[Note | None] = [None]
@@ -251,8 +254,9 @@ class Proxy:
                 notes[0] = self.console.note(cleaned, route=fmt, user_agent=agent, now=now)
 
         cleaned = self.conversations.request(
-            raw, fmt, headers, (source.key, source.policy), now=now, noted=noted
-        )
+            raw, fmt, headers, (source.key, source.policy), now=now, noted=noted,
+            cleaned=route.cleaned,
+        )  # fmt: skip
         note = notes[0]
         # What the request took while it was cleaned (the body parsed, the messages' exact
         # copies, the body written) is freed once it is answered: the allocator is asked to

@@ -15,6 +15,7 @@ from middleware.proxy.app import Proxy, create_app
 from middleware.proxy.policies import PolicyCatalog, PolicySource
 from middleware.proxy.settings import ProxySettings
 from middleware.spill import SpillSettings, open_root
+from middleware.spill.stores import check_local_folder
 
 
 def build_proxy(
@@ -28,14 +29,17 @@ def build_proxy(
 
     The proxy keeps its sessions' spill files when they go idle (``spill.keep``): the
     previews the agent already holds name them. A spill store it cannot open (an object
-    store without its extra, a URL fsspec does not know) is an error here, not at the
-    first request.
+    store without its extra, a URL fsspec does not know, a local folder that is a file or
+    a FIFO) or a ledger file that is no regular file is an error here, not at the first
+    request.
     """
     allocator.tune()  # before the worker threads start: fewer arenas of free memory
     layered = {"spill.keep": True, **(overrides or {})}
     plugins = host if host is not None else PluginHost.create()
     default = PolicySource("default", policy, plugins, layered)
-    open_root(bind(default.policy, SpillSettings))  # a store it cannot open: fail now
+    spill = bind(default.policy, SpillSettings)
+    open_root(spill)  # a store it cannot open, or a folder that is none: fail now
+    check_local_folder(spill)
     settings = bind(default.policy, ProxySettings)
     folder = Path(settings.policies_dir) if settings.policies_dir is not None else None
     catalog = PolicyCatalog(default, folder, plugins, layered)

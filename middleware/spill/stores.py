@@ -5,6 +5,7 @@ the proxy) opens it here."""
 from __future__ import annotations
 
 import json
+import stat
 import tempfile
 import threading
 from dataclasses import replace
@@ -13,6 +14,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from middleware.errors import MissingExtraError
+from middleware.spill.bounded import unlike
 from middleware.spill.layout import SpillError
 from middleware.spill.local import LocalRoot
 from middleware.spill.objects import ObjectRoot, ObjectWorkspace
@@ -44,6 +46,25 @@ def open_root(settings: SpillSettings) -> SpillRoot:
     """The root of the policy's store, for recall and retention."""
     folder = local_folder(settings)
     return LocalRoot(folder) if folder is not None else object_root(settings)
+
+
+def check_local_folder(settings: SpillSettings) -> None:
+    """Refuse a local store whose folder is something else than a folder (a FIFO, a file,
+    a device: every spill there would fail); one that does not exist yet is made at the
+    first spill. Nothing is opened to tell (``stat``: a FIFO never blocks it).
+
+    :raises SpillError: saying which path, what it is, and what to set instead.
+    """
+    folder = local_folder(settings)
+    try:
+        found = None if folder is None else unlike(folder, stat.S_ISDIR)
+    except OSError as exc:
+        raise SpillError(f"cannot use the spill folder {folder} (spill.root): {exc}") from exc
+    if found is not None:
+        raise SpillError(
+            f"the spill folder {folder} is {found}, not a folder: set spill.root (or "
+            "spill.url) to a folder, or to a path where one can be made"
+        )
 
 
 def with_url(settings: SpillSettings, url: str) -> SpillSettings:

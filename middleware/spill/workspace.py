@@ -31,10 +31,13 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
+from middleware.cache.kept import MAX_READING_BYTES
+from middleware.spill.bounded import Refused, private_file, read_bounded, say_refused
 from middleware.spill.layout import (
     MARKER,
     MAX_ID_CHARS,
@@ -64,6 +67,18 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
+#: Bytes of a spilled result read back to work on it (a summary of it), at most: twice
+#: the proxy's default body limit (proxy.max_body_bytes, 32 MiB), which no result the
+#: proxy spilled can be longer than; the results of the trajectories of ../shared/data
+#: take 78 KB at most.
+#: A larger one is refused (``chatcli-mw recall`` and ``/recall``, which only serve it,
+#: read it whole).
+MAX_RESULT_BYTES = 64 << 20
+#: Bytes of the folder's marker (``keep`` or ``remove``).
+MAX_MARKER_BYTES = 64
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 LEASES = ".leases"
 #: The file every process locks while it reads, merges and writes a session's record.
@@ -87,20 +102,24 @@ def _sync_pool() -> ThreadPoolExecutor:
         return _syncing_pool
 
 
-def read_result(path: Path) -> str | None:
+def read_result(path: Path, max_bytes: int | None = None, *, said: bool = False) -> str | None:
     """The content of a result file a workspace saved at ``path``, or ``None`` for
-    anything else (a link, not a regular file, missing, a content that does not match the
-    digest in its name)."""
+    anything else (missing; refused: a link, not a regular file, over ``max_bytes``, a
+    content that does not match the digest in its name). With ``said``, a refusal is
+    said in the log (a result read back to work on; recall, which answers that there is
+    no such result, says nothing more)."""
     if not is_result_name(path.name):
         return None
     try:
-        info = os.lstat(path)
-        if not stat.S_ISREG(info.st_mode):
-            return None
-        data = path.read_bytes()
-    except OSError:
+        data = read_bounded(path, max_bytes, private=False)
+        text = None if data is None else verified_text(path.name, data)
+        if data is not None and text is None:
+            raise Refused(f"{path} does not hold what its name's digest says")
+    except Refused as exc:
+        if said:
+            say_refused("result", str(exc))
         return None
-    return verified_text(path.name, data)
+    return text
 
 
 class SpillWorkspace:
@@ -199,14 +218,27 @@ class SpillWorkspace:
         path = Path(location)
         if path.parent != self.results_dir:
             return None
-        return read_result(path)
+        return read_result(path, MAX_RESULT_BYTES, said=True)
 
-    def load_reading(self, name: str) -> str | None:
-        """The reading kept under ``name`` (:mod:`middleware.cache.kept`), or ``None``:
-        missing, or not a private regular file of this user's."""
+    def load_reading(self, name: str, decode: Callable[[str], T | None]) -> T | None:
+        """The reading kept under ``name`` (:mod:`middleware.cache.kept`) as ``decode``
+        reads it, or ``None``: missing, or refused (not a private regular file of this
+        user's, over :data:`MAX_READING_BYTES`, not UTF-8, not what ``decode`` takes:
+        logged)."""
         if not is_reading_name(name):
             return None
-        return _read_private(self.session_dir / READINGS / f"{name}.json")
+        path = self.session_dir / READINGS / f"{name}.json"
+        try:
+            data = read_bounded(path, MAX_READING_BYTES, private=True)
+            if data is None:
+                return None
+            value = decode(data.decode("utf-8"))
+        except (Refused, UnicodeDecodeError) as exc:
+            say_refused("reading", str(exc) if isinstance(exc, Refused) else f"{path}: {exc}")
+            return None
+        if value is None:
+            say_refused("reading", f"{path} is not a reading of its text")
+        return value
 
     def save_reading(self, name: str, content: str) -> None:
         """Keep ``content`` under ``name``, written whole (a reader never sees part of
@@ -250,33 +282,12 @@ class SpillWorkspace:
             user's, holds more than ``max_bytes`` or is not UTF-8.
         """
         path = self.session_dir / RECORD
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
         try:
-            fd = os.open(path, flags)
-        except FileNotFoundError:
+            data = read_bounded(path, max_bytes, private=True)
+        except Refused as exc:
+            raise SpillError(f"refusing to read the record: {exc}; remove it") from exc
+        if data is None:
             return None
-        except OSError as exc:
-            raise SpillError(f"cannot read {path}: {exc}") from exc
-        try:
-            with os.fdopen(fd, "rb") as handle:
-                info = os.fstat(handle.fileno())
-                if not _private_file(info):
-                    raise SpillError(
-                        f"refusing to read {path}: it is not a private regular file of this "
-                        f"user's (mode {stat.S_IMODE(info.st_mode):o}); remove it"
-                    )
-                if info.st_size > max_bytes:
-                    raise SpillError(
-                        f"refusing to read {path}: it holds {info.st_size:,} bytes, more than "
-                        f"the {max_bytes:,} a record may hold; remove it"
-                    )
-                data = handle.read(max_bytes + 1)
-        except SpillError:
-            raise
-        except OSError as exc:
-            raise SpillError(f"cannot read {path}: {exc}") from exc
-        if len(data) > max_bytes:  # written in place by something else than a workspace
-            raise SpillError(f"refusing to read {path}: it grew past {max_bytes:,} bytes")
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -332,9 +343,13 @@ class SpillWorkspace:
             if self._others_hold_leases():
                 return
             try:
-                marker = (self.session_dir / MARKER).read_text(encoding="utf-8").strip()
-            except OSError:
+                found = read_bounded(self.session_dir / MARKER, MAX_MARKER_BYTES, private=True)
+            except Refused as exc:
+                say_refused("marker", str(exc))
+                return  # not a marker a workspace wrote
+            if found is None:
                 return  # not a folder a workspace created
+            marker = found.decode("utf-8", "replace").strip()
             if marker == "keep":
                 logger.info("kept spill workspace %s", self.session_dir)
                 return
@@ -376,13 +391,13 @@ class SpillWorkspace:
             info = os.lstat(target)
         except FileNotFoundError:
             return False
-        if not _private_file(info) or info.st_size != len(data):
+        if not private_file(info) or info.st_size != len(data):
             return False
         if self._known.get(target) == (info.st_ino, info.st_size, info.st_mtime_ns):
             return True
         try:
-            same = target.read_bytes() == data
-        except OSError:
+            same = read_bounded(target, len(data), private=True) == data
+        except Refused:
             return False
         if same:
             self._known[target] = (info.st_ino, info.st_size, info.st_mtime_ns)
@@ -426,25 +441,6 @@ def _pid_alive(pid: int) -> bool:
     except OSError:
         return True  # exists, but not ours to signal
     return True
-
-
-def _private_file(info: os.stat_result) -> bool:
-    """A regular file (not a link) only this user can read and write."""
-    return (
-        stat.S_ISREG(info.st_mode)
-        and stat.S_IMODE(info.st_mode) == 0o600
-        and (not hasattr(os, "getuid") or info.st_uid == os.getuid())
-    )
-
-
-def _read_private(path: Path) -> str | None:
-    """The text of ``path`` if it is a private regular file of this user's, else ``None``."""
-    try:
-        if not _private_file(os.lstat(path)):
-            return None
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 def _replace_private(folder: Path, name: str, content: str) -> None:

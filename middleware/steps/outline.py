@@ -32,6 +32,7 @@ lines, or fewer whole ones.
 from __future__ import annotations
 
 import heapq
+import re
 from collections.abc import Iterable
 
 from middleware.steps.line_kinds import (
@@ -68,6 +69,9 @@ UNLIKE_SHARE = 1 / 4
 MIN_REPORT_CHARS = 12
 
 _Line = tuple[int, str, frozenset[str]]  # number, rendered line, the new tokens it shows
+#: A line of an outline, and one of its notices (:func:`_notice`).
+_SHOWN = re.compile(r"([1-9][0-9]*): (.*)", re.DOTALL)
+_NOTICE = re.compile(r"… and [0-9]+ more (?:error|warning) lines? \(lines? [0-9]+(?:–[0-9]+)?\)")
 
 
 def outline(text: str, start: int, end: int, budget: int) -> str:
@@ -84,6 +88,44 @@ def outline(text: str, start: int, end: int, budget: int) -> str:
     scan = _Scan(text, first, text.rfind("\n", first, min(end, first + MAX_SCAN)) + 1, shown)
     scan.add_reports(text.rfind("\n", first, min(end, first + MAX_REPORT_SCAN)) + 1)
     return _render(_Selection(budget - len(HEADING), scan))
+
+
+def could_be_outline(found: str, text: str, start: int, end: int, budget: int) -> bool:
+    """Whether ``found`` could be the :func:`outline` of these arguments: ``""``, or its
+    heading, then lines of ``text`` wholly inside ``text[start:end]`` in file order, each
+    as the outline shows it (its number, the line squeezed and cut at one of
+    :data:`LINE_WIDTHS`), then its notices; within ``budget``. One pass over the text up
+    to the last line shown, far less than working the outline out: an outline read back
+    from a file is used only if it passes, so it never shows what the text does not hold."""
+    if not found:
+        return True
+    if len(found) > budget or not found.startswith(HEADING + "\n"):
+        return False
+    entries = found[len(HEADING) + 1 :].split("\n")
+    notices = 0
+    while notices < len(entries) and _NOTICE.fullmatch(entries[-1 - notices]):
+        notices += 1
+    shown = [_SHOWN.fullmatch(entry) for entry in entries[: len(entries) - notices]]
+    numbers = [int(match[1]) for match in shown if match is not None]
+    if len(numbers) < len(shown) or numbers != sorted(set(numbers)):
+        return False
+    if not numbers:
+        return notices > 0
+    lines = text.split("\n", numbers[-1])  # lines[n - 1] is line n; a line shown ends in one
+    if len(lines) <= numbers[-1]:
+        return False
+    position, at = 0, 1  # where line ``at`` starts
+    for number, match in zip(numbers, shown, strict=True):
+        assert match is not None
+        position += sum(map(len, lines[at - 1 : number - 1])) + number - at
+        at = number
+        line = lines[number - 1]
+        if position < start or position + len(line) > end:
+            return False
+        squeezed = _shown(line)
+        if match[2] not in {cut_between_tokens(squeezed, width) for width in LINE_WIDTHS}:
+            return False
+    return True
 
 
 class _Scan:

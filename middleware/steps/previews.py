@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, cast
 
 from middleware.cache.kept import KeptKind, KeptReadings
 from middleware.policy.schema import default_of
@@ -26,7 +26,7 @@ from middleware.policy.templates import (
     template_pattern,
     with_quoted,
 )
-from middleware.steps.outline import outline
+from middleware.steps.outline import could_be_outline, outline
 from middleware.steps.read_back import FileRead, ReadBack
 
 #: The outline of a preview, kept for a process that starts cold (:mod:`middleware.cache.kept`).
@@ -35,6 +35,8 @@ OUTLINE = KeptKind(
     ("middleware.steps.outline", "middleware.steps.mentions", "middleware.steps.line_kinds"),
     encode=lambda lines: lines,
     decode=lambda value: value if isinstance(value, str) else None,
+    # Its key is ("outline", text, start, end, budget).
+    check=lambda lines, key: could_be_outline(lines, *cast(tuple[str, int, int, int], key[1:])),
 )
 #: Fields a preview template may use.
 _FIELDS = with_quoted(PREVIEW_FIELDS)

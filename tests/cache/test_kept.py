@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from session_builders import listing as output
+from session_builders import long_results as history
 
 import middleware
 from middleware.cache import DerivedCache, kept
@@ -22,27 +24,6 @@ from middleware.spill.objects import ObjectWorkspace
 from middleware.spill.workspace import SpillWorkspace
 from middleware.steps import previews
 from middleware.steps.microcompact import readings
-
-
-def output(i: int, lines: int) -> str:
-    return "".join(
-        f"src/mod_{i}/file_{n}.py:{n}: value_{i}_{n} = compute(x)\n" for n in range(lines)
-    )
-
-
-def history(turns: int = 12) -> list[Any]:
-    """A session whose results are over the cap (previews with an outline) or old enough to
-    be weighed for a summary, all longer than the shortest text whose readings are kept."""
-    messages: list[Any] = [{"role": "user", "content": "go"}]
-    for i in range(turns):
-        messages.append({"role": "assistant", "content": [
-            {"type": "tool_use", "id": f"toolu_{i}", "name": "Bash", "input": {"command": "ls"}},
-        ]})  # fmt: skip
-        text = output(i, 400 if i % 3 == 0 else 90)
-        messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": text},
-        ]})  # fmt: skip
-    return messages
 
 
 def pipeline(root: Path, **kwargs: Any) -> middleware.Pipeline:
@@ -189,9 +170,9 @@ def test_the_workspace_keeps_a_reading_only_under_its_own_names(tmp_path: Path) 
     workspace = SpillWorkspace("s", tmp_path)
     name = "outline-" + "a" * 40
     workspace.save_reading(name, "content")
-    assert workspace.load_reading(name) == "content"
-    assert workspace.load_reading("../" + name) is None
-    assert workspace.load_reading("outline-" + "b" * 40) is None
+    assert workspace.load_reading(name, str) == "content"
+    assert workspace.load_reading("../" + name, str) is None
+    assert workspace.load_reading("outline-" + "b" * 40, str) is None
     with pytest.raises(ValueError, match="not a reading name"):
         workspace.save_reading("../../etc/x", "content")
     workspace.close()

@@ -182,9 +182,9 @@ def large_stack(tmp_path: Path) -> Iterator[Stack]:
 
 def test_responses_compact_goes_through_untouched_and_its_item_comes_back(stack: Stack) -> None:
     """``POST /v1/responses/compact`` (the OpenAI SDK's ``responses.compact``, Codex's v1
-    remote compaction) is no history route: forwarded byte for byte, answered as it came,
-    neither billed nor a failure; the item it returns, sent back in the next request, is
-    accepted."""
+    remote compaction) is not cleaned: forwarded byte for byte, answered as it came, billed
+    (tests/proxy/test_billed_routes.py), never a failure; the item it returns, sent back
+    in the next request, is accepted."""
     history = [
         {"type": "message", "role": "user", "content": "Build it."},
         {"type": "function_call", "call_id": "call_1", "name": "make", "arguments": "{}"},
@@ -205,9 +205,10 @@ def test_responses_compact_goes_through_untouched_and_its_item_comes_back(stack:
         assert answer.output_text == "ok"
         assert json.loads(stack.provider.raw[-1])["input"] == json.loads(wire(follow))
     total = httpx.get(stack.url + "/sessions").json()["total"]
-    assert total["requests"] == 1  # the compact call is not billed, the next one once
+    assert total["requests"] == 2  # the compact call and the next one
     metrics = httpx.get(stack.url + "/metrics").text
-    assert 'chatcli_proxy_requests_total{route="other",status="200"} 1.0' in metrics
+    line = 'chatcli_proxy_requests_total{route="/v1/responses/compact",status="200"} 1.0'
+    assert line in metrics
     assert "chatcli_proxy_failures_total{" not in metrics
     assert not stack.provider.refused
 
@@ -282,9 +283,10 @@ def test_anthropic_compaction_blocks_pass_through(large_stack: Stack, streamed: 
 
 
 def test_a_wrapped_client_compacts_untouched(provider: tuple[Provider, str]) -> None:
-    """``middleware.wrap()`` leaves ``responses.compact`` alone (no history route for an
-    SDK client either) and cleans the request that carries its item around it."""
+    """``middleware.wrap()`` leaves ``responses.compact`` alone (it bills it, and sends it
+    as it came) and cleans the request that carries its item around it."""
     import middleware
+    from middleware.integrations.sdk import cleaner_of
 
     stand_in, url = provider
     history = [
@@ -300,6 +302,7 @@ def test_a_wrapped_client_compacts_untouched(provider: tuple[Provider, str]) -> 
         call = {"type": "function_call", "call_id": "call_2", "name": "make", "arguments": "{}"}
         follow = [*kept, call, {"type": "message", "role": "user", "content": "Go on."}]
         client.responses.create(model="gpt-5.5", input=follow)
+        assert cleaner_of(client).ledger.total()["requests"] == 2  # both billed
     arrived = json.loads(stand_in.raw[-1])["input"]
     assert arrived[: len(kept) + 1] == [*kept, call]
     assert arrived[len(kept) + 1]["call_id"] == "call_2"  # its missing output, written

@@ -15,37 +15,19 @@ import anthropic
 import httpx
 import openai
 import pytest
+from billing_builders import Clock, output, reported
 from prompt_cache import PromptCache
 from proxy_stack import Stack, running
 from servers import closed_at_the_end, serving
 from stand_in import Provider
 from waiting import wait_for
 
-from middleware.ledger import Usage, read_usage
+from middleware.ledger import Usage
 from middleware.ledger.prices import ModelPrices
 
 MODEL = "claude-sonnet-5"
 SONNET = ModelPrices(2.0, 10.0, 0.2, 2.5, 4.0)
 SESSION = "ledger-session"
-
-
-class Clock:
-    """The stand-in's clock, moved by the test (the cache's 5 minutes pass at once)."""
-
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def output(turn: int) -> str:
-    """A command's output: long, varied, with the names a model would come back for."""
-    lines = [
-        f"src/module_{turn}_{n}.py:{n}: def handler_{turn}_{n}(request): value = {n * 7}"
-        for n in range(900)
-    ]
-    return "\n".join(lines)
 
 
 def agent_turns(turns: int) -> Iterator[list[dict[str, Any]]]:
@@ -74,24 +56,6 @@ def agent_turns(turns: int) -> Iterator[list[dict[str, Any]]]:
 
 SYSTEM = [{"type": "text", "text": "You are a coding agent. " * 400,
            "cache_control": {"type": "ephemeral"}}]  # fmt: skip
-
-
-def reported(cache: PromptCache, fmt: str) -> Usage:
-    total = Usage()
-    for kind, usage in cache.reported:
-        if kind == fmt:
-            read = read_usage(fmt, usage)
-            assert read is not None
-            total += read
-    return total
-
-
-@pytest.fixture
-def caching() -> Iterator[tuple[Provider, str, Clock]]:
-    clock = Clock()
-    stand_in = Provider(cache=PromptCache(clock), context_chars=10**8)
-    with serving(stand_in.app()) as url:
-        yield stand_in, url, clock
 
 
 def test_the_ledger_bills_what_the_provider_reported_and_estimates_the_rest(

@@ -107,7 +107,7 @@ def test_other_paths_and_headers_pass_through(stack: Stack) -> None:
     saw = answer.headers["x-stand-in-saw"].split(",")
     assert {"authorization", "openai-organization", "x-custom"} <= set(saw)
     assert not {"x-hop", "te"} & set(saw)  # (the new hop sets its own connection)
-    missing = httpx.post(stack.url + "/v1/embeddings", json={"input": "x"}, headers=OPENAI)
+    missing = httpx.post(stack.url + "/v1/moderations", json={"input": "x"}, headers=OPENAI)
     assert missing.status_code == 404  # the upstream's answer, whatever it is
 
 

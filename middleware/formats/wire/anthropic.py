@@ -155,20 +155,15 @@ class AnthropicCodec(Codec):
 
     def usage_counts(self, usage: Mapping[str, Any]) -> UsageCounts | None:
         """Cache writes split by lifetime (``cache_creation.ephemeral_1h_input_tokens``:
-        the 1-hour ones, the rest 5-minute)."""
-        written = count_of(usage, "cache_creation_input_tokens")
-        split = usage.get("cache_creation")
-        hour = min(
-            count_of(split, "ephemeral_1h_input_tokens") if isinstance(split, Mapping) else 0,
-            written,
-        )
-        return UsageCounts(
-            input=count_of(usage, "input_tokens"),
-            cache_read=count_of(usage, "cache_read_input_tokens"),
-            cache_write_5m=written - hour,
-            cache_write_1h=hour,
-            output=count_of(usage, "output_tokens"),
-        )
+        the 1-hour ones, the rest 5-minute); with the ``compaction`` entries of
+        ``iterations`` added (a ``compact_20260112`` edit's own sampling, which the
+        top-level fields leave out)."""
+        counts = _usage_counts(usage)
+        iterations = usage.get("iterations")
+        for entry in iterations if isinstance(iterations, list) else ():
+            if isinstance(entry, Mapping) and entry.get("type") == "compaction":
+                counts = UsageCounts(*map(sum, zip(counts, _usage_counts(entry), strict=True)))
+        return counts
 
     def event_usage(self, event: Mapping[str, Any]) -> tuple[Any, Any] | None:
         """``message_start`` (the input and cache fields, in its message) and
@@ -473,3 +468,20 @@ def _results(
 
 def _tool_use_ids(message: dict[str, Any]) -> set[str]:
     return {b.get("id") or "" for b in _blocks(message) if b.get("type") == "tool_use"}
+
+
+def _usage_counts(usage: Mapping[str, Any]) -> UsageCounts:
+    """The tokens of one ``usage`` object, or of one of its ``iterations``."""
+    written = count_of(usage, "cache_creation_input_tokens")
+    split = usage.get("cache_creation")
+    hour = min(
+        count_of(split, "ephemeral_1h_input_tokens") if isinstance(split, Mapping) else 0,
+        written,
+    )
+    return UsageCounts(
+        input=count_of(usage, "input_tokens"),
+        cache_read=count_of(usage, "cache_read_input_tokens"),
+        cache_write_5m=written - hour,
+        cache_write_1h=hour,
+        output=count_of(usage, "output_tokens"),
+    )

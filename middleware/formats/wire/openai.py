@@ -92,8 +92,18 @@ def cached_prompt_usage(
 class OpenAIChatCodec(Codec):
     name: ClassVar[str] = "openai"
     provider: ClassVar[Provider] = OPENAI
-    proxy_routes: ClassVar[tuple[Route, ...]] = (Route("/v1/chat/completions"),)
-    client_routes: ClassVar[tuple[Route, ...]] = (Route("/chat/completions"),)  # and Azure
+    #: Legacy completions and embeddings hold no history, and report their ``usage`` in
+    #: Chat Completions' shape: billed, forwarded as they came.
+    proxy_routes: ClassVar[tuple[Route, ...]] = (
+        Route("/v1/chat/completions"),
+        Route("/v1/completions", cleaned=False),
+        Route("/v1/embeddings", cleaned=False),
+    )
+    client_routes: ClassVar[tuple[Route, ...]] = (  # and Azure's
+        Route("/chat/completions"),
+        Route("/completions", cleaned=False),
+        Route("/embeddings", cleaned=False),
+    )
 
     reads_plain_history: ClassVar[bool] = True
     #: Roles only OpenAI's formats have; ``developer`` Responses has too (weak evidence).

@@ -51,8 +51,17 @@ class ResponsesCodec(Codec):
 
     name: ClassVar[str] = "responses"
     provider: ClassVar[Provider] = OPENAI
-    proxy_routes: ClassVar[tuple[Route, ...]] = (Route("/v1/responses"),)
-    client_routes: ClassVar[tuple[Route, ...]] = (Route("/responses"),)
+    #: ``/responses/compact`` (Codex CLI's remote compaction, the SDKs'
+    #: ``responses.compact``) is a model call on the history: billed, and forwarded as it
+    #: came (what it gives back replaces the history the provider summarised).
+    proxy_routes: ClassVar[tuple[Route, ...]] = (
+        Route("/v1/responses"),
+        Route("/v1/responses/compact", cleaned=False),
+    )
+    client_routes: ClassVar[tuple[Route, ...]] = (
+        Route("/responses"),
+        Route("/responses/compact", cleaned=False),
+    )
 
     history_key: ClassVar[str] = "input"
     stored_state_keys: ClassVar[tuple[str, ...]] = ("previous_response_id", "conversation")

@@ -59,6 +59,10 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+#: Every type :func:`detect_content_type` gives.
+CONTENT_TYPES = frozenset({name for name, _ in RULES} | {"text"})
+
+
 def detect_content_type(text: str) -> str:
     """The first matching type of :data:`RULES`, else ``"text"``."""
     stripped = text.strip()

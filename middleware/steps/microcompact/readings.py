@@ -6,16 +6,20 @@ store agrees (a session's requests carry the same old results again and again)."
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from middleware.cache import Identity
 from middleware.cache.kept import KeptKind
 from middleware.plugin.context import StepContext, verified
 from middleware.steps.mentions import error_lines, mentions
-from middleware.steps.microcompact.content_types import detect_content_type
+from middleware.steps.microcompact.content_types import CONTENT_TYPES, detect_content_type
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.steps.notices import without_notices
 from middleware.view import ToolResult
+
+#: About what a summary's line takes, without and with the sentence saying how to read
+#: the text back (``{recall}`` in its template).
+SUMMARY_LINES = (200, 450)
 
 
 class Parts(NamedTuple):
@@ -76,7 +80,8 @@ class Readings:
         read once per text and settings, however many requests repeat it."""
         lines, share = self.settings.error_lines, self.settings.mentions_share
         # The summary's line, and the sentence saying how to read the text back.
-        line = 200 + (250 if "{recall}" in self.settings.summary_template else 0)
+        line = SUMMARY_LINES[1] if "{recall}" in self.settings.summary_template else (
+            SUMMARY_LINES[0])  # fmt: skip
 
         def read() -> Parts:
             found = tuple(_within_share(mentions(text, count), share, len(text)))
@@ -142,6 +147,28 @@ def _parts_from(value: object) -> Parts | None:
     return Parts(tuple(found), tuple(errors), content_type, size)
 
 
+def _could_be_parts(parts: Parts, text: str, count: int, lines: int) -> bool:
+    """Whether ``parts`` could be what a summary keeps of ``text`` (the key of
+    :data:`PARTS`): at most ``count`` mentions and ``lines`` error lines, each found in
+    the text after the one before it (in order of appearance, as they are read), a
+    content type :func:`detect_content_type` gives, and the size they add up to. A
+    reading read back from a file is used only if it passes: it never names what the
+    text does not say. Each search starts where the last one was found, so the check
+    reads no further into the text than working the parts out did."""
+    if len(parts.mentions) > count or len(parts.errors) > lines:
+        return False
+    if parts.content_type not in CONTENT_TYPES:
+        return False
+    for found in (parts.mentions, parts.errors):
+        at = 0
+        for piece in found:
+            at = text.find(piece, at) if piece and "\n" not in piece else -1
+            if at < 0:
+                return False
+    listed = sum(len(m) + 2 for m in parts.mentions) + sum(len(e) + 13 for e in parts.errors)
+    return parts.summary_size - listed in SUMMARY_LINES
+
+
 def _strings(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
@@ -157,6 +184,8 @@ PARTS = KeptKind(
     ),
     encode=lambda parts: [list(parts.mentions), list(parts.errors), *parts[2:]],
     decode=_parts_from,
+    # Its key is ("summary-parts", text, count, lines, share).
+    check=lambda parts, key: _could_be_parts(parts, *cast(tuple[str, int, int], key[1:4])),
 )
 
 
