@@ -1,5 +1,6 @@
 """Fixtures every test folder may use: an S3-compatible server on loopback, started once
-for the run by the first test that asks for it, and an empty bucket in it; the texts
+for the run by the first test that asks for it, and an empty bucket in it; a PostgreSQL
+server likewise, and an empty database in it; the texts
 microcompaction reads for their summaries.
 
 Every test also gets a temporary folder of its own as the system's (``TMPDIR`` and
@@ -18,6 +19,7 @@ import parallel
 import pytest
 import servers
 from hypothesis import settings
+from database import PostgresServer, postgres_server
 from object_store import S3Server, s3_server
 
 # Hypothesis times each example against a deadline (200 ms) by default: a timed test, which a
@@ -81,6 +83,18 @@ def s3() -> Iterator[S3Server]:
 @pytest.fixture
 def bucket(s3: S3Server) -> str:
     return s3.bucket()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    with postgres_server() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_url(postgres: PostgresServer) -> str:
+    """A new empty database on the worker's PostgreSQL server."""
+    return postgres.database()
 
 
 @pytest.fixture

@@ -1,0 +1,201 @@
+"""The records a replica holds for a database on another machine: a SQLite file of its own
+(``outbox-REPLICA.sqlite`` in the state folder) that the writer's thread fills and a
+shipping thread empties into the database, oldest first.
+
+What is in the outbox survives the process: a replica killed, or stopped while the
+database is away, sends it when it starts again. A batch is removed from the outbox only
+once the database has committed it; should the replica die between the two, the batch is
+sent again and its keys make it count once.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from middleware.logs import IntervalLog
+from middleware.records.rows import AnswerRow, RequestRow
+from middleware.records.store import RecordStore
+from middleware.records.writer import BATCH_ROWS, RETRY_SECONDS, WriterCounts, is_unreachable
+
+logger = logging.getLogger(__name__)
+
+_metadata = sa.MetaData()
+_outbox = sa.Table(
+    "chatcli_outbox",
+    _metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("kind", sa.String(8), nullable=False),
+    sa.Column("body", sa.LargeBinary, nullable=False),
+    sa.Column("bytes", sa.Integer, nullable=False),
+)
+
+
+class Outbox:
+    """A writer's sink in front of ``target``: rows go to a local file at once, and a
+    thread sends them on. :attr:`counts` are the sending's (the target's reachability)."""
+
+    def __init__(self, path: Path, target: RecordStore) -> None:
+        self.target = target
+        self.where = target.where
+        self.counts = WriterCounts()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = RecordStore(
+            sa.create_engine(f"sqlite+pysqlite:///{path}", connect_args={"timeout": 30.0}),
+            str(path),
+        )
+        _metadata.create_all(self._local.engine)
+        self._log = IntervalLog(logger)
+        self._changed = threading.Condition()
+        self._written = self._last_id()  # the newest row in the file
+        with self._local.connection() as connection:
+            total = connection.execute(sa.select(sa.func.sum(_outbox.c.bytes))).scalar()
+        self._held = int(total or 0)
+        self._shipped = 0  # the newest row sent on
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="chatcli-outbox", daemon=True)
+        self._thread.start()
+
+    @property
+    def held(self) -> int:
+        """Bytes the outbox holds."""
+        return self._held
+
+    def write(self, answers: Sequence[AnswerRow], requests: Sequence[RequestRow]) -> int:
+        rows = [_packed("answer", a) for a in answers] + [_packed("request", r) for r in requests]
+        with self._local.connection() as connection:
+            connection.execute(sa.insert(_outbox), rows)
+        last = self._last_id()
+        with self._changed:
+            self._held += sum(row["bytes"] for row in rows)
+            self._written = max(self._written, last)
+            self._changed.notify_all()
+        return len(rows)
+
+    def flush(self, timeout: float, clock: Callable[[], float]) -> bool:
+        """Wait until what is in the outbox now has been sent on."""
+        deadline = clock() + timeout
+        with self._changed:
+            target = self._written
+            while self._shipped < target:
+                left = deadline - clock()
+                if left <= 0 or not self._thread.is_alive():
+                    return False
+                self._changed.wait(left)
+        return True
+
+    def close(self) -> None:
+        with self._changed:
+            self._closing = True
+            self._changed.notify_all()
+        self._thread.join(1.0)
+        self._local.close()
+
+    # -- the sending thread -------------------------------------------------------------
+
+    def _last_id(self) -> int:
+        with self._local.connection() as connection:
+            return int(connection.execute(sa.select(sa.func.max(_outbox.c.id))).scalar() or 0)
+
+    def _run(self) -> None:
+        wait = RETRY_SECONDS[0]
+        while True:
+            with self._changed:
+                while self._shipped >= self._written and not self._closing:
+                    self._changed.wait()
+                if self._closing:
+                    return
+            try:
+                sent = self._send_oldest()
+            except sa.exc.DBAPIError as exc:
+                if is_unreachable(exc):
+                    self._away(exc)
+                    with self._changed:
+                        self._changed.wait(wait)
+                    wait = min(wait * 2, RETRY_SECONDS[1])
+                    continue
+                raise
+            wait = RETRY_SECONDS[0]
+            with self._changed:
+                self._shipped = max(self._shipped, sent)
+                self._changed.notify_all()
+
+    def _send_oldest(self) -> int:
+        """Send the oldest batch on and remove it; the newest id now sent (all of them,
+        when the outbox is empty)."""
+        with self._local.connection() as connection:
+            batch = connection.execute(
+                sa.select(_outbox).order_by(_outbox.c.id).limit(BATCH_ROWS)
+            ).all()
+        if not batch:
+            return self._written
+        answers = [_unpacked(r.body, AnswerRow) for r in batch if r.kind == "answer"]
+        requests = [_unpacked(r.body, RequestRow) for r in batch if r.kind == "request"]
+        try:
+            self.target.write(answers, requests)  # type: ignore[arg-type]
+        except sa.exc.DBAPIError as exc:
+            if is_unreachable(exc) or len(batch) == 1:
+                raise
+            self._one_at_a_time(batch)
+        else:
+            self.counts.written += len(batch)
+            self._back()
+        with self._local.connection() as connection:
+            connection.execute(sa.delete(_outbox).where(_outbox.c.id <= batch[-1].id))
+        with self._changed:
+            self._held -= sum(row.bytes for row in batch)
+        return int(batch[-1].id)
+
+    def _one_at_a_time(self, batch: Sequence[Any]) -> None:
+        for row in batch:
+            kind = AnswerRow if row.kind == "answer" else RequestRow
+            single = _unpacked(row.body, kind)
+            try:
+                if isinstance(single, AnswerRow):
+                    self.target.write([single], [])
+                else:
+                    self.target.write([], [single])
+            except sa.exc.DBAPIError as exc:
+                if is_unreachable(exc):
+                    raise
+                self.counts.refused += 1
+                self._log(logging.ERROR, "refused", "%s refused a record (%s): it is left "
+                          "out", self.where, exc.orig)  # fmt: skip
+            else:
+                self.counts.written += 1
+
+    def _away(self, exc: sa.exc.DBAPIError) -> None:
+        self.counts.reachable = False
+        self.counts.error = str(exc.orig).strip().splitlines()[0][:300] if exc.orig else str(exc)
+        self._log(logging.ERROR, "away", "cannot send records to %s (%s): they wait in the "
+                  "outbox and are sent when it answers", self.where, self.counts.error)  # fmt: skip
+
+    def _back(self) -> None:
+        if not self.counts.reachable:
+            self._log(logging.WARNING, "back", "%s answers again", self.where)
+        self.counts.reachable, self.counts.error = True, None
+
+
+def _packed(kind: str, row: AnswerRow | RequestRow) -> dict[str, Any]:
+    fields = asdict(row)
+    if isinstance(row, RequestRow):
+        fields["record"] = base64.b64encode(row.record).decode("ascii")
+    body = json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return {"kind": kind, "body": body, "bytes": row.size}
+
+
+def _unpacked(body: bytes, kind: type[AnswerRow] | type[RequestRow]) -> AnswerRow | RequestRow:
+    fields = json.loads(body)
+    if kind is RequestRow:
+        fields["record"] = base64.b64decode(fields["record"])
+        return RequestRow(**fields)
+    fields["tags"] = tuple(tuple(pair) for pair in fields.get("tags", ()))
+    return AnswerRow(**fields)

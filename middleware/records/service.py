@@ -1,0 +1,137 @@
+"""The records of one process: the database its settings name, the writer in front of it
+(and the outbox, for a database on a server), and the pruning of old console records.
+
+Whoever records (the ledger, the console) puts rows here and never waits for the
+database; whoever reads (``/sessions``, the pages, ``chatcli-mw ledger``) reads
+:meth:`Records.store` after this process's own rows are written, so a request's answer
+is in the sums the next read shows.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from middleware.records.outbox import Outbox
+from middleware.records.rows import AnswerRow, RequestRow
+from middleware.records.settings import RecordSettings, state_folder
+from middleware.records.store import MEMORY, RecordStore, prune
+from middleware.records.writer import RecordWriter
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between two prunings of old console records.
+PRUNE_SECONDS = 3600.0
+#: Seconds a read waits for this process's rows to be written first.
+READ_AFTER_WRITE_SECONDS = 1.0
+#: Seconds closing waits for the rows still queued.
+CLOSE_SECONDS = 5.0
+
+
+class Records:
+    """A process's records: rows put, written off the caller's path, read back."""
+
+    def __init__(
+        self, store: RecordStore, writer: RecordWriter, replica: str, outbox: Outbox | None = None
+    ) -> None:
+        self._store = store
+        self.writer = writer
+        self.replica = replica
+        self.outbox = outbox
+        self.settings: RecordSettings | None = None
+        self._pruning: threading.Timer | None = None
+        self._closed = False
+
+    @classmethod
+    def open(cls, settings: RecordSettings, *, replica: str) -> Records:
+        """The records ``settings`` name (an in-memory database for ``ledger.url: null``).
+
+        :raises PolicyError: ``ledger.url`` names no database this works with.
+        :raises MissingExtraError: PostgreSQL without the ``[postgres]`` extra.
+        :raises SchemaVersionError: the database was written by a newer release.
+        """
+        url = settings.database or MEMORY
+        store = RecordStore.open(url)
+        outbox = None
+        if settings.remote:
+            outbox = Outbox(state_folder() / f"outbox-{_file_name(replica)}.sqlite", store)
+        writer = RecordWriter(outbox if outbox is not None else store, settings.held_bytes)
+        records = cls(store, writer, replica, outbox)
+        records.settings = settings
+        return records
+
+    def put(self, row: AnswerRow | RequestRow) -> bool:
+        """Record ``row`` (written soon, off the caller's path); ``False`` if dropped."""
+        return self.writer.put(row)
+
+    def store(self, wait: float = READ_AFTER_WRITE_SECONDS) -> RecordStore:
+        """The database to read, once the rows this process put are written (``wait``
+        seconds at most: a database that is away is read as it is)."""
+        self.writer.flush(wait)
+        return self._store
+
+    @property
+    def where(self) -> str:
+        return self._store.where
+
+    def health(self) -> dict[str, Any]:
+        """Whether the database answers, and what waits for it (``/healthz``)."""
+        counts = self.outbox.counts if self.outbox is not None else self.writer.counts
+        return {
+            "url": self._store.where,
+            "reachable": counts.reachable and self.writer.counts.reachable,
+            "error": counts.error or self.writer.counts.error,
+            "held_bytes": self.writer.held + self.writer.sink.held,
+            "dropped": self.writer.counts.dropped,
+            "refused": self.writer.counts.refused + (
+                self.outbox.counts.refused if self.outbox is not None else 0
+            ),
+        }  # fmt: skip
+
+    def prune(self, now: float | None = None) -> int:
+        """Remove the console records ``ledger.keep_days`` and ``ledger.console_bytes``
+        no longer keep; how many went."""
+        settings = self.settings
+        if settings is None:
+            return 0
+        now = time.time() if now is None else now
+        before = None if settings.keep_days is None else now - settings.keep_days * 86400
+        removed = prune(self.store(), before=before, most_bytes=settings.console_bytes)
+        if removed:
+            logger.info("removed %d console records of %s past ledger.keep_days or "
+                        "ledger.console_bytes", removed, self._store.where)  # fmt: skip
+        return removed
+
+    def prune_every(self, seconds: float = PRUNE_SECONDS) -> None:
+        """Prune now and every ``seconds`` until closed (the proxy does; a library
+        client leaves it to the proxy or to ``chatcli-mw ledger prune``)."""
+
+        def run() -> None:
+            try:
+                self.prune()
+            except Exception:  # a database away: tried again next time
+                logger.exception("could not prune the console records of %s", self.where)
+            if not self._closed:
+                self._pruning = threading.Timer(seconds, run)
+                self._pruning.daemon = True
+                self._pruning.start()
+
+        self._pruning = threading.Timer(0, run)
+        self._pruning.daemon = True
+        self._pruning.start()
+
+    def close(self, timeout: float = CLOSE_SECONDS) -> None:
+        """Write what is queued (``timeout`` seconds at most), then let go."""
+        self._closed = True
+        if self._pruning is not None:
+            self._pruning.cancel()
+        self.writer.close(timeout)
+        if self.outbox is not None:
+            self.outbox.close()
+        self._store.close()
+
+
+def _file_name(replica: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in replica)[:128]
