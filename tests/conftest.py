@@ -5,7 +5,8 @@ microcompaction reads for their summaries.
 
 Every test also gets a temporary folder of its own as the system's (``TMPDIR`` and
 :data:`tempfile.tempdir`), so a default spill folder, a store a test opens without naming
-its root, or a program it starts never meets another test's files: the suite runs on all
+its root, the records database of the state folder (``XDG_STATE_HOME``), or a program it
+starts never meets another test's files: the suite runs on all
 cores (pytest-xdist), and two tests that use the same session id on the shared default
 folder would otherwise collide."""
 
@@ -18,8 +19,8 @@ from collections.abc import Iterator
 import parallel
 import pytest
 import servers
-from hypothesis import settings
 from database import PostgresServer, postgres_server
+from hypothesis import settings
 from object_store import S3Server, s3_server
 
 # Hypothesis times each example against a deadline (200 ms) by default: a timed test, which a
@@ -72,6 +73,9 @@ def own_temporary_folder(
     folder = tmp_path_factory.mktemp("tmp", numbered=True)
     monkeypatch.setenv("TMPDIR", str(folder))
     monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    # The records database by default (ledger.url: state) and a replica's outbox: a
+    # test's own, as a user's is theirs.
+    monkeypatch.setenv("XDG_STATE_HOME", str(folder / "state"))
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,11 @@
-"""Rows for the records tests: an answer with a bill, as a replica would write it."""
+"""Rows for the records tests: an answer with a bill, as a replica would write it; records
+in memory or in a file of the test's own."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from middleware.records import Records, RecordSettings
 from middleware.records.rows import AnswerRow
 
 
@@ -16,3 +20,11 @@ def answer(key: str, session: str | None = "s1", **fields: object) -> AnswerRow:
     }  # fmt: skip
     values.update(fields)
     return AnswerRow(key, **values)  # type: ignore[arg-type]
+
+
+def records_in(path: Path | None = None, replica: str = "r1") -> Records:
+    """Records in memory, or in the SQLite file at ``path`` (what a restart finds)."""
+    if path is None:
+        return Records.in_memory(replica)
+    settings = RecordSettings(f"sqlite:///{path}", 64 * 1024 * 1024, None, None, replica)
+    return Records.open(settings, replica=replica)

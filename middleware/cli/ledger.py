@@ -17,10 +17,10 @@ from urllib.parse import quote
 from middleware.cli.common import add_command, write_lines
 from middleware.cli.plotting import pyplot, style, thousands
 from middleware.errors import InputError
-from middleware.ledger import Ledger, LedgerSettings
+from middleware.ledger import FileLedger, LedgerSettings
 from middleware.ledger.archive import sums_path
-from middleware.ledger.book import Entry
 from middleware.ledger.journal import parts, read_journal, reading
+from middleware.ledger.sums import Entry
 from middleware.policy import load_policy
 from middleware.policy.settings import bind
 from middleware.proxy.settings import ProxySettings
@@ -97,7 +97,7 @@ def _from_files(files: list[str], args: argparse.Namespace) -> Any:
         there = Path(path).expanduser()  # just rotated, it is the sums and the parts
         if not (there.is_file() or sums_path(there).is_file() or parts(there)):
             raise InputError(f"{path}: no ledger file there (ledger.file)")
-    ledger = Ledger.read(*files)
+    ledger = FileLedger.read(*files)
     if ledger.skipped:
         sys.stderr.write(
             f"chatcli-mw: {ledger.skipped} lines of the ledger files were "

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
 import anyio.to_thread
+import sqlalchemy as sa
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
@@ -41,13 +43,14 @@ from middleware.conversations.sessions import SessionPool
 from middleware.errors import MiddlewareError
 from middleware.formats.declarations import ErrorKind, Provider
 from middleware.formats.routes import Routed, providers, proxy_route
-from middleware.ledger import Ledger
+from middleware.ledger import Caller, Ledger
+from middleware.ledger.callers import TAGS_HEADER, caller_of, tags_of
 from middleware.plugin.host import PluginHost
 from middleware.policy.secrets import redact_urls
 from middleware.policy.settings import bind
 from middleware.proxy.admission import ByteGate, NotAdmitted
 from middleware.proxy.clients import allowed
-from middleware.proxy.console.book import ConsoleBook, ConsoleSettings, Note
+from middleware.proxy.console.book import ConsoleBook, ConsoleSettings, Note, agent_of
 from middleware.proxy.console.pages import console_routes
 from middleware.proxy.errors import error_body
 from middleware.proxy.exchange import Exchange
@@ -63,12 +66,22 @@ from middleware.proxy.upstream import (
     forwarded_headers,
     forwarded_url,
 )
+from middleware.records import RecordSettings
+from middleware.records.queries import Filters
 from middleware.spill import SpillError, SpillSettings, SpillTimeout, open_root
 from middleware.spill.layout import session_folder_name
 from middleware.spill.recall import RecallError, lines_of
 from middleware.spill.retention import forget
 
 logger = logging.getLogger(__name__)
+
+#: Seconds a read of the records (``/sessions``, the console) waits for the database.
+READ_SECONDS = 10.0
+#: Sessions ``/sessions`` lists at most.
+MAX_SESSIONS_LISTED = 10_000
+#: What ``/sessions?by=`` sums by.
+BY = ("key", "tag", "agent", "model", "day")
+T = TypeVar("T")
 
 #: The answer header naming the session a cleaned request was filed under.
 SESSION_ANSWER_HEADER = "x-chatcli-session"
@@ -96,7 +109,9 @@ class Proxy:
     upstream: Upstream | None = None
 
     def __post_init__(self) -> None:
-        self.conversations = Conversations.open(self.host, self.catalog.default.policy)
+        policy = self.catalog.default.policy
+        replica = bind(policy, RecordSettings).replica_name(self.settings.port)
+        self.conversations = Conversations.open(self.host, policy, replica=replica)
         self.metrics = Metrics(self.catalog.statuses, self.conversations.pool)
         self.cleaning = ByteGate(self.settings.cleaning_bytes)
         console = bind(self.catalog.default.policy, ConsoleSettings)
@@ -210,6 +225,7 @@ class Proxy:
             noted=None if note is None or self.console is None
             else partial(self.console.billed, note),
             console_seconds=None if note is None else note.seconds,
+            who=_who(request, cleaned, route.codec.name if route is not None else None),
         )  # fmt: skip
         if self.upstream is None:
             raise RuntimeError("the proxy's upstream pool starts with the app's lifespan")
@@ -335,28 +351,65 @@ class Proxy:
         )
 
     async def session_ledger(self, request: Request) -> Response:
-        """What a session was billed and would have cost unprocessed (as this replica saw
-        it), for clients on loopback or with the recall token."""
+        """What a session was billed and would have cost unprocessed (every replica's
+        answers), for clients on loopback or with the recall token."""
         if not self._may_recall(request):
             return _forbidden("a session's ledger")
         session = request.path_params["session"]
-        ledger = self.ledger.session(session)
-        if ledger is None:
+        found = await self._read(self.ledger.session, session)
+        if isinstance(found, Response):
+            return found
+        if found is None:
             return JSONResponse({"session": session, "error": "no answer of this session "
                                  "was billed through this proxy"}, 404)  # fmt: skip
-        return JSONResponse(ledger)
+        return JSONResponse(found)
 
     async def ledger_total(self, request: Request) -> Response:
         """Every session's bill together, and the sessions billed most recently first
-        (``?limit=N``, 100 unless given, within 0 and the sessions the ledger keeps)."""
+        (``?limit=N``, 100 unless given, within 0 and :data:`MAX_SESSIONS_LISTED`); with
+        ``key`` (a caller's digest), ``tag`` (``name=value``, repeatable), ``agent`` or
+        ``model``, the sums of the answers they select; with ``by`` (``key``, ``tag``,
+        ``agent``, ``model``, ``day``), the sums by it instead of the sessions."""
         if not self._may_recall(request):
             return _forbidden("the ledger")
+        query = request.query_params
         try:
-            asked = int(request.query_params.get("limit", "100"))
-            limit = min(max(asked, 0), self.ledger.max_sessions)
+            limit = min(max(int(query.get("limit", "100")), 0), MAX_SESSIONS_LISTED)
         except ValueError:
             return PlainTextResponse("limit is a number of sessions (a whole number)", 400)
-        return JSONResponse({"total": self.ledger.total(), "sessions": self.ledger.recent(limit)})
+        try:
+            filters = Filters.of(query.get("key"), query.getlist("tag"), query.get("agent"),
+                                 query.get("model"))  # fmt: skip
+        except ValueError as exc:
+            return PlainTextResponse(str(exc), 400)
+        by = query.get("by")
+        if by is not None and by not in BY:
+            return PlainTextResponse(f"by is one of {', '.join(BY)}, not {by!r}", 400)
+
+        def read() -> dict[str, Any]:
+            total = self.ledger.total(filters)
+            if by is not None:
+                return {"total": total, "by": by, "groups": self.ledger.by(by, filters)[:limit]}
+            return {"total": total, "sessions": self.ledger.recent(limit, filters)}
+
+        found = await self._read(read)
+        return found if isinstance(found, Response) else JSONResponse(found)
+
+    async def _read(self, read: Callable[..., T], *args: Any) -> T | Response:
+        """``read(*args)`` of the records in a worker thread, within
+        :data:`READ_SECONDS`; a 503 saying why if the database does not answer (a hung
+        one keeps that thread, never the event loop)."""
+        try:
+            with anyio.fail_after(READ_SECONDS):
+                return await anyio.to_thread.run_sync(partial(read, *args), abandon_on_cancel=True)
+        except TimeoutError:
+            said = f"did not answer within {READ_SECONDS:g} s"
+        except sa.exc.SQLAlchemyError as exc:
+            said = f"failed: {str(getattr(exc, 'orig', None) or exc).strip().splitlines()[0]}"
+        where = self.conversations.records.where
+        logger.error("the records database %s %s", where, said)
+        return PlainTextResponse(f"the records database {where} {said}; what the proxy "
+                                 "records waits for it (/healthz says more)", 503)  # fmt: skip
 
     async def end_session(self, request: Request) -> Response:
         """The client says a session has ended: release its state on this replica and
@@ -397,6 +450,7 @@ def create_app(proxy: Proxy) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         proxy.upstream = Upstream(proxy.settings)
+        proxy.conversations.records.prune_every()  # old console records, once an hour
         try:
             yield
         finally:
@@ -417,6 +471,19 @@ def create_app(proxy: Proxy) -> Starlette:
         ],
         middleware=[Middleware(OwnOrigin, policy=lambda: proxy.catalog.default.policy)],
         lifespan=lifespan,
+    )
+
+
+def _who(request: Request, cleaned: Cleaned, fmt: str | None) -> Caller:
+    """Who asked (a digest of the API key), the request's ``x-chatcli-tags`` and the agent
+    its session is told to be, for the ledger."""
+    lowered = {name.lower(): value for name, value in request.headers.items()}
+    key = cleaned.session
+    agent = None if key is None else agent_of(key.source, fmt, lowered.get("user-agent", ""))
+    return Caller(
+        caller=caller_of(lowered, request.query_params),
+        tags=tags_of(lowered.get(TAGS_HEADER)),
+        agent=agent,
     )
 
 

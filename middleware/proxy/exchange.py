@@ -17,8 +17,8 @@ from starlette.requests import Request
 from middleware.conversations.cleaning import Cleaned
 from middleware.conversations.front import Conversations
 from middleware.formats.declarations import Provider
-from middleware.ledger import UsageReader
-from middleware.ledger.book import Entry
+from middleware.ledger import Caller, UsageReader
+from middleware.ledger.sums import Entry
 from middleware.policy import Policy
 from middleware.proxy.errors import error_body
 from middleware.proxy.metrics import Metrics
@@ -53,6 +53,8 @@ class Exchange:
     #: Seconds the console took to keep its record of the request, and then its bill
     #: (``None``: it keeps none).
     console_seconds: float | None = None
+    #: Who asked, the request's tags, its agent and the console's record of it.
+    who: Caller | None = None
 
     def on_headers(self, code: int, seconds: float, headers: httpx.Headers) -> None:
         self.status = code
@@ -87,7 +89,7 @@ class Exchange:
         """Put the answer in the ledger and count it: its :class:`Entry`, or ``None`` if
         its usage could not be read."""
         assert self.reader is not None
-        entry = self.conversations.answer(self.reader, self.cleaned, self.policy)
+        entry = self.conversations.answer(self.reader, self.cleaned, self.policy, self.who)
         self.metrics.record_bill(entry)
         return entry
 

@@ -17,7 +17,7 @@ from prometheus_client.registry import Collector
 
 from middleware.cache import DerivedCache
 from middleware.ledger import Usage
-from middleware.ledger.book import Entry
+from middleware.ledger.sums import Entry
 from middleware.policy.reload import PolicyStatus
 from middleware.report import Report
 

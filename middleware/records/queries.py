@@ -10,6 +10,7 @@ the filter selects.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,26 @@ class Filters:
 
     def __bool__(self) -> bool:
         return bool(self.caller or self.tags or self.agent or self.model)
+
+    @classmethod
+    def of(
+        cls,
+        key: str | None = None,
+        tags: Sequence[str] = (),
+        agent: str | None = None,
+        model: str | None = None,
+    ) -> Filters:
+        """Filters as a user writes them (``tags``: ``name=value`` each).
+
+        :raises ValueError: a tag is not ``name=value``.
+        """
+        pairs = []
+        for tag in tags:
+            name, equals, value = tag.partition("=")
+            if not equals or not name.strip():
+                raise ValueError(f"a tag filter is name=value, not {tag!r}")
+            pairs.append((name.strip(), value.strip()))
+        return cls(key or None, tuple(pairs), agent or None, model or None)
 
 
 def session(store: RecordStore, name: str) -> dict[str, Any] | None:
@@ -113,11 +134,20 @@ def totals(store: RecordStore, filters: Filters = Filters()) -> dict[str, Any]:
             count = connection.execute(
                 sa.select(sa.func.count()).select_from(s).where(s.c.answers > 0)
             ).scalar_one()
-        bounds = connection.execute(
-            sa.select(sa.func.min(SESSIONS.c.first), sa.func.max(SESSIONS.c.last))
-        ).one()
+        bounds = (row.get("first"), row.get("last")) if filters else connection.execute(
+            sa.select(sa.func.min(ANSWERS.c.time), sa.func.max(ANSWERS.c.time))
+        ).one()  # fmt: skip
     sums = {name: row[name] or 0 for name in SUMS}
     return {**sums, "sessions": count, "first": bounds[0], "last": bounds[1]}
+
+
+def models(store: RecordStore) -> dict[str, int]:
+    """Every answer's model and how many answers each had (the days' sums, by model)."""
+    with store.connection() as connection:
+        found = connection.execute(
+            sa.select(DAYS.c.model, sa.func.sum(DAYS.c.answers)).group_by(DAYS.c.model)
+        )
+        return {str(model): int(answers) for model, answers in found if model}
 
 
 def by(

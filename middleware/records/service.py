@@ -62,6 +62,12 @@ class Records:
         records.settings = settings
         return records
 
+    @classmethod
+    def in_memory(cls, replica: str = "local", held_bytes: int = 64 * 1024 * 1024) -> Records:
+        """Records in this process's memory only (``ledger.url: null``)."""
+        store = RecordStore.open(MEMORY)
+        return cls(store, RecordWriter(store, held_bytes), replica)
+
     def put(self, row: AnswerRow | RequestRow) -> bool:
         """Record ``row`` (written soon, off the caller's path); ``False`` if dropped."""
         return self.writer.put(row)

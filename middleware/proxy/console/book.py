@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from middleware.conversations.cleaning import Cleaned
-from middleware.ledger.book import Entry
+from middleware.ledger.sums import Entry
 from middleware.policy.settings import section
 from middleware.proxy.console.paging import Asked, Requests, page_of
 from middleware.proxy.console.record import encoded, fitted

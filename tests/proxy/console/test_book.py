@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from locations import REPO
+from record_builders import records_in
 
 from middleware import load_policy
 from middleware.conversations.cleaning import Cleaned, clean_body
@@ -234,7 +235,7 @@ def test_the_bill_is_kept_with_its_request(pool: SessionPool, policy: Policy) ->
     from middleware.ledger import Ledger, LedgerSettings, Usage
     from middleware.policy.settings import bind
 
-    book, ledger = ConsoleBook(16384), Ledger()
+    book, ledger = ConsoleBook(16384), Ledger(records_in())
     request = cleaned(pool, policy, "s", [big("a")])
     note = book.note(request, route="anthropic", user_agent="", now=1.0)
     assert note is not None
@@ -253,7 +254,7 @@ def test_a_poll_since_a_version_gets_new_requests_and_bills_that_came_later(
     from middleware.ledger import Ledger, LedgerSettings, Usage
     from middleware.policy.settings import bind
 
-    book, ledger = ConsoleBook(16384), Ledger()
+    book, ledger = ConsoleBook(16384), Ledger(records_in())
     notes = [book.note(interrupted(pool, policy, "s", n), route="anthropic", user_agent="",
                        now=float(n)) for n in range(1, 6)]  # fmt: skip
     first = book.requests("s", Asked(2))
