@@ -66,7 +66,7 @@ from middleware.proxy.upstream import (
     forwarded_headers,
     forwarded_url,
 )
-from middleware.records import RecordSettings
+from middleware.records import Records, RecordSettings
 from middleware.records.queries import Filters
 from middleware.spill import SpillError, SpillSettings, SpillTimeout, open_root
 from middleware.spill.layout import session_folder_name
@@ -103,8 +103,9 @@ class Proxy:
     metrics: Metrics = field(init=False)
     #: Bodies being cleaned, by their size (proxy.cleaning_bytes).
     cleaning: ByteGate = field(init=False)
-    #: What the console at ``/ui`` keeps of each request (``None``: proxy.console.enabled
-    #: is false), counted in the session pool's memory budget.
+    #: What the console at ``/ui`` records of each request, in the records (``None``:
+    #: proxy.console.enabled is false); what it remembers of each session counts in the
+    #: session pool's memory budget.
     console: ConsoleBook | None = field(init=False)
     upstream: Upstream | None = None
 
@@ -115,13 +116,18 @@ class Proxy:
         self.metrics = Metrics(self.catalog.statuses, self.conversations.pool)
         self.cleaning = ByteGate(self.settings.cleaning_bytes)
         console = bind(self.catalog.default.policy, ConsoleSettings)
-        self.console = ConsoleBook(console.request_bytes) if console.enabled else None
+        self.console = ConsoleBook(self.records, console.request_bytes) if console.enabled else None
         self.conversations.pool.shares = self.console
 
     @property
     def ledger(self) -> Ledger:
         """What the answers' usage says was billed, per session and in total."""
         return self.conversations.ledger
+
+    @property
+    def records(self) -> Records:
+        """Where the ledger and the console record: every replica's, in one database."""
+        return self.conversations.records
 
     @property
     def sessions(self) -> SessionPool:
@@ -190,15 +196,16 @@ class Proxy:
                 "(proxy.max_body_bytes)",
             )  # fmt: skip
         cleaned, note = Cleaned(body), None
+        lowered = {k.lower(): v for k, v in request.headers.items()}
+        caller = caller_of(lowered, request.query_params)
         if route is not None:
-            lowered = {k.lower(): v for k, v in request.headers.items()}
             settings = self.settings
             self.cleaning.limit = settings.cleaning_bytes  # as reloaded
             self.cleaning.line_limit = settings.waiting_bytes
             try:
                 async with self.cleaning.admitted(len(body), settings.cleaning_wait_seconds):
                     cleaned, note = await anyio.to_thread.run_sync(
-                        self._clean, body, route, lowered, source
+                        self._clean, body, route, lowered, source, caller
                     )
             except NotAdmitted as exc:
                 self.metrics.passthrough.labels("busy").inc()
@@ -222,10 +229,9 @@ class Proxy:
             provider, cleaned, source.policy, started,
             billed=route.codec.name if route is not None and route.billed else None,
             upstream=redact_urls(upstream),
-            noted=None if note is None or self.console is None
-            else partial(self.console.billed, note),
             console_seconds=None if note is None else note.seconds,
-            who=_who(request, cleaned, route.codec.name if route is not None else None),
+            who=_who(lowered, caller, cleaned, route.codec.name if route is not None else None,
+                     note),
         )  # fmt: skip
         if self.upstream is None:
             raise RuntimeError("the proxy's upstream pool starts with the app's lifespan")
@@ -255,10 +261,16 @@ class Proxy:
         return b"".join(chunks)
 
     def _clean(
-        self, raw: bytes, route: Routed, headers: Mapping[str, str], source: PolicySource
+        self,
+        raw: bytes,
+        route: Routed,
+        headers: Mapping[str, str],
+        source: PolicySource,
+        caller: str | None,
     ) -> tuple[Cleaned, Note | None]:
         """Run the pipeline on one request body (in a worker thread; a route only billed
-        goes as it came), count what it did, and keep what the console shows of it."""
+        goes as it came), count what it did, and record what the console shows of it
+        (``caller``: the digest of its API key)."""
         fmt = route.codec.name
         self.conversations.follow(self.catalog.default.policy)  # as reloaded
         now = self.ledger.clock()
@@ -267,7 +279,8 @@ class Proxy:
         def noted(cleaned: Cleaned) -> None:  # (finding the texts the model saw may parse it)
             if self.console is not None:
                 agent = headers.get("user-agent", "")
-                notes[0] = self.console.note(cleaned, route=fmt, user_agent=agent, now=now)
+                notes[0] = self.console.note(cleaned, route=fmt, user_agent=agent, now=now,
+                                             caller=caller)  # fmt: skip
 
         cleaned = self.conversations.request(
             raw, fmt, headers, (source.key, source.policy), now=now, noted=noted,
@@ -466,7 +479,7 @@ def create_app(proxy: Proxy) -> Starlette:
             Route("/sessions", proxy.ledger_total, methods=["GET"]),
             Route("/sessions/{session:path}", proxy.session_ledger, methods=["GET"]),
             Route("/sessions/{session:path}", proxy.end_session, methods=["DELETE"]),
-            *console_routes(proxy, proxy._may_recall),
+            *console_routes(proxy, proxy._may_recall, proxy._read),
             Route("/{path:path}", proxy.forward, methods=methods),
         ],
         middleware=[Middleware(OwnOrigin, policy=lambda: proxy.catalog.default.policy)],
@@ -474,16 +487,23 @@ def create_app(proxy: Proxy) -> Starlette:
     )
 
 
-def _who(request: Request, cleaned: Cleaned, fmt: str | None) -> Caller:
-    """Who asked (a digest of the API key), the request's ``x-chatcli-tags`` and the agent
-    its session is told to be, for the ledger."""
-    lowered = {name.lower(): value for name, value in request.headers.items()}
+def _who(
+    headers: Mapping[str, str],
+    caller: str | None,
+    cleaned: Cleaned,
+    fmt: str | None,
+    note: Note | None,
+) -> Caller:
+    """Who asked (``caller``: a digest of the API key), the request's ``x-chatcli-tags``,
+    the agent its session is told to be and the console's record of it, for the ledger
+    (``headers``: the request's, with lower-case names)."""
     key = cleaned.session
-    agent = None if key is None else agent_of(key.source, fmt, lowered.get("user-agent", ""))
+    agent = None if key is None else agent_of(key.source, fmt, headers.get("user-agent", ""))
     return Caller(
-        caller=caller_of(lowered, request.query_params),
-        tags=tags_of(lowered.get(TAGS_HEADER)),
+        caller=caller,
+        tags=tags_of(headers.get(TAGS_HEADER)),
         agent=agent,
+        request=None if note is None else note.key,
     )
 
 

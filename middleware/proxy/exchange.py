@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,10 +47,7 @@ class Exchange:
     upstream: str = ""
     status: int | None = None
     reader: UsageReader | None = field(default=None, repr=False)
-    #: Told the answer's bill once it is in the ledger (the console's record of it).
-    noted: Callable[[Entry | None], None] | None = field(default=None, repr=False)
-    #: Seconds the console took to keep its record of the request, and then its bill
-    #: (``None``: it keeps none).
+    #: Seconds the console took to record the request (``None``: it records none).
     console_seconds: float | None = None
     #: Who asked, the request's tags, its agent and the console's record of it.
     who: Caller | None = None
@@ -78,10 +74,6 @@ class Exchange:
         code = self.status if self.status is not None else 502
         self.metrics.requests.labels(self.route, str(code)).inc()
         entry = self._bill() if self.reader is not None else None
-        if self.noted is not None and self.reader is not None:
-            started = time.perf_counter()
-            self.noted(entry)
-            self.console_seconds = (self.console_seconds or 0.0) + time.perf_counter() - started
         if self.access_log:
             access_logger.info(json.dumps(self._line(code, whole, entry), ensure_ascii=False))
 

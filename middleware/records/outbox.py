@@ -36,6 +36,9 @@ _outbox = sa.Table(
     sa.Column("kind", sa.String(8), nullable=False),
     sa.Column("body", sa.LargeBinary, nullable=False),
     sa.Column("bytes", sa.Integer, nullable=False),
+    # Ids never used again, even once every row is sent and removed: the sending thread
+    # tells what is left to send by them.
+    sqlite_autoincrement=True,
 )
 
 

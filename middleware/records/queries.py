@@ -185,9 +185,10 @@ def requests(
     after: int | None = None,
     limit: int,
 ) -> list[dict[str, Any]]:
-    """A session's requests, newest first: those before ``before`` (a ``seq``), or newer
-    than ``after``, ``limit`` at most; each with ``seq``, ``time``, ``replica``, its
-    ``record`` (JSON bytes) and the ``bills`` of its answers."""
+    """A session's requests, newest first: the latest, or those before ``before`` (a
+    ``seq``), or the first after ``after`` (so that a page asking after the newest it
+    shows gets them all, a page at a time), ``limit`` at most; each with ``seq``,
+    ``time``, ``replica``, its ``record`` (JSON bytes) and the ``bills`` of its answers."""
     r, a = REQUESTS, ANSWERS
     query = sa.select(r.c.seq, r.c.key, r.c.time, r.c.replica, r.c.record).where(
         r.c.session == name
@@ -195,15 +196,17 @@ def requests(
     if before is not None:
         query = query.where(r.c.seq < before)
     if after is not None:
-        query = query.where(r.c.seq > after)
-    query = query.order_by(r.c.seq.desc()).limit(limit)
+        query = query.where(r.c.seq > after).order_by(r.c.seq)
+    else:
+        query = query.order_by(r.c.seq.desc())
     with store.connection() as connection:
-        rows = [dict(row._mapping) for row in connection.execute(query)]
+        rows = [dict(row._mapping) for row in connection.execute(query.limit(limit))]
+        rows.sort(key=lambda row: -row["seq"])
         keys = [row["key"] for row in rows]
         bills: dict[str, list[dict[str, Any]]] = {key: [] for key in keys}
         if keys:
             for row in connection.execute(
-                sa.select(a).where(a.c.request.in_(keys)).order_by(a.c.time)
+                sa.select(a).where(a.c.request.in_(keys)).order_by(a.c.time, a.c.key)
             ):
                 bills[row.request].append(dict(row._mapping))
     return [{**row, "bills": bills[row["key"]]} for row in rows]

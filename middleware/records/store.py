@@ -135,6 +135,17 @@ def _write(
     # A row given twice in one batch is written once, as if in two.
     requests = list({r.key: r for r in reversed(requests)}.values())[::-1]
     answers = list({a.key: a for a in reversed(answers)}.values())[::-1]
+    # Each session's row is locked (made if need be) before any row is numbered: a
+    # session's requests then get their ``seq`` in the order they are committed, which
+    # the console's polls (after the newest seq shown) rely on; and in one order for all
+    # sessions, so two batches never wait for each other's.
+    times: dict[str, list[float]] = defaultdict(list)
+    rows: list[AnswerRow | RequestRow] = [*requests, *answers]
+    for row in rows:
+        if row.session is not None:
+            times[row.session].append(row.time)
+    for session in sorted(times):
+        _session_row(connection, session, min(times[session]), max(times[session]))
     if requests:
         written = _insert_new(connection, REQUESTS, [r.row() for r in requests], "key")
         seen = [r for r in requests if r.key in written]

@@ -86,3 +86,12 @@ def test_a_sessions_requests_come_a_page_at_a_time(store: RecordStore) -> None:
     store.write([], [RequestRow("q25", "s1", 25.0, "r2", b"{}")])
     newer = queries.requests(store, "s1", after=first[0]["seq"], limit=10)
     assert [row["key"] for row in newer] == ["q25"]
+
+
+def test_after_a_request_come_the_first_after_it(store: RecordStore) -> None:
+    """A page that polls after the newest request it shows gets the next ones in order, a
+    page at a time, never the newest ones with a gap before them."""
+    store.write([], [RequestRow(f"q{n}", "s1", float(n), "r1", b"{}") for n in range(12)])
+    (oldest,) = queries.requests(store, "s1", before=2, limit=1)
+    newer = queries.requests(store, "s1", after=oldest["seq"], limit=4)
+    assert [row["key"] for row in newer] == ["q4", "q3", "q2", "q1"]

@@ -3,9 +3,12 @@ sums of sessions and days move with the rows newly written only."""
 
 from __future__ import annotations
 
+import threading
+
 import sqlalchemy as sa
 from record_builders import answer
 
+from middleware.records import queries
 from middleware.records.rows import RequestRow
 from middleware.records.store import RecordStore
 from middleware.records.tables import ANSWER_TAGS, DAYS, SESSIONS
@@ -66,3 +69,32 @@ def test_tags_are_kept_with_their_answer(store: RecordStore) -> None:
     with store.connection() as connection:
         rows = connection.execute(sa.select(ANSWER_TAGS)).all()
     assert sorted((r.name, r.value) for r in rows) == [("project", "x"), ("team", "infra")]
+
+
+def test_a_sessions_requests_are_numbered_in_the_order_they_are_seen(postgres_url: str) -> None:
+    """A page polls a session's requests after the newest ``seq`` it shows, so none may
+    become visible after one with a greater ``seq``. PostgreSQL numbers rows as they are
+    inserted, and transactions commit in any order: a batch held up on one session (its
+    row locked by another writer) must not have numbered its request of another session
+    while a third writer numbers and commits a later one of that session."""
+    store = RecordStore.open(postgres_url)
+    s = SESSIONS
+    try:
+        store.write([], [RequestRow("seed", "s0", 0.0, "r1", b"{}")])
+        with store.engine.connect() as holder:
+            transaction = holder.begin()
+            holder.execute(sa.update(s).where(s.c.session == "s0").values(repairs=s.c.repairs))
+            batch = [RequestRow("a0", "s0", 1.0, "r1", b"{}"),
+                     RequestRow("a1", "s1", 1.0, "r1", b"{}")]  # fmt: skip
+            held = threading.Thread(target=store.write, args=([], batch))
+            held.start()
+            held.join(1.0)  # waits for s0's row
+            store.write([], [RequestRow("b1", "s1", 2.0, "r2", b"{}")])
+            seen = [row["key"] for row in queries.requests(store, "s1", limit=10)]
+            transaction.commit()
+        held.join(30)
+        assert seen == ["b1"]
+        rows = queries.requests(store, "s1", limit=10)
+        assert [row["key"] for row in rows] == ["a1", "b1"]  # seen later, numbered later
+    finally:
+        store.close()

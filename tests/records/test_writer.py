@@ -13,6 +13,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from database import PostgresServer
 from record_builders import answer
+from waiting import wait_for
 
 from middleware.records.outbox import Outbox
 from middleware.records.rows import RequestRow
@@ -154,3 +155,20 @@ def test_requests_and_answers_go_through_the_outbox_alike(
     writer.close(5)
     outbox.close()
     store.close()
+
+
+def test_an_outbox_that_was_emptied_sends_what_comes_next(tmp_path: Path) -> None:
+    """Once everything in the outbox is sent, the file is empty: the next records must
+    not take the numbers of those sent (SQLite gives an empty table's rows 1, 2, ...),
+    else the outbox believes them sent already and holds them for ever."""
+    store = RecordStore.open(f"sqlite:///{tmp_path / 'records.sqlite'}")
+    outbox = Outbox(tmp_path / "outbox.sqlite", store)
+    try:
+        for n in range(3):
+            outbox.write([answer(f"a{n}"), answer(f"b{n}")], [])
+            assert outbox.flush(30, time.monotonic)
+            assert wait_for(lambda: outbox.held == 0)
+        assert answers_in(store) == ["a0", "a1", "a2", "b0", "b1", "b2"]
+    finally:
+        outbox.close()
+        store.close()
