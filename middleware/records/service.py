@@ -9,11 +9,13 @@ is in the sums the next read shows.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from typing import Any
 
+from middleware.policy.secrets import redact_urls
 from middleware.records.outbox import Outbox
 from middleware.records.rows import AnswerRow, RequestRow
 from middleware.records.settings import RecordSettings, state_folder
@@ -42,6 +44,7 @@ class Records:
         self.outbox = outbox
         self.settings: RecordSettings | None = None
         self._pruning: threading.Timer | None = None
+        self._knocking: threading.Thread | None = None
         self._closed = False
 
     @classmethod
@@ -53,7 +56,7 @@ class Records:
         :raises SchemaVersionError: the database was written by a newer release.
         """
         url = settings.database or MEMORY
-        store = RecordStore.open(url)
+        store = RecordStore.open(url, away_ok=settings.remote)
         outbox = None
         if settings.remote:
             outbox = Outbox(state_folder() / f"outbox-{_file_name(replica)}.sqlite", store)
@@ -85,16 +88,34 @@ class Records:
     def health(self) -> dict[str, Any]:
         """Whether the database answers, and what waits for it (``/healthz``)."""
         counts = self.outbox.counts if self.outbox is not None else self.writer.counts
+        error = counts.error or self.writer.counts.error
+        answered = self._store.answered
+        if not answered:
+            self._knock()
+            error = error or "it has not answered since the proxy started"
         return {
             "url": self._store.where,
-            "reachable": counts.reachable and self.writer.counts.reachable,
-            "error": counts.error or self.writer.counts.error,
+            "reachable": answered and counts.reachable and self.writer.counts.reachable,
+            "error": None if error is None else redact_urls(error),
             "held_bytes": self.writer.held + self.writer.sink.held,
             "dropped": self.writer.counts.dropped,
             "refused": self.writer.counts.refused + (
                 self.outbox.counts.refused if self.outbox is not None else 0
             ),
         }  # fmt: skip
+
+    def _knock(self) -> None:
+        """Try the database once more, in a thread of its own (one at a time): a health
+        check never waits for it."""
+        if self._knocking is not None and self._knocking.is_alive():
+            return
+
+        def knock() -> None:
+            with contextlib.suppress(Exception):
+                self._store.ready()
+
+        self._knocking = threading.Thread(target=knock, name="chatcli-records-knock", daemon=True)
+        self._knocking.start()
 
     def prune(self, now: float | None = None) -> int:
         """Remove the console records ``ledger.keep_days`` and ``ledger.console_bytes``

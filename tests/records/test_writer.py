@@ -10,10 +10,12 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from database import PostgresServer
 from record_builders import answer
 
+from middleware.records import Records, RecordSettings
 from middleware.records.outbox import Outbox
 from middleware.records.rows import RequestRow
 from middleware.records.store import RecordStore
@@ -151,6 +153,45 @@ def test_requests_and_answers_go_through_the_outbox_alike(
         record = connection.execute(sa.select(REQUESTS.c.record)).scalar_one()
         tag = connection.execute(sa.select(ANSWER_TAGS.c.value)).scalar_one()
     assert record == b'{"n":1,"bytes":"\\u00e9"}' and tag == "infra"
+    writer.close(5)
+    outbox.close()
+    store.close()
+
+
+def test_a_replica_starts_while_its_database_is_down(
+    postgres: PostgresServer, postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its records wait in the outbox; the schema is made, and they are written, when the
+    database answers."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    settings = RecordSettings(postgres_url, BIG, None, None, "r1")
+    postgres.stop()
+    try:
+        records = Records.open(settings, replica="r1")
+        assert records.put(answer("while-down"))
+        assert not records.writer.flush(1.0)
+        assert not records.health()["reachable"]
+    finally:
+        postgres.start()
+    assert records.writer.flush(60)
+    assert answers_in(records.store()) == ["while-down"]
+    assert records.health()["reachable"]
+    records.close()
+
+
+def test_an_outbox_emptied_goes_on_sending_what_comes_after(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """Its ids keep rising once it is empty (a reused id would read as sent already)."""
+    store = RecordStore.open(postgres_url)
+    outbox = Outbox(tmp_path / "outbox.sqlite", store)
+    writer = RecordWriter(outbox, BIG)
+    for round_ in range(3):
+        for n in range(5):
+            writer.put(answer(f"a{round_}-{n}"))
+        assert writer.flush(30), round_
+        assert outbox.held == 0
+    assert len(answers_in(store)) == 15
     writer.close(5)
     outbox.close()
     store.close()
