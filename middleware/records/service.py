@@ -45,7 +45,29 @@ class Records:
         self.settings: RecordSettings | None = None
         self._pruning: threading.Timer | None = None
         self._knocking: threading.Thread | None = None
+        self._shares = 1
+        self._key: tuple[str, str] | None = None
         self._closed = False
+
+    @classmethod
+    def shared(cls, settings: RecordSettings, *, replica: str) -> Records:
+        """The records of this process on the database ``settings`` name, opened once
+        and shared by every host of the process that names it (two wrapped clients, a
+        proxy beside them): one writer, so each reads what the others wrote. Each
+        :meth:`close` lets go of one share; the last closes it. ``ledger.url: null``
+        gives each host records of its own, in memory."""
+        if settings.database is None:
+            return cls.open(settings, replica=replica)
+        key = (settings.database, replica)
+        with _SHARED_LOCK:
+            found = _SHARED.get(key)
+            if found is not None and not found._closed:
+                found._shares += 1
+                return found
+            opened = cls.open(settings, replica=replica)
+            opened._key = key
+            _SHARED[key] = opened
+            return opened
 
     @classmethod
     def open(cls, settings: RecordSettings, *, replica: str) -> Records:
@@ -150,7 +172,14 @@ class Records:
         self._pruning.start()
 
     def close(self, timeout: float = CLOSE_SECONDS) -> None:
-        """Write what is queued (``timeout`` seconds at most), then let go."""
+        """Write what is queued (``timeout`` seconds at most), then let go (of a share,
+        for records :meth:`shared`: the last one closes them)."""
+        with _SHARED_LOCK:
+            self._shares -= 1
+            if self._shares > 0 or self._closed:
+                return
+            if self._key is not None and _SHARED.get(self._key) is self:
+                del _SHARED[self._key]
         self._closed = True
         if self._pruning is not None:
             self._pruning.cancel()
@@ -158,6 +187,11 @@ class Records:
         if self.outbox is not None:
             self.outbox.close()
         self._store.close()
+
+
+#: The records this process shares, by database and replica (:meth:`Records.shared`).
+_SHARED: dict[tuple[str, str], Records] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 def _file_name(replica: str) -> str:
