@@ -18,7 +18,7 @@ from middleware.formats import get_codec
 from middleware.ledger.archive import rotate
 from middleware.ledger.estimate import Footprint, expected_read, without_middleware
 from middleware.ledger.files import FileLedger
-from middleware.ledger.journal import Journal, check_regular
+from middleware.ledger.journal import CLOSE_SECONDS, Journal, check_regular
 from middleware.ledger.prices import LedgerSettings
 from middleware.ledger.sums import (
     MAX_DOLLARS,
@@ -219,10 +219,11 @@ class Ledger:
             for row in rows
         ]
 
-    def close(self) -> None:
-        """Write what the journal still holds (the records are the host's to close)."""
+    def close(self, timeout: float = CLOSE_SECONDS) -> None:
+        """Write what the journal still holds, for ``timeout`` seconds at most (the
+        records are the host's to close)."""
         if self.journal is not None:
-            self.journal.close()
+            self.journal.close(timeout)
 
 
 @dataclass(frozen=True)
