@@ -71,6 +71,10 @@ class PostgresServer:
     def stop(self) -> None:
         self.pg_ctl("-m", "fast", "-w", "stop")
 
+    @property
+    def running(self) -> bool:
+        return (self.folder / "data" / "postmaster.pid").exists()
+
     def pause(self) -> None:
         """Stop the server's processes where they are (SIGSTOP): a database that hangs."""
         _as_server_user([str(self.bin / "pg_ctl"), "kill", "STOP", str(self.postmaster_pid)])
@@ -132,8 +136,9 @@ def postgres_server() -> Iterator[PostgresServer]:
         try:
             yield server
         finally:
-            with contextlib.suppress(OSError, ValueError):
-                os.kill(server.postmaster_pid, signal.SIGCONT)  # a paused one stops too
-            server.stop()
+            if server.running:
+                with contextlib.suppress(OSError, ValueError):
+                    os.kill(server.postmaster_pid, signal.SIGCONT)  # a paused one stops too
+                server.stop()
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from middleware.cli.common import add_command
-from middleware.errors import MissingExtraError, PolicyError
+from middleware.errors import MiddlewareError, MissingExtraError, PolicyError
+from middleware.logs import configure, set_level
 from middleware.policy.secrets import redact_urls
+from middleware.policy.settings import bind
 
 if TYPE_CHECKING:
     from middleware.cli.common import Subcommands
+    from middleware.proxy.policies import PolicySource
 
 #: Command-line options and the ``proxy`` keys they set (they win over the policy).
 OPTIONS = {
@@ -22,7 +24,16 @@ OPTIONS = {
     "anthropic_upstream": "proxy.upstreams.anthropic",
     "openai_upstream": "proxy.upstreams.openai",
     "policies_dir": "proxy.policies_dir",
+    "log_format": "proxy.log.format",
+    "log_level": "proxy.log.level",
 }
+#: Loggers that say only warnings and errors, whatever proxy.log.level says: uvicorn's info
+#: lines repeat ours, and the HTTP client logs every upstream URL with its query (Gemini
+#: clients put their API key there); the access log says what each request did, without
+#: either.
+QUIET = ("uvicorn", "httpx", "httpcore", "httpx2", "httpcore2")
+#: The proxy's access log: one line per request, switched by proxy.access_log, not by level.
+ACCESS_LOGGER = "middleware.proxy.access"
 
 
 def add_serve(commands: Subcommands) -> None:
@@ -70,6 +81,16 @@ def add_serve(commands: Subcommands) -> None:
         metavar="FOLDER",
         help="folder of NAME.yaml policies that /policy/NAME/... selects",
     )
+    serve.add_argument(
+        "--log-format",
+        metavar="FORMAT",
+        help="text, or json: every line on stderr one JSON object (proxy.log.format)",
+    )
+    serve.add_argument(
+        "--log-level",
+        metavar="LEVEL",
+        help="the lowest level logged: debug, info, warning or error (proxy.log.level)",
+    )
     serve.set_defaults(run=run_serve)
 
 
@@ -94,16 +115,23 @@ def run_serve(args: argparse.Namespace) -> int:
         overrides["proxy.policies_dir"] = str(Path(args.policies_dir).absolute())
     proxy, app = build_proxy(args.policy, overrides)
     settings = proxy.settings
-    _configure_logging()
+    style = _configure_logging(proxy.catalog.default)
     _warn_if_exposed(settings)
-    logging.getLogger(__name__).info(
+    log = logging.getLogger(__name__)
+    log.info(
         "chatcli-mw proxy on http://%s:%d (%s), policy %s",
         settings.host,
         settings.port,
         ", ".join(f"{p.name} -> {redact_urls(settings.upstream(p))}" for p in providers()),
         proxy.catalog.default.policy.name,
     )
-    serve(app, settings, log_level="warning", access_log=False, timeout_graceful_shutdown=30)
+    try:  # uvicorn's loggers keep ours: no log_config of its own, no level of its own
+        serve(app, settings, log_config=None, access_log=False, timeout_graceful_shutdown=30)
+    except (MiddlewareError, OSError) as exc:
+        if style != "json":
+            raise  # the command line's usual one line
+        log.critical("%s", exc)
+        return 2
     return 0
 
 
@@ -129,20 +157,13 @@ def _warn_if_exposed(settings: Any) -> None:
         )
 
 
-def _configure_logging() -> None:
-    """Our lines on stderr: the access log as JSON lines, the rest with their level."""
-    root = logging.getLogger()
-    if not root.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
-        root.setLevel(logging.INFO)
-    # The HTTP client logs every upstream URL at INFO, its query too: Gemini clients put
-    # their API key there. The access log says what each request did, without either.
-    for noisy in ("httpx", "httpcore", "httpx2", "httpcore2"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    access = logging.getLogger("middleware.proxy.access")
-    plain = logging.StreamHandler(sys.stderr)
-    plain.setFormatter(logging.Formatter("%(message)s"))
-    access.addHandler(plain)
-    access.propagate = False
+def _configure_logging(source: PolicySource) -> str:
+    """Every log line on stderr as ``proxy.log`` says, its level following the policy's
+    reloads; the format, which is fixed."""
+    from middleware.proxy.settings import LogSettings  # noqa: PLC0415 - with the proxy's
+
+    chosen = bind(source.policy, LogSettings)
+    configure(chosen.format, chosen.level, quiet=QUIET)
+    logging.getLogger(ACCESS_LOGGER).setLevel(logging.INFO)
+    source.follow(lambda policy: set_level(bind(policy, LogSettings).level, QUIET))
+    return chosen.format

@@ -46,7 +46,7 @@ class Conversations:
         :raises SchemaVersionError: the records database was written by a newer release.
         """
         settings = bind(policy, RecordSettings)
-        records = Records.open(settings, replica=replica or settings.replica_name())
+        records = Records.shared(settings, replica=replica or settings.replica_name())
         try:
             ledger = Ledger.open(bind(policy, LedgerSettings), records)
         except BaseException:

@@ -4,6 +4,7 @@ in total and by who asked."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import threading
@@ -17,9 +18,17 @@ from middleware.formats import get_codec
 from middleware.ledger.archive import rotate
 from middleware.ledger.estimate import Footprint, expected_read, without_middleware
 from middleware.ledger.files import FileLedger
-from middleware.ledger.journal import Journal, check_regular
+from middleware.ledger.journal import CLOSE_SECONDS, Journal, check_regular
 from middleware.ledger.prices import LedgerSettings
-from middleware.ledger.sums import MAX_DOLLARS, MAX_SESSIONS, MAX_TOKENS, Entry, SessionLedger, name
+from middleware.ledger.sums import (
+    MAX_DOLLARS,
+    MAX_MODELS_IN_TOTAL,
+    MAX_SESSIONS,
+    MAX_TOKENS,
+    Entry,
+    SessionLedger,
+    name,
+)
 from middleware.ledger.usage import Usage
 from middleware.records import AnswerRow, Records, answer_key, queries
 from middleware.records.queries import Filters
@@ -61,6 +70,9 @@ class Ledger:
         self.clock: Callable[[], float] = time.time
         self._estimating: OrderedDict[str, _Estimating] = OrderedDict()
         self._lock = threading.Lock()
+        # What makes each answer's key this process's own (:func:`.answer_key`).
+        self._started = time.time_ns()
+        self._count = itertools.count()
 
     @classmethod
     def open(cls, settings: LedgerSettings, records: Records) -> Ledger:
@@ -146,7 +158,7 @@ class Ledger:
             state.last = now
         key = answer_key(
             get_codec(fmt).provider.name, who.response_id,
-            self.records.replica, session, now, fmt, who.request, usage and usage.as_dict(),
+            self.records.replica, self._started, next(self._count), session, now, who.request,
         )  # fmt: skip
         row = _row(key, now=now, session=session, fmt=fmt, entry=entry, model=model,
                    replica=self.records.replica, who=who)  # fmt: skip
@@ -184,7 +196,9 @@ class Ledger:
         store = self.records.store()
         row = queries.totals(store, filters)
         models = {} if filters else queries.models(store)
-        totals = SessionLedger.from_row({**row, "session": "*", "models": models})
+        totals = SessionLedger.from_row(
+            {**row, "session": "*", "models": models}, max_models=MAX_MODELS_IN_TOTAL
+        )
         return {**totals.as_dict(), "sessions": row["sessions"]}
 
     def recent(
@@ -205,10 +219,11 @@ class Ledger:
             for row in rows
         ]
 
-    def close(self) -> None:
-        """Write what the journal still holds (the records are the host's to close)."""
+    def close(self, timeout: float = CLOSE_SECONDS) -> None:
+        """Write what the journal still holds, for ``timeout`` seconds at most (the
+        records are the host's to close)."""
         if self.journal is not None:
-            self.journal.close()
+            self.journal.close(timeout)
 
 
 @dataclass(frozen=True)

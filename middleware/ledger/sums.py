@@ -206,8 +206,9 @@ class SessionLedger:
         return ledger
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> SessionLedger:
-        """The sums a row of the records holds (a session's, the totals, a group's)."""
+    def from_row(cls, row: Mapping[str, Any], *, max_models: int = MAX_MODELS) -> SessionLedger:
+        """The sums a row of the records holds (a session's, the totals, a group's),
+        naming ``max_models`` models at most (the others counted together)."""
         models = row.get("models") or {}
         ledger = cls(
             row["session"] or "",
@@ -222,7 +223,7 @@ class SessionLedger:
             last=row.get("last"),
             expected_read=int(row["expected_read"] or 0),
             read_when_expected=int(row["read_when_expected"] or 0),
-            max_models=MAX_MODELS_IN_TOTAL,
+            max_models=max_models,
         )
         for model, answers in sorted(models.items(), key=lambda item: -item[1]):
             ledger.count_model(model, answers)

@@ -67,7 +67,7 @@ from middleware.proxy.upstream import (
     forwarded_url,
 )
 from middleware.records import Records, RecordSettings
-from middleware.records.queries import Filters
+from middleware.records.queries import DIMENSIONS, Filters
 from middleware.spill import SpillError, SpillSettings, SpillTimeout, open_root
 from middleware.spill.layout import session_folder_name
 from middleware.spill.recall import RecallError, lines_of
@@ -79,8 +79,6 @@ logger = logging.getLogger(__name__)
 READ_SECONDS = 10.0
 #: Sessions ``/sessions`` lists at most.
 MAX_SESSIONS_LISTED = 10_000
-#: What ``/sessions?by=`` sums by.
-BY = ("key", "tag", "agent", "model", "day")
 T = TypeVar("T")
 
 #: The answer header naming the session a cleaned request was filed under.
@@ -113,7 +111,9 @@ class Proxy:
         policy = self.catalog.default.policy
         replica = bind(policy, RecordSettings).replica_name(self.settings.port)
         self.conversations = Conversations.open(self.host, policy, replica=replica)
-        self.metrics = Metrics(self.catalog.statuses, self.conversations.pool)
+        self.metrics = Metrics(
+            self.catalog.statuses, self.conversations.pool, self.conversations.records.health
+        )
         self.cleaning = ByteGate(self.settings.cleaning_bytes)
         console = bind(self.catalog.default.policy, ConsoleSettings)
         self.console = ConsoleBook(self.records, console.request_bytes) if console.enabled else None
@@ -316,11 +316,17 @@ class Proxy:
         statuses = self.catalog.statuses()
         store = open_root(bind(self.catalog.default.policy, SpillSettings))
         trouble = store.trouble  # an object store that failed, or hung, lately
-        healthy = all(s.last_reload_ok for s in statuses.values()) and trouble is None
+        records = self.conversations.records.health()  # never waits for the database
+        healthy = (
+            all(s.last_reload_ok for s in statuses.values())
+            and trouble is None
+            and records["reachable"]
+        )
         return JSONResponse(
             {
                 "status": "ok" if healthy else "degraded",
                 "spill": {"url": redact_urls(store.url), "error": trouble},
+                "records": records,
                 "sessions": len(self.conversations.pool),
                 "policies": {name: status_fields(s) for name, s in statuses.items()},
             }
@@ -381,8 +387,9 @@ class Proxy:
         """Every session's bill together, and the sessions billed most recently first
         (``?limit=N``, 100 unless given, within 0 and :data:`MAX_SESSIONS_LISTED`); with
         ``key`` (a caller's digest), ``tag`` (``name=value``, repeatable), ``agent`` or
-        ``model``, the sums of the answers they select; with ``by`` (``key``, ``tag``,
-        ``agent``, ``model``, ``day``), the sums by it instead of the sessions."""
+        ``model``, the sums of the answers they select; with ``by`` (one of
+        :data:`~middleware.records.queries.DIMENSIONS`), the sums by it instead of the
+        sessions."""
         if not self._may_recall(request):
             return _forbidden("the ledger")
         query = request.query_params
@@ -396,8 +403,8 @@ class Proxy:
         except ValueError as exc:
             return PlainTextResponse(str(exc), 400)
         by = query.get("by")
-        if by is not None and by not in BY:
-            return PlainTextResponse(f"by is one of {', '.join(BY)}, not {by!r}", 400)
+        if by is not None and by not in DIMENSIONS:
+            return PlainTextResponse(f"by is one of {', '.join(DIMENSIONS)}, not {by!r}", 400)
 
         def read() -> dict[str, Any]:
             total = self.ledger.total(filters)

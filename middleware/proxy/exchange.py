@@ -4,7 +4,6 @@ access log line written when it ends."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from middleware.conversations.front import Conversations
 from middleware.formats.declarations import Provider
 from middleware.ledger import Caller, UsageReader
 from middleware.ledger.sums import Entry
+from middleware.logs import Fields
 from middleware.policy import Policy
 from middleware.proxy.errors import error_body
 from middleware.proxy.metrics import Metrics
@@ -75,7 +75,8 @@ class Exchange:
         self.metrics.requests.labels(self.route, str(code)).inc()
         entry = self._bill() if self.reader is not None else None
         if self.access_log:
-            access_logger.info(json.dumps(self._line(code, whole, entry), ensure_ascii=False))
+            summary = f"{self.request.method} {self.request.url.path} {code}"
+            access_logger.info(Fields(self._line(code, whole, entry), summary))
 
     def _bill(self) -> Entry | None:
         """Put the answer in the ledger and count it: its :class:`Entry`, or ``None`` if
@@ -86,7 +87,7 @@ class Exchange:
         return entry
 
     def _line(self, status: int, whole: bool, entry: Entry | None) -> dict[str, Any]:
-        """The access log line (JSON) of the exchange."""
+        """The access log line of the exchange (its fields)."""
         cleaned, report = self.cleaned, self.cleaned.report
         line: dict[str, Any] = {
             "method": self.request.method,

@@ -9,6 +9,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ class PolicySource:
     ) -> None:
         self.key = key
         self._host = host
+        self._followers: list[Callable[[Policy], None]] = []
         self._watcher: PolicyWatcher | None = None
         self._problems: tuple[ProblemReport, ...] = ()
         if path is None:
@@ -71,11 +73,18 @@ class PolicySource:
             return PolicyStatus(self._policy.source, 1, self._policy.digest)
         return replace(self._watcher.status, plugin_problems=self._problems)
 
+    def follow(self, told: Callable[[Policy], None]) -> None:
+        """Have ``told`` called with each policy swapped in, after the plugins' hooks (how
+        the command that configured the logs follows ``proxy.log.level``)."""
+        self._followers.append(told)
+
     def _swapped(self, new: Policy) -> None:
         old, self._policy = self._policy, new
         problems: list[ProblemReport] = []
         self._host.policy_reloaded(old, new, problems)
         self._problems = tuple(problems)
+        for told in self._followers:
+            told(new)
 
     def close(self) -> None:
         if self._watcher is not None:

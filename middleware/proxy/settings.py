@@ -64,6 +64,16 @@ class ProxySettings:
         return provider_named(self.other_requests)
 
 
+@section("proxy.log")
+@dataclass(frozen=True)
+class LogSettings:
+    """How ``chatcli-mw serve`` writes its log (the command configures it: library code
+    only logs)."""
+
+    format: str
+    level: str
+
+
 @register_check
 def _provider_names(document: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     """``proxy.upstreams`` and ``proxy.other_requests`` name providers that exist."""

@@ -36,8 +36,7 @@ _outbox = sa.Table(
     sa.Column("kind", sa.String(8), nullable=False),
     sa.Column("body", sa.LargeBinary, nullable=False),
     sa.Column("bytes", sa.Integer, nullable=False),
-    # Ids never used again, even once every row is sent and removed: the sending thread
-    # tells what is left to send by them.
+    # Ids are never used again once removed: what has been sent is "every id up to N".
     sqlite_autoincrement=True,
 )
 
@@ -118,14 +117,12 @@ class Outbox:
                     return
             try:
                 sent = self._send_oldest()
-            except sa.exc.DBAPIError as exc:
-                if is_unreachable(exc):
-                    self._away(exc)
-                    with self._changed:
-                        self._changed.wait(wait)
-                    wait = min(wait * 2, RETRY_SECONDS[1])
-                    continue
-                raise
+            except Exception as exc:  # away, or refusing all (a newer schema): kept, retried
+                self._away(exc)
+                with self._changed:
+                    self._changed.wait(wait)
+                wait = min(wait * 2, RETRY_SECONDS[1])
+                continue
             wait = RETRY_SECONDS[0]
             with self._changed:
                 self._shipped = max(self._shipped, sent)
@@ -175,9 +172,10 @@ class Outbox:
             else:
                 self.counts.written += 1
 
-    def _away(self, exc: sa.exc.DBAPIError) -> None:
+    def _away(self, exc: Exception) -> None:
         self.counts.reachable = False
-        self.counts.error = str(exc.orig).strip().splitlines()[0][:300] if exc.orig else str(exc)
+        said = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        self.counts.error = said[0][:300] if said else type(exc).__name__
         self._log(logging.ERROR, "away", "cannot send records to %s (%s): they wait in the "
                   "outbox and are sent when it answers", self.where, self.counts.error)  # fmt: skip
 

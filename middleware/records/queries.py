@@ -33,8 +33,9 @@ SUMS = (
     "read_when_expected", *(f"billed_{k}" for k in TOKEN_KINDS),
     *(f"without_{k}" for k in TOKEN_KINDS),
 )  # fmt: skip
-#: What ``--by`` sums by, and the column (or tag) it reads.
-DIMENSIONS = ("key", "tag", "agent", "model", "day", "session", "replica")
+#: What the sums may be by (``/sessions?by=``, ``chatcli-mw ledger --by``): the caller
+#: (``key``, a digest of its API key), a tag's ``name=value``, or a column.
+DIMENSIONS = ("key", "tag", "agent", "model", "day", "replica")
 
 
 @dataclass(frozen=True)

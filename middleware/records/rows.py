@@ -110,9 +110,13 @@ def digest_key(*parts: object) -> str:
     return "sha256:" + hasher.hexdigest()
 
 
-def answer_key(provider: str, response_id: str | None, *fallback: object) -> str:
-    """The key of an answer: its provider's response id (``anthropic:msg_...``) where it
-    has one that fits, else :func:`digest_key` of ``fallback``."""
-    if response_id and len(provider) + 1 + len(response_id) <= KEY and response_id.isprintable():
-        return f"{provider}:{response_id}"
-    return digest_key(provider, *fallback)
+def answer_key(provider: str, response_id: str | None, *event: object) -> str:
+    """The key of one recorded answer: its provider's response id where it gives one
+    (``anthropic:msg_...:``, so the database names the provider's answer), and a digest
+    of ``event`` (the replica, the session, the time, a count: one answer's, however
+    often its row is written). The id alone is not a key: an upstream may give every
+    answer the same one (a gateway, a local server, a stand-in)."""
+    digest = digest_key(provider, response_id, *event).removeprefix("sha256:")
+    if response_id and len(provider) + len(response_id) + 18 <= KEY and response_id.isprintable():
+        return f"{provider}:{response_id}:{digest[:16]}"
+    return f"sha256:{digest}"

@@ -9,11 +9,13 @@ is in the sums the next read shows.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from typing import Any
 
+from middleware.policy.secrets import redact_urls
 from middleware.records.outbox import Outbox
 from middleware.records.rows import AnswerRow, RequestRow
 from middleware.records.settings import RecordSettings, state_folder
@@ -42,7 +44,30 @@ class Records:
         self.outbox = outbox
         self.settings: RecordSettings | None = None
         self._pruning: threading.Timer | None = None
+        self._knocking: threading.Thread | None = None
+        self._shares = 1
+        self._key: tuple[str, str] | None = None
         self._closed = False
+
+    @classmethod
+    def shared(cls, settings: RecordSettings, *, replica: str) -> Records:
+        """The records of this process on the database ``settings`` name, opened once
+        and shared by every host of the process that names it (two wrapped clients, a
+        proxy beside them): one writer, so each reads what the others wrote. Each
+        :meth:`close` lets go of one share; the last closes it. ``ledger.url: null``
+        gives each host records of its own, in memory."""
+        if settings.database is None:
+            return cls.open(settings, replica=replica)
+        key = (settings.database, replica)
+        with _SHARED_LOCK:
+            found = _SHARED.get(key)
+            if found is not None and not found._closed:
+                found._shares += 1
+                return found
+            opened = cls.open(settings, replica=replica)
+            opened._key = key
+            _SHARED[key] = opened
+            return opened
 
     @classmethod
     def open(cls, settings: RecordSettings, *, replica: str) -> Records:
@@ -53,7 +78,7 @@ class Records:
         :raises SchemaVersionError: the database was written by a newer release.
         """
         url = settings.database or MEMORY
-        store = RecordStore.open(url)
+        store = RecordStore.open(url, away_ok=settings.remote)
         outbox = None
         if settings.remote:
             outbox = Outbox(state_folder() / f"outbox-{_file_name(replica)}.sqlite", store)
@@ -85,16 +110,34 @@ class Records:
     def health(self) -> dict[str, Any]:
         """Whether the database answers, and what waits for it (``/healthz``)."""
         counts = self.outbox.counts if self.outbox is not None else self.writer.counts
+        error = counts.error or self.writer.counts.error
+        answered = self._store.answered
+        if not answered:
+            self._knock()
+            error = error or "it has not answered since the proxy started"
         return {
             "url": self._store.where,
-            "reachable": counts.reachable and self.writer.counts.reachable,
-            "error": counts.error or self.writer.counts.error,
+            "reachable": answered and counts.reachable and self.writer.counts.reachable,
+            "error": None if error is None else redact_urls(error),
             "held_bytes": self.writer.held + self.writer.sink.held,
             "dropped": self.writer.counts.dropped,
             "refused": self.writer.counts.refused + (
                 self.outbox.counts.refused if self.outbox is not None else 0
             ),
         }  # fmt: skip
+
+    def _knock(self) -> None:
+        """Try the database once more, in a thread of its own (one at a time): a health
+        check never waits for it."""
+        if self._knocking is not None and self._knocking.is_alive():
+            return
+
+        def knock() -> None:
+            with contextlib.suppress(Exception):
+                self._store.ready()
+
+        self._knocking = threading.Thread(target=knock, name="chatcli-records-knock", daemon=True)
+        self._knocking.start()
 
     def prune(self, now: float | None = None) -> int:
         """Remove the console records ``ledger.keep_days`` and ``ledger.console_bytes``
@@ -129,7 +172,14 @@ class Records:
         self._pruning.start()
 
     def close(self, timeout: float = CLOSE_SECONDS) -> None:
-        """Write what is queued (``timeout`` seconds at most), then let go."""
+        """Write what is queued (``timeout`` seconds at most), then let go (of a share,
+        for records :meth:`shared`: the last one closes them)."""
+        with _SHARED_LOCK:
+            self._shares -= 1
+            if self._shares > 0 or self._closed:
+                return
+            if self._key is not None and _SHARED.get(self._key) is self:
+                del _SHARED[self._key]
         self._closed = True
         if self._pruning is not None:
             self._pruning.cancel()
@@ -137,6 +187,11 @@ class Records:
         if self.outbox is not None:
             self.outbox.close()
         self._store.close()
+
+
+#: The records this process shares, by database and replica (:meth:`Records.shared`).
+_SHARED: dict[tuple[str, str], Records] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 def _file_name(replica: str) -> str:

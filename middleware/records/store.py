@@ -54,11 +54,15 @@ class RecordStore:
         #: The database, for messages: its URL without a password.
         self.where = where
         self._serial = threading.Lock() if engine.url.database in (None, "", ":memory:") else None
+        self._ready = False
+        self._readying = threading.Lock()
 
     @classmethod
-    def open(cls, url: str) -> RecordStore:
+    def open(cls, url: str, *, away_ok: bool = False) -> RecordStore:
         """The store at ``url`` (``sqlite:///PATH``, ``postgresql://...``, or
-        :data:`MEMORY`), its schema brought to this release's.
+        :data:`MEMORY`), its schema brought to this release's. With ``away_ok``, a
+        database that does not answer yet is no error: its schema is checked the first
+        time it does (a replica starts while its database is down).
 
         :raises PolicyError: the URL names no database this store writes to.
         :raises MissingExtraError: it is PostgreSQL and psycopg is not installed.
@@ -66,13 +70,37 @@ class RecordStore:
         """
         store = cls(_engine(url), redact_urls(url))
         try:
-            with store.connection() as connection:  # in memory: the one connection's lock
-                del connection
-            upgrade(store.engine, store.where)
+            store.ready()
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+            if not away_ok:
+                store.close()
+                raise
+            said = str(exc.orig or exc).strip().splitlines()
+            logger.warning("the records database %s does not answer (%s): records wait for "
+                           "it, and its schema is checked when it answers", store.where,
+                           redact_urls(said[0] if said else type(exc).__name__))  # fmt: skip
         except BaseException:
             store.close()
             raise
         return store
+
+    @property
+    def answered(self) -> bool:
+        """Whether the database has answered since the store opened (its schema ready)."""
+        return self._ready
+
+    def ready(self) -> None:
+        """Bring the database's schema to this release's, once: the first time it
+        answers (:func:`.migrations.upgrade`).
+
+        :raises SchemaVersionError: the database was written by a newer release.
+        """
+        if self._ready:
+            return
+        with self._readying:
+            if not self._ready:
+                upgrade(self.engine, self.where)
+                self._ready = True
 
     #: A store holds nothing on its way: what it is given is written before ``write``
     #: returns (:class:`.writer.Sink`).
@@ -87,7 +115,9 @@ class RecordStore:
 
     @contextmanager
     def connection(self) -> Iterator[sa.Connection]:
-        """A connection in a transaction, committed as the block ends."""
+        """A connection in a transaction, committed as the block ends (the schema made
+        ready first)."""
+        self.ready()
         if self._serial is None:
             with self.engine.begin() as connection:
                 yield connection

@@ -21,6 +21,9 @@ from middleware.ledger import journal as journal_module
 from middleware.ledger.journal import Journal, read_journal
 from middleware.policy.settings import bind
 
+#: Seconds a test waits for its ledger file to be written (a loaded machine is slow).
+WRITTEN = 120.0
+
 
 def settings(file: Path) -> LedgerSettings:
     policy = middleware.load_policy(
@@ -37,7 +40,7 @@ def test_a_ledger_read_back_is_the_ledger_written(tmp_path: Path) -> None:
     ledger.record("b", "openai", Usage(5, 1_024, 0, 0, 3), "gpt-4.1", chosen, now=2.5)
     ledger.record("a", "anthropic", None, None, chosen, now=3.5)  # its usage was not read
     ledger.record(None, "openai", Usage(1, 0, 0, 0, 1), "llama", chosen, now=4.5)
-    ledger.close()
+    ledger.close(WRITTEN)
     assert file.stat().st_mode & 0o777 == 0o600
     read = FileLedger.read(str(file))  # what the file holds is what was billed
     for session in ("a", "b"):
@@ -45,7 +48,7 @@ def test_a_ledger_read_back_is_the_ledger_written(tmp_path: Path) -> None:
     assert read.total() == ledger.total() and read.skipped == 0
     again = Ledger.open(chosen, records_in())  # the next process on the same file
     again.record("b", "openai", Usage(1, 0, 0, 0, 1), "gpt-4.1", chosen, now=9.0)
-    again.close()
+    again.close(WRITTEN)
     third = FileLedger.read(str(file))
     assert third.session("b")["requests"] == 2  # type: ignore[index]
     assert len(list(read_journal(file))) == 5
@@ -114,7 +117,7 @@ def test_the_ledger_command_draws_a_ledger_file(tmp_path: Path) -> None:
         ledger.record("s", "anthropic", Usage(10, 1_000 * n, 500, 0, 20), "claude-opus-5",
                       chosen, now=float(n))  # fmt: skip
     ledger.record("other", "anthropic", Usage(5, 0, 0, 0, 1), "claude-opus-5", chosen, now=99.0)
-    ledger.close()
+    ledger.close(WRITTEN)
     picture = tmp_path / "ledger.png"
     assert main(["ledger", "s", "--file", str(file), "--plot", str(picture)]) == 0
     assert picture.read_bytes().startswith(b"\x89PNG")
@@ -144,7 +147,7 @@ FULL_DISK = textwrap.dedent(
         for n in range(count):
             ledger.record(f"{session}-{n}", "anthropic", Usage(10, 1_000, 0, 0, 5),
                           "claude-sonnet-5", chosen, now=float(n))
-        ledger.close()
+        ledger.close(120)
 
     answers("before", 3)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -200,6 +203,6 @@ def test_a_line_another_writer_left_unfinished_swallows_no_answer(
     for n in range(10):
         ledger.record(f"after-{n}", "anthropic", Usage(10, 1_000, 0, 0, 5), "claude-sonnet-5",
                       chosen, now=float(n))  # fmt: skip
-    ledger.close()
+    ledger.close(WRITTEN)
     sessions, counted = read_back(file, capsys)
     assert sessions == [f"after-{n}" for n in range(10)] and counted == 10

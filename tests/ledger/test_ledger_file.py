@@ -23,6 +23,9 @@ from middleware.ledger.journal import parts, read_journal
 from middleware.policy.settings import bind
 
 ROTATE = 4096
+#: Seconds a test waits for its ledger file to be written (a loaded machine is slow to
+#: rotate it; a process stopping waits 5 s at most, and says what it left).
+WRITTEN = 120.0
 
 
 def settings(file: Path, rotate: int | None = ROTATE) -> LedgerSettings:
@@ -126,7 +129,7 @@ def test_the_file_rotates_past_its_size_and_is_read_from_the_sums_not_the_histor
     chosen = settings(file)
     ledger = Ledger.open(chosen, records_in())
     record_answers(ledger, chosen, range(300))
-    ledger.close()
+    ledger.close(WRITTEN)
     rotated = parts(file)
     assert len(rotated) >= 10 and [n for n, _ in rotated] == list(range(1, len(rotated) + 1))
     # Each part stopped at the first line past the size; the current file is below it.
@@ -151,7 +154,7 @@ def test_the_file_rotates_past_its_size_and_is_read_from_the_sums_not_the_histor
     same_as_written(FileLedger.read(str(file)))
     restarted = Ledger.open(chosen, records_in())
     record_answers(restarted, chosen, range(300, 600))
-    restarted.close()
+    restarted.close(WRITTEN)
     assert len(sums_path(file).read_text(encoding="utf-8").splitlines()) == 1 + 30
     assert FileLedger.read(str(file)).total()["requests"] == 600
     # The command reads the sums and the file the same way, with no proxy running.
@@ -166,19 +169,19 @@ def test_a_part_rotated_out_but_not_yet_summed_is_read_at_start(tmp_path: Path) 
     chosen = settings(file)
     ledger = Ledger.open(chosen, records_in())
     record_answers(ledger, chosen, range(100))
-    ledger.close()
+    ledger.close(WRITTEN)
     first = 100
     if not file.exists():  # the last answer rotated it: one more starts the next file
         ledger = Ledger.open(chosen, ledger.records)
         record_answers(ledger, chosen, range(100, 101))
-        ledger.close()
+        ledger.close(WRITTEN)
         first = 101
     last = max(n for n, _ in parts(file))
     file.rename(file.with_name(f"{file.name}.{last + 1}"))  # renamed, never summed
     assert FileLedger.read(str(file)).total() == ledger.total()
     restarted = Ledger.open(chosen, records_in())
     record_answers(restarted, chosen, range(first, 200))
-    restarted.close()
+    restarted.close(WRITTEN)
     head = json.loads(sums_path(file).read_text(encoding="utf-8").splitlines()[0])
     assert head["through"] > last + 1
     assert FileLedger.read(str(file)).total()["requests"] == 200
@@ -191,7 +194,7 @@ def test_sums_that_cannot_be_read_fall_back_to_the_parts(
     chosen = settings(file)
     ledger = Ledger.open(chosen, records_in())
     record_answers(ledger, chosen, range(100))
-    ledger.close()
+    ledger.close(WRITTEN)
     sums_path(file).write_text('{"sums": 1, "through": NaN}\n', encoding="utf-8")
     assert FileLedger.read(str(file)).total() == ledger.total()
     assert "does not hold the ledger's sums" in caplog.text

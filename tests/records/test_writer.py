@@ -10,11 +10,12 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from database import PostgresServer
 from record_builders import answer
-from waiting import wait_for
 
+from middleware.records import Records, RecordSettings
 from middleware.records.outbox import Outbox
 from middleware.records.rows import RequestRow
 from middleware.records.store import RecordStore
@@ -157,18 +158,40 @@ def test_requests_and_answers_go_through_the_outbox_alike(
     store.close()
 
 
-def test_an_outbox_that_was_emptied_sends_what_comes_next(tmp_path: Path) -> None:
-    """Once everything in the outbox is sent, the file is empty: the next records must
-    not take the numbers of those sent (SQLite gives an empty table's rows 1, 2, ...),
-    else the outbox believes them sent already and holds them for ever."""
-    store = RecordStore.open(f"sqlite:///{tmp_path / 'records.sqlite'}")
-    outbox = Outbox(tmp_path / "outbox.sqlite", store)
+def test_a_replica_starts_while_its_database_is_down(
+    postgres: PostgresServer, postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its records wait in the outbox; the schema is made, and they are written, when the
+    database answers."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    settings = RecordSettings(postgres_url, BIG, None, None, "r1")
+    postgres.stop()
     try:
-        for n in range(3):
-            outbox.write([answer(f"a{n}"), answer(f"b{n}")], [])
-            assert outbox.flush(30, time.monotonic)
-            assert wait_for(lambda: outbox.held == 0)
-        assert answers_in(store) == ["a0", "a1", "a2", "b0", "b1", "b2"]
+        records = Records.open(settings, replica="r1")
+        assert records.put(answer("while-down"))
+        assert not records.writer.flush(1.0)
+        assert not records.health()["reachable"]
     finally:
-        outbox.close()
-        store.close()
+        postgres.start()
+    assert records.writer.flush(60)
+    assert answers_in(records.store()) == ["while-down"]
+    assert records.health()["reachable"]
+    records.close()
+
+
+def test_an_outbox_emptied_goes_on_sending_what_comes_after(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """Its ids keep rising once it is empty (a reused id would read as sent already)."""
+    store = RecordStore.open(postgres_url)
+    outbox = Outbox(tmp_path / "outbox.sqlite", store)
+    writer = RecordWriter(outbox, BIG)
+    for round_ in range(3):
+        for n in range(5):
+            writer.put(answer(f"a{round_}-{n}"))
+        assert writer.flush(30), round_
+        assert outbox.held == 0
+    assert len(answers_in(store)) == 15
+    writer.close(5)
+    outbox.close()
+    store.close()

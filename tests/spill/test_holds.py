@@ -305,6 +305,7 @@ def test_replicas_with_different_horizons_each_keep_a_hold_and_gc_honours_the_lo
     s3: S3Server, bucket: str
 ) -> None:
     url_base = f"{bucket}/two"
+    before = time.time()
     long = ObjectRoot(s3.filesystem(), url_base, retry_after=0).workspace("s", hold=7200)
     location = long.save("k", "spilled by the first replica")
     short_root = ObjectRoot(s3.filesystem(), url_base, retry_after=0)
@@ -314,9 +315,9 @@ def test_replicas_with_different_horizons_each_keep_a_hold_and_gc_honours_the_lo
     holds = [p for p in stored(s3, bucket, "two") if HOLD_PREFIX in p]
     until = sorted(held_until(p.rsplit("/", 1)[1]) or 0 for p in holds)
     assert len(until) == 2
-    now = time.time()
-    assert until[0] == pytest.approx(now + 60 + MARK_SECONDS, abs=5)
-    assert until[1] == pytest.approx(now + 7200 + MARK_SECONDS, abs=5)
+    after = time.time()  # each hold was written between the two, however busy the machine
+    for held, hold in zip(until, (60, 7200), strict=True):
+        assert before + hold + MARK_SECONDS - 1 <= held <= after + hold + MARK_SECONDS + 1
     (folder,) = gc_root(s3, bucket, "two").sessions()
     assert folder.held_until == until[1]
 
