@@ -263,8 +263,9 @@ def _selected(filters: Filters) -> tuple[sa.FromClause, list[sa.ColumnElement[bo
 
 
 def _filtered(connection: sa.Connection, limit: int, filters: Filters) -> list[dict[str, Any]]:
-    """The sessions of the answers ``filters`` select, their sums over those answers."""
-    a = ANSWERS
+    """The sessions of the answers ``filters`` select, their sums over those answers,
+    each with what its row says of it (agent, caller, the console's counts)."""
+    a, s = ANSWERS, SESSIONS
     joined, conditions = _selected(filters)
     query = (
         sa.select(a.c.session, *_answer_sums(a))
@@ -274,4 +275,19 @@ def _filtered(connection: sa.Connection, limit: int, filters: Filters) -> list[d
         .order_by(sa.func.max(a.c.time).desc(), a.c.session)
         .limit(limit)
     )
-    return [dict(row._mapping) for row in connection.execute(query)]
+    rows = [dict(row._mapping) for row in connection.execute(query)]
+    described = {
+        row.session: row._mapping
+        for row in connection.execute(
+            sa.select(s.c.session, *(s.c[n] for n in _DESCRIBED)).where(
+                s.c.session.in_([row["session"] for row in rows])
+            )
+        )
+    } if rows else {}  # fmt: skip
+    empty = dict.fromkeys(_DESCRIBED)
+    return [{**empty, **described.get(row["session"], {}), **row} for row in rows]
+
+
+#: What a session's row says of it beside its sums (kept as they are when sums are filtered).
+_DESCRIBED = ("agent", "source", "format", "caller", "requests", "repairs", "spills",
+              "compactions")  # fmt: skip

@@ -86,6 +86,25 @@ def test_answers_carry_who_asked_and_the_tags_and_sum_by_them(tmp_path: Path) ->
         assert httpx.get(url + "/sessions", params={"by": "colour"}).status_code == 400
         assert httpx.get(url + "/sessions", params={"tag": "nonsense"}).status_code == 400
 
+        # The console's list filters alike: each session billed by the answers selected.
+        def console(**query: Any) -> dict[str, Any]:
+            answer = httpx.get(url + "/ui/api/sessions", params=query, timeout=30)
+            assert answer.status_code == 200, answer.text
+            found: dict[str, Any] = answer.json()
+            return found
+
+        listed = console(key=alice)
+        assert [(s["session"], s["caller"], s["agent"]) for s in listed["sessions"]] == [
+            ("a1", alice, "SDK")
+        ]
+        assert listed["total"] == of_alice["total"] and listed["filters"]["key"] == alice
+        tagged = console(tag=["team=infra", "project=x"])
+        assert [s["session"] for s in tagged["sessions"]] == ["a1"]
+        assert tagged["sessions"][0]["billed"]["input"] < listed["sessions"][0]["billed"]["input"]
+        assert {s["session"] for s in console()["sessions"]} == {"a1", "b1", "b2"}
+        refused = httpx.get(url + "/ui/api/sessions", params={"tag": "nonsense"}, timeout=30)
+        assert refused.status_code == 400 and "name=value" in refused.text
+
 
 def test_the_ledger_command_reads_the_database_by_who_asked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -31,6 +31,7 @@ from middleware.proxy.metrics import Metrics
 from middleware.proxy.policies import PolicyCatalog, status_fields
 from middleware.proxy.settings import ProxySettings
 from middleware.records import Records
+from middleware.records.queries import Filters
 from middleware.records.store import MEMORY
 from middleware.spill import SpillSettings, open_root
 
@@ -106,11 +107,17 @@ def console_routes(proxy: Served, allowed: Callable[[Request], bool], read: Read
         return _static(request.path_params["name"])
 
     async def sessions(request: Request) -> Response:
+        query = request.query_params
         try:
-            limit = _limit(request.query_params, MAX_LISTED, MAX_LISTED)
+            limit = _limit(query, MAX_LISTED, MAX_LISTED)
         except ValueError:
             return PlainTextResponse("limit is a number of sessions (a whole number)", 400)
-        found = await read(sessions_page, proxy, limit)
+        try:
+            filters = Filters.of(query.get("key"), query.getlist("tag"), query.get("agent"),
+                                 query.get("model"))  # fmt: skip
+        except ValueError as exc:
+            return PlainTextResponse(str(exc), 400)
+        found = await read(sessions_page, proxy, limit, filters)
         return found if isinstance(found, Response) else JSONResponse(found, headers=_NO_STORE)
 
     async def session(request: Request) -> Response:
@@ -173,15 +180,29 @@ def _static(name: str) -> Response:
 # -- the pages' data ---------------------------------------------------------------------
 
 
-def sessions_page(proxy: Served, limit: int = MAX_LISTED) -> dict[str, Any]:
+def sessions_page(
+    proxy: Served, limit: int = MAX_LISTED, filters: Filters = Filters()
+) -> dict[str, Any]:
     """The sessions seen most recently first, every replica's: the agent and counts of the
-    console beside the bill of the ledger, and the ledger's total (reads the records)."""
+    console beside the bill of the ledger, and the ledger's total (reads the records);
+    with ``filters`` (a caller's key digest, tags, an agent, a model), the sessions of the
+    answers they select, each session's bill and the total over those answers only."""
     page = {
         "console": proxy.console is not None,
-        "total": proxy.ledger.total(),
-        "sessions": sessions_list(proxy.records.store(), limit),
+        "filters": _filters_shown(filters),
+        "total": proxy.ledger.total(filters),
+        "sessions": sessions_list(proxy.records.store(), limit, filters),
     }
     return {"version": _version(page), **page}
+
+
+def _filters_shown(filters: Filters) -> dict[str, Any]:
+    return {
+        "key": filters.caller,
+        "tags": [f"{name}={value}" for name, value in filters.tags],
+        "agent": filters.agent,
+        "model": filters.model,
+    }
 
 
 def proxy_page(proxy: Served) -> dict[str, Any]:

@@ -37,9 +37,12 @@ class Asked:
     bills: tuple[int, ...] = ()
 
 
-def sessions_list(store: RecordStore, limit: int) -> list[dict[str, Any]]:
-    """The sessions seen most recently first, billed or not, as the list shows them."""
-    return [row_of(row) for row in queries.recent(store, limit, billed=False)]
+def sessions_list(
+    store: RecordStore, limit: int, filters: queries.Filters = queries.Filters()
+) -> list[dict[str, Any]]:
+    """The sessions seen most recently first, billed or not, as the list shows them; with
+    ``filters``, those of the answers they select, billed by those answers only."""
+    return [row_of(row) for row in queries.recent(store, limit, filters, billed=False)]
 
 
 def row_of(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -52,6 +55,7 @@ def row_of(row: Mapping[str, Any]) -> dict[str, Any]:
         "agent": row["agent"],
         "source": row["source"],
         "format": row["format"],
+        "caller": row.get("caller"),
         "requests": row["requests"] if seen else row["answers"],
         "repairs": row["repairs"] if seen else None,
         "spills": row["spills"] if seen else None,

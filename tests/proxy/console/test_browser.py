@@ -195,6 +195,18 @@ def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_sa
             assert texts[0] == "Claude Code"
             assert texts[-4:-1] == [str(shown[k]) for k in ("repairs", "spills", "compactions")]
             page.screenshot(path=str(shots / "sessions.png"), full_page=True)
+
+            # The key filter asks the proxy for one caller's answers (issue 44, item 3):
+            # Claude Code's key shows its session; another key, none and a zero total.
+            assert shown["caller"]
+            page.fill("#key-filter", "0000000000000000")
+            page.press("#key-filter", "Enter")
+            page.wait_for_function(
+                "() => !document.querySelector('#sessions tbody tr[data-session]')"
+            )
+            page.fill("#key-filter", shown["caller"])
+            page.press("#key-filter", "Enter")
+            page.locator(f'tr[data-session="{session}"]').wait_for()
             logger.warning("console screenshots: %s", shots)
             assert refused == []
 

@@ -18,6 +18,10 @@ let shown = { route: null, version: null };
 let sort = { key: "last", desc: true };
 let filter = "";
 let agentFilter = "";
+// Asked of the proxy: the sums of the answers of one caller (its key's digest, as
+// /sessions?key= and chatcli-mw ledger --key take it) and with every tag given.
+let keyFilter = "";
+let tagFilter = "";
 const opened = new Set(); // full outputs open, by "session/file"
 
 function el(tag, attrs, ...children) {
@@ -78,7 +82,7 @@ async function refresh(force) {
       shown = { route: key, version: null };
     } else {
       live = null;
-      const data = await getJSON(here.page === "proxy" ? "/ui/api/proxy" : "/ui/api/sessions");
+      const data = await getJSON(here.page === "proxy" ? "/ui/api/proxy" : sessionsPath());
       if (fresh || shown.version !== data.version) {
         const scroll = window.scrollY;
         const focused = document.activeElement && document.activeElement.id;
@@ -133,11 +137,20 @@ function cell(key, value) {
   return value === null || value === undefined || value === "" ? "—" : value;
 }
 
+function sessionsPath() {
+  const query = new URLSearchParams();
+  if (keyFilter.trim()) query.append("key", keyFilter.trim());
+  for (const tag of tagFilter.split(/[,\s]+/).filter((t) => t.includes("="))) query.append("tag", tag);
+  const asked = query.toString();
+  return "/ui/api/sessions" + (asked ? "?" + asked : "");
+}
+
 function sessionsPage(data) {
   const agents = [...new Set(data.sessions.map((r) => r.agent).filter(Boolean))].sort();
   const rows = data.sessions.filter((r) =>
     (!agentFilter || r.agent === agentFilter) &&
-    (!filter || (r.session + " " + (r.agent || "")).toLowerCase().includes(filter.toLowerCase())));
+    (!filter || [r.session, r.agent || "", r.caller || ""].join(" ").toLowerCase()
+      .includes(filter.toLowerCase())));
   const column = COLUMNS.find((c) => c[0] === sort.key) || COLUMNS[COLUMNS.length - 1];
   rows.sort((a, b) => {
     const x = column[2](a), y = column[2](b);
@@ -173,12 +186,22 @@ function sessionsPage(data) {
     data.console ? null : el("p", { class: "muted" },
       "proxy.console.enabled is false: the ledger's sums only, no record of what the steps did."),
     el("div", { class: "filters" },
-      el("input", { id: "filter", type: "search", placeholder: "filter by session or agent", value: filter,
+      el("input", { id: "filter", type: "search", placeholder: "filter by session, agent or key", value: filter,
         oninput: (e) => { filter = e.target.value; refresh(true); } }),
+      el("input", { id: "key-filter", type: "search", placeholder: "key (its digest)", value: keyFilter,
+        title: "the sums of one caller's answers: the digest of its API key, as /sessions?key= takes it",
+        onchange: (e) => { keyFilter = e.target.value; refresh(true); } }),
+      el("input", { id: "tag-filter", type: "search", placeholder: "tags: team=infra", value: tagFilter,
+        title: "the sums of the answers with every tag given (x-chatcli-tags), name=value by commas",
+        onchange: (e) => { tagFilter = e.target.value; refresh(true); } }),
       el("select", { id: "agent-filter", onchange: (e) => { agentFilter = e.target.value; refresh(true); } },
         el("option", { value: "" }, "every agent"),
         agents.map((a) => el("option", { value: a, selected: a === agentFilter }, a))),
-      el("span", { class: "muted" }, `${rows.length} of ${data.sessions.length} sessions; tokens billed by kind`)),
+      el("span", { class: "muted" }, `${rows.length} of ${data.sessions.length} sessions; tokens billed by kind`
+        + (data.filters && (data.filters.key || data.filters.tags.length)
+          ? "; sums of the answers " + [data.filters.key ? "of key " + data.filters.key : "",
+            data.filters.tags.length ? "tagged " + data.filters.tags.join(", ") : ""].filter(Boolean).join(" and ")
+          : ""))),
     el("table", { id: "sessions" }, el("thead", {}, head), el("tbody", {}, body, total)),
   ];
 }
