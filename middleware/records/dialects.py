@@ -5,6 +5,7 @@ is the one place that names them."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -17,13 +18,22 @@ _INSERTS: dict[str, Callable[[sa.Table], Any]] = {
 }
 
 
-def new_rows(connection: sa.Connection, table: sa.Table) -> Any:
+def new_rows(connection: sa.Connection, table: sa.Table, returning: str | None = None) -> Any:
     """An ``INSERT`` into ``table`` that writes only the rows whose primary key (or other
-    unique key) it does not hold yet, and leaves the others as they are."""
+    unique key) it does not hold yet, and leaves the others as they are (``returning``:
+    the column of the rows written it returns). One statement per dialect, table and
+    column, made once: SQLAlchemy keys its compiled form by it, and execution binds the
+    rows."""
+    return _new_rows(connection.dialect.name, table, returning)
+
+
+@functools.cache
+def _new_rows(dialect: str, table: sa.Table, returning: str | None) -> Any:
     try:
-        insert = _INSERTS[connection.dialect.name]
+        insert = _INSERTS[dialect]
     except KeyError:
         raise ValueError(
-            f"the records store works with SQLite and PostgreSQL, not {connection.dialect.name}"
+            f"the records store works with SQLite and PostgreSQL, not {dialect}"
         ) from None
-    return insert(table).on_conflict_do_nothing()
+    statement = insert(table).on_conflict_do_nothing()
+    return statement if returning is None else statement.returning(table.c[returning])

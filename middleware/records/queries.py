@@ -24,15 +24,10 @@ from middleware.records.tables import (
     REQUESTS,
     SESSION_MODELS,
     SESSIONS,
+    SUMS,
     TOKEN_KINDS,
 )
 
-#: The sums a session's row and a day's row have, and which the filters sum over answers.
-SUMS = (
-    "answers", "unread", "unpriced", "dollars", "dollars_without", "expected_read",
-    "read_when_expected", *(f"billed_{k}" for k in TOKEN_KINDS),
-    *(f"without_{k}" for k in TOKEN_KINDS),
-)  # fmt: skip
 #: What the sums may be by (``/sessions?by=``, ``chatcli-mw ledger --by``): the caller
 #: (``key``, a digest of its API key), a tag's ``name=value``, or a column.
 DIMENSIONS = ("key", "tag", "agent", "model", "day", "replica")

@@ -32,6 +32,7 @@ from middleware.records.tables import (
     REQUESTS,
     SESSION_MODELS,
     SESSIONS,
+    SUMS,
     TOKEN_KINDS,
 )
 
@@ -180,8 +181,7 @@ def _write(
         written = _insert_new(connection, REQUESTS, [r.row() for r in requests], "key")
         seen = [r for r in requests if r.key in written]
         new += len(seen)
-        for request in sorted(seen, key=lambda r: r.session):  # one order: no deadlock
-            _count_request(connection, request)
+        _count_requests(connection, seen)
     if answers:
         written = _insert_new(connection, ANSWERS, [a.row() for a in answers], "key")
         fresh = [a for a in answers if a.key in written]
@@ -191,20 +191,7 @@ def _write(
         ]
         if tags:
             connection.execute(new_rows(connection, ANSWER_TAGS), tags)
-        by_session: dict[str, list[AnswerRow]] = defaultdict(list)
-        by_day: dict[tuple[str, str], list[AnswerRow]] = defaultdict(list)
-        for answer in fresh:
-            if answer.session is not None:
-                by_session[answer.session].append(answer)
-            by_day[answer.row()["day"], answer.model or ""].append(answer)
-        for session in sorted(by_session):
-            _add_to_session(connection, session, by_session[session])
-        for day, model in sorted(by_day):
-            _add_sums(
-                connection, DAYS,
-                (DAYS.c.day == day) & (DAYS.c.model == model),
-                {"day": day, "model": model}, by_day[day, model],
-            )  # fmt: skip
+        _add_answers(connection, fresh)
     return new
 
 
@@ -212,94 +199,162 @@ def _insert_new(
     connection: sa.Connection, table: sa.Table, rows: list[dict[str, Any]], key: str
 ) -> set[str]:
     """Insert ``rows`` but those whose ``key`` is there; the keys of those inserted."""
-    statement = new_rows(connection, table).returning(table.c[key])
-    return set(connection.execute(statement, rows).scalars().all())
+    return set(connection.execute(new_rows(connection, table, key), rows).scalars().all())
 
 
-def _earliest(column: sa.Column[float], when: float) -> sa.ColumnElement[float]:
-    return sa.case((column > when, when), else_=column)
+# Each batch moves the sums through these statements, made once with their parameters
+# bound at each execution (one execution for all the sessions or days of a batch): building
+# and keying a statement per row cost more CPU than the database's work (issue 44, item 8).
 
 
-def _latest(column: sa.Column[float], when: float) -> sa.ColumnElement[float]:
-    return sa.case((column < when, when), else_=column)
+def _widened(table: sa.Table) -> dict[str, sa.ColumnElement[Any]]:
+    """``first`` and ``last`` widened to the ``span_first`` and ``span_last`` given."""
+    first = sa.bindparam("span_first", type_=sa.Float)
+    last = sa.bindparam("span_last", type_=sa.Float)
+    c = table.c
+    return {
+        "first": sa.case((c.first > first, first), else_=c.first),
+        "last": sa.case((c.last < last, last), else_=c.last),
+    }
 
 
-def _session_row(connection: sa.Connection, session: str, first: float, last: float) -> None:
-    """The session's row, made if it has none, its first and last times widened."""
-    s = SESSIONS
-    connection.execute(new_rows(connection, s).values(session=session, first=first, last=last))
+def _added(table: sa.Table, names: Sequence[str]) -> dict[str, sa.ColumnElement[Any]]:
+    """Each column of ``names`` plus the ``add_NAME`` given."""
+    return {n: table.c[n] + sa.bindparam(f"add_{n}", type_=table.c[n].type) for n in names}
+
+
+#: What the console's requests add to their session's row (and the names they set).
+_REQUEST_COUNTS = ("requests", "repairs", "spills", "compactions")
+_REQUEST_NAMES = ("agent", "source", "format", "caller")
+
+_S, _M, _D = SESSIONS, SESSION_MODELS, DAYS
+_THE_SESSION = _S.c.session == sa.bindparam("at_session", type_=sa.String)
+_ADD_TO_SESSION = sa.update(_S).where(_THE_SESSION).values({**_widened(_S), **_added(_S, SUMS)})
+_COUNT_REQUESTS = (
+    sa.update(_S)
+    .where(_THE_SESSION)
+    .values(
+        {
+            **_widened(_S),
+            **_added(_S, _REQUEST_COUNTS),
+            **{
+                n: sa.func.coalesce(sa.bindparam(f"set_{n}", type_=sa.String), _S.c[n])
+                for n in _REQUEST_NAMES
+            },
+        }
+    )
+)
+_COUNT_MODEL = (
+    sa.update(_M)
+    .where(_M.c.session == sa.bindparam("at_session", type_=sa.String))
+    .where(_M.c.model == sa.bindparam("at_model", type_=sa.String))
+    .values(_added(_M, ("answers",)))
+)
+_ADD_TO_DAY = (
+    sa.update(_D)
+    .where(_D.c.day == sa.bindparam("at_day", type_=sa.String))
+    .where(_D.c.model == sa.bindparam("at_model", type_=sa.String))
+    .values(_added(_D, SUMS))
+)
+
+
+def _count_requests(connection: sa.Connection, requests: list[RequestRow]) -> None:
+    """Add ``requests`` to their sessions' rows (made if need be): their counts, their
+    times, and the agent, source, format and caller the latest of them says."""
+    by_session: dict[str, list[RequestRow]] = defaultdict(list)
+    for request in requests:
+        by_session[request.session].append(request)
+    sessions = sorted(by_session)  # one order: no deadlock
+    if not sessions:
+        return
+    spans = {s: (min(r.time for r in by_session[s]), max(r.time for r in by_session[s]))
+             for s in sessions}  # fmt: skip
+    _made(connection, spans)
+    counts = []
+    for session in sessions:
+        found = by_session[session]
+        values: dict[str, Any] = {"at_session": session, "span_first": spans[session][0],
+                                  "span_last": spans[session][1]}  # fmt: skip
+        for name in _REQUEST_COUNTS:
+            values[f"add_{name}"] = len(found) if name == "requests" else sum(
+                getattr(r, name) for r in found
+            )  # fmt: skip
+        for name in _REQUEST_NAMES:
+            said = [getattr(r, name) for r in found if getattr(r, name) is not None]
+            values[f"set_{name}"] = said[-1] if said else None
+        counts.append(values)
+    connection.execute(_COUNT_REQUESTS, counts)
+
+
+def _made(connection: sa.Connection, spans: dict[str, tuple[float, float]]) -> None:
+    """The sessions' rows, made where there are none yet (their first and last times)."""
     connection.execute(
-        sa.update(s)
-        .where(s.c.session == session)
-        .values(first=_earliest(s.c.first, first), last=_latest(s.c.last, last))
+        new_rows(connection, SESSIONS),
+        [{"session": s, "first": first, "last": last} for s, (first, last) in spans.items()],
     )
 
 
-def _count_request(connection: sa.Connection, request: RequestRow) -> None:
-    s = SESSIONS
-    _session_row(connection, request.session, request.time, request.time)
-    values: dict[str, Any] = {
-        "requests": s.c.requests + 1,
-        "repairs": s.c.repairs + request.repairs,
-        "spills": s.c.spills + request.spills,
-        "compactions": s.c.compactions + request.compactions,
-    }
-    for name in ("agent", "source", "format", "caller"):
-        value = getattr(request, name)
-        if value is not None:
-            values[name] = value
-    connection.execute(sa.update(s).where(s.c.session == request.session).values(values))
-
-
-def _add_to_session(connection: sa.Connection, session: str, answers: list[AnswerRow]) -> None:
-    times = [a.time for a in answers]
-    _session_row(connection, session, min(times), max(times))
-    s = SESSIONS
-    _add_sums(connection, s, s.c.session == session, None, answers)
-    models: dict[str, int] = defaultdict(int)
+def _add_answers(connection: sa.Connection, answers: list[AnswerRow]) -> None:
+    """Add ``answers`` to the running sums of their sessions (with their times and models)
+    and of their days and models."""
+    if not answers:
+        return
+    by_session: dict[str, list[AnswerRow]] = defaultdict(list)
+    by_day: dict[tuple[str, str], list[AnswerRow]] = defaultdict(list)
     for answer in answers:
-        if answer.model:
-            models[answer.model] += 1
-    m = SESSION_MODELS
-    for model in sorted(models):
-        connection.execute(new_rows(connection, m).values(session=session, model=model))
+        if answer.session is not None:
+            by_session[answer.session].append(answer)
+        by_day[answer.row()["day"], answer.model or ""].append(answer)
+    sessions = sorted(by_session)  # one order: no deadlock
+    if sessions:
+        spans = {s: (min(a.time for a in by_session[s]), max(a.time for a in by_session[s]))
+                 for s in sessions}  # fmt: skip
+        _made(connection, spans)
         connection.execute(
-            sa.update(m)
-            .where((m.c.session == session) & (m.c.model == model))
-            .values(answers=m.c.answers + models[model])
-        )
+            _ADD_TO_SESSION,
+            [{"at_session": s, "span_first": spans[s][0], "span_last": spans[s][1],
+              **_sums(by_session[s])} for s in sessions],
+        )  # fmt: skip
+        models: dict[tuple[str, str], int] = defaultdict(int)
+        for session in sessions:
+            for answer in by_session[session]:
+                if answer.model:
+                    models[session, answer.model] += 1
+        if models:
+            pairs = sorted(models)
+            connection.execute(
+                new_rows(connection, SESSION_MODELS),
+                [{"session": s, "model": m} for s, m in pairs],
+            )
+            connection.execute(
+                _COUNT_MODEL,
+                [{"at_session": s, "at_model": m, "add_answers": models[s, m]} for s, m in pairs],
+            )
+    days = sorted(by_day)
+    connection.execute(new_rows(connection, DAYS), [{"day": d, "model": m} for d, m in days])
+    connection.execute(
+        _ADD_TO_DAY, [{"at_day": d, "at_model": m, **_sums(by_day[d, m])} for d, m in days]
+    )
 
 
-def _add_sums(
-    connection: sa.Connection,
-    table: sa.Table,
-    where: sa.ColumnElement[bool],
-    made: dict[str, Any] | None,
-    answers: list[AnswerRow],
-) -> None:
-    """Add ``answers`` to the running sums of ``table``'s row ``where`` selects (made
-    from ``made`` first if it is not there)."""
-    if made is not None:
-        connection.execute(new_rows(connection, table).values(made))
-    c = table.c
+def _sums(answers: list[AnswerRow]) -> dict[str, Any]:
+    """What ``answers`` add to a row of running sums, as ``add_NAME`` parameters."""
     read = [a for a in answers if not a.unread]
     priced = [a for a in read if a.priced]
     expected = [a for a in read if a.expected_read is not None]
     values: dict[str, Any] = {
-        "answers": c.answers + len(answers),
-        "unread": c.unread + (len(answers) - len(read)),
-        "unpriced": c.unpriced + (len(read) - len(priced)),
-        "dollars": c.dollars + sum(a.dollars or 0.0 for a in priced),
-        "dollars_without": c.dollars_without + sum(a.dollars_without or 0.0 for a in priced),
-        "expected_read": c.expected_read + sum(a.expected_read or 0 for a in expected),
-        "read_when_expected": c.read_when_expected
-        + sum(a.billed.get("cache_read", 0) for a in expected),
+        "add_answers": len(answers),
+        "add_unread": len(answers) - len(read),
+        "add_unpriced": len(read) - len(priced),
+        "add_dollars": sum(a.dollars or 0.0 for a in priced),
+        "add_dollars_without": sum(a.dollars_without or 0.0 for a in priced),
+        "add_expected_read": sum(a.expected_read or 0 for a in expected),
+        "add_read_when_expected": sum(a.billed.get("cache_read", 0) for a in expected),
     }
     for kind in TOKEN_KINDS:
         for side in ("billed", "without"):
-            name = f"{side}_{kind}"
-            values[name] = c[name] + sum(getattr(a, side).get(kind, 0) for a in read)
-    connection.execute(sa.update(table).where(where).values(values))
+            values[f"add_{side}_{kind}"] = sum(getattr(a, side).get(kind, 0) for a in read)
+    return values
 
 
 def _engine(url: str) -> sa.Engine:

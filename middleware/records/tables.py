@@ -79,6 +79,14 @@ ANSWER_TAGS = sa.Table(
 )
 
 
+#: The running sums of a session's row and a day's (what each answer adds to them).
+SUMS = (
+    "answers", "unread", "unpriced", "dollars", "dollars_without", "expected_read",
+    "read_when_expected", *(f"billed_{k}" for k in TOKEN_KINDS),
+    *(f"without_{k}" for k in TOKEN_KINDS),
+)  # fmt: skip
+
+
 def _sums() -> list[sa.Column[object]]:
     """The columns a row of running sums has (a session's, a day's)."""
     return [
