@@ -170,13 +170,13 @@ def _write(
     # session's requests then get their ``seq`` in the order they are committed, which
     # the console's polls (after the newest seq shown) rely on; and in one order for all
     # sessions, so two batches never wait for each other's.
-    times: dict[str, list[float]] = defaultdict(list)
+    spans: dict[str, tuple[float, float]] = {}
     rows: list[AnswerRow | RequestRow] = [*requests, *answers]
     for row in rows:
         if row.session is not None:
-            times[row.session].append(row.time)
-    for session in sorted(times):
-        _session_row(connection, session, min(times[session]), max(times[session]))
+            first, last = spans.get(row.session, (row.time, row.time))
+            spans[row.session] = (min(first, row.time), max(last, row.time))
+    _lock_sessions(connection, spans)
     if requests:
         written = _insert_new(connection, REQUESTS, [r.row() for r in requests], "key")
         seen = [r for r in requests if r.key in written]
@@ -229,13 +229,13 @@ _REQUEST_NAMES = ("agent", "source", "format", "caller")
 
 _S, _M, _D = SESSIONS, SESSION_MODELS, DAYS
 _THE_SESSION = _S.c.session == sa.bindparam("at_session", type_=sa.String)
-_ADD_TO_SESSION = sa.update(_S).where(_THE_SESSION).values({**_widened(_S), **_added(_S, SUMS)})
+_WIDEN_SESSION = sa.update(_S).where(_THE_SESSION).values(_widened(_S))
+_ADD_TO_SESSION = sa.update(_S).where(_THE_SESSION).values(_added(_S, SUMS))
 _COUNT_REQUESTS = (
     sa.update(_S)
     .where(_THE_SESSION)
     .values(
         {
-            **_widened(_S),
             **_added(_S, _REQUEST_COUNTS),
             **{
                 n: sa.func.coalesce(sa.bindparam(f"set_{n}", type_=sa.String), _S.c[n])
@@ -258,23 +258,36 @@ _ADD_TO_DAY = (
 )
 
 
+def _lock_sessions(connection: sa.Connection, spans: dict[str, tuple[float, float]]) -> None:
+    """The sessions' rows, made where there are none yet, their first and last times
+    widened to ``spans``: each row locked (an update) in one order for every batch."""
+    sessions = sorted(spans)
+    if not sessions:
+        return
+    connection.execute(
+        new_rows(connection, SESSIONS),
+        [{"session": s, "first": spans[s][0], "last": spans[s][1]} for s in sessions],
+    )
+    connection.execute(
+        _WIDEN_SESSION,
+        [{"at_session": s, "span_first": spans[s][0], "span_last": spans[s][1]}
+         for s in sessions],
+    )  # fmt: skip
+
+
 def _count_requests(connection: sa.Connection, requests: list[RequestRow]) -> None:
-    """Add ``requests`` to their sessions' rows (made if need be): their counts, their
-    times, and the agent, source, format and caller the latest of them says."""
+    """Add ``requests`` to their sessions' rows (:func:`_lock_sessions` made them): their
+    counts, and the agent, source, format and caller the latest of them says."""
     by_session: dict[str, list[RequestRow]] = defaultdict(list)
     for request in requests:
         by_session[request.session].append(request)
     sessions = sorted(by_session)  # one order: no deadlock
     if not sessions:
         return
-    spans = {s: (min(r.time for r in by_session[s]), max(r.time for r in by_session[s]))
-             for s in sessions}  # fmt: skip
-    _made(connection, spans)
     counts = []
     for session in sessions:
         found = by_session[session]
-        values: dict[str, Any] = {"at_session": session, "span_first": spans[session][0],
-                                  "span_last": spans[session][1]}  # fmt: skip
+        values: dict[str, Any] = {"at_session": session}
         for name in _REQUEST_COUNTS:
             values[f"add_{name}"] = len(found) if name == "requests" else sum(
                 getattr(r, name) for r in found
@@ -286,17 +299,9 @@ def _count_requests(connection: sa.Connection, requests: list[RequestRow]) -> No
     connection.execute(_COUNT_REQUESTS, counts)
 
 
-def _made(connection: sa.Connection, spans: dict[str, tuple[float, float]]) -> None:
-    """The sessions' rows, made where there are none yet (their first and last times)."""
-    connection.execute(
-        new_rows(connection, SESSIONS),
-        [{"session": s, "first": first, "last": last} for s, (first, last) in spans.items()],
-    )
-
-
 def _add_answers(connection: sa.Connection, answers: list[AnswerRow]) -> None:
-    """Add ``answers`` to the running sums of their sessions (with their times and models)
-    and of their days and models."""
+    """Add ``answers`` to the running sums of their sessions (:func:`_lock_sessions` made
+    them) with their models, and of their days and models."""
     if not answers:
         return
     by_session: dict[str, list[AnswerRow]] = defaultdict(list)
@@ -307,14 +312,9 @@ def _add_answers(connection: sa.Connection, answers: list[AnswerRow]) -> None:
         by_day[answer.row()["day"], answer.model or ""].append(answer)
     sessions = sorted(by_session)  # one order: no deadlock
     if sessions:
-        spans = {s: (min(a.time for a in by_session[s]), max(a.time for a in by_session[s]))
-                 for s in sessions}  # fmt: skip
-        _made(connection, spans)
         connection.execute(
-            _ADD_TO_SESSION,
-            [{"at_session": s, "span_first": spans[s][0], "span_last": spans[s][1],
-              **_sums(by_session[s])} for s in sessions],
-        )  # fmt: skip
+            _ADD_TO_SESSION, [{"at_session": s, **_sums(by_session[s])} for s in sessions]
+        )
         models: dict[tuple[str, str], int] = defaultdict(int)
         for session in sessions:
             for answer in by_session[session]:
