@@ -376,7 +376,11 @@ def _engine(url: str) -> sa.Engine:
         return sa.create_engine(
             parsed.set(drivername="postgresql+psycopg"),
             pool_pre_ping=True, pool_size=4, max_overflow=4, pool_timeout=10,
-            connect_args={"connect_timeout": CONNECT_SECONDS, "application_name": "chatcli-mw"},
+            # No server-side prepared statements (psycopg prepares a query run 5 times):
+            # a pooler in transaction mode (PgBouncer) hands each transaction another
+            # server connection, where they do not exist (docs/scaling.md).
+            connect_args={"connect_timeout": CONNECT_SECONDS, "application_name": "chatcli-mw",
+                          "prepare_threshold": None},
         )  # fmt: skip
     raise PolicyError(
         f"ledger.url: {redact_urls(url)!r} names a {backend} database; the records go to "
