@@ -176,6 +176,16 @@ def test_three_replicas_agree_through_a_kill_and_a_database_outage(
                 assert one["requests"] == TURNS and billed(one) == tokens, (url, name)
             fleet = httpx.get(url + "/sessions", params={"tag": "team=fleet"}, timeout=30).json()
             assert fleet["total"]["requests"] == SESSIONS * TURNS
+            # Its console shows every request of each session, whichever replica served
+            # it, numbered 1 to TURNS, each with its bill.
+            for name, tokens in said.items():
+                page = httpx.get(f"{url}/ui/api/sessions/{name}", params={"limit": 100},
+                                 timeout=30).json()  # fmt: skip
+                requests = page["requests"]
+                assert sorted(r["n"] for r in requests) == list(range(1, TURNS + 1)), (url, name)
+                assert len({r["replica"] for r in requests}) > 1, (url, name)
+                assert all(r["bill"] is not None for r in requests), (url, name)
+                assert billed(page["ledger"]) == tokens
     # No answer twice: the database holds one row per answer the provider gave.
     rows = postgres.psql(postgres_url.rsplit("/", 1)[1], "SELECT count(*) FROM chatcli_answers")
     assert int(rows) == expected_answers
