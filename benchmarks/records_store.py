@@ -44,6 +44,8 @@ import sqlalchemy as sa  # noqa: E402
 
 from benchmarks.postgres_server import SETTINGS, postgres  # noqa: E402
 from benchmarks.processes import cpu_seconds, descendants  # noqa: E402
+from middleware.proxy.console import paging  # noqa: E402
+from middleware.proxy.console.pages import MAX_LISTED, PAGE  # noqa: E402
 from middleware.records import (  # noqa: E402
     AnswerRow,
     Records,
@@ -316,6 +318,11 @@ READS: dict[str, Callable[[RecordStore, str], object]] = {
         store, 100, Filters(tags=(("team", "infra"),))
     ),
     "by day": lambda store, _: queries.by(store, "day"),
+    # The console's own reads: its list of sessions (1,000 at most) and a session's page.
+    "console list": lambda store, _: paging.sessions_list(store, MAX_LISTED),
+    "console page": lambda store, name: paging.session_page(
+        store, name, paging.Asked(PAGE), "kept"
+    ),
 }
 
 
