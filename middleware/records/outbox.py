@@ -14,6 +14,7 @@ import base64
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -23,7 +24,7 @@ import sqlalchemy as sa
 
 from middleware.logs import IntervalLog
 from middleware.records.rows import AnswerRow, RequestRow
-from middleware.records.store import RecordStore
+from middleware.records.store import RecordStore, sqlite_engine
 from middleware.records.writer import BATCH_ROWS, RETRY_SECONDS, WriterCounts, is_unreachable
 
 logger = logging.getLogger(__name__)
@@ -45,15 +46,17 @@ class Outbox:
     """A writer's sink in front of ``target``: rows go to a local file at once, and a
     thread sends them on. :attr:`counts` are the sending's (the target's reachability)."""
 
-    def __init__(self, path: Path, target: RecordStore) -> None:
+    def __init__(self, path: Path, target: RecordStore, linger_seconds: float = 0.0) -> None:
         self.target = target
+        #: Seconds the sending thread waits, once rows come, for more to send with them
+        #: (fewer, larger transactions on the database; they are on disk meanwhile).
+        self.linger_seconds = linger_seconds
         self.where = target.where
         self.counts = WriterCounts()
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = RecordStore(
-            sa.create_engine(f"sqlite+pysqlite:///{path}", connect_args={"timeout": 30.0}),
-            str(path),
-        )
+        # WAL, synchronous=NORMAL (the store's SQLite settings): a commit outlives the
+        # process being killed, and costs no journal file of its own.
+        self._local = RecordStore(sqlite_engine(sa.make_url(f"sqlite:///{path}")), str(path))
         _metadata.create_all(self._local.engine)
         self._log = IntervalLog(logger)
         self._changed = threading.Condition()
@@ -62,6 +65,7 @@ class Outbox:
             total = connection.execute(sa.select(sa.func.sum(_outbox.c.bytes))).scalar()
         self._held = int(total or 0)
         self._shipped = 0  # the newest row sent on
+        self._hurry = False  # a flush waits: send without lingering
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="chatcli-outbox", daemon=True)
         self._thread.start()
@@ -75,7 +79,7 @@ class Outbox:
         rows = [_packed("answer", a) for a in answers] + [_packed("request", r) for r in requests]
         with self._local.connection() as connection:
             connection.execute(sa.insert(_outbox), rows)
-        last = self._last_id()
+            last = int(connection.execute(sa.select(sa.func.max(_outbox.c.id))).scalar() or 0)
         with self._changed:
             self._held += sum(row["bytes"] for row in rows)
             self._written = max(self._written, last)
@@ -87,6 +91,8 @@ class Outbox:
         deadline = clock() + timeout
         with self._changed:
             target = self._written
+            self._hurry = True  # no lingering for more
+            self._changed.notify_all()
             while self._shipped < target:
                 left = deadline - clock()
                 if left <= 0 or not self._thread.is_alive():
@@ -115,6 +121,7 @@ class Outbox:
                     self._changed.wait()
                 if self._closing:
                     return
+                self._linger()
             try:
                 sent = self._send_oldest()
             except Exception as exc:  # away, or refusing all (a newer schema): kept, retried
@@ -127,6 +134,17 @@ class Outbox:
             with self._changed:
                 self._shipped = max(self._shipped, sent)
                 self._changed.notify_all()
+
+    def _linger(self) -> None:
+        """Wait (lock held) up to :attr:`linger_seconds` for a batch's worth of rows, unless
+        a flush or a close asks for them now."""
+        until = time.monotonic() + self.linger_seconds
+        while not (self._closing or self._hurry or self._written - self._shipped >= BATCH_ROWS):
+            left = until - time.monotonic()
+            if left <= 0:
+                break
+            self._changed.wait(left)
+        self._hurry = False
 
     def _send_oldest(self) -> int:
         """Send the oldest batch on and remove it; the newest id now sent (all of them,

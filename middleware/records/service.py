@@ -30,6 +30,9 @@ PRUNE_SECONDS = 3600.0
 READ_AFTER_WRITE_SECONDS = 1.0
 #: Seconds closing waits for the rows still queued.
 CLOSE_SECONDS = 5.0
+#: Seconds the outbox waits, once records come, for more to send to the database with them:
+#: a transaction per quarter second at most from each replica, whatever its rate.
+SEND_LINGER_SECONDS = 0.25
 
 
 class Records:
@@ -81,7 +84,8 @@ class Records:
         store = RecordStore.open(url, away_ok=settings.remote)
         outbox = None
         if settings.remote:
-            outbox = Outbox(state_folder() / f"outbox-{_file_name(replica)}.sqlite", store)
+            outbox = Outbox(state_folder() / f"outbox-{_file_name(replica)}.sqlite", store,
+                            linger_seconds=SEND_LINGER_SECONDS)  # fmt: skip
         writer = RecordWriter(outbox if outbox is not None else store, settings.held_bytes)
         records = cls(store, writer, replica, outbox)
         records.settings = settings

@@ -22,7 +22,7 @@ from sqlalchemy.pool import StaticPool
 
 from middleware.errors import MissingExtraError, PolicyError
 from middleware.policy.secrets import redact_urls
-from middleware.records.dialects import new_rows
+from middleware.records.dialects import merged_rows, new_rows
 from middleware.records.migrations import upgrade
 from middleware.records.rows import AnswerRow, RequestRow
 from middleware.records.tables import (
@@ -162,7 +162,6 @@ def prune(store: RecordStore, *, before: float | None, most_bytes: int | None) -
 def _write(
     connection: sa.Connection, answers: Sequence[AnswerRow], requests: Sequence[RequestRow]
 ) -> int:
-    new = 0
     # A row given twice in one batch is written once, as if in two.
     requests = list({r.key: r for r in reversed(requests)}.values())[::-1]
     answers = list({a.key: a for a in reversed(answers)}.values())[::-1]
@@ -177,22 +176,22 @@ def _write(
             first, last = spans.get(row.session, (row.time, row.time))
             spans[row.session] = (min(first, row.time), max(last, row.time))
     _lock_sessions(connection, spans)
+    seen: list[RequestRow] = []
+    fresh: list[AnswerRow] = []
     if requests:
         written = _insert_new(connection, REQUESTS, [r.row() for r in requests], "key")
         seen = [r for r in requests if r.key in written]
-        new += len(seen)
-        _count_requests(connection, seen)
     if answers:
         written = _insert_new(connection, ANSWERS, [a.row() for a in answers], "key")
         fresh = [a for a in answers if a.key in written]
-        new += len(fresh)
         tags = [
             {"answer": a.key, "name": name, "value": value} for a in fresh for name, value in a.tags
         ]
         if tags:
             connection.execute(new_rows(connection, ANSWER_TAGS), tags)
-        _add_answers(connection, fresh)
-    return new
+    _add_to_sessions(connection, seen, fresh)
+    _add_to_days(connection, fresh)
+    return len(seen) + len(fresh)
 
 
 def _insert_new(
@@ -207,153 +206,129 @@ def _insert_new(
 # and keying a statement per row cost more CPU than the database's work (issue 44, item 8).
 
 
-def _widened(table: sa.Table) -> dict[str, sa.ColumnElement[Any]]:
-    """``first`` and ``last`` widened to the ``span_first`` and ``span_last`` given."""
-    first = sa.bindparam("span_first", type_=sa.Float)
-    last = sa.bindparam("span_last", type_=sa.Float)
+def _widened(table: sa.Table, given: Any) -> dict[str, sa.ColumnElement[Any]]:
+    """``first`` and ``last`` widened to the row ``given``'s."""
     c = table.c
     return {
-        "first": sa.case((c.first > first, first), else_=c.first),
-        "last": sa.case((c.last < last, last), else_=c.last),
+        "first": sa.case((c.first > given.first, given.first), else_=c.first),
+        "last": sa.case((c.last < given.last, given.last), else_=c.last),
     }
 
 
-def _added(table: sa.Table, names: Sequence[str]) -> dict[str, sa.ColumnElement[Any]]:
-    """Each column of ``names`` plus the ``add_NAME`` given."""
-    return {n: table.c[n] + sa.bindparam(f"add_{n}", type_=table.c[n].type) for n in names}
+def _summed(names: Sequence[str]) -> Callable[[sa.Table, Any], dict[str, Any]]:
+    """Each column of ``names`` plus the row given's."""
 
+    def merge(table: sa.Table, given: Any) -> dict[str, Any]:
+        return {n: table.c[n] + given[n] for n in names}
+
+    return merge
+
+
+_ADD_ANSWERS = _summed(("answers",))
+_ADD_SUMS = _summed(SUMS)
 
 #: What the console's requests add to their session's row (and the names they set).
 _REQUEST_COUNTS = ("requests", "repairs", "spills", "compactions")
 _REQUEST_NAMES = ("agent", "source", "format", "caller")
 
-_S, _M, _D = SESSIONS, SESSION_MODELS, DAYS
-_THE_SESSION = _S.c.session == sa.bindparam("at_session", type_=sa.String)
-_WIDEN_SESSION = sa.update(_S).where(_THE_SESSION).values(_widened(_S))
-_ADD_TO_SESSION = sa.update(_S).where(_THE_SESSION).values(_added(_S, SUMS))
-_COUNT_REQUESTS = (
+_S = SESSIONS
+#: A batch's addition to a session's row: its requests' counts and names, its answers' sums.
+_ADD_TO_SESSION = (
     sa.update(_S)
-    .where(_THE_SESSION)
+    .where(_S.c.session == sa.bindparam("at_session", type_=sa.String))
     .values(
         {
-            **_added(_S, _REQUEST_COUNTS),
-            **{
-                n: sa.func.coalesce(sa.bindparam(f"set_{n}", type_=sa.String), _S.c[n])
-                for n in _REQUEST_NAMES
-            },
+            **{n: _S.c[n] + sa.bindparam(f"add_{n}", type_=_S.c[n].type)
+               for n in (*_REQUEST_COUNTS, *SUMS)},
+            **{n: sa.func.coalesce(sa.bindparam(f"set_{n}", type_=sa.String), _S.c[n])
+               for n in _REQUEST_NAMES},
         }
     )
-)
-_COUNT_MODEL = (
-    sa.update(_M)
-    .where(_M.c.session == sa.bindparam("at_session", type_=sa.String))
-    .where(_M.c.model == sa.bindparam("at_model", type_=sa.String))
-    .values(_added(_M, ("answers",)))
-)
-_ADD_TO_DAY = (
-    sa.update(_D)
-    .where(_D.c.day == sa.bindparam("at_day", type_=sa.String))
-    .where(_D.c.model == sa.bindparam("at_model", type_=sa.String))
-    .values(_added(_D, SUMS))
-)
+)  # fmt: skip
 
 
 def _lock_sessions(connection: sa.Connection, spans: dict[str, tuple[float, float]]) -> None:
     """The sessions' rows, made where there are none yet, their first and last times
-    widened to ``spans``: each row locked (an update) in one order for every batch."""
+    widened to ``spans``: each row locked, in one order for every batch."""
     sessions = sorted(spans)
-    if not sessions:
-        return
-    connection.execute(
-        new_rows(connection, SESSIONS),
-        [{"session": s, "first": spans[s][0], "last": spans[s][1]} for s in sessions],
-    )
-    connection.execute(
-        _WIDEN_SESSION,
-        [{"at_session": s, "span_first": spans[s][0], "span_last": spans[s][1]}
-         for s in sessions],
-    )  # fmt: skip
+    if sessions:
+        connection.execute(
+            merged_rows(connection, SESSIONS, ("session",), _widened),
+            [{"session": s, "first": spans[s][0], "last": spans[s][1]} for s in sessions],
+        )
 
 
-def _count_requests(connection: sa.Connection, requests: list[RequestRow]) -> None:
-    """Add ``requests`` to their sessions' rows (:func:`_lock_sessions` made them): their
-    counts, and the agent, source, format and caller the latest of them says."""
-    by_session: dict[str, list[RequestRow]] = defaultdict(list)
+def _add_to_sessions(
+    connection: sa.Connection, requests: list[RequestRow], answers: list[AnswerRow]
+) -> None:
+    """Add the rows newly written to their sessions' rows (:func:`_lock_sessions` made
+    them): the requests' counts and the agent, source, format and caller the latest of
+    them says; the answers' sums, and their models."""
+    asked: dict[str, list[RequestRow]] = defaultdict(list)
     for request in requests:
-        by_session[request.session].append(request)
-    sessions = sorted(by_session)  # one order: no deadlock
+        asked[request.session].append(request)
+    answered: dict[str, list[AnswerRow]] = defaultdict(list)
+    for answer in answers:
+        if answer.session is not None:
+            answered[answer.session].append(answer)
+    sessions = sorted({*asked, *answered})  # one order: no deadlock
     if not sessions:
         return
-    counts = []
+    additions = []
     for session in sessions:
-        found = by_session[session]
-        values: dict[str, Any] = {"at_session": session}
-        for name in _REQUEST_COUNTS:
-            values[f"add_{name}"] = len(found) if name == "requests" else sum(
-                getattr(r, name) for r in found
-            )  # fmt: skip
+        found = asked.get(session, [])
+        values: dict[str, Any] = {"at_session": session, "add_requests": len(found)}
+        for name in _REQUEST_COUNTS[1:]:
+            values[f"add_{name}"] = sum(getattr(r, name) for r in found)
         for name in _REQUEST_NAMES:
             said = [getattr(r, name) for r in found if getattr(r, name) is not None]
             values[f"set_{name}"] = said[-1] if said else None
-        counts.append(values)
-    connection.execute(_COUNT_REQUESTS, counts)
+        sums = _sums(answered.get(session, []))
+        values.update({f"add_{name}": sums[name] for name in SUMS})
+        additions.append(values)
+    connection.execute(_ADD_TO_SESSION, additions)
+    models: dict[tuple[str, str], int] = defaultdict(int)
+    for session in sessions:
+        for answer in answered.get(session, []):
+            if answer.model:
+                models[session, answer.model] += 1
+    if models:
+        connection.execute(
+            merged_rows(connection, SESSION_MODELS, ("session", "model"), _ADD_ANSWERS),
+            [{"session": s, "model": m, "answers": models[s, m]} for s, m in sorted(models)],
+        )
 
 
-def _add_answers(connection: sa.Connection, answers: list[AnswerRow]) -> None:
-    """Add ``answers`` to the running sums of their sessions (:func:`_lock_sessions` made
-    them) with their models, and of their days and models."""
+def _add_to_days(connection: sa.Connection, answers: list[AnswerRow]) -> None:
+    """Add the answers newly written to the sums of their days and models."""
     if not answers:
         return
-    by_session: dict[str, list[AnswerRow]] = defaultdict(list)
     by_day: dict[tuple[str, str], list[AnswerRow]] = defaultdict(list)
     for answer in answers:
-        if answer.session is not None:
-            by_session[answer.session].append(answer)
         by_day[answer.row()["day"], answer.model or ""].append(answer)
-    sessions = sorted(by_session)  # one order: no deadlock
-    if sessions:
-        connection.execute(
-            _ADD_TO_SESSION, [{"at_session": s, **_sums(by_session[s])} for s in sessions]
-        )
-        models: dict[tuple[str, str], int] = defaultdict(int)
-        for session in sessions:
-            for answer in by_session[session]:
-                if answer.model:
-                    models[session, answer.model] += 1
-        if models:
-            pairs = sorted(models)
-            connection.execute(
-                new_rows(connection, SESSION_MODELS),
-                [{"session": s, "model": m} for s, m in pairs],
-            )
-            connection.execute(
-                _COUNT_MODEL,
-                [{"at_session": s, "at_model": m, "add_answers": models[s, m]} for s, m in pairs],
-            )
-    days = sorted(by_day)
-    connection.execute(new_rows(connection, DAYS), [{"day": d, "model": m} for d, m in days])
     connection.execute(
-        _ADD_TO_DAY, [{"at_day": d, "at_model": m, **_sums(by_day[d, m])} for d, m in days]
+        merged_rows(connection, DAYS, ("day", "model"), _ADD_SUMS),
+        [{"day": d, "model": m, **_sums(by_day[d, m])} for d, m in sorted(by_day)],
     )
 
 
 def _sums(answers: list[AnswerRow]) -> dict[str, Any]:
-    """What ``answers`` add to a row of running sums, as ``add_NAME`` parameters."""
+    """What ``answers`` add to a row of running sums, by column (:data:`SUMS`)."""
     read = [a for a in answers if not a.unread]
     priced = [a for a in read if a.priced]
     expected = [a for a in read if a.expected_read is not None]
     values: dict[str, Any] = {
-        "add_answers": len(answers),
-        "add_unread": len(answers) - len(read),
-        "add_unpriced": len(read) - len(priced),
-        "add_dollars": sum(a.dollars or 0.0 for a in priced),
-        "add_dollars_without": sum(a.dollars_without or 0.0 for a in priced),
-        "add_expected_read": sum(a.expected_read or 0 for a in expected),
-        "add_read_when_expected": sum(a.billed.get("cache_read", 0) for a in expected),
+        "answers": len(answers),
+        "unread": len(answers) - len(read),
+        "unpriced": len(read) - len(priced),
+        "dollars": sum(a.dollars or 0.0 for a in priced),
+        "dollars_without": sum(a.dollars_without or 0.0 for a in priced),
+        "expected_read": sum(a.expected_read or 0 for a in expected),
+        "read_when_expected": sum(a.billed.get("cache_read", 0) for a in expected),
     }
     for kind in TOKEN_KINDS:
         for side in ("billed", "without"):
-            values[f"add_{side}_{kind}"] = sum(getattr(a, side).get(kind, 0) for a in read)
+            values[f"{side}_{kind}"] = sum(getattr(a, side).get(kind, 0) for a in read)
     return values
 
 
@@ -367,7 +342,7 @@ def _engine(url: str) -> sa.Engine:
         ) from None
     backend = parsed.get_backend_name()
     if backend == "sqlite":
-        return _sqlite(parsed)
+        return sqlite_engine(parsed)
     if backend in ("postgresql", "postgres"):
         try:
             import psycopg  # noqa: F401, PLC0415 - only a fleet needs it
@@ -388,7 +363,9 @@ def _engine(url: str) -> sa.Engine:
     )
 
 
-def _sqlite(url: sa.URL) -> sa.Engine:
+def sqlite_engine(url: sa.URL) -> sa.Engine:
+    """An engine on the SQLite database of ``url`` (a file: WAL, ``synchronous=NORMAL``;
+    none: one in memory shared by the process's threads)."""
     database = url.database or ""
     if database in ("", ":memory:"):
         engine = sa.create_engine(
