@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -195,3 +196,28 @@ def test_an_outbox_emptied_goes_on_sending_what_comes_after(
     writer.close(5)
     outbox.close()
     store.close()
+
+
+def test_an_outbox_sends_what_comes_within_its_linger_in_one_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows written one batch at a time while it lingers go to the database together; a
+    flush does not wait for the linger to end."""
+    store = RecordStore.open(f"sqlite:///{tmp_path / 'records.sqlite'}")
+    sent: list[int] = []
+    write = store.write
+
+    def counted(answers: Any, requests: Any) -> int:
+        sent.append(len(answers) + len(requests))
+        return write(answers, requests)
+
+    monkeypatch.setattr(store, "write", counted)
+    outbox = Outbox(tmp_path / "outbox.sqlite", store, linger_seconds=3600)
+    try:
+        for n in range(5):
+            outbox.write([answer(f"a{n}")], [])
+        assert outbox.flush(60, time.monotonic)  # an hour's linger: the flush ends it
+        assert sent == [5] and answers_in(store) == [f"a{n}" for n in range(5)]
+    finally:
+        outbox.close()
+        store.close()
