@@ -10,13 +10,12 @@ sent again and its keys make it count once.
 
 from __future__ import annotations
 
-import base64
+import dataclasses
 import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,8 @@ _outbox = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("kind", sa.String(8), nullable=False),
     sa.Column("body", sa.LargeBinary, nullable=False),
+    # A request's record as it is (its other fields are the body's JSON).
+    sa.Column("record", sa.LargeBinary),
     sa.Column("bytes", sa.Integer, nullable=False),
     # Ids are never used again once removed: what has been sent is "every id up to N".
     sqlite_autoincrement=True,
@@ -155,8 +156,8 @@ class Outbox:
             ).all()
         if not batch:
             return self._written
-        answers = [_unpacked(r.body, AnswerRow) for r in batch if r.kind == "answer"]
-        requests = [_unpacked(r.body, RequestRow) for r in batch if r.kind == "request"]
+        answers = [_unpacked(r, AnswerRow) for r in batch if r.kind == "answer"]
+        requests = [_unpacked(r, RequestRow) for r in batch if r.kind == "request"]
         try:
             self.target.write(answers, requests)  # type: ignore[arg-type]
         except sa.exc.DBAPIError as exc:
@@ -175,7 +176,7 @@ class Outbox:
     def _one_at_a_time(self, batch: Sequence[Any]) -> None:
         for row in batch:
             kind = AnswerRow if row.kind == "answer" else RequestRow
-            single = _unpacked(row.body, kind)
+            single = _unpacked(row, kind)
             try:
                 if isinstance(single, AnswerRow):
                     self.target.write([single], [])
@@ -204,17 +205,16 @@ class Outbox:
 
 
 def _packed(kind: str, row: AnswerRow | RequestRow) -> dict[str, Any]:
-    fields = asdict(row)
-    if isinstance(row, RequestRow):
-        fields["record"] = base64.b64encode(row.record).decode("ascii")
+    fields = {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}
+    record = fields.pop("record", None)
     body = json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return {"kind": kind, "body": body, "bytes": row.size}
+    return {"kind": kind, "body": body, "record": record, "bytes": row.size}
 
 
-def _unpacked(body: bytes, kind: type[AnswerRow] | type[RequestRow]) -> AnswerRow | RequestRow:
-    fields = json.loads(body)
+def _unpacked(stored: Any, kind: type[AnswerRow] | type[RequestRow]) -> AnswerRow | RequestRow:
+    """The row an outbox row holds (``stored``: with its ``body`` and ``record``)."""
+    fields = json.loads(stored.body)
     if kind is RequestRow:
-        fields["record"] = base64.b64decode(fields["record"])
-        return RequestRow(**fields)
+        return RequestRow(**fields, record=bytes(stored.record))
     fields["tags"] = tuple(tuple(pair) for pair in fields.get("tags", ()))
     return AnswerRow(**fields)
