@@ -31,8 +31,9 @@ READ_AFTER_WRITE_SECONDS = 1.0
 #: Seconds closing waits for the rows still queued.
 CLOSE_SECONDS = 5.0
 #: Seconds the outbox waits, once records come, for more to send to the database with them:
-#: a transaction per quarter second at most from each replica, whatever its rate.
-SEND_LINGER_SECONDS = 0.25
+#: a transaction a second at most from each replica, whatever its rate (a flush, which a
+#: read of this replica makes first, does not wait).
+SEND_LINGER_SECONDS = 1.0
 
 
 class Records:
