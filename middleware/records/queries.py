@@ -153,6 +153,8 @@ def by(
     ``name=value`` pair), largest bill first."""
     if dimension not in DIMENSIONS:
         raise ValueError(f"sums are by one of {', '.join(DIMENSIONS)}, not {dimension!r}")
+    if not filters and dimension in ("day", "model"):
+        return _by_day_or_model(store, dimension, limit)
     a = ANSWERS
     joined, conditions = _selected(filters)
     if dimension == "tag":
@@ -167,6 +169,22 @@ def by(
         .where(*conditions)
         .group_by(group)
         .order_by(sa.func.sum(a.c.dollars).desc().nulls_last(), group)
+        .limit(limit)
+    )
+    with store.connection() as connection:
+        return [dict(row._mapping) for row in connection.execute(query)]
+
+
+def _by_day_or_model(store: RecordStore, dimension: str, limit: int) -> list[dict[str, Any]]:
+    """Every answer's sums by day or by model, from the days' running sums (a row a day
+    and model, however many answers: bounded at any size)."""
+    d = DAYS
+    group: Any = d.c.day if dimension == "day" else sa.func.nullif(d.c.model, "")
+    group = group.label("group")
+    query = (
+        sa.select(group, *(sa.func.sum(d.c[n]).label(n) for n in SUMS))
+        .group_by(group)
+        .order_by(sa.func.sum(d.c.dollars).desc(), group)
         .limit(limit)
     )
     with store.connection() as connection:

@@ -7,6 +7,7 @@ equal what the provider's answers said, to the token, and no answer is counted t
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import threading
@@ -29,6 +30,7 @@ from stand_in import Provider
 from waiting import wait_for
 
 pytestmark = pytest.mark.slow
+logger = logging.getLogger(__name__)
 
 #: Requests of each SDK session, the seconds between two (an agent thinks, runs tools: the
 #: load goes on through the outage), and the sessions (half Anthropic, half OpenAI).
@@ -189,3 +191,9 @@ def test_three_replicas_agree_through_a_kill_and_a_database_outage(
     # No answer twice: the database holds one row per answer the provider gave.
     rows = postgres.psql(postgres_url.rsplit("/", 1)[1], "SELECT count(*) FROM chatcli_answers")
     assert int(rows) == expected_answers
+    logger.warning(
+        "fleet: %d answers (%d prompt, %d output tokens) through 3 replicas (served %s), "
+        "PostgreSQL stopped %g s, one replica killed; every replica's sums equal them; "
+        "%s rows in chatcli_answers", expected_answers, total_prompt, total_output,
+        {url.rsplit(":", 1)[1]: balancer.served.get(url, 0) for url in urls}, OUTAGE, rows,
+    )  # fmt: skip
