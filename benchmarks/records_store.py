@@ -58,6 +58,9 @@ from middleware.records.queries import Filters  # noqa: E402
 
 STORES = ("sqlite", "postgresql")
 PARTS = ("writes", "reads")
+#: Seconds' worth of rows that may wait at a step's end, beyond an outbox's linger, for the
+#: writer to count as keeping up.
+KEPT_UP_SECONDS = 0.5
 #: Bytes the writer may hold (ledger.held_bytes): large, so that nothing is dropped and
 #: the queue's growth shows.
 HELD_BYTES = 2 * 1024**3
@@ -260,6 +263,8 @@ def _step(
     watcher.join()
     rows = conversations.rows - rows0
     waiting = conversations.rows - written(records)
+    # What an outbox holds on purpose: up to its linger's worth of rows (a server's).
+    linger = records.outbox.linger_seconds if records.outbox is not None else 0.0
     return Step(
         offered=rate,
         answers_put=conversations.answers - answers0,
@@ -270,7 +275,7 @@ def _step(
         peak_rows=peak["rows"],
         peak_bytes=peak["bytes"],
         waiting_at_end=waiting,
-        kept_up=waiting <= max(rows / took / 2, 1),
+        kept_up=waiting <= max(rows / took * (KEPT_UP_SECONDS + linger), 1),
         cpu_ms_per_row=used * 1e3 / max(in_database, 1),
         database_cpu_ms_per_row=database_used * 1e3 / max(in_database, 1),
         load=os.getloadavg()[0],

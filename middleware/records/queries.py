@@ -130,8 +130,12 @@ def totals(store: RecordStore, filters: Filters = Filters()) -> dict[str, Any]:
             count = connection.execute(
                 sa.select(sa.func.count()).select_from(s).where(s.c.answers > 0)
             ).scalar_one()
+        # Each bound its own select: SQLite reads min() or max() from the index only when
+        # a query asks for one of them (both at once scan every answer).
+        time = ANSWERS.c.time
         bounds = (row.get("first"), row.get("last")) if filters else connection.execute(
-            sa.select(sa.func.min(ANSWERS.c.time), sa.func.max(ANSWERS.c.time))
+            sa.select(sa.select(sa.func.min(time)).scalar_subquery(),
+                      sa.select(sa.func.max(time)).scalar_subquery())
         ).one()  # fmt: skip
     sums = {name: row[name] or 0 for name in SUMS}
     return {**sums, "sessions": count, "first": bounds[0], "last": bounds[1]}
