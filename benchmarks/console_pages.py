@@ -14,7 +14,10 @@ Playwright) opens the session's page and the script reads:
 * the longest task on the page's main thread (a frozen page), while it loads, then while
   it stays open for ``--watch`` seconds, a new request coming in halfway.
 
-    python benchmarks/console_pages.py [--requests 2500] [--spills 6] [--watch 10]
+The records go to a SQLite file in a temporary folder, or to ``--url`` (a PostgreSQL
+database, for one: ``postgresql://USER@HOST/DATABASE``, which must be empty).
+
+    python benchmarks/console_pages.py [--requests 2500] [--spills 6] [--watch 10] [--url URL]
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from stand_in import Provider, Reply  # noqa: E402
 CHROMIUM = "/usr/bin/chromium"
 SESSION = "console-pages-benchmark"
 HEADERS = {"x-api-key": "sk-bench", "anthropic-version": "2023-06-01",
-           "x-chatcli-session": SESSION}  # fmt: skip
+           "content-type": "application/json", "x-chatcli-session": SESSION}  # fmt: skip
 #: Kept by the page: every long task (over 50 ms) of its main thread, and what it fetched.
 WATCH = """
 window.__long = [];
@@ -83,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=2500)
     parser.add_argument("--spills", type=int, default=6, help="spilled outputs a request")
     parser.add_argument("--watch", type=float, default=10, help="seconds the page stays open")
+    parser.add_argument("--url", help="the records database (ledger.url; default: a SQLite "
+                        "file in a temporary folder)")  # fmt: skip
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
@@ -91,8 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     with (
         tempfile.TemporaryDirectory(prefix="console-pages-") as work,
         serving(provider.app()) as upstream,
-        running((provider, upstream), Path(work)) as stack,
-    ):
+        running((provider, upstream), Path(work),
+                **{"ledger.url": args.url or f"sqlite:///{work}/records.sqlite"}) as stack,
+    ):  # fmt: skip
         started = time.perf_counter()
         feed(stack.url, 1, args.requests, args.spills)
         fed = time.perf_counter() - started

@@ -31,7 +31,18 @@ moves with the load. The parts:
 (f) each proxy's resident memory (its process tree) at start, at its peak, after (e) and
     after some idle time.
 
+``--records`` names where chatcli-mw records each billed answer (``ledger.url``):
+``memory`` (null), ``sqlite`` (a file in the run's work folder) or ``postgresql`` (a
+server this script starts in a temporary folder and stops at the end:
+:mod:`benchmarks.postgres_server`). Several, comma-separated, start one ``chatcli-mw
+serve`` each, and every body goes to each of them in the same random order as to the
+others: their CPU per request side by side, the first the one the others are compared
+with (with PostgreSQL, the server's own CPU per request is beside it). ``--baseline
+TREE`` serves one more, from another source tree (an export of another commit), as it
+records by default. ``--parts`` runs only some of (a) to (e).
+
     python benchmarks/vs_litellm.py [--litellm PATH] [--quick] [--json FILE]
+        [--records memory,sqlite,postgresql] [--baseline TREE] [--parts sessions,seen]
 """
 
 from __future__ import annotations
@@ -53,7 +64,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +76,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import middleware  # noqa: E402
+from benchmarks.postgres_server import postgres  # noqa: E402
+from benchmarks.processes import cpu_seconds, descendants, rss_kb  # noqa: E402
 from middleware.replay.transcripts import Transcript, load_transcripts  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "trajectories"
@@ -190,30 +203,95 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], log: Path | None) 
     raise RuntimeError(f"{url} did not start within 180 s")
 
 
+#: Where chatcli-mw records each billed answer (``--records``): ``ledger.url`` of each.
+STORES = ("memory", "sqlite", "postgresql")
+#: The name of the chatcli-mw served from ``--baseline``.
+BASELINE = "baseline"
+
+
+def chatcli(store: str) -> str:
+    """The target name of the chatcli-mw recording to ``store`` (or the baseline)."""
+    return f"chatcli-{store}"
+
+
+def label(name: str) -> str:
+    """How a target is named in the tables."""
+    if name == "litellm":
+        return "LiteLLM"
+    if name.startswith("chatcli-"):
+        return f"chatcli-mw ({name.removeprefix('chatcli-')})"
+    return name
+
+
 @dataclass
 class Targets:
-    """Where the same body goes: the messages URL of each, and the proxies' pids."""
+    """Where the same body goes: the messages URL of each, and the processes to watch."""
 
     direct: str
-    chatcli: str
-    litellm: str
-    chatcli_pid: int
-    litellm_pid: int
+    #: Each proxy's messages URL: chatcli-mw's (one a store, :func:`chatcli`), LiteLLM's.
+    proxies: dict[str, str]
+    #: Each proxy's process, and PostgreSQL's (``database``) when one serves the records.
+    pids: dict[str, int]
     upstream: str
     key: str
 
     def urls(self) -> dict[str, str]:
-        return {"direct": self.direct, "chatcli": self.chatcli, "litellm": self.litellm}
+        return {"direct": self.direct, **self.proxies}
 
-    def pids(self) -> dict[str, int]:
-        return {"chatcli": self.chatcli_pid, "litellm": self.litellm_pid}
+    @property
+    def chatclis(self) -> list[str]:
+        """chatcli-mw's targets, the one the others are compared with first."""
+        return [name for name in self.proxies if name.startswith("chatcli-")]
+
+
+def ledger_urls(stores: Sequence[str], work: Path, database: str | None) -> dict[str, str]:
+    """``CHATCLI_LEDGER__URL`` for each store (``database``: PostgreSQL's URL)."""
+    urls = {"memory": "null", "sqlite": f"sqlite:///{work / 'records.sqlite'}"}
+    if database is not None:
+        urls["postgresql"] = database
+    return {store: urls[store] for store in stores}
 
 
 @contextmanager
-def servers(litellm: str, route: str, work: Path, console: bool = True) -> Iterator[Targets]:
-    """The stand-in, ``chatcli-mw serve`` (its console's records on or off) and LiteLLM's
-    proxy in front of it."""
-    up_port, mw_port, ll_port = free_port(), free_port(), free_port()
+def servers(
+    litellm: str,
+    route: str,
+    work: Path,
+    *,
+    console: bool = True,
+    stores: Sequence[str] = ("sqlite",),
+    baseline: Path | None = None,
+) -> Iterator[Targets]:
+    """The stand-in, a ``chatcli-mw serve`` for each records store (its console's records
+    on or off; PostgreSQL started for it), one from ``baseline``, and LiteLLM's proxy in
+    front of it."""
+    with ExitStack() as stack:
+        database = None
+        if "postgresql" in stores:
+            database = stack.enter_context(postgres())
+        urls = ledger_urls(stores, work, None if database is None else database.url)
+        chatclis: dict[str, tuple[Path, dict[str, str]]] = {
+            chatcli(store): (REPO, {"CHATCLI_LEDGER__URL": url}) for store, url in urls.items()
+        }
+        if baseline is not None:
+            chatclis[chatcli(BASELINE)] = (baseline, {"PYTHONPATH": str(baseline)})
+        targets = stack.enter_context(_processes(litellm, route, work, console, chatclis))
+        if database is not None:
+            targets.pids["database"] = database.pid
+        yield targets
+
+
+@contextmanager
+def _processes(
+    litellm: str,
+    route: str,
+    work: Path,
+    console: bool,
+    chatclis: dict[str, tuple[Path, dict[str, str]]],
+) -> Iterator[Targets]:
+    """The stand-in, a ``chatcli-mw serve`` from each source tree with its own variables
+    (``chatclis``, by name), and LiteLLM's proxy."""
+    up_port, ll_port = free_port(), free_port()
     upstream_url = f"http://127.0.0.1:{up_port}"
     key = "sk-" + secrets.token_hex(32)
     upstream = subprocess.Popen(
@@ -223,17 +301,21 @@ def servers(litellm: str, route: str, work: Path, console: bool = True) -> Itera
             UPSTREAM.format(tests=str(REPO / "tests"), port=up_port, keep_alive=KEEP_ALIVE),
         ]
     )
-    mw_env = {
-        **os.environ,
-        "CHATCLI_SPILL__ROOT": str(work / "spill"),
-        "CHATCLI_PROXY__ACCESS_LOG": "false",
-        "CHATCLI_PROXY__CONSOLE__ENABLED": "true" if console else "false",
-    }
-    chatcli = subprocess.Popen(
-        [sys.executable, "-m", "middleware", "serve", "--port", str(mw_port),
-         "--anthropic-upstream", upstream_url],
-        env=mw_env, cwd=REPO, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    started: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
+    for name, (tree, variables) in chatclis.items():
+        port = free_port()
+        mw_env = {
+            **os.environ,
+            "CHATCLI_SPILL__ROOT": str(work / "spill" / name),
+            "CHATCLI_PROXY__ACCESS_LOG": "false",
+            "CHATCLI_PROXY__CONSOLE__ENABLED": "true" if console else "false",
+            "XDG_STATE_HOME": str(work / "state" / name),  # the outbox, the default records
+            **variables,
+        }
+        command = [sys.executable, "-m", "middleware", "serve", "--port", str(port),
+                   "--anthropic-upstream", upstream_url]  # fmt: skip
+        process = subprocess.Popen(command, env=mw_env, cwd=tree, stderr=subprocess.DEVNULL)
+        started[name] = (process, port)
     config = work / "litellm.yaml"
     config.write_text(LITELLM_CONFIG.format(model=MODEL, upstream=upstream_url))
     ll_env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "LITELLM_"))}
@@ -254,20 +336,21 @@ def servers(litellm: str, route: str, work: Path, console: bool = True) -> Itera
         )  # fmt: skip
     try:
         wait_until_up(upstream_url + "/v1/models", upstream, None)
-        wait_until_up(f"http://127.0.0.1:{mw_port}/v1/models", chatcli, None)
+        for process, port in started.values():
+            wait_until_up(f"http://127.0.0.1:{port}/v1/models", process, None)
         wait_until_up(f"http://127.0.0.1:{ll_port}/health/liveliness", proxy, ll_log)
         path = "/anthropic/v1/messages" if route == "passthrough" else "/v1/messages"
+        proxies = {name: f"http://127.0.0.1:{port}/v1/messages" for name, (_, port) in
+                   started.items()}  # fmt: skip
         yield Targets(
             direct=upstream_url + "/v1/messages",
-            chatcli=f"http://127.0.0.1:{mw_port}/v1/messages",
-            litellm=f"http://127.0.0.1:{ll_port}{path}",
-            chatcli_pid=chatcli.pid,
-            litellm_pid=proxy.pid,
+            proxies={**proxies, "litellm": f"http://127.0.0.1:{ll_port}{path}"},
+            pids={**{name: p.pid for name, (p, _) in started.items()}, "litellm": proxy.pid},
             upstream=upstream_url,
             key=key,
         )
     finally:
-        for process in (proxy, chatcli, upstream):
+        for process in (proxy, *(p for p, _ in started.values()), upstream):
             process.terminate()
             try:
                 process.wait(timeout=30)
@@ -277,46 +360,6 @@ def servers(litellm: str, route: str, work: Path, console: bool = True) -> Itera
 
 
 # -- /proc -----------------------------------------------------------------------------------
-
-
-def descendants(pid: int) -> list[int]:
-    """``pid`` and every process under it (LiteLLM may fork workers)."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        parents.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        todo.extend(parents.get(current, []))
-    return found
-
-
-def rss_kb(pids: Sequence[int]) -> int:
-    total = 0
-    for pid in pids:
-        with suppress(OSError):
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-    return total
-
-
-def cpu_seconds(pids: Sequence[int]) -> float:
-    """User and system CPU time of these processes."""
-    ticks = 0
-    for pid in pids:
-        with suppress(OSError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 class Memory(threading.Thread):
@@ -447,22 +490,27 @@ def exchange(client: httpx.Client, url: str, data: bytes, headers: dict[str, str
 
 @dataclass
 class Row:
-    """One latency workload: added milliseconds of each proxy, and their ratio."""
+    """One latency workload: the milliseconds each proxy added (by target name), and the
+    CPU per request of each process watched (the proxies, PostgreSQL's ``database``)."""
 
     workload: str
     requests: int
     sizes_kb: tuple[float, float]
     direct_p50: float
-    chatcli_p50: float
-    chatcli_p99: float
-    litellm_p50: float
-    litellm_p99: float
-    ratio_p50: float
-    ratio_p99: float
-    chatcli_cpu_ms: float
-    litellm_cpu_ms: float
+    p50: dict[str, float]
+    p99: dict[str, float]
+    cpu_ms: dict[str, float]
     samples: dict[str, list[float]] = field(default_factory=dict)
     rss_after_kb: dict[str, int] = field(default_factory=dict)
+    #: The load average (1 minute) as the workload ended.
+    load: float = 0.0
+
+    def ratio_p50(self, name: str) -> float:
+        """What ``name`` adds at the median over what LiteLLM adds."""
+        return ratio(self.p50[name], self.p50["litellm"])
+
+    def ratio_p99(self, name: str) -> float:
+        return ratio(self.p99[name], self.p99["litellm"])
 
 
 class Bench:
@@ -494,7 +542,7 @@ class Bench:
                 times[name].append(took)
 
     def measure(self, workload: str, bodies: Sequence[Body], stream: bool) -> Row:
-        times: dict[str, list[float]] = {"direct": [], "chatcli": [], "litellm": []}
+        times: dict[str, list[float]] = {name: [] for name in self.targets.urls()}
         cpu = self.memory.cpu()
         for body in bodies:
             self.once(body, stream, times)
@@ -502,9 +550,13 @@ class Bench:
         sizes = [len(b.payload(False)) / 1000 for b in bodies]
         row = summarise(workload, times, (min(sizes), max(sizes)), used)
         row.rss_after_kb = self.memory.now()
+        row.load = os.getloadavg()[0]
         self.rows.append(row)
-        print(f"  {workload}: chatcli-mw +{row.chatcli_p50:.1f} ms, LiteLLM "
-              f"+{row.litellm_p50:.1f} ms, ratio {row.ratio_p50:.2f}", flush=True)  # fmt: skip
+        added = ", ".join(
+            f"{label(name)} +{row.p50[name]:.1f} ms ({row.cpu_ms[name]:.1f} ms CPU)"
+            for name in self.targets.proxies
+        )
+        print(f"  {workload}: {added}", flush=True)
         return row
 
     def received(self, body: Body) -> dict[str, Any]:
@@ -544,24 +596,18 @@ def summarise(
 ) -> Row:
     direct = times["direct"]
     added = {
-        name: [(t - d) * 1e3 for t, d in zip(times[name], direct, strict=True)]
-        for name in ("chatcli", "litellm")
+        name: [(t - d) * 1e3 for t, d in zip(values, direct, strict=True)]
+        for name, values in times.items()
+        if name != "direct"
     }
-    p50 = {name: statistics.median(values) for name, values in added.items()}
-    p99 = {name: percentile(values, 0.99) for name, values in added.items()}
     return Row(
         workload=workload,
         requests=len(direct),
         sizes_kb=(round(sizes[0], 1), round(sizes[1], 1)),
         direct_p50=statistics.median(direct) * 1e3,
-        chatcli_p50=p50["chatcli"],
-        chatcli_p99=p99["chatcli"],
-        litellm_p50=p50["litellm"],
-        litellm_p99=p99["litellm"],
-        ratio_p50=ratio(p50["chatcli"], p50["litellm"]),
-        ratio_p99=ratio(p99["chatcli"], p99["litellm"]),
-        chatcli_cpu_ms=cpu["chatcli"] * 1e3 / max(len(direct), 1),
-        litellm_cpu_ms=cpu["litellm"] * 1e3 / max(len(direct), 1),
+        p50={name: statistics.median(values) for name, values in added.items()},
+        p99={name: percentile(values, 0.99) for name, values in added.items()},
+        cpu_ms={name: used * 1e3 / max(len(direct), 1) for name, used in cpu.items()},
         samples={name: [round(v, 2) for v in values] for name, values in added.items()},
     )
 
@@ -588,6 +634,10 @@ class Throughput:
     rss_mb_after: float
     #: Requests per second of each repeat.
     rates: list[float] = field(default_factory=list)
+    #: PostgreSQL's CPU per request meanwhile (the records it was sent), when it runs.
+    database_cpu_ms: float = 0.0
+    #: The load average (1 minute) as the last repeat ended.
+    load: float = 0.0
 
 
 async def conversation(
@@ -647,7 +697,9 @@ def throughput(
             took, times, errors = asyncio.run(
                 crowd(url, bench.targets.key, prefix, concurrent, turns)
             )
-            used = bench.memory.cpu().get(name, 0.0) - cpu.get(name, 0.0)
+            after = bench.memory.cpu()
+            used = after.get(name, 0.0) - cpu.get(name, 0.0)
+            database = after.get("database", 0.0) - cpu.get("database", 0.0)
             result = Throughput(
                 target=name,
                 conversations=concurrent,
@@ -658,6 +710,8 @@ def throughput(
                 errors=errors,
                 cpu_ms=used * 1e3 / len(times) if name != "direct" else 0.0,
                 rss_mb_after=bench.memory.now().get(name, 0) / 1024,
+                database_cpu_ms=database * 1e3 / len(times),
+                load=os.getloadavg()[0],
             )
             print(f"  {concurrent} conversations, {name}: {result.per_second:.1f} requests/s, "
                   f"p99 {result.p99_ms:.0f} ms, {errors} errors", flush=True)  # fmt: skip
@@ -674,6 +728,8 @@ def throughput(
             cpu_ms=statistics.median(r.cpu_ms for r in done),
             rss_mb_after=done[-1].rss_mb_after,
             rates=[round(r.per_second, 1) for r in done],
+            database_cpu_ms=statistics.median(r.database_cpu_ms for r in done),
+            load=done[-1].load,
         )
         for name, done in runs.items()
     ]
@@ -682,7 +738,8 @@ def throughput(
 # -- the report ------------------------------------------------------------------------------
 
 
-def latency_table(rows: list[Row]) -> str:
+def latency_table(rows: list[Row], mw: str) -> str:
+    """The latency of each workload through chatcli-mw's target ``mw`` and LiteLLM."""
     lines = [
         "| workload | n | KB | direct p50 | chatcli-mw adds p50 / p99 | LiteLLM adds p50 / p99 "
         "| ratio p50 / p99 | CPU per request chatcli-mw / LiteLLM (ratio) |",
@@ -691,50 +748,95 @@ def latency_table(rows: list[Row]) -> str:
     for r in rows:
         lines.append(
             f"| {r.workload} | {r.requests} | {r.sizes_kb[0]:.0f}–{r.sizes_kb[1]:.0f} "
-            f"| {r.direct_p50:.1f} ms | {r.chatcli_p50:.1f} / {r.chatcli_p99:.1f} ms "
-            f"| {r.litellm_p50:.1f} / {r.litellm_p99:.1f} ms "
-            f"| **{r.ratio_p50:.2f}** / {r.ratio_p99:.2f} "
-            f"| {r.chatcli_cpu_ms:.1f} / {r.litellm_cpu_ms:.1f} ms "
-            f"({ratio(r.chatcli_cpu_ms, r.litellm_cpu_ms):.2f}) |"
+            f"| {r.direct_p50:.1f} ms | {r.p50[mw]:.1f} / {r.p99[mw]:.1f} ms "
+            f"| {r.p50['litellm']:.1f} / {r.p99['litellm']:.1f} ms "
+            f"| **{r.ratio_p50(mw):.2f}** / {r.ratio_p99(mw):.2f} "
+            f"| {r.cpu_ms[mw]:.1f} / {r.cpu_ms['litellm']:.1f} ms "
+            f"({ratio(r.cpu_ms[mw], r.cpu_ms['litellm']):.2f}) |"
         )
     return "\n".join(lines)
 
 
-def throughput_table(results: list[Throughput]) -> str:
+def stores_table(rows: list[Row], flows: list[Throughput], mws: list[str]) -> str:
+    """chatcli-mw's targets side by side (its records stores), each workload's CPU per
+    request against the first's; PostgreSQL's own CPU per request beside it."""
+    first = mws[0]
+    lines = [
+        f"| workload | chatcli-mw records | adds p50 / p99 | ratio to LiteLLM p50 "
+        f"| CPU per request | against {label(first)} | PostgreSQL's CPU per request | load |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        for mw in mws:
+            database = r.cpu_ms.get("database")
+            lines.append(
+                f"| {r.workload} | {mw.removeprefix('chatcli-')} "
+                f"| {r.p50[mw]:.1f} / {r.p99[mw]:.1f} ms | {r.ratio_p50(mw):.2f} "
+                f"| {r.cpu_ms[mw]:.1f} ms | {_change(r.cpu_ms[mw], r.cpu_ms[first])} "
+                f"| {_database(mw, database)} | {r.load:.1f} |"
+            )
+    for level in sorted({f.conversations for f in flows}):
+        by = {f.target: f for f in flows if f.conversations == level}
+        for mw in mws:
+            f = by[mw]
+            lines.append(
+                f"| {level} conversations | {mw.removeprefix('chatcli-')} "
+                f"| {f.p50_ms:.0f} / {f.p99_ms:.0f} ms (total) "
+                f"| {ratio(f.p50_ms, by['litellm'].p50_ms):.2f} | {f.cpu_ms:.1f} ms "
+                f"| {_change(f.cpu_ms, by[first].cpu_ms)} | {_database(mw, f.database_cpu_ms)} "
+                f"| {f.load:.1f} |"
+            )
+    return "\n".join(lines)
+
+
+def _change(value: float, reference: float) -> str:
+    return f"{(value / reference - 1) * 100:+.0f}%" if reference > 0 else ""
+
+
+def _database(mw: str, cpu_ms: float | None) -> str:
+    return f"{cpu_ms:.1f} ms" if mw == chatcli("postgresql") and cpu_ms is not None else ""
+
+
+def throughput_table(results: list[Throughput], names: list[str]) -> str:
+    """Each target's throughput; a ratio line for each chatcli-mw against LiteLLM."""
     lines = [
         "| conversations | | requests/s (range) | p50 | p99 | errors | CPU per request "
         "| RSS after |",
         "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
-    names = {"direct": "direct", "chatcli": "chatcli-mw", "litellm": "LiteLLM"}
     for level in sorted({r.conversations for r in results}):
         by = {r.target: r for r in results if r.conversations == level}
-        for target in ("direct", "chatcli", "litellm"):
+        for target in names:
             r = by[target]
             cpu = f"{r.cpu_ms:.1f} ms" if target != "direct" else ""
             rss = f"{r.rss_mb_after:.0f} MB" if target != "direct" else ""
             spread = f" ({min(r.rates):.1f}–{max(r.rates):.1f})" if len(r.rates) > 1 else ""
-            lines.append(f"| {level} | {names[target]} | {r.per_second:.1f}{spread} "
+            lines.append(f"| {level} | {label(target)} | {r.per_second:.1f}{spread} "
                          f"| {r.p50_ms:.0f} ms "
                          f"| {r.p99_ms:.0f} ms | {r.errors} | {cpu} | {rss} |")  # fmt: skip
-        mw, ll = by["chatcli"], by["litellm"]
-        lines.append(f"| {level} | ratio chatcli-mw / LiteLLM | "
-                     f"**{ratio(mw.per_second, ll.per_second):.2f}** | "
-                     f"{ratio(mw.p50_ms, ll.p50_ms):.2f} | **{ratio(mw.p99_ms, ll.p99_ms):.2f}** "
-                     f"| | {ratio(mw.cpu_ms, ll.cpu_ms):.2f} | |")  # fmt: skip
+        ll = by["litellm"]
+        for target in (name for name in names if name.startswith("chatcli-")):
+            mw = by[target]
+            lines.append(f"| {level} | ratio {label(target)} / LiteLLM | "
+                         f"**{ratio(mw.per_second, ll.per_second):.2f}** | "
+                         f"{ratio(mw.p50_ms, ll.p50_ms):.2f} "
+                         f"| **{ratio(mw.p99_ms, ll.p99_ms):.2f}** "
+                         f"| | {ratio(mw.cpu_ms, ll.cpu_ms):.2f} | |")  # fmt: skip
     return "\n".join(lines)
 
 
-def memory_table(rss: dict[str, dict[str, int]], idle: float, idle_cpu: dict[str, float]) -> str:
+def memory_table(
+    rss: dict[str, dict[str, int]], idle: float, idle_cpu: dict[str, float], names: list[str]
+) -> str:
     lines = [
         f"| RSS (process tree) | start | peak | after the conversations | {idle:.0f} s later "
         "| CPU while idle |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for name, label in (("chatcli", "chatcli-mw"), ("litellm", "LiteLLM")):
+    for name in names:
         mb = {when: f"{rss[when][name] / 1024:.0f} MB" for when in rss}
         lines.append(
-            f"| {label} | {mb['start']} | {mb['peak']} | {mb['after_run']} | {mb['idle']} "
+            f"| {label(name)} | {mb['start']} | {mb['peak']} | {mb['after_run']} | {mb['idle']} "
             f"| {idle_cpu[name] * 100:.1f}% |"
         )
     return "\n".join(lines)
@@ -756,6 +858,28 @@ def chatcli_version() -> str:
 
 
 # -- main ------------------------------------------------------------------------------------
+
+
+#: The parts of a run (``--parts``): (a) to (e) of the module's docstring.
+PARTS = ("sessions", "seen", "unseen", "medium", "crowds")
+
+
+def _choices(text: str, known: Sequence[str], what: str) -> list[str]:
+    chosen = [word.strip() for word in text.split(",") if word.strip()]
+    unknown = [word for word in chosen if word not in known]
+    if unknown or not chosen or len(set(chosen)) < len(chosen):
+        raise argparse.ArgumentTypeError(
+            f"{what} are some of {', '.join(known)}, comma-separated, each once: not {text!r}"
+        )
+    return chosen
+
+
+def _stores(text: str) -> list[str]:
+    return _choices(text, STORES, "stores")
+
+
+def _parts(text: str) -> list[str]:
+    return _choices(text, PARTS, "parts")
 
 
 def options(argv: list[str] | None) -> argparse.Namespace:
@@ -783,6 +907,13 @@ def options(argv: list[str] | None) -> argparse.Namespace:
     add("--seed", type=int, default=0, help="of the order the targets are called in")
     add("--console", choices=("on", "off"), default="on",
         help="chatcli-mw's console records (proxy.console.enabled; default: on)")  # fmt: skip
+    add("--records", type=_stores, default=["sqlite"],
+        help="where chatcli-mw records (ledger.url), comma-separated, one chatcli-mw each, "
+             "the first the reference: memory, sqlite, postgresql (default: sqlite)")  # fmt: skip
+    add("--baseline", type=Path,
+        help="also serve a chatcli-mw from this source tree (another commit's export)")  # fmt: skip
+    add("--parts", type=_parts, default=list(PARTS),
+        help=f"which parts to run, comma-separated: {', '.join(PARTS)} (default: all)")  # fmt: skip
     add("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
     if args.quick:  # smaller defaults; options given still win
@@ -827,21 +958,36 @@ def fresh(bodies: list[Body], rounds: int, kind: str, mark: Mark, run: str) -> l
     return out
 
 
-def latencies(bench: Bench, work: Workload, rounds: int, run: str) -> None:
-    """Parts (a) to (d): every body to the three targets, in a random order."""
-    print("(a) real sessions replayed in order, streamed", flush=True)
-    replay = [Body(b.messages, f"{run}-{b.session}", b.label) for s in work.sessions for b in s]
-    bench.measure(f"{len(work.sessions)} real Claude Code sessions in order, streamed",
-                  replay, stream=True)  # fmt: skip
-
-    print("(b) largest bodies, already seen", flush=True)
+def latencies(bench: Bench, work: Workload, rounds: int, run: str, parts: list[str]) -> None:
+    """Parts (a) to (d) (those of ``parts``): every body to every target, in a random
+    order."""
+    if "sessions" in parts:
+        print("(a) real sessions replayed in order, streamed", flush=True)
+        replay = [Body(b.messages, f"{run}-{b.session}", b.label) for s in work.sessions for b in s]
+        bench.measure(f"{len(work.sessions)} real Claude Code sessions in order, streamed",
+                      replay, stream=True)  # fmt: skip
     n = len(work.largest)
-    seen = [Body(b.messages, f"{run}-seen-{i}", b.label) for i, b in enumerate(work.largest)]
-    for body in seen:  # warm-up: each target gets each body once
-        bench.once(body, False, None)
-    bench.measure(f"{n} largest, seen, not streamed", seen * rounds, False)
-    bench.measure(f"{n} largest, seen, streamed", seen * rounds, True)
+    if "seen" in parts:
+        print("(b) largest bodies, already seen", flush=True)
+        seen = [Body(b.messages, f"{run}-seen-{i}", b.label) for i, b in enumerate(work.largest)]
+        for body in seen:  # warm-up: each target gets each body once
+            bench.once(body, False, None)
+        bench.measure(f"{n} largest, seen, not streamed", seen * rounds, False)
+        bench.measure(f"{n} largest, seen, streamed", seen * rounds, True)
+    if "unseen" in parts:
+        unseen(bench, work, rounds, run)
+    if "medium" in parts:
+        print("(d) medium bodies (110-130 KB), never seen", flush=True)
+        m = len(work.medium)
+        bench.measure(f"{m} medium, never seen, not streamed",
+                      fresh(work.medium, rounds, "m", never_seen, run), False)  # fmt: skip
+        bench.measure(f"{m} medium, never seen, streamed",
+                      fresh(work.medium, rounds, "ms", never_seen, run), True)  # fmt: skip
 
+
+def unseen(bench: Bench, work: Workload, rounds: int, run: str) -> None:
+    """Part (c): the largest bodies, never seen."""
+    n = len(work.largest)
     print("(c) largest bodies, never seen", flush=True)
     bench.measure(f"{n} largest, never seen, not streamed",
                   fresh(work.largest, rounds, "u", never_seen, run), False)  # fmt: skip
@@ -850,12 +996,26 @@ def latencies(bench: Bench, work: Workload, rounds: int, run: str) -> None:
     bench.measure(f"{n} largest, new session, only the first message new, not streamed",
                   fresh(work.largest, rounds, "o", new_opening, run), False)  # fmt: skip
 
-    print("(d) medium bodies (110-130 KB), never seen", flush=True)
-    m = len(work.medium)
-    bench.measure(f"{m} medium, never seen, not streamed",
-                  fresh(work.medium, rounds, "m", never_seen, run), False)  # fmt: skip
-    bench.measure(f"{m} medium, never seen, streamed",
-                  fresh(work.medium, rounds, "ms", never_seen, run), True)  # fmt: skip
+
+def report(
+    rows: list[Row],
+    flows: list[Throughput],
+    t: Targets,
+    memory: tuple[dict[str, dict[str, int]], float, dict[str, float]],
+) -> None:
+    """The tables: latency, throughput, the stores side by side (with several), memory."""
+    mws = t.chatclis
+    print()
+    print(latency_table(rows, mws[0]))
+    if flows:
+        print()
+        print(throughput_table(flows, list(t.urls())))
+    if len(mws) > 1:
+        print()
+        print(stores_table(rows, flows, mws))
+    print()
+    print(memory_table(*memory, list(t.proxies)))
+    print()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -875,9 +1035,10 @@ def main(argv: list[str] | None = None) -> int:
 
     with (
         tempfile.TemporaryDirectory() as tmp,
-        servers(litellm, args.litellm_route, Path(tmp), args.console == "on") as t,
-    ):
-        memory = Memory(t.pids())
+        servers(litellm, args.litellm_route, Path(tmp), console=args.console == "on",
+                stores=args.records, baseline=args.baseline) as t,
+    ):  # fmt: skip
+        memory = Memory(t.pids)
         rss_start = memory.now()
         memory.peak = dict(rss_start)
         memory.start()
@@ -886,19 +1047,21 @@ def main(argv: list[str] | None = None) -> int:
         check = work.largest[0]
         tag = f"bench{run}check"
         received = bench.received(Body(never_seen(check.messages, tag), tag, check.label))
-        for name, label in (("chatcli", "chatcli-mw"), ("litellm", "LiteLLM")):
+        for name in t.proxies:
             got = received[name]
-            print(f"the stand-in got from {label}: {got['kb_received']} of {got['kb_sent']} KB, "
-                  f"{got['messages_changed']} of {got['messages_sent']} messages changed, "
-                  f"top-level keys added {got['keys_added']}, removed {got['keys_removed']}, "
-                  f"changed {got['keys_changed']}", flush=True)  # fmt: skip
-        latencies(bench, work, args.rounds, run)
+            print(f"the stand-in got from {label(name)}: {got['kb_received']} of "
+                  f"{got['kb_sent']} KB, {got['messages_changed']} of {got['messages_sent']} "
+                  f"messages changed, top-level keys added {got['keys_added']}, removed "
+                  f"{got['keys_removed']}, changed {got['keys_changed']}", flush=True)  # fmt: skip
+        latencies(bench, work, args.rounds, run, args.parts)
         bench.client.close()
 
-        print(f"(e) concurrent conversations, {args.turns} streamed requests each", flush=True)
         flows: list[Throughput] = []
-        for level in (int(c) for c in args.concurrency.split(",")):
-            flows += throughput(bench, level, args.turns, run, args.repeats)
+        if "crowds" in args.parts:
+            print(f"(e) concurrent conversations, {args.turns} streamed requests each",
+                  flush=True)  # fmt: skip
+            for level in (int(c) for c in args.concurrency.split(",")):
+                flows += throughput(bench, level, args.turns, run, args.repeats)
         after_run = memory.now()
 
         print(f"(f) idle {args.idle:.0f} s", flush=True)
@@ -918,6 +1081,8 @@ def main(argv: list[str] | None = None) -> int:
         "litellm_executable": litellm,
         "litellm_route": args.litellm_route,
         "console": args.console,
+        "records": args.records,
+        "baseline": None if args.baseline is None else str(args.baseline),
     }
     machine = {
         "nproc": os.cpu_count(),
@@ -925,15 +1090,10 @@ def main(argv: list[str] | None = None) -> int:
         "load_before": load_before,
         "load_after": load_after,
     }
-    print()
-    print(latency_table(bench.rows))
-    print()
-    print(throughput_table(flows))
-    print()
-    print(memory_table(rss, args.idle, idle_cpu))
-    print()
+    report(bench.rows, flows, t, (rss, args.idle, idle_cpu))
     print(f"LiteLLM {versions['litellm']} ({args.litellm_route}), chatcli-mw "
-          f"{versions['chatcli-mw']} (console {args.console}), Python {machine['python']}, "
+          f"{versions['chatcli-mw']} (console {args.console}, records "
+          f"{','.join(args.records)}), Python {machine['python']}, "
           f"{machine['nproc']} CPUs, "
           f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after, "
           f"{took / 60:.1f} min")  # fmt: skip

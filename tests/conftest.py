@@ -1,10 +1,12 @@
 """Fixtures every test folder may use: an S3-compatible server on loopback, started once
-for the run by the first test that asks for it, and an empty bucket in it; the texts
+for the run by the first test that asks for it, and an empty bucket in it; a PostgreSQL
+server likewise, and an empty database in it; the texts
 microcompaction reads for their summaries.
 
 Every test also gets a temporary folder of its own as the system's (``TMPDIR`` and
 :data:`tempfile.tempdir`), so a default spill folder, a store a test opens without naming
-its root, or a program it starts never meets another test's files: the suite runs on all
+its root, the records database of the state folder (``XDG_STATE_HOME``), or a program it
+starts never meets another test's files: the suite runs on all
 cores (pytest-xdist), and two tests that use the same session id on the shared default
 folder would otherwise collide."""
 
@@ -17,6 +19,7 @@ from collections.abc import Iterator
 import parallel
 import pytest
 import servers
+from database import PostgresServer, postgres_server
 from hypothesis import settings
 from object_store import S3Server, s3_server
 
@@ -70,6 +73,9 @@ def own_temporary_folder(
     folder = tmp_path_factory.mktemp("tmp", numbered=True)
     monkeypatch.setenv("TMPDIR", str(folder))
     monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    # The records database by default (ledger.url: state) and a replica's outbox: a
+    # test's own, as a user's is theirs.
+    monkeypatch.setenv("XDG_STATE_HOME", str(folder / "state"))
 
 
 @pytest.fixture(scope="session")
@@ -81,6 +87,18 @@ def s3() -> Iterator[S3Server]:
 @pytest.fixture
 def bucket(s3: S3Server) -> str:
     return s3.bucket()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    with postgres_server() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_url(postgres: PostgresServer) -> str:
+    """A new empty database on the worker's PostgreSQL server."""
+    return postgres.database()
 
 
 @pytest.fixture

@@ -36,11 +36,13 @@ class Stack:
 def running(
     provider: tuple[Provider, str], tmp_path: Path, policy: str | None = None, **overrides: Any
 ) -> Iterator[Stack]:
-    """A proxy on ``policy`` (with ``overrides`` of dotted keys) in front of ``provider``."""
+    """A proxy on ``policy`` (with ``overrides`` of dotted keys) in front of ``provider``,
+    its spill folder and records database in ``tmp_path`` (as a machine of its own)."""
     stand_in, upstream = provider
     layered = {
         "proxy.upstreams": {provider.name: upstream for provider in providers()},
         "spill.root": str(tmp_path / "spill"),
+        "ledger.url": f"sqlite:///{tmp_path / 'records.sqlite'}",
         **overrides,
     }
     proxy, app = build_proxy(policy, layered)
@@ -92,10 +94,12 @@ def serve_process_handle(
     policy: str | None = None,
     host: str | None = None,
     env: Mapping[str, str] | None = None,
+    port: int | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """:func:`serve_process`, yielding the process beside the URL (to stop it and time
-    its exit); it is terminated at the end unless it exited."""
-    port = free_port()
+    its exit); it is terminated at the end unless it exited. ``port``: where a replica
+    killed before listened (else a free one)."""
+    port = free_port() if port is None else port
     environment = {
         **os.environ,
         **(env or {}),

@@ -22,7 +22,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"__about__", "errors", "logs", "view", "report"}),
     frozenset({"policy"}),
     frozenset({"cache"}),
-    frozenset({"formats", "spill", "session"}),
+    frozenset({"formats", "spill", "session", "records"}),
     frozenset({"plugin", "ledger"}),
     frozenset({"steps", "default_plugins"}),
     frozenset({"pipeline"}),

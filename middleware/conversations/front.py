@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from middleware.conversations.cleaning import Cleaned, as_it_came, clean_body
 from middleware.conversations.sessions import SessionPool, SessionSettings
-from middleware.ledger import Ledger, LedgerSettings, UsageReader
-from middleware.ledger.book import Entry
+from middleware.ledger import Caller, Ledger, LedgerSettings, UsageReader
+from middleware.ledger.sums import Entry
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy
 from middleware.policy.settings import bind
+from middleware.records import Records, RecordSettings
 
 logger = logging.getLogger(__name__)
 
@@ -32,13 +33,26 @@ class Conversations:
     pool: SessionPool
     #: What the answers' usage says was billed, per session and in total.
     ledger: Ledger
+    #: Where the ledger and the console record (``ledger.url``), every replica's together.
+    records: Records
 
     @classmethod
-    def open(cls, host: PluginHost, policy: Policy) -> Conversations:
+    def open(cls, host: PluginHost, policy: Policy, *, replica: str | None = None) -> Conversations:
         """The conversations of a host whose own policy is ``policy``: the pool idle and
-        bounded as its ``proxy`` section says, the ledger as its ``ledger`` section says
-        (read back from ``ledger.file``, if it names one)."""
-        return cls(SessionPool.for_policy(host, policy), Ledger.open(bind(policy, LedgerSettings)))
+        bounded as its ``proxy`` section says, the records and the ledger as its ``ledger``
+        section says (``replica``: the name its records carry, else the host name).
+
+        :raises PolicyError: ``ledger.url`` names no database this works with.
+        :raises SchemaVersionError: the records database was written by a newer release.
+        """
+        settings = bind(policy, RecordSettings)
+        records = Records.shared(settings, replica=replica or settings.replica_name())
+        try:
+            ledger = Ledger.open(bind(policy, LedgerSettings), records)
+        except BaseException:
+            records.close()
+            raise
+        return cls(SessionPool.for_policy(host, policy), ledger, records)
 
     def follow(self, policy: Policy) -> None:
         """Hold the conversations' memory under the budget a reloaded ``policy`` says."""
@@ -73,12 +87,21 @@ class Conversations:
         self.pool.trim()
         return cleaned_body
 
-    def answer(self, reader: UsageReader, cleaned: Cleaned | None, policy: Policy) -> Entry | None:
+    def answer(
+        self,
+        reader: UsageReader,
+        cleaned: Cleaned | None,
+        policy: Policy,
+        who: Caller | None = None,
+    ) -> Entry | None:
         """An answer comes back, read by ``reader``: billed under the session its request
         was filed under (``cleaned``: what became of the request; ``None``: it went as it
-        came), and what it read from the prompt cache told to its conversation. Its
-        :class:`~middleware.ledger.book.Entry`, or ``None`` if its usage could not be read
-        or billing it failed (logged: never the reason an answer goes astray)."""
+        came; ``who``: who asked, the request's tags and console record), keyed by the
+        provider's id of it, and what it read from the prompt cache told to its
+        conversation. Its :class:`~middleware.ledger.sums.Entry`, or ``None`` if its usage
+        could not be read or billing it failed (logged: never the reason an answer goes
+        astray)."""
+        who = replace(who if who is not None else Caller(), response_id=reader.response_id)
         try:
             entry = self.ledger.record(
                 cleaned.session.session if cleaned is not None and cleaned.session else None,
@@ -89,6 +112,7 @@ class Conversations:
                 footprints=cleaned.footprints if cleaned is not None else None,
                 body_chars=len(cleaned.body) if cleaned is not None else 0,
                 beside=cleaned is not None and cleaned.beside,
+                who=who,
             )
         except Exception:
             logger.exception("could not put an answer's usage in the ledger")
@@ -106,3 +130,4 @@ class Conversations:
     def close(self) -> None:
         self.pool.close()
         self.ledger.close()
+        self.records.close()

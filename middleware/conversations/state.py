@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from middleware.cache import DerivedCache
-from middleware.ledger.book import Entry
+from middleware.ledger.sums import Entry
 from middleware.pipeline import Pipeline, ProcessResult, SessionParts
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy

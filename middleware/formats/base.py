@@ -113,6 +113,15 @@ class Codec(ABC):
         an earlier one's), or ``None`` for an event that reports none."""
         return None
 
+    def answer_id(self, answer: Mapping[str, Any]) -> Any:
+        """The provider's id of a whole answer (what the ledger keys its record by, so a
+        record written twice counts once)."""
+        return answer.get("id")
+
+    def event_id(self, event: Mapping[str, Any]) -> Any:
+        """The answer's id in a streamed event that reports its usage (``None``: none)."""
+        return None
+
     def accepts_call_id(self, call_id: str) -> bool:
         """Whether the provider takes ``call_id`` as it is (:attr:`call_id_pattern`)."""
         pattern = self.call_id_pattern

@@ -38,7 +38,7 @@ from middleware.formats import jsonio
 from middleware.formats.routes import client_route
 from middleware.integrations import recall
 from middleware.ledger import Ledger, UsageReader
-from middleware.ledger.book import Entry
+from middleware.ledger.sums import Entry
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy, load_policy
 from middleware.policy.settings import bind

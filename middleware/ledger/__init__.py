@@ -1,12 +1,17 @@
 """What requests cost: the ``usage`` a provider reports in each answer, priced, beside an
 estimate of what the same requests would have cost without the middleware."""
 
-from middleware.ledger.book import Ledger, SessionLedger
+from middleware.ledger.book import Caller, Ledger
 from middleware.ledger.estimate import Footprint, footprint
+from middleware.ledger.files import FileLedger
 from middleware.ledger.prices import LedgerSettings, ModelPrices
+from middleware.ledger.sums import Entry, SessionLedger
 from middleware.ledger.usage import Usage, UsageReader, read_usage
 
 __all__ = [
+    "Caller",
+    "Entry",
+    "FileLedger",
     "Footprint",
     "Ledger",
     "LedgerSettings",

@@ -1,11 +1,11 @@
 """The ledger file's history: past ``ledger.rotate_bytes`` the file is renamed to its
 next part (``ledger.jsonl.1``, ``.2``, ...) and the sums of every part are written again
 (``ledger.jsonl.sums``: the totals, then the ledgers of the sessions billed last, one JSON
-line each), so a start reads the sums and the current file, never the history. The parts
-are kept for ``chatcli-mw ledger --plot``; they may be removed at will.
+line each), so ``chatcli-mw ledger --file`` reads the sums and the current file, never the
+history. The parts are kept for ``chatcli-mw ledger --plot``; they may be removed at will.
 
 The sums name the last part they hold (``through``): a part past it (a process stopped
-between the rename and the sums) is read at start and summed at the next rotation. A new
+between the rename and the sums) is read with them and summed at the next rotation. A new
 part is numbered past both the parts there are and ``through``.
 """
 

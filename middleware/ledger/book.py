@@ -1,350 +1,93 @@
-"""The ledger: per session and in total, the tokens billed, their price, and the estimate
-of what the same requests would have cost without the middleware."""
+"""The ledger: each answer's bill, with the estimate of what its request would have cost
+without the middleware, put in the records every replica shares, and read back per session,
+in total and by who asked."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
-import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from middleware.formats import get_codec
-from middleware.ledger.archive import read_into, rotate
+from middleware.ledger.archive import rotate
 from middleware.ledger.estimate import Footprint, expected_read, without_middleware
-from middleware.ledger.journal import Journal, check_regular
+from middleware.ledger.files import FileLedger
+from middleware.ledger.journal import CLOSE_SECONDS, Journal, check_regular
 from middleware.ledger.prices import LedgerSettings
+from middleware.ledger.sums import (
+    MAX_DOLLARS,
+    MAX_MODELS_IN_TOTAL,
+    MAX_SESSIONS,
+    MAX_TOKENS,
+    Entry,
+    SessionLedger,
+    name,
+)
 from middleware.ledger.usage import Usage
+from middleware.records import AnswerRow, Records, answer_key, queries
+from middleware.records.queries import Filters
 from middleware.session.cold_cache import still_cached
 
 logger = logging.getLogger(__name__)
 
-#: Sessions whose ledger is kept, at most (the least recently billed are forgotten first;
-#: the totals keep every request).
-MAX_SESSIONS = 10_000
-#: Characters kept of a name the ledger keeps (a session, a model, a price key): clients
-#: and upstreams choose them, so a longer one is cut (as session ids are:
-#: :data:`middleware.conversations.keys.MAX_ID_CHARS`).
-MAX_NAME_CHARS = 256
-#: Models counted by name in one session's ledger, and in the totals; the answers of
-#: models past them are counted under :data:`OTHER_MODELS` (an upstream may name a new
-#: model in every answer).
-MAX_MODELS = 8
-MAX_MODELS_IN_TOTAL = 64
-OTHER_MODELS = "(other models)"
-#: Tokens of one kind one answer may be billed: no context window comes near, so a usage
-#: reporting more is not a bill (it is counted as unread), and every sum stays a number
-#: JSON and floats can hold.
-MAX_TOKENS = 10**12
-#: US dollars one answer may cost: a price that makes more (or no finite number) is a
-#: mistake in ``ledger.prices``, and the answer is counted in tokens only.
-MAX_DOLLARS = 1e9
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-#: The kinds of tokens, in the order :class:`Usage` takes them.
-_KINDS = tuple(Usage().as_dict())
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One answer's bill: tokens billed and estimated without the middleware, and their
-    prices (``None`` for a model the price table does not name)."""
-
-    model: str | None
-    #: The ``ledger.prices`` key that priced it (``None``: unpriced).
-    priced_as: str | None
-    billed: Usage
-    without: Usage
-    dollars: float | None
-    dollars_without: float | None
-    #: Tokens the cost model expected the request to read from the cache (``None``: it
-    #: could not tell: the first request seen of the session, or one sent as it came).
-    expected_read: int | None = None
-
-    def record(self) -> dict[str, Any]:
-        """The entry as a ledger file line holds it (beside its time and session)."""
-        return {
-            "model": self.model,
-            "priced_as": self.priced_as,
-            "billed": self.billed.as_dict(),
-            "without": self.without.as_dict(),
-            "dollars": self.dollars,
-            "dollars_without": self.dollars_without,
-            "expected_read": self.expected_read,
-        }
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Entry:
-        """The entry a ledger file line holds (:class:`ValueError` if it holds none)."""
-        try:
-            return cls(
-                _text(record.get("model")),
-                _text(record.get("priced_as")),
-                _usage(record["billed"], MAX_TOKENS),
-                _usage(record["without"], MAX_TOKENS),
-                _amount(record.get("dollars"), MAX_DOLLARS),
-                _amount(record.get("dollars_without"), MAX_DOLLARS),
-                _count(record.get("expected_read"), MAX_TOKENS),
-            )
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"not a ledger entry: {exc}") from exc
+#: Sessions listed when no limit is given.
+MAX_LISTED = 1000
 
 
 @dataclass
-class SessionLedger:
-    """What one session (or, as ``"*"``, every session) was billed."""
+class _Estimating:
+    """What estimating a session's next answer needs of the ones this process billed."""
 
-    session: str
-    requests: int = 0
-    #: Answers that reported no usage the ledger could read (an error, a stream cut off,
-    #: a compressed answer in an encoding it does not read).
-    unread: int = 0
-    #: Answers of a model the price table does not name (counted in tokens only).
-    unpriced: int = 0
-    billed: Usage = field(default_factory=Usage)
-    without: Usage = field(default_factory=Usage)
-    dollars: float = 0.0
-    dollars_without: float = 0.0
-    models: dict[str, int] = field(default_factory=dict)
-    first: float | None = None
-    last: float | None = None
-    #: Cache reads the cost model expected, and those the provider reported, over the
-    #: requests it could tell (calibration: a provider that caches nothing, or for less
-    #: long, or a miss after a rewrite shows as a shortfall).
-    expected_read: int = 0
-    read_when_expected: int = 0
     #: The previous request, unprocessed and cleaned (the estimate compares with it).
-    before: tuple[Footprint, Footprint] | None = field(default=None, repr=False)
-    #: Models counted by name (:data:`MAX_MODELS`; the totals: :data:`MAX_MODELS_IN_TOTAL`).
-    max_models: int = field(default=MAX_MODELS, repr=False)
-
-    def add(self, entry: Entry | None, now: float) -> None:
-        self.requests += 1
-        self.first = now if self.first is None else self.first
-        self.last = now
-        if entry is None:
-            self.unread += 1
-            return
-        self.billed += entry.billed
-        self.without += entry.without
-        if entry.expected_read is not None:
-            self.expected_read += entry.expected_read
-            self.read_when_expected += entry.billed.cache_read
-        if entry.model:
-            self.count_model(entry.model, 1)
-        if entry.dollars is None or entry.dollars_without is None:
-            self.unpriced += 1
-        else:
-            self.dollars += entry.dollars
-            self.dollars_without += entry.dollars_without
-
-    def merge(self, other: SessionLedger) -> None:
-        """Add ``other``'s counts (the same session's, or the totals, from another
-        replica's ledger file)."""
-        self.requests += other.requests
-        self.unread += other.unread
-        self.unpriced += other.unpriced
-        self.billed += other.billed
-        self.without += other.without
-        self.dollars += other.dollars
-        self.dollars_without += other.dollars_without
-        self.expected_read += other.expected_read
-        self.read_when_expected += other.read_when_expected
-        for model, answers in other.models.items():
-            self.count_model(model, answers)
-        times = [t for t in (self.first, self.last, other.first, other.last) if t is not None]
-        self.first = min(times, default=None)
-        self.last = max(times, default=None)
-
-    def count_model(self, model: str, answers: int) -> None:
-        """Count ``answers`` of ``model``, under :data:`OTHER_MODELS` once the ledger
-        counts as many models as it may by name."""
-        if model not in self.models and len(self.models) >= self.max_models - 1:
-            model = OTHER_MODELS
-        self.models[model] = self.models.get(model, 0) + answers
-
-    def state(self) -> dict[str, Any]:
-        """Every count as it is (the ledger file's sums keep it: :mod:`.archive`)."""
-        return {
-            "session": self.session,
-            "requests": self.requests,
-            "unread": self.unread,
-            "unpriced": self.unpriced,
-            "billed": self.billed.as_dict(),
-            "without": self.without.as_dict(),
-            "dollars": self.dollars,
-            "dollars_without": self.dollars_without,
-            "models": dict(self.models),
-            "first": self.first,
-            "last": self.last,
-            "expected_read": self.expected_read,
-            "read_when_expected": self.read_when_expected,
-        }
-
-    @classmethod
-    def from_state(cls, state: Mapping[str, Any], *, max_models: int = MAX_MODELS) -> SessionLedger:
-        """The ledger :meth:`state` wrote (:class:`ValueError` if ``state`` is not one:
-        a count not a whole number, an amount not finite, a name not text)."""
-        try:
-            session = _text(state["session"])
-            models = state.get("models", {})
-            if session is None or not isinstance(models, dict):
-                raise TypeError("a session is named, its models are a mapping")
-            ledger = cls(
-                session,
-                requests=_whole(state["requests"]),
-                unread=_whole(state.get("unread", 0)),
-                unpriced=_whole(state.get("unpriced", 0)),
-                billed=_usage(state["billed"]),
-                without=_usage(state["without"]),
-                dollars=_total(state["dollars"]),
-                dollars_without=_total(state["dollars_without"]),
-                first=_time(state.get("first")),
-                last=_time(state.get("last")),
-                expected_read=_whole(state.get("expected_read", 0)),
-                read_when_expected=_whole(state.get("read_when_expected", 0)),
-                max_models=max_models,
-            )
-            for model, answers in models.items():
-                ledger.count_model(name(model), _whole(answers))
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"not a session's sums: {exc}") from exc
-        return ledger
-
-    @property
-    def ratio(self) -> float | None:
-        """The bill over the estimate without (``None``: no estimate, or one so small
-        that the ratio is no finite number)."""
-        if not self.dollars_without:
-            return None
-        ratio = self.dollars / self.dollars_without
-        return round(ratio, 4) if math.isfinite(ratio) else None
-
-    def as_dict(self) -> dict[str, Any]:
-        """The ledger as JSON: ``saved`` is the estimate without less the bill."""
-        return {
-            "session": self.session,
-            "requests": self.requests,
-            "unread": self.unread,
-            "unpriced": self.unpriced,
-            "billed": {**self.billed.as_dict(), "dollars": round(self.dollars, 6)},
-            "without": {**self.without.as_dict(), "dollars": round(self.dollars_without, 6)},
-            "saved_dollars": round(self.dollars_without - self.dollars, 6),
-            "ratio": self.ratio,
-            "models": dict(sorted(self.models.items())),
-            "cache": {
-                "expected_read": self.expected_read,
-                "read": self.read_when_expected,
-                "shortfall": max(0, self.expected_read - self.read_when_expected),
-            },
-            "first": self.first,
-            "last": self.last,
-        }
+    before: tuple[Footprint, Footprint] | None = None
+    last: float | None = None
+    #: Whether an answer of the session read from the prompt cache.
+    read_cache: bool = False
 
 
 class Ledger:
-    """Thread-safe ledgers of the sessions billed lately, and the totals; with a
-    ``journal``, each answer billed is also written down."""
+    """Bills each answer into the records (:mod:`middleware.records`: every replica's
+    answers, in one database) and reads the sums back; with a ``journal``, each answer is
+    also written to ``ledger.file``. Thread-safe.
 
-    def __init__(self, max_sessions: int = MAX_SESSIONS, journal: Journal | None = None) -> None:
-        self.max_sessions = max_sessions
+    The estimate of an answer without the middleware compares its request with the
+    session's previous one this process saw (kept for :data:`MAX_SESSIONS` sessions):
+    behind a load balancer that spreads a session, with the previous one it served."""
+
+    def __init__(
+        self, records: Records, journal: Journal | None = None, max_sessions: int = MAX_SESSIONS
+    ) -> None:
+        self.records = records
         self.journal = journal
+        self.max_sessions = max_sessions
         #: The wall clock answers are billed by (a test's own, to make time pass).
         self.clock: Callable[[], float] = time.time
-        self.totals = SessionLedger("*", max_models=MAX_MODELS_IN_TOTAL)
-        #: Lines of the ledger file read back that were not records.
-        self.skipped = 0
-        self._sessions: OrderedDict[str, SessionLedger] = OrderedDict()
+        self._estimating: OrderedDict[str, _Estimating] = OrderedDict()
         self._lock = threading.Lock()
+        # What makes each answer's key this process's own (:func:`.answer_key`).
+        self._started = time.time_ns()
+        self._count = itertools.count()
 
     @classmethod
-    def open(cls, settings: LedgerSettings) -> Ledger:
-        """The ledger ``settings`` ask for: with ``ledger.file``, what it holds read back
-        first (its sums and the current file, :func:`.archive.read_into`), and each new
-        answer written to it (rotated past ``ledger.rotate_bytes``).
+    def open(cls, settings: LedgerSettings, records: Records) -> Ledger:
+        """The ledger billing into ``records``; with ``ledger.file``, each answer also
+        appended to it as a JSON line (rotated past ``ledger.rotate_bytes``).
 
         :raises UnusableFile: ``ledger.file`` (or its sums, or a part) is no regular file.
         """
         if settings.file is None:
-            return cls()
+            return cls(records)
         check_regular(settings.file)
-        ledger = cls.read(settings.file)
-        if ledger.skipped:
-            logger.warning("%d lines of the ledger file %s were not answers and were skipped",
-                           ledger.skipped, settings.file)  # fmt: skip
-        ledger.journal = Journal(
-            settings.file, settings.rotate_bytes, rotate=lambda path: rotate(cls(), path)
+        journal = Journal(
+            settings.file, settings.rotate_bytes, rotate=lambda path: rotate(FileLedger(), path)
         )
-        return ledger
-
-    @classmethod
-    def read(cls, *paths: str) -> Ledger:
-        """The ledger the files at ``paths`` hold (several: one per replica), each read
-        as a stream into the ledger's sums (:func:`.archive.read_into`)."""
-        ledger = cls()
-        for path in paths:
-            read_into(ledger, path)
-        return ledger
-
-    def replay(self, record: Mapping[str, Any]) -> None:
-        """Add one ledger file line (counted as skipped if it is not an answer's)."""
-        try:
-            when = _time(record.get("time"))
-            entry = None if record.get("unread") else Entry.from_record(record)
-            if when is None:
-                raise ValueError("an answer has a time")
-        except ValueError:
-            self.skipped += 1
-            return
-        session = _text(record.get("session"))
-        with self._lock:
-            ledger = self._ledger_of(session)
-            ledger.add(entry, when)
-            self.totals.add(entry, when)
-
-    def sums(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """The state of the totals, and of every session's ledger, the least recently
-        billed first (the order :meth:`restore` takes them back in)."""
-        with self._lock:
-            return self.totals.state(), [ledger.state() for ledger in self._sessions.values()]
-
-    def restore(self, state: object, *, totals: bool = False) -> None:
-        """Add a ledger's ``state`` (what :meth:`sums` listed, read back) to the
-        :attr:`totals`, or to its session's ledger, then the most recently billed
-        (:class:`ValueError` if ``state`` is not a ledger's)."""
-        if not isinstance(state, Mapping):
-            raise ValueError("a ledger's state is a mapping")
-        with self._lock:
-            if totals:
-                self.totals.merge(SessionLedger.from_state(state, max_models=MAX_MODELS_IN_TOTAL))
-                return
-            sums = SessionLedger.from_state(state)
-            ledger = self._sessions.pop(sums.session, None)
-            if ledger is not None:
-                ledger.merge(sums)
-            self._sessions[sums.session] = sums if ledger is None else ledger
-            while len(self._sessions) > self.max_sessions:
-                self._sessions.popitem(last=False)
-
-    def close(self) -> None:
-        """Write what the journal still holds."""
-        if self.journal is not None:
-            self.journal.close()
-
-    def _ledger_of(self, session: str | None) -> SessionLedger:
-        """The session's ledger, as the most recently billed (a throwaway one for
-        ``None``); the least recently billed forgotten past :attr:`max_sessions`."""
-        if session is None:
-            return SessionLedger("")
-        ledger = self._sessions.pop(session, SessionLedger(session))
-        self._sessions[session] = ledger
-        while len(self._sessions) > self.max_sessions:
-            self._sessions.popitem(last=False)
-        return ledger
+        return cls(records, journal)
 
     def record(
         self,
@@ -358,6 +101,7 @@ class Ledger:
         body_chars: int = 0,
         now: float | None = None,
         beside: bool = False,
+        who: Caller | None = None,
     ) -> Entry | None:
         """Bill one answer of ``session`` (``None``: in the totals only; ``usage``
         ``None``: its usage was not read).
@@ -366,28 +110,31 @@ class Ledger:
             it came, so it would have cost what it was billed).
         :param beside: a call beside the session's history (an embedding): the next
             request is compared with the one before it, not with this one.
+        :param who: the answer's id, who asked and how the request is tagged, and the
+            console's record of the request.
         """
         now = self.clock() if now is None else now
         session = None if session is None else name(session)
         model = None if model is None else name(model)
+        who = who if who is not None else Caller()
         if usage is not None and max(usage.as_dict().values()) > MAX_TOKENS:
             logger.warning("an answer of session %r reports more than %d tokens of a kind: "
                            "not a bill, counted as unread", session, MAX_TOKENS)  # fmt: skip
             usage = None
         with self._lock:
-            ledger = self._ledger_of(session)
+            state = self._state_of(session)
             entry = None
             if usage is not None:
                 without, expected = usage, None
                 writes = get_codec(fmt).cache_writes_billed
-                before = ledger.before
+                before = state.before
                 # Nothing is expected from a cache the lifetime says has expired.
-                warm = still_cached(settings.cache_lifetime_seconds, ledger.last, now)
+                warm = still_cached(settings.cache_lifetime_seconds, state.last, now)
                 if footprints is not None:
                     without = without_middleware(
                         usage, writes=writes, raw=footprints[0],
                         cleaned=footprints[1], before=before, body_chars=body_chars,
-                        warm=warm and ledger.billed.cache_read > 0,
+                        warm=warm and state.read_cache,
                     )  # fmt: skip
                 if footprints is not None and before is not None:
                     expected = expected_read(
@@ -405,40 +152,115 @@ class Ledger:
                     None if dollars is None else dollars[1],
                     expected if expected is None or expected <= MAX_TOKENS else None,
                 )
+                state.read_cache = state.read_cache or usage.cache_read > 0
             if not beside:
-                ledger.before = footprints
-            ledger.add(entry, now)
-            self.totals.add(entry, now)
+                state.before = footprints
+            state.last = now
+        key = answer_key(
+            get_codec(fmt).provider.name, who.response_id,
+            self.records.replica, self._started, next(self._count), session, now, who.request,
+        )  # fmt: skip
+        row = _row(key, now=now, session=session, fmt=fmt, entry=entry, model=model,
+                   replica=self.records.replica, who=who)  # fmt: skip
+        self.records.put(row)
         if self.journal is not None:
-            line = {"time": now, "session": session, "format": fmt}
+            line = {"time": now, "session": session, "format": fmt, "key": key}
             self.journal.write({**line, **entry.record()} if entry else {**line, "unread": True})
         return entry
 
+    def _state_of(self, session: str | None) -> _Estimating:
+        """The session's estimating state, as the most recently billed (a throwaway one
+        for ``None``); the least recently billed forgotten past :attr:`max_sessions`."""
+        if session is None:
+            return _Estimating()
+        state = self._estimating.pop(session, None) or _Estimating()
+        self._estimating[session] = state
+        while len(self._estimating) > self.max_sessions:
+            self._estimating.popitem(last=False)
+        return state
+
+    # -- read back ------------------------------------------------------------------------
+
     def session(self, session: str) -> dict[str, Any] | None:
-        """The ledger of ``session`` as JSON, or ``None`` if it was never billed (or was
-        forgotten)."""
-        with self._lock:
-            ledger = self._sessions.get(name(session))
-            return None if ledger is None else ledger.as_dict()
+        """The ledger of ``session`` as JSON (every replica's answers), or ``None`` if
+        none was billed."""
+        row = queries.session(self.records.store(), name(session))
+        if row is None or not row["answers"]:
+            return None
+        return SessionLedger.from_row(row).as_dict()
 
-    def total(self) -> dict[str, Any]:
-        """Every answer billed, together, and how many sessions the ledger holds."""
-        with self._lock:
-            return {**self.totals.as_dict(), "sessions": len(self._sessions)}
+    def total(self, filters: Filters | None = None) -> dict[str, Any]:
+        """Every answer billed (those ``filters`` select), together, and how many
+        sessions they belong to."""
+        filters = filters or Filters()
+        store = self.records.store()
+        row = queries.totals(store, filters)
+        models = {} if filters else queries.models(store)
+        totals = SessionLedger.from_row(
+            {**row, "session": "*", "models": models}, max_models=MAX_MODELS_IN_TOTAL
+        )
+        return {**totals.as_dict(), "sessions": row["sessions"]}
 
-    def recent(self, limit: int | None = None) -> list[dict[str, Any]]:
-        """The ledgers of the sessions billed most recently first (``limit`` at most)."""
-        with self._lock:
-            latest = list(reversed(self._sessions.values()))
-            return [ledger.as_dict() for ledger in latest[:limit]]
+    def recent(
+        self, limit: int | None = None, filters: Filters | None = None
+    ) -> list[dict[str, Any]]:
+        """The ledgers of the sessions billed most recently first (``limit`` at most),
+        their sums over the answers ``filters`` select."""
+        most = MAX_LISTED if limit is None else limit
+        rows = queries.recent(self.records.store(), most, filters or Filters())
+        return [SessionLedger.from_row(row).as_dict() for row in rows]
+
+    def by(self, dimension: str, filters: Filters | None = None) -> list[dict[str, Any]]:
+        """The sums by ``dimension`` (``key``: by caller, ``tag``, ``agent``, ``model``,
+        ``day``), the largest bill first."""
+        rows = queries.by(self.records.store(), dimension, filters or Filters())
+        return [
+            {dimension: row["group"], **SessionLedger.from_row({**row, "session": ""}).as_dict()}
+            for row in rows
+        ]
+
+    def close(self, timeout: float = CLOSE_SECONDS) -> None:
+        """Write what the journal still holds, for ``timeout`` seconds at most (the
+        records are the host's to close)."""
+        if self.journal is not None:
+            self.journal.close(timeout)
 
 
-def name(value: str) -> str:
-    """``value`` as the ledger keeps a name: valid Unicode (a lone surrogate, which no
-    JSON answer or UTF-8 file can hold, becomes U+FFFD) of :data:`MAX_NAME_CHARS` at most."""
-    if len(value) <= MAX_NAME_CHARS and (value.isascii() or not _SURROGATE.search(value)):
-        return value  # as most are: read back a line at a time, each name is checked
-    return _SURROGATE.sub("\ufffd", value[:MAX_NAME_CHARS])
+@dataclass(frozen=True)
+class Caller:
+    """What the ledger records of an answer beside its bill: the provider's id of it, the
+    caller (a digest of its API key, never the key), the request's tags, the agent, and
+    the key of the console's record of the request."""
+
+    response_id: str | None = None
+    caller: str | None = None
+    tags: tuple[tuple[str, str], ...] = ()
+    agent: str | None = None
+    request: str | None = None
+
+
+def _row(
+    key: str,
+    *,
+    now: float,
+    session: str | None,
+    fmt: str,
+    entry: Entry | None,
+    model: str | None,
+    replica: str,
+    who: Caller,
+) -> AnswerRow:
+    common: dict[str, Any] = {
+        "request": who.request, "agent": who.agent, "caller": who.caller, "tags": who.tags,
+    }  # fmt: skip
+    if entry is None:
+        return AnswerRow(key, now, session, replica, fmt, unread=True, model=model, **common)
+    return AnswerRow(
+        key, now, session, replica, fmt,
+        billed=entry.billed.as_dict(), without=entry.without.as_dict(), model=entry.model,
+        priced_as=entry.priced_as, dollars=entry.dollars, dollars_without=entry.dollars_without,
+        expected_read=entry.expected_read, **common,
+    )  # fmt: skip
 
 
 def _priced(found: tuple[str, Any], usage: Usage, without: Usage) -> tuple[float, float] | None:
@@ -454,61 +276,3 @@ def _priced(found: tuple[str, Any], usage: Usage, without: Usage) -> tuple[float
     logger.warning("ledger.prices[%r] prices an answer at more than $%g: counted in tokens "
                    "only; check that entry", key, MAX_DOLLARS)  # fmt: skip
     return None
-
-
-def _usage(value: Any, most: int | None = None) -> Usage:
-    if not isinstance(value, dict):
-        raise TypeError("tokens are a mapping of kinds")
-    counts = [value.get(kind, 0) for kind in _KINDS]
-    for count in counts:
-        _whole(count, most)
-    return Usage(*counts)
-
-
-def _whole(value: Any, most: int | None = None) -> int:
-    if type(value) is not int or value < 0:  # not a bool either
-        raise TypeError("counts are whole numbers")
-    if most is not None and value > most:
-        raise TypeError(f"a count past {most:,} is out of range")
-    return value
-
-
-def _amount(value: Any, most: float) -> float | None:
-    if value is None:
-        return None
-    amount = _total(value)
-    if amount > most:
-        raise TypeError(f"an amount of {amount:.3g} dollars is out of range")
-    return amount
-
-
-def _total(value: Any) -> float:
-    """A sum of dollars: a finite number, not negative."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError("dollars are a number")
-    try:
-        amount = float(value)
-    except OverflowError as exc:
-        raise TypeError("dollars are a finite number") from exc
-    if not math.isfinite(amount) or amount < 0:
-        raise TypeError("dollars are a finite number, not negative")
-    return amount
-
-
-def _time(value: Any) -> float | None:
-    """A time of the ledger file (seconds since the epoch), ``None`` if it is none."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        when = float(value)
-    except OverflowError:
-        return None
-    return when if math.isfinite(when) else None
-
-
-def _text(value: Any) -> str | None:
-    return name(value) if isinstance(value, str) else None
-
-
-def _count(value: Any, most: int) -> int | None:
-    return None if value is None else _whole(value, most)

@@ -113,6 +113,8 @@ class UsageReader:
         self._skipping = False
         self._fields: dict[str, Any] = {}
         self.model: str | None = None
+        #: The provider's id of the answer, where it gives one.
+        self.response_id: str | None = None
         self._overflow = False
 
     def feed(self, chunk: bytes) -> None:
@@ -226,7 +228,7 @@ class UsageReader:
             return
         found = self._codec.event_usage(event)
         if found is not None:
-            self._take(*found)
+            self._take(*found, self._codec.event_id(event))
 
     def _read_document(self, data: bytes) -> None:
         try:
@@ -234,11 +236,13 @@ class UsageReader:
         except ValueError:
             return
         if isinstance(document, Mapping):
-            self._take(*self._codec.answer_usage(document))
+            self._take(*self._codec.answer_usage(document), self._codec.answer_id(document))
 
-    def _take(self, usage: Any, model: Any) -> None:
+    def _take(self, usage: Any, model: Any, answer_id: Any = None) -> None:
         if isinstance(model, str) and model:
             self.model = model
+        if self.response_id is None and isinstance(answer_id, str) and answer_id:
+            self.response_id = answer_id
         if isinstance(usage, Mapping):
             # A later event's field is the running total: it replaces the earlier one.
             self._fields.update((k, v) for k, v in usage.items() if v is not None)

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
 import anyio.to_thread
+import sqlalchemy as sa
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
@@ -41,13 +43,14 @@ from middleware.conversations.sessions import SessionPool
 from middleware.errors import MiddlewareError
 from middleware.formats.declarations import ErrorKind, Provider
 from middleware.formats.routes import Routed, providers, proxy_route
-from middleware.ledger import Ledger
+from middleware.ledger import Caller, Ledger
+from middleware.ledger.callers import TAGS_HEADER, caller_of, tags_of
 from middleware.plugin.host import PluginHost
 from middleware.policy.secrets import redact_urls
 from middleware.policy.settings import bind
 from middleware.proxy.admission import ByteGate, NotAdmitted
 from middleware.proxy.clients import allowed
-from middleware.proxy.console.book import ConsoleBook, ConsoleSettings, Note
+from middleware.proxy.console.book import ConsoleBook, ConsoleSettings, Note, agent_of
 from middleware.proxy.console.pages import console_routes
 from middleware.proxy.errors import error_body
 from middleware.proxy.exchange import Exchange
@@ -63,12 +66,20 @@ from middleware.proxy.upstream import (
     forwarded_headers,
     forwarded_url,
 )
+from middleware.records import Records, RecordSettings
+from middleware.records.queries import DIMENSIONS, Filters
 from middleware.spill import SpillError, SpillSettings, SpillTimeout, open_root
 from middleware.spill.layout import session_folder_name
 from middleware.spill.recall import RecallError, lines_of
 from middleware.spill.retention import forget
 
 logger = logging.getLogger(__name__)
+
+#: Seconds a read of the records (``/sessions``, the console) waits for the database.
+READ_SECONDS = 10.0
+#: Sessions ``/sessions`` lists at most.
+MAX_SESSIONS_LISTED = 10_000
+T = TypeVar("T")
 
 #: The answer header naming the session a cleaned request was filed under.
 SESSION_ANSWER_HEADER = "x-chatcli-session"
@@ -90,23 +101,33 @@ class Proxy:
     metrics: Metrics = field(init=False)
     #: Bodies being cleaned, by their size (proxy.cleaning_bytes).
     cleaning: ByteGate = field(init=False)
-    #: What the console at ``/ui`` keeps of each request (``None``: proxy.console.enabled
-    #: is false), counted in the session pool's memory budget.
+    #: What the console at ``/ui`` records of each request, in the records (``None``:
+    #: proxy.console.enabled is false); what it remembers of each session counts in the
+    #: session pool's memory budget.
     console: ConsoleBook | None = field(init=False)
     upstream: Upstream | None = None
 
     def __post_init__(self) -> None:
-        self.conversations = Conversations.open(self.host, self.catalog.default.policy)
-        self.metrics = Metrics(self.catalog.statuses, self.conversations.pool)
+        policy = self.catalog.default.policy
+        replica = bind(policy, RecordSettings).replica_name(self.settings.port)
+        self.conversations = Conversations.open(self.host, policy, replica=replica)
+        self.metrics = Metrics(
+            self.catalog.statuses, self.conversations.pool, self.conversations.records.health
+        )
         self.cleaning = ByteGate(self.settings.cleaning_bytes)
         console = bind(self.catalog.default.policy, ConsoleSettings)
-        self.console = ConsoleBook(console.request_bytes) if console.enabled else None
+        self.console = ConsoleBook(self.records, console.request_bytes) if console.enabled else None
         self.conversations.pool.shares = self.console
 
     @property
     def ledger(self) -> Ledger:
         """What the answers' usage says was billed, per session and in total."""
         return self.conversations.ledger
+
+    @property
+    def records(self) -> Records:
+        """Where the ledger and the console record: every replica's, in one database."""
+        return self.conversations.records
 
     @property
     def sessions(self) -> SessionPool:
@@ -175,15 +196,16 @@ class Proxy:
                 "(proxy.max_body_bytes)",
             )  # fmt: skip
         cleaned, note = Cleaned(body), None
+        lowered = {k.lower(): v for k, v in request.headers.items()}
+        caller = caller_of(lowered, request.query_params)
         if route is not None:
-            lowered = {k.lower(): v for k, v in request.headers.items()}
             settings = self.settings
             self.cleaning.limit = settings.cleaning_bytes  # as reloaded
             self.cleaning.line_limit = settings.waiting_bytes
             try:
                 async with self.cleaning.admitted(len(body), settings.cleaning_wait_seconds):
                     cleaned, note = await anyio.to_thread.run_sync(
-                        self._clean, body, route, lowered, source
+                        self._clean, body, route, lowered, source, caller
                     )
             except NotAdmitted as exc:
                 self.metrics.passthrough.labels("busy").inc()
@@ -207,9 +229,9 @@ class Proxy:
             provider, cleaned, source.policy, started,
             billed=route.codec.name if route is not None and route.billed else None,
             upstream=redact_urls(upstream),
-            noted=None if note is None or self.console is None
-            else partial(self.console.billed, note),
             console_seconds=None if note is None else note.seconds,
+            who=_who(lowered, caller, cleaned, route.codec.name if route is not None else None,
+                     note),
         )  # fmt: skip
         if self.upstream is None:
             raise RuntimeError("the proxy's upstream pool starts with the app's lifespan")
@@ -239,10 +261,16 @@ class Proxy:
         return b"".join(chunks)
 
     def _clean(
-        self, raw: bytes, route: Routed, headers: Mapping[str, str], source: PolicySource
+        self,
+        raw: bytes,
+        route: Routed,
+        headers: Mapping[str, str],
+        source: PolicySource,
+        caller: str | None,
     ) -> tuple[Cleaned, Note | None]:
         """Run the pipeline on one request body (in a worker thread; a route only billed
-        goes as it came), count what it did, and keep what the console shows of it."""
+        goes as it came), count what it did, and record what the console shows of it
+        (``caller``: the digest of its API key)."""
         fmt = route.codec.name
         self.conversations.follow(self.catalog.default.policy)  # as reloaded
         now = self.ledger.clock()
@@ -251,7 +279,8 @@ class Proxy:
         def noted(cleaned: Cleaned) -> None:  # (finding the texts the model saw may parse it)
             if self.console is not None:
                 agent = headers.get("user-agent", "")
-                notes[0] = self.console.note(cleaned, route=fmt, user_agent=agent, now=now)
+                notes[0] = self.console.note(cleaned, route=fmt, user_agent=agent, now=now,
+                                             caller=caller)  # fmt: skip
 
         cleaned = self.conversations.request(
             raw, fmt, headers, (source.key, source.policy), now=now, noted=noted,
@@ -287,11 +316,17 @@ class Proxy:
         statuses = self.catalog.statuses()
         store = open_root(bind(self.catalog.default.policy, SpillSettings))
         trouble = store.trouble  # an object store that failed, or hung, lately
-        healthy = all(s.last_reload_ok for s in statuses.values()) and trouble is None
+        records = self.conversations.records.health()  # never waits for the database
+        healthy = (
+            all(s.last_reload_ok for s in statuses.values())
+            and trouble is None
+            and records["reachable"]
+        )
         return JSONResponse(
             {
                 "status": "ok" if healthy else "degraded",
                 "spill": {"url": redact_urls(store.url), "error": trouble},
+                "records": records,
                 "sessions": len(self.conversations.pool),
                 "policies": {name: status_fields(s) for name, s in statuses.items()},
             }
@@ -335,28 +370,66 @@ class Proxy:
         )
 
     async def session_ledger(self, request: Request) -> Response:
-        """What a session was billed and would have cost unprocessed (as this replica saw
-        it), for clients on loopback or with the recall token."""
+        """What a session was billed and would have cost unprocessed (every replica's
+        answers), for clients on loopback or with the recall token."""
         if not self._may_recall(request):
             return _forbidden("a session's ledger")
         session = request.path_params["session"]
-        ledger = self.ledger.session(session)
-        if ledger is None:
+        found = await self._read(self.ledger.session, session)
+        if isinstance(found, Response):
+            return found
+        if found is None:
             return JSONResponse({"session": session, "error": "no answer of this session "
                                  "was billed through this proxy"}, 404)  # fmt: skip
-        return JSONResponse(ledger)
+        return JSONResponse(found)
 
     async def ledger_total(self, request: Request) -> Response:
         """Every session's bill together, and the sessions billed most recently first
-        (``?limit=N``, 100 unless given, within 0 and the sessions the ledger keeps)."""
+        (``?limit=N``, 100 unless given, within 0 and :data:`MAX_SESSIONS_LISTED`); with
+        ``key`` (a caller's digest), ``tag`` (``name=value``, repeatable), ``agent`` or
+        ``model``, the sums of the answers they select; with ``by`` (one of
+        :data:`~middleware.records.queries.DIMENSIONS`), the sums by it instead of the
+        sessions."""
         if not self._may_recall(request):
             return _forbidden("the ledger")
+        query = request.query_params
         try:
-            asked = int(request.query_params.get("limit", "100"))
-            limit = min(max(asked, 0), self.ledger.max_sessions)
+            limit = min(max(int(query.get("limit", "100")), 0), MAX_SESSIONS_LISTED)
         except ValueError:
             return PlainTextResponse("limit is a number of sessions (a whole number)", 400)
-        return JSONResponse({"total": self.ledger.total(), "sessions": self.ledger.recent(limit)})
+        try:
+            filters = Filters.of(query.get("key"), query.getlist("tag"), query.get("agent"),
+                                 query.get("model"))  # fmt: skip
+        except ValueError as exc:
+            return PlainTextResponse(str(exc), 400)
+        by = query.get("by")
+        if by is not None and by not in DIMENSIONS:
+            return PlainTextResponse(f"by is one of {', '.join(DIMENSIONS)}, not {by!r}", 400)
+
+        def read() -> dict[str, Any]:
+            total = self.ledger.total(filters)
+            if by is not None:
+                return {"total": total, "by": by, "groups": self.ledger.by(by, filters)[:limit]}
+            return {"total": total, "sessions": self.ledger.recent(limit, filters)}
+
+        found = await self._read(read)
+        return found if isinstance(found, Response) else JSONResponse(found)
+
+    async def _read(self, read: Callable[..., T], *args: Any) -> T | Response:
+        """``read(*args)`` of the records in a worker thread, within
+        :data:`READ_SECONDS`; a 503 saying why if the database does not answer (a hung
+        one keeps that thread, never the event loop)."""
+        try:
+            with anyio.fail_after(READ_SECONDS):
+                return await anyio.to_thread.run_sync(partial(read, *args), abandon_on_cancel=True)
+        except TimeoutError:
+            said = f"did not answer within {READ_SECONDS:g} s"
+        except sa.exc.SQLAlchemyError as exc:
+            said = f"failed: {str(getattr(exc, 'orig', None) or exc).strip().splitlines()[0]}"
+        where = self.conversations.records.where
+        logger.error("the records database %s %s", where, said)
+        return PlainTextResponse(f"the records database {where} {said}; what the proxy "
+                                 "records waits for it (/healthz says more)", 503)  # fmt: skip
 
     async def end_session(self, request: Request) -> Response:
         """The client says a session has ended: release its state on this replica and
@@ -397,6 +470,7 @@ def create_app(proxy: Proxy) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         proxy.upstream = Upstream(proxy.settings)
+        proxy.conversations.records.prune_every()  # old console records, once an hour
         try:
             yield
         finally:
@@ -412,11 +486,31 @@ def create_app(proxy: Proxy) -> Starlette:
             Route("/sessions", proxy.ledger_total, methods=["GET"]),
             Route("/sessions/{session:path}", proxy.session_ledger, methods=["GET"]),
             Route("/sessions/{session:path}", proxy.end_session, methods=["DELETE"]),
-            *console_routes(proxy, proxy._may_recall),
+            *console_routes(proxy, proxy._may_recall, proxy._read),
             Route("/{path:path}", proxy.forward, methods=methods),
         ],
         middleware=[Middleware(OwnOrigin, policy=lambda: proxy.catalog.default.policy)],
         lifespan=lifespan,
+    )
+
+
+def _who(
+    headers: Mapping[str, str],
+    caller: str | None,
+    cleaned: Cleaned,
+    fmt: str | None,
+    note: Note | None,
+) -> Caller:
+    """Who asked (``caller``: a digest of the API key), the request's ``x-chatcli-tags``,
+    the agent its session is told to be and the console's record of it, for the ledger
+    (``headers``: the request's, with lower-case names)."""
+    key = cleaned.session
+    agent = None if key is None else agent_of(key.source, fmt, headers.get("user-agent", ""))
+    return Caller(
+        caller=caller,
+        tags=tags_of(headers.get(TAGS_HEADER)),
+        agent=agent,
+        request=None if note is None else note.key,
     )
 
 

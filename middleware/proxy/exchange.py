@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,8 +15,8 @@ from starlette.requests import Request
 from middleware.conversations.cleaning import Cleaned
 from middleware.conversations.front import Conversations
 from middleware.formats.declarations import Provider
-from middleware.ledger import UsageReader
-from middleware.ledger.book import Entry
+from middleware.ledger import Caller, UsageReader
+from middleware.ledger.sums import Entry
 from middleware.logs import Fields
 from middleware.policy import Policy
 from middleware.proxy.errors import error_body
@@ -48,11 +47,10 @@ class Exchange:
     upstream: str = ""
     status: int | None = None
     reader: UsageReader | None = field(default=None, repr=False)
-    #: Told the answer's bill once it is in the ledger (the console's record of it).
-    noted: Callable[[Entry | None], None] | None = field(default=None, repr=False)
-    #: Seconds the console took to keep its record of the request, and then its bill
-    #: (``None``: it keeps none).
+    #: Seconds the console took to record the request (``None``: it records none).
     console_seconds: float | None = None
+    #: Who asked, the request's tags, its agent and the console's record of it.
+    who: Caller | None = None
 
     def on_headers(self, code: int, seconds: float, headers: httpx.Headers) -> None:
         self.status = code
@@ -76,10 +74,6 @@ class Exchange:
         code = self.status if self.status is not None else 502
         self.metrics.requests.labels(self.route, str(code)).inc()
         entry = self._bill() if self.reader is not None else None
-        if self.noted is not None and self.reader is not None:
-            started = time.perf_counter()
-            self.noted(entry)
-            self.console_seconds = (self.console_seconds or 0.0) + time.perf_counter() - started
         if self.access_log:
             summary = f"{self.request.method} {self.request.url.path} {code}"
             access_logger.info(Fields(self._line(code, whole, entry), summary))
@@ -88,7 +82,7 @@ class Exchange:
         """Put the answer in the ledger and count it: its :class:`Entry`, or ``None`` if
         its usage could not be read."""
         assert self.reader is not None
-        entry = self.conversations.answer(self.reader, self.cleaned, self.policy)
+        entry = self.conversations.answer(self.reader, self.cleaned, self.policy, self.who)
         self.metrics.record_bill(entry)
         return entry
 

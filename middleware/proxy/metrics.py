@@ -17,7 +17,7 @@ from prometheus_client.registry import Collector
 
 from middleware.cache import DerivedCache
 from middleware.ledger import Usage
-from middleware.ledger.book import Entry
+from middleware.ledger.sums import Entry
 from middleware.policy.reload import PolicyStatus
 from middleware.report import Report
 
@@ -45,7 +45,10 @@ class Metrics:
     """The proxy's counters and histograms."""
 
     def __init__(
-        self, policies: Callable[[], Mapping[str, PolicyStatus]], sessions: Sessions | None = None
+        self,
+        policies: Callable[[], Mapping[str, PolicyStatus]],
+        sessions: Sessions | None = None,
+        records: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         disable_created_metrics()  # type: ignore[no-untyped-call]  # `_created` doubles a scrape
         self.registry = CollectorRegistry()
@@ -144,6 +147,8 @@ class Metrics:
         self.registry.register(_PolicyCollector(policies))
         if sessions is not None:
             self.registry.register(_SessionCollector(sessions))
+        if records is not None:
+            self.registry.register(_RecordsCollector(records))
 
     def record_report(self, report: Report) -> None:
         for action in report.actions:
@@ -185,6 +190,36 @@ class Metrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _RecordsCollector(Collector):
+    """What the records' writer did, read from its counts when scraped."""
+
+    def __init__(self, health: Callable[[], Mapping[str, Any]]) -> None:
+        self.health = health
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        health = self.health()
+        yield GaugeMetricFamily(
+            "chatcli_records_reachable",
+            "1 if the records database (ledger.url) took the last write, 0 if it is away.",
+            value=1.0 if health["reachable"] else 0.0,
+        )
+        yield GaugeMetricFamily(
+            "chatcli_records_held_bytes",
+            "Bytes of records waiting for the database (bounded by ledger.held_bytes).",
+            value=health["held_bytes"],
+        )
+        yield CounterMetricFamily(
+            "chatcli_records_dropped",
+            "Records dropped because ledger.held_bytes of them were waiting already.",
+            value=health["dropped"],
+        )
+        yield CounterMetricFamily(
+            "chatcli_records_refused",
+            "Records the database refused (each alone: the rest of its batch was written).",
+            value=health["refused"],
+        )
 
 
 class _PolicyCollector(Collector):

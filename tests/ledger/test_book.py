@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from record_builders import records_in
+
 import middleware
 from middleware.ledger import Ledger, LedgerSettings, Usage
 from middleware.policy.settings import bind
@@ -14,7 +16,7 @@ def settings(**prices: dict[str, float]) -> LedgerSettings:
 
 
 def test_sessions_and_totals_add_up_and_unpriced_models_count_tokens_only() -> None:
-    ledger = Ledger()
+    ledger = Ledger(records_in())
     prices = settings(house={"input": 1, "output": 2, "cache_read": 0.1,
                              "cache_write_5m": 1.25, "cache_write_1h": 2})  # fmt: skip
     ledger.record("a", "anthropic", Usage(1_000_000, 0, 0, 0, 10), "house", prices, now=1.0)
@@ -35,13 +37,16 @@ def test_sessions_and_totals_add_up_and_unpriced_models_count_tokens_only() -> N
     assert ledger.session("c") is None
 
 
-def test_the_least_recently_billed_sessions_are_forgotten_first() -> None:
-    ledger = Ledger(max_sessions=2)
+def test_every_session_is_kept_and_the_estimates_memory_is_bounded() -> None:
+    """The records keep every session billed; what estimating needs of the previous
+    request is kept for ``max_sessions`` sessions, the least recently billed forgotten."""
+    ledger = Ledger(records_in(), max_sessions=2)
     prices = settings()
     for name in ("a", "b", "a", "c"):
         ledger.record(name, "openai", Usage(1, 0, 0, 0, 1), "gpt-4.1", prices)
-    assert ledger.session("b") is None and ledger.session("a") is not None
-    assert ledger.total()["requests"] == 4
+    assert all(ledger.session(name) is not None for name in "abc")
+    assert ledger.total()["requests"] == 4 and ledger.total()["sessions"] == 3
+    assert list(ledger._estimating) == ["a", "c"]
 
 
 def test_a_policy_adds_to_the_price_table_and_patterns_take_the_longest() -> None:

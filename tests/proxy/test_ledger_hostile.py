@@ -1,6 +1,7 @@
 """The ledger against a hostile upstream and a hostile ledger file (issue 36, items 4 and
 5): what it bills, keeps and writes stays finite, valid and bounded, so ``/sessions``
-always answers and a restart reads back what was written."""
+always answers, a restart finds what was recorded, and importing a file skips and counts
+what is not an answer."""
 
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ from starlette.routing import Route
 from waiting import wait_for
 
 from middleware.formats.routes import providers
-from middleware.ledger import LedgerSettings, book
+from middleware.ledger import LedgerSettings, sums
+from middleware.ledger.imports import import_files
 from middleware.policy.settings import bind
 from middleware.proxy.app import Proxy
 from middleware.proxy.build import build_proxy
+from middleware.records import RecordSettings
 
 HEADERS = {"anthropic-version": "2023-06-01", "x-api-key": "k"}
 
@@ -56,11 +59,16 @@ def proxy_on(upstream: str, tmp_path: Path, **overrides: Any) -> Iterator[tuple[
     layered = {
         "proxy.upstreams": {provider.name: upstream for provider in providers()},
         "spill.root": str(tmp_path / "spill"),
+        "ledger.url": f"sqlite:///{tmp_path / 'records.sqlite'}",
         **overrides,
     }
     proxy, app = build_proxy(None, layered)
     with serving(app) as url:
         yield proxy, url
+
+
+def records_at(path: Path) -> RecordSettings:
+    return RecordSettings(f"sqlite:///{path}", 64 * 1024 * 1024, None, None, "test")
 
 
 def send(url: str, session: str, **body: Any) -> httpx.Response:
@@ -96,8 +104,8 @@ def test_a_hostile_usage_or_model_name_never_breaks_sessions_nor_the_file(
     tmp_path: Path,
 ) -> None:
     """A usage of 10^308 tokens (infinite dollars), of 10^400 (too large for a float), a
-    model name with a lone surrogate: ``/sessions`` answers, the file holds JSON only, and
-    a restart reads it back whole."""
+    model name with a lone surrogate: ``/sessions`` answers, the file holds JSON only, a
+    restart finds the session whole in the records, and the file imports whole."""
     hostile = Hostile()
     file = tmp_path / "ledger.jsonl"
     with serving(hostile.app()) as upstream:
@@ -123,7 +131,8 @@ def test_a_hostile_usage_or_model_name_never_breaks_sessions_nor_the_file(
         with proxy_on(upstream, tmp_path, **{"ledger.file": str(file)}) as (proxy, url):
             again = httpx.get(url + "/sessions/s")
             assert again.status_code == 200 and again.json() == one.json()
-            assert proxy.ledger.skipped == 0
+    imported = import_files(records_at(tmp_path / "imported.sqlite"), [file])
+    assert (imported.read, imported.new, imported.skipped) == (4, 4, 0)
 
 
 def test_a_lone_surrogate_in_the_session_name_is_kept_as_valid_unicode(
@@ -143,8 +152,8 @@ def test_non_finite_and_out_of_range_lines_of_the_file_are_skipped_and_counted(
     tmp_path: Path,
 ) -> None:
     """A ledger file with ``NaN``, ``Infinity``, ``1e400``, a 400-digit count or a lone
-    surrogate, as a crash, a hand edit or an older version left it: the proxy starts,
-    ``/sessions`` answers, each bad line is skipped and counted."""
+    surrogate, as a crash, a hand edit or an older version left it: imported, each bad
+    line is skipped and counted, and ``/sessions`` answers."""
     file = tmp_path / "ledger.jsonl"
 
     def line(**fields: Any) -> str:
@@ -168,11 +177,10 @@ def test_non_finite_and_out_of_range_lines_of_the_file_are_skipped_and_counted(
         line(model="m-\ud800", session="s"),
         line(session="tiny", dollars_without=5e-324),  # a ratio past any float
     ]) + "\n", encoding="utf-8")  # fmt: skip
+    imported = import_files(records_at(tmp_path / "records.sqlite"), [file])
+    assert (imported.new, imported.skipped) == (3, 10)
     hostile = Hostile()
-    with (
-        serving(hostile.app()) as upstream,
-        proxy_on(upstream, tmp_path, **{"ledger.file": str(file)}) as (proxy, url),
-    ):
+    with serving(hostile.app()) as upstream, proxy_on(upstream, tmp_path) as (_, url):
         listed = httpx.get(url + "/sessions")
         one = httpx.get(url + "/sessions/s")
         assert (listed.status_code, one.status_code) == (200, 200)
@@ -181,7 +189,6 @@ def test_non_finite_and_out_of_range_lines_of_the_file_are_skipped_and_counted(
         assert one.json()["models"] == {"m": 1, "m-\ufffd": 1}
         tiny = httpx.get(url + "/sessions/tiny")
         assert tiny.status_code == 200 and tiny.json()["ratio"] is None
-        assert proxy.ledger.skipped == 10
 
 
 def test_names_kept_are_bounded_in_length_and_count(tmp_path: Path) -> None:
@@ -200,18 +207,18 @@ def test_names_kept_are_bounded_in_length_and_count(tmp_path: Path) -> None:
                 assert wait_for(lambda n=n: proxy.ledger.total()["requests"] == n + 1)
             listed = httpx.get(url + "/sessions")
             assert listed.status_code == 200
-            total = proxy.ledger.totals
-            sessions = [proxy.ledger._sessions[f"session-{n}"] for n in range(2)]
-            kept = [name for ledger in (total, *sessions) for name in ledger.models]
-            assert all(len(name) <= book.MAX_NAME_CHARS for name in kept)
-            assert all(len(s.models) <= book.MAX_MODELS for s in sessions)
-            assert len(total.models) <= book.MAX_MODELS_IN_TOTAL
+            total = listed.json()["total"]
+            sessions = [httpx.get(f"{url}/sessions/session-{n}").json() for n in range(2)]
+            kept = [name for ledger in (total, *sessions) for name in ledger["models"]]
+            assert all(len(name) <= sums.MAX_NAME_CHARS for name in kept)
+            assert all(len(s["models"]) <= sums.MAX_MODELS for s in sessions)
+            assert len(total["models"]) <= sums.MAX_MODELS_IN_TOTAL
             # Every answer is still counted, those past the names kept among "other".
-            assert sum(total.models.values()) == requests
-            assert sum(sum(s.models.values()) for s in sessions) == requests
+            assert sum(total["models"].values()) == requests
+            assert sum(sum(s["models"].values()) for s in sessions) == requests
             assert len(listed.content) < 40 * 1024
             # The price table remembers the entry of each name it met: cut short too.
             met = bind(proxy.catalog.default.policy, LedgerSettings).prices._found
-            assert met and all(len(name) <= book.MAX_NAME_CHARS for name in met)
+            assert met and all(len(name) <= sums.MAX_NAME_CHARS for name in met)
         lines = file.read_bytes().splitlines()
         assert len(lines) == requests and max(len(line) for line in lines) < 4 * 1024

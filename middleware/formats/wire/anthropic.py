@@ -176,6 +176,11 @@ class AnthropicCodec(Codec):
             return None
         return message.get("usage"), message.get("model")
 
+    def event_id(self, event: Mapping[str, Any]) -> Any:
+        """``message_start`` names its message."""
+        message = event.get("message")
+        return message.get("id") if isinstance(message, Mapping) else None
+
     generated_id_prefix: ClassVar[str] = "toolu_mw_"
     cache_writes_billed: ClassVar[bool] = True
 

@@ -318,6 +318,13 @@ class GeminiCodec(Codec):
             return None
         return event.get("usageMetadata"), event.get("modelVersion")
 
+    def answer_id(self, answer: Mapping[str, Any]) -> Any:
+        return answer.get("responseId")
+
+    def event_id(self, event: Mapping[str, Any]) -> Any:
+        """Every chunk names its response."""
+        return event.get("responseId")
+
 
 CODEC = GeminiCodec()
 

@@ -171,6 +171,10 @@ class OpenAIChatCodec(Codec):
         """The final chunk (with ``stream_options.include_usage``)."""
         return (event.get("usage"), event.get("model")) if "choices" in event else None
 
+    def event_id(self, event: Mapping[str, Any]) -> Any:
+        """Every chunk names its completion."""
+        return event.get("id")
+
     def parse_message(self, message: dict[str, Any], index: int) -> Node:
         role = string_field(message, "role", index, "'role'")
         if role is None:

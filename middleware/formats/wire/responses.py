@@ -129,6 +129,11 @@ class ResponsesCodec(Codec):
             return None
         return response.get("usage"), response.get("model")
 
+    def event_id(self, event: Mapping[str, Any]) -> Any:
+        """The last event holds the response, with its id."""
+        response = event.get("response")
+        return response.get("id") if isinstance(response, Mapping) else None
+
     result_placement: ClassVar[ResultPlacement] = ResultPlacement.AFTER_TURN
     duplicate_ids_within: ClassVar[Literal["message", "turn"]] = "turn"
     reasoning_items: ClassVar[bool] = True

@@ -1,41 +1,51 @@
-"""What the console keeps of each request: the steps' new actions with the text the model
+"""What the console records of each request: the steps' new actions with the text the model
 saw instead (and what a repair dropped), cut to ``proxy.console.request_bytes``
-(:mod:`.record`), and the answer's bill once the ledger has it.
+(:mod:`.record`), put in the records database (``ledger.url``: :mod:`middleware.records`)
+that every replica shares, with the session's counts. The answer's bill is the ledger's
+row, which names the request's record (:attr:`Note.key`).
 
-A request's record is kept as the JSON the console serves (ASCII bytes), so what it holds
-is what it counts. The records count in the session memory budget
-(``proxy.session_memory_bytes``): the session pool asks the book to :meth:`ConsoleBook.shed`
-its oldest records before it makes any session forget its state. Nothing goes to disk.
+The book writes without waiting for the database (:meth:`Records.put`). All it holds in
+memory is, for each session seen lately, the actions it has shown (to tell a new one from
+one a later request repeats): counted in the session memory budget
+(``proxy.session_memory_bytes``), and given back first when the pool is over it. A
+database in memory (``ledger.url: null``) is pruned to ``ledger.console_bytes`` as the
+records come, not only once an hour.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from middleware.conversations.cleaning import Cleaned
-from middleware.ledger.book import Entry
+from middleware.ledger.sums import name
 from middleware.policy.settings import section
-from middleware.proxy.console.paging import Asked, Requests, page_of
-from middleware.proxy.console.record import encoded, fitted
+from middleware.proxy.console.record import fitted
+from middleware.records import Records, RequestRow
+from middleware.records.store import MEMORY
 from middleware.report import Action
 
-#: Bytes counted for a request's record beside its JSON: the objects holding it and its
-#: bill.
+logger = logging.getLogger(__name__)
+
+#: Bytes counted for a request's record beside its JSON (the row holding it).
 RECORD_OVERHEAD = 512
-#: Bytes counted for a session beside its records: its counts, and each action it
-#: remembers having shown (to tell a new one from one a later request repeats).
-SESSION_OVERHEAD = 1024
+#: Bytes counted for a session the book remembers, and for each action it remembers
+#: having shown (to tell a new one from one a later request repeats).
+SESSION_OVERHEAD = 256
 ACTION_KEY_BYTES = 96
-#: Sessions kept at most (the ledger's bound); the least recently seen go first.
+#: Sessions remembered at most (the ledger's bound); the least recently seen go first.
 MAX_SESSIONS = 10_000
 #: The fewest bytes a request's record may be given (its counts and a few actions).
 MIN_REQUEST_BYTES = 2048
+#: A database in memory is pruned each time records of this share of
+#: ``ledger.console_bytes`` were put since the last time.
+PRUNE_SHARE = 4
 
 #: Who sends a session key from each source (:class:`~middleware.conversations.keys.SessionKey`).
 _AGENT_OF_SOURCE = {
@@ -85,116 +95,81 @@ def agent_of(source: str, fmt: str | None, user_agent: str = "") -> str:
     return _AGENT_OF_SOURCE.get(source, "SDK")
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True)
 class Note:
-    """One request as the console keeps it: its JSON (:attr:`kept`), and the answer's bill
-    once it is read."""
+    """The record of one request, put in the records: its key (the ledger's answer names
+    it) and the seconds keeping it took (the access log's ``console_ms``)."""
 
-    number: int
-    kept: bytes
-    billed: bytes = b""
-    #: Seconds keeping it took (the access log's ``console_ms``, with its bill's).
-    seconds: float = 0.0
-    #: The book's :attr:`~ConsoleBook.version` when it last changed (kept, or billed).
-    stamp: int = 0
-    #: What its answer cost and would have cost without the middleware (``None``: not
-    #: billed yet, or not priced), for the session's running cost.
-    dollars: tuple[float, float] | None = None
-    #: The session whose records count it (``None`` once it is shed, or if never kept).
-    owner: _Session | None = field(default=None, repr=False)
-
-    @property
-    def size(self) -> int:
-        """Bytes counted for it."""
-        return len(self.kept) + len(self.billed) + RECORD_OVERHEAD
-
-    def json(self) -> bytes:
-        if not self.billed:
-            return self.kept
-        return self.kept[:-1] + b',"bill":' + self.billed + b"}"
+    key: str
+    seconds: float
 
 
 @dataclass(eq=False)
-class _Session:
-    session: str
-    agent: str
-    source: str
-    format: str | None
-    requests: int = 0
-    repairs: int = 0
-    spills: int = 0
-    compactions: int = 0
-    first: float | None = None
-    last: float | None = None
-    notes: deque[Note] = field(default_factory=deque)
-    #: Requests whose record was shed to stay within the memory budget.
-    forgotten: int = 0
-    #: The actions shown already, by (step, kind, call id or position).
-    shown: set[int] = field(default_factory=set)
-    #: Bytes counted for the session.
-    bytes: int = SESSION_OVERHEAD
+class _Seen:
+    """What the book remembers of a session: the actions shown already, by (step, kind,
+    call id or position)."""
 
-    def summary(self) -> dict[str, Any]:
-        return {
-            "session": self.session,
-            "agent": self.agent,
-            "source": self.source,
-            "format": self.format,
-            "requests": self.requests,
-            "repairs": self.repairs,
-            "spills": self.spills,
-            "compactions": self.compactions,
-            "first": self.first,
-            "last": self.last,
-        }
+    shown: set[int] = field(default_factory=set)
+    #: Bytes counted for it.
+    bytes: int = SESSION_OVERHEAD
 
 
 class ConsoleBook:
-    """The console's records of the sessions seen lately, within ``request_bytes`` a
-    request; thread-safe. :attr:`version` moves whenever a record does (the pages poll it)."""
+    """Puts the console's record of each request in ``records``, within ``request_bytes``
+    a request; remembers the actions each of the sessions seen lately has shown (their
+    memory is the pool's to bound: :meth:`shed`). Thread-safe."""
 
-    def __init__(self, request_bytes: int, max_sessions: int = MAX_SESSIONS) -> None:
+    def __init__(
+        self, records: Records, request_bytes: int, max_sessions: int = MAX_SESSIONS
+    ) -> None:
+        self.records = records
         self.request_bytes = max(request_bytes, MIN_REQUEST_BYTES)
         self.max_sessions = max_sessions
-        self.version = 0
-        #: Tells this book's versions from another's (a proxy started again).
-        self.epoch = uuid.uuid4().hex[:12]
-        #: Records shed to stay within the memory budget, since the proxy started.
-        self.shed_records = 0
+        #: Sessions whose shown actions were forgotten to stay within the memory budget.
+        self.forgotten = 0
         self._held = 0
-        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._sessions: OrderedDict[str, _Seen] = OrderedDict()
         self._lock = threading.Lock()
+        settings = records.settings
+        #: Bytes of records put between two prunings of a database in memory (``None``:
+        #: the proxy's hourly pruning is enough).
+        self._prune_after = (
+            settings.console_bytes // PRUNE_SHARE
+            if settings is not None and settings.console_bytes and records.where == MEMORY
+            else None
+        )
+        self._unpruned = 0
+        self._pruning = False
 
-    # -- written as requests pass ---------------------------------------------------------
-
-    def note(self, cleaned: Cleaned, *, route: str, user_agent: str, now: float) -> Note | None:
-        """Keep what the steps did to one request (``None``: it belongs to no session)."""
+    def note(
+        self,
+        cleaned: Cleaned,
+        *,
+        route: str,
+        user_agent: str,
+        now: float,
+        caller: str | None = None,
+    ) -> Note | None:
+        """Record what the steps did to one request (``None``: it belongs to no
+        session); ``caller``: the digest of its API key."""
         key = cleaned.session
         if key is None:
             return None
         started = time.perf_counter()
+        session = name(key.session)
         report = cleaned.report
         fmt = report.format if report is not None else None
         with self._lock:
-            entry = self._sessions.pop(key.session, None)
-            if entry is None:
-                agent = agent_of(key.source, fmt if fmt is not None else route, user_agent)
-                entry = _Session(key.session, agent, key.source, fmt)
-                self._held += entry.bytes
-            self._sessions[key.session] = entry
-            entry.format = fmt or entry.format
-            entry.requests += 1
-            entry.first = now if entry.first is None else entry.first
-            entry.last = now
-            number = entry.requests
-            before = entry.bytes
-            new, repeated = _new_actions(entry, report.actions if report is not None else ())
-            self._held += entry.bytes - before
-            entry.repairs += sum(1 for a in new if a.step == "pairing")
-            entry.spills += sum(1 for a in new if a.kind == "spilled")
-            entry.compactions += sum(1 for a in new if a.kind in _COMPACTIONS)
+            seen = self._sessions.pop(session, None)
+            if seen is None:
+                seen = _Seen()
+                self._held += seen.bytes
+            self._sessions[session] = seen
+            before = seen.bytes
+            new, repeated = _new_actions(seen, report.actions if report is not None else ())
+            self._held += seen.bytes - before
             self._trim_sessions()
-        record: dict[str, Any] = {"n": number, "time": now, "route": route, "format": fmt}
+        record: dict[str, Any] = {"time": now, "route": route, "format": fmt}
         if report is not None:
             record.update(
                 policy=report.policy,
@@ -206,108 +181,67 @@ class ConsoleBook:
         if cleaned.error is not None:
             record["error"] = f"{type(cleaned.error).__name__}: {cleaned.error}"
         kept = fitted(record, new, cleaned, self.request_bytes - RECORD_OVERHEAD)
-        note = Note(number, kept, seconds=time.perf_counter() - started)
-        with self._lock:
-            self.version += 1
-            note.stamp = self.version
-            if self._sessions.get(key.session) is entry:
-                note.owner = entry
-                _in_order(entry.notes, note)
-                entry.bytes += note.size
-                self._held += note.size
-        return note
+        row = RequestRow(
+            uuid.uuid4().hex, session, now, self.records.replica, kept,
+            agent=agent_of(key.source, fmt if fmt is not None else route, user_agent),
+            source=key.source, format=fmt, caller=caller,
+            repairs=sum(1 for a in new if a.step == "pairing"),
+            spills=sum(1 for a in new if a.kind == "spilled"),
+            compactions=sum(1 for a in new if a.kind in _COMPACTIONS),
+        )  # fmt: skip
+        self.records.put(row)  # never waits: dropped (and counted) if the queue is full
+        self._prune_soon(len(kept))
+        return Note(row.key, time.perf_counter() - started)
 
-    def billed(self, note: Note, entry: Entry | None) -> None:
-        """Add the bill of the request ``note`` keeps (``None``: its usage was not read)."""
-        bill: dict[str, Any] = {"unread": True}
-        if entry is not None:
-            bill = {
-                "model": entry.model,
-                "billed": entry.billed.as_dict(),
-                "without": entry.without.as_dict(),
-                "dollars": entry.dollars,
-                "dollars_without": entry.dollars_without,
-            }
-        text = encoded(bill)
+    def _prune_soon(self, put: int) -> None:
+        """Prune a database in memory in a thread of its own once records of a share of
+        its bound were put since the last time."""
+        if self._prune_after is None:
+            return
         with self._lock:
-            self.version += 1
-            note.stamp = self.version
-            if entry is not None and entry.dollars is not None:
-                note.dollars = (entry.dollars, entry.dollars_without or 0.0)
-            if len(text) + len(note.kept) + RECORD_OVERHEAD > self.request_bytes:
-                return  # no room left in the request's bound: the bill is in the ledger
-            note.billed = text
-            if note.owner is not None:
-                note.owner.bytes += len(text)
-                self._held += len(text)
+            self._unpruned += put
+            if self._pruning or self._unpruned < self._prune_after:
+                return
+            self._unpruned, self._pruning = 0, True
+        threading.Thread(target=self._prune, name="chatcli-console-prune", daemon=True).start()
+
+    def _prune(self) -> None:
+        try:
+            self.records.prune()
+        except Exception:  # never the reason a request fails: the hourly pruning comes
+            logger.exception("could not prune the console records in memory")
+        finally:
+            with self._lock:
+                self._pruning = False
 
     # -- the memory budget ----------------------------------------------------------------
 
     @property
     def held_bytes(self) -> int:
-        """Bytes counted for everything the book keeps."""
+        """Bytes counted for what the book remembers."""
         return self._held
 
     def shed(self, over: int) -> int:
-        """Forget the oldest records, those of the sessions seen least recently first,
-        then (with no record left) the sessions seen least recently, until ``over`` bytes
-        are freed or nothing is left; returns the bytes freed."""
+        """Forget the shown actions of the sessions seen least recently until ``over``
+        bytes are freed or none is left (their next requests show again what an earlier
+        one showed); returns the bytes freed."""
         freed = 0
         with self._lock:
-            for session in self._sessions.values():
-                while session.notes and freed < over:
-                    note = session.notes.popleft()
-                    note.owner = None
-                    session.bytes -= note.size
-                    session.forgotten += 1
-                    freed += note.size
-                    self.shed_records += 1
-                if freed >= over:
-                    break
             while freed < over and self._sessions:
-                _, session = self._sessions.popitem(last=False)
-                freed += session.bytes
+                _, seen = self._sessions.popitem(last=False)
+                freed += seen.bytes
+                self.forgotten += 1
             self._held -= freed
-            if freed:
-                self.version += 1
         return freed
 
     def _trim_sessions(self) -> None:
         """Forget the least recently seen sessions past :attr:`max_sessions` (lock held)."""
         while len(self._sessions) > self.max_sessions:
-            _, session = self._sessions.popitem(last=False)
-            for note in session.notes:
-                note.owner = None
-            self._held -= session.bytes
-
-    # -- read by the pages ----------------------------------------------------------------
-
-    def summaries(self) -> dict[str, dict[str, Any]]:
-        """Every session's counts, by session."""
-        with self._lock:
-            return {name: s.summary() for name, s in self._sessions.items()}
-
-    def requests(self, session: str, asked: Asked) -> Requests | None:
-        """A session's counts and the requests ``asked`` for (``None``: the book does not
-        know it)."""
-        with self._lock:
-            found = self._sessions.get(session)
-            if found is None:
-                return None
-            summary = {**found.summary(), "forgotten": found.forgotten}
-            return page_of(list(found.notes), summary, self.version, asked)
+            _, seen = self._sessions.popitem(last=False)
+            self._held -= seen.bytes
 
 
-def _in_order(notes: deque[Note], note: Note) -> None:
-    """Add ``note`` to ``notes`` by its number: after the last, but for a request kept
-    after a later one of its session (two cleaned at once)."""
-    at = len(notes)
-    while at and notes[at - 1].number > note.number:
-        at -= 1
-    notes.insert(at, note)
-
-
-def _new_actions(session: _Session, actions: Iterable[Action]) -> tuple[list[Action], int]:
+def _new_actions(session: _Seen, actions: Iterable[Action]) -> tuple[list[Action], int]:
     """The actions of a request the session has not shown yet (remembered now), and how
     many others it repeats (a frozen decision applied again, or an earlier request's
     action carried over)."""

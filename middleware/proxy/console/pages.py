@@ -1,15 +1,18 @@
 """The console's routes: the page at ``/ui`` (static files shipped in this package) and the
-JSON it polls, read from what the proxy already holds: the ledger, the console's book,
-the metrics, the session pool, the policies and the admission gate. A spilled output's
-full text is read on demand through ``/recall/{session}/{file}``, which the proxy serves
-already."""
+JSON it polls: the sessions and their requests read from the records database every
+replica shares (:mod:`.paging`, in a worker thread: a database that does not answer gets
+a 503, never a hung proxy), and the proxy's own state (the metrics, the session pool, the
+policies, the admission gate). A spilled output's full text is read on demand through
+``/recall/{session}/{file}``, which the proxy serves already."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from importlib import resources
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
@@ -23,11 +26,16 @@ from middleware.policy.secrets import redact_urls, shown
 from middleware.policy.settings import bind
 from middleware.proxy.admission import ByteGate
 from middleware.proxy.console.book import ConsoleBook
-from middleware.proxy.console.paging import Asked
+from middleware.proxy.console.paging import MAX_BILLS, Asked, session_page, sessions_list
 from middleware.proxy.metrics import Metrics
 from middleware.proxy.policies import PolicyCatalog, status_fields
 from middleware.proxy.settings import ProxySettings
+from middleware.records import Records
+from middleware.records.queries import Filters
+from middleware.records.store import MEMORY
 from middleware.spill import SpillSettings, open_root
+
+T = TypeVar("T")
 
 #: The console's static files and their media types (nothing else is served from there).
 STATIC = {
@@ -58,16 +66,29 @@ class Served(Protocol):
     def ledger(self) -> Ledger: ...
 
     @property
+    def records(self) -> Records: ...
+
+    @property
     def settings(self) -> ProxySettings: ...
 
 
-def console_routes(proxy: Served, allowed: Callable[[Request], bool]) -> list[Route]:
+class Reader(Protocol):
+    """Runs a read of the records in a worker thread, within a time bound: its result, or
+    the answer to give if the database does not answer (``Proxy._read``)."""
+
+    def __call__(self, read: Callable[..., T], *args: Any) -> Awaitable[T | Response]: ...
+
+
+def console_routes(proxy: Served, allowed: Callable[[Request], bool], read: Reader) -> list[Route]:
     """The console's routes, each open to the clients ``allowed`` lets in (the rule of
-    ``/sessions``)."""
+    ``/sessions``), reading the records through ``read``."""
+    # What tells one database's seqs from another's: a page that sees it change starts
+    # again. A database in memory is this process's; any other outlives it.
+    epoch = uuid.uuid4().hex[:12] if proxy.records.where == MEMORY else "kept"
 
     def guarded(
-        handler: Callable[[Request], Response],
-    ) -> Callable[[Request], Any]:
+        handler: Callable[[Request], Awaitable[Response]],
+    ) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             if not allowed(request):
                 return PlainTextResponse(
@@ -75,46 +96,56 @@ def console_routes(proxy: Served, allowed: Callable[[Request], bool]) -> list[Ro
                     "in proxy.recall_token (Authorization: Bearer <token>)",
                     403,
                 )
-            return handler(request)
+            return await handler(request)
 
         return endpoint
 
-    def index(request: Request) -> Response:
+    async def index(request: Request) -> Response:
         return _static("index.html")
 
-    def static(request: Request) -> Response:
+    async def static(request: Request) -> Response:
         return _static(request.path_params["name"])
 
-    def sessions(request: Request) -> Response:
+    async def sessions(request: Request) -> Response:
+        query = request.query_params
         try:
-            limit = _limit(request.query_params, MAX_LISTED, MAX_LISTED)
+            limit = _limit(query, MAX_LISTED, MAX_LISTED)
         except ValueError:
             return PlainTextResponse("limit is a number of sessions (a whole number)", 400)
-        return JSONResponse(sessions_page(proxy, limit), headers=_NO_STORE)
+        try:
+            filters = Filters.of(query.get("key"), query.getlist("tag"), query.get("agent"),
+                                 query.get("model"))  # fmt: skip
+        except ValueError as exc:
+            return PlainTextResponse(str(exc), 400)
+        found = await read(sessions_page, proxy, limit, filters)
+        return found if isinstance(found, Response) else JSONResponse(found, headers=_NO_STORE)
 
-    def session(request: Request) -> Response:
+    async def session(request: Request) -> Response:
         query = request.query_params
         try:
             limit = _limit(query, PAGE, MAX_PAGE)
-            before, after, since = (
-                _whole(query.get(name)) for name in ("before", "after", "since")
-            )
+            before, after = (_whole(query.get(name)) for name in ("before", "after"))
+            bills = tuple(int(seq) for seq in query.get("bills", "").split(",") if seq)
         except ValueError:
             return PlainTextResponse(
-                "limit is a number of requests; before and after are request numbers; since "
-                "is the 'since' of an earlier answer (whole numbers, each)",
+                "limit is a number of requests; before and after are a request's seq; bills "
+                "is a list of seqs, by commas (whole numbers, each)",
                 400,
             )
-        if sum(cursor is not None for cursor in (before, after, since)) > 1:
-            return PlainTextResponse("ask with one of before, after or since at most", 400)
-        # The running cost comes with the latest requests, and with what changed since.
-        asked = Asked(limit, before, after, since, costs=before is None and after is None)
-        found = session_page(proxy, request.path_params["session"], asked)
+        if before is not None and after is not None:
+            return PlainTextResponse("ask with one of before or after at most", 400)
+        asked = Asked(limit, before, after, bills[:MAX_BILLS])
+        found = await read(
+            lambda: session_page(proxy.records.store(), request.path_params["session"],
+                                 asked, epoch)
+        )  # fmt: skip
+        if isinstance(found, Response):
+            return found
         if found is None:
             return JSONResponse({"error": "the proxy has no record of this session"}, 404)
         return Response(found, media_type="application/json", headers=_NO_STORE)
 
-    def state(request: Request) -> Response:
+    async def state(request: Request) -> Response:
         return JSONResponse(proxy_page(proxy), headers=_NO_STORE)
 
     return [
@@ -149,71 +180,29 @@ def _static(name: str) -> Response:
 # -- the pages' data ---------------------------------------------------------------------
 
 
-def sessions_page(proxy: Served, limit: int = MAX_LISTED) -> dict[str, Any]:
-    """Every session the ledger or the console knows, most recently seen first: its agent
-    and counts (the console's) beside its bill (the ledger's)."""
-    book = proxy.console
-    seen = book.summaries() if book is not None else {}
-    bills = {row["session"]: row for row in proxy.ledger.recent(limit)}
-    rows = []
-    for name in {*seen, *bills}:
-        rows.append(_row(seen.get(name), bills.get(name), name))
-    rows.sort(key=lambda row: row["last"] or 0, reverse=True)
-    return {
-        "version": _version(proxy),
-        "console": book is not None,
-        "total": proxy.ledger.total(),
-        "sessions": rows[:limit],
-    }
-
-
-def _row(
-    seen: Mapping[str, Any] | None, bill: Mapping[str, Any] | None, name: str
+def sessions_page(
+    proxy: Served, limit: int = MAX_LISTED, filters: Filters = Filters()
 ) -> dict[str, Any]:
-    lasts = [t for t in ((seen or {}).get("last"), (bill or {}).get("last")) if t is not None]
+    """The sessions seen most recently first, every replica's: the agent and counts of the
+    console beside the bill of the ledger, and the ledger's total (reads the records);
+    with ``filters`` (a caller's key digest, tags, an agent, a model), the sessions of the
+    answers they select, each session's bill and the total over those answers only."""
+    page = {
+        "console": proxy.console is not None,
+        "filters": _filters_shown(filters),
+        "total": proxy.ledger.total(filters),
+        "sessions": sessions_list(proxy.records.store(), limit, filters),
+    }
+    return {"version": _version(page), **page}
+
+
+def _filters_shown(filters: Filters) -> dict[str, Any]:
     return {
-        "session": name,
-        "agent": seen["agent"] if seen else None,
-        "source": seen["source"] if seen else None,
-        "format": seen["format"] if seen else None,
-        "requests": seen["requests"] if seen else bill["requests"] if bill else 0,
-        "repairs": seen["repairs"] if seen else None,
-        "spills": seen["spills"] if seen else None,
-        "compactions": seen["compactions"] if seen else None,
-        "billed": bill["billed"] if bill else None,
-        "without": bill["without"] if bill else None,
-        "saved_dollars": bill["saved_dollars"] if bill else None,
-        "unpriced": bill["unpriced"] if bill else 0,
-        "last": max(lasts, default=None),
+        "key": filters.caller,
+        "tags": [f"{name}={value}" for name, value in filters.tags],
+        "agent": filters.agent,
+        "model": filters.model,
     }
-
-
-def session_page(proxy: Served, session: str, asked: Asked) -> bytes | None:
-    """One session's counts and bill, and the requests ``asked`` of those the console kept,
-    as JSON (``None``: neither the console nor the ledger knows it)."""
-    book = proxy.console
-    found = book.requests(session, asked) if book is not None else None
-    bill = proxy.ledger.session(session)
-    if found is None and bill is None:
-        return None
-    head: dict[str, Any] = {
-        "version": _version(proxy),
-        "epoch": book.epoch if book is not None else None,
-        "since": found.version if found is not None else (book.version if book else 0),
-        "row": _row(found.summary if found else None, bill, session),
-        "ledger": bill,
-        "forgotten": found.summary["forgotten"] if found else 0,
-        "kept": found.kept if found else 0,
-        "first": found.first if found else None,
-        "last": found.last if found else None,
-        "older": found.older if found else False,
-        "more": found.more if found else False,
-    }
-    if found is not None and found.costs is not None:
-        head["costs"] = found.costs
-    text = json.dumps(head, ensure_ascii=True, separators=(",", ":")).encode("ascii")
-    records = found.records if found is not None else b"[]"
-    return text[:-1] + b',"requests":' + records + b"}"
 
 
 def proxy_page(proxy: Served) -> dict[str, Any]:
@@ -224,8 +213,7 @@ def proxy_page(proxy: Served) -> dict[str, Any]:
     statuses = proxy.catalog.statuses()
     store = open_root(bind(policy, SpillSettings))
     book = proxy.console
-    return {
-        "version": _version(proxy),
+    page = {
         "policy": {
             "name": policy.name,
             "source": policy.source,
@@ -250,8 +238,10 @@ def proxy_page(proxy: Served) -> dict[str, Any]:
         "memory": _budgets(proxy, policy, settings),
         "sessions": len(proxy.sessions),
         "evictions": proxy.sessions.evictions,
-        "console_shed": book.shed_records if book is not None else 0,
+        "console_forgotten": book.forgotten if book is not None else 0,
+        "records": proxy.records.health(),
     }
+    return {"version": _version(page), **page}
 
 
 def _budgets(proxy: Served, policy: Policy, settings: ProxySettings) -> list[dict[str, Any]]:
@@ -263,7 +253,7 @@ def _budgets(proxy: Served, policy: Policy, settings: ProxySettings) -> list[dic
     return [
         _budget("session state (proxy.session_memory_bytes)", proxy.sessions.held_bytes, sessions),
         _budget(
-            "of which the console (proxy.console.request_bytes a request)",
+            "of which the console (the actions it has shown, by session)",
             book.held_bytes if book is not None else 0,
             None,
         ),
@@ -285,11 +275,10 @@ def _budgets(proxy: Served, policy: Policy, settings: ProxySettings) -> list[dic
     ]
 
 
-def _version(proxy: Served) -> str:
-    """What changes whenever anything the pages show does (they poll it)."""
-    book = proxy.console
-    total = proxy.ledger.total()
-    return f"{book.version if book is not None else 0}.{total['requests']}"
+def _version(page: Mapping[str, Any]) -> str:
+    """What changes whenever anything ``page`` shows does (the page redraws when it does)."""
+    text = json.dumps(page, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _set_keys(policy: Policy) -> list[dict[str, Any]]:

@@ -1,119 +1,135 @@
-"""A page of a session's requests, as the console's page asks for them: the latest, those
-before or after a request's number, or those kept or billed since the page last asked,
-and the session's running cost, a few hundred points at most. A poll with nothing new is
-a few hundred bytes, however many requests the session keeps."""
+"""What the console's page reads of the records database (:mod:`middleware.records`), every
+replica's together: the sessions seen most recently, and a session's requests as the page
+asks for them (the latest, those before or after a request's ``seq``, the bills of those
+it shows that came since) with the session's running cost, a few hundred points at most.
+
+A poll with nothing new is a few hundred bytes, and reads one session's row and an index
+range, however many requests the session or the database holds.
+"""
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-#: Points of a session's running cost sent at most (every so many requests, and the last).
+from middleware.ledger.sums import SessionLedger, name
+from middleware.proxy.console.record import encoded
+from middleware.records import RecordStore, queries, request_pages
+from middleware.records.tables import TOKEN_KINDS
+
+#: Points of a session's running cost sent at most (every so many answers, and the last).
 COST_POINTS = 240
-
-
-class Note(Protocol):
-    """A request's record as the book keeps it (:class:`.book.Note`)."""
-
-    number: int
-    #: The book's version when it last changed.
-    stamp: int
-    #: What its answer cost, billed and without the middleware (``None``: not priced).
-    dollars: tuple[float, float] | None
-
-    def json(self) -> bytes: ...
+#: Requests whose bills a poll asks for at most.
+MAX_BILLS = 100
 
 
 @dataclass(frozen=True)
 class Asked:
-    """What a page asks of a session's requests: ``limit`` of them at most, the latest, or
-    the latest ``before`` request number N, or the first ``after`` it, or (``since`` a
-    :attr:`~.ConsoleBook.version`) those kept or billed since, the first first. With
-    ``costs``, the running cost as well (with ``since``, only if anything changed)."""
+    """What a page asks of a session's requests: ``limit`` of them at most, the latest,
+    or the latest ``before`` a request's ``seq``, or the first ``after`` one (a poll,
+    which also asks the bills of the requests ``bills`` names that have come since it
+    drew them)."""
 
     limit: int
     before: int | None = None
     after: int | None = None
-    since: int | None = None
-    costs: bool = False
+    bills: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
-class Requests:
-    """Some of a session's requests, as :meth:`ConsoleBook.requests` reads them."""
-
-    #: The session's counts, and how many of its requests were forgotten.
-    summary: dict[str, Any]
-    #: The requests' records as a JSON array, the first first.
-    records: bytes
-    #: How many requests the session keeps, and the numbers of the first and the last.
-    kept: int
-    first: int | None
-    last: int | None
-    #: Whether it keeps requests before the first of these.
-    older: bool
-    #: Whether there is more to ask for after these (``after``, ``since``).
-    more: bool
-    #: What to ask ``since`` next: only what changes after these is new.
-    version: int
-    #: The running cost, billed and without the middleware, at each of some requests
-    #: (:data:`COST_POINTS` at most, the last included): ``[number, billed, without]``.
-    costs: list[tuple[int, float, float]] | None
+def sessions_list(
+    store: RecordStore, limit: int, filters: queries.Filters = queries.Filters()
+) -> list[dict[str, Any]]:
+    """The sessions seen most recently first, billed or not, as the list shows them; with
+    ``filters``, those of the answers they select, billed by those answers only."""
+    return [row_of(row) for row in queries.recent(store, limit, filters, billed=False)]
 
 
-def page_of(notes: Sequence[Note], summary: dict[str, Any], version: int, asked: Asked) -> Requests:
-    """What ``asked`` asks of ``notes`` (a session's records, by number), the book at
-    ``version``."""
-    limit, before, after, since = asked.limit, asked.before, asked.after, asked.since
-    more = False
-    chosen: Sequence[Note]
-    if since is not None:
-        changed = sorted((n for n in notes if n.stamp > since), key=_stamp)
-        chosen, more = sorted(changed[:limit], key=_number), len(changed) > limit
-        if more:  # the rest at the next ask, since the last sent
-            version = changed[limit - 1].stamp
-    elif after is not None:
-        start = bisect.bisect_right(notes, after, key=_number)
-        chosen, more = notes[start : start + limit], start + limit < len(notes)
-    else:
-        end = len(notes)
-        if before is not None:
-            end = bisect.bisect_left(notes, before, key=_number)
-        chosen = notes[max(end - limit, 0) : end]
-    return Requests(
-        summary=summary,
-        records=b"[" + b",".join(note.json() for note in chosen) + b"]",
-        kept=len(notes),
-        first=notes[0].number if notes else None,
-        last=notes[-1].number if notes else None,
-        older=bool(chosen) and chosen[0] is not notes[0],
-        more=more,
-        version=version,
-        costs=_running_cost(notes) if asked.costs and (since is None or chosen) else None,
+def row_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A session as the list shows it: the console's counts (``None`` where no replica
+    kept a record of its requests) beside its bill (``None``: none billed)."""
+    seen = bool(row["requests"])
+    bill = SessionLedger.from_row(row).as_dict() if row["answers"] else None
+    return {
+        "session": row["session"],
+        "agent": row["agent"],
+        "source": row["source"],
+        "format": row["format"],
+        "caller": row.get("caller"),
+        "requests": row["requests"] if seen else row["answers"],
+        "repairs": row["repairs"] if seen else None,
+        "spills": row["spills"] if seen else None,
+        "compactions": row["compactions"] if seen else None,
+        "billed": bill["billed"] if bill else None,
+        "without": bill["without"] if bill else None,
+        "saved_dollars": bill["saved_dollars"] if bill else None,
+        "unpriced": bill["unpriced"] if bill else 0,
+        "last": row["last"],
+    }
+
+
+def session_page(store: RecordStore, session: str, asked: Asked, epoch: str) -> bytes | None:
+    """A session's counts and bill, and the requests ``asked`` of those the database
+    keeps (each with its bill), as JSON (``None``: it has no record of the session).
+
+    With no cursor, and on a poll that brings anything, ``costs`` is the running cost."""
+    session = name(session)
+    row = queries.session(store, session)
+    if row is None:
+        return None
+    page = request_pages.request_page(
+        store, session, before=asked.before, after=asked.after, limit=asked.limit
     )
+    rows = page.requests[::-1]  # oldest first
+    bills = {
+        seq: bill
+        for seq, answers in request_pages.bills(store, session, asked.bills[:MAX_BILLS]).items()
+        if (bill := bill_of(answers)) is not None
+    }
+    head: dict[str, Any] = {
+        "epoch": epoch,
+        "row": row_of(row),
+        "ledger": SessionLedger.from_row(row).as_dict() if row["answers"] else None,
+        "kept": page.kept,
+        "first": page.first,
+        "last": page.last,
+        "removed": max(0, page.counted - page.kept),
+        "older": bool(rows) and page.first is not None and page.first < rows[0]["seq"],
+        "more": bool(rows) and asked.after is not None and page.last is not None
+        and page.last > rows[-1]["seq"],
+        "bills": {str(seq): bill for seq, bill in bills.items()},
+    }  # fmt: skip
+    polled = asked.after is not None
+    if asked.before is None and (not polled or rows or bills):
+        head["costs"] = request_pages.running_cost(store, session, COST_POINTS)
+    text = encoded(head)
+    served = b",".join(_served(request) for request in rows)
+    return text[:-1] + b',"requests":[' + served + b"]}"
 
 
-def _number(note: Note) -> int:
-    return note.number
+def bill_of(answers: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """What a request's answers were billed, and would have cost without the middleware
+    (``unread``: none reported a usage the ledger could read; ``None``: none billed)."""
+    if not answers:
+        return None
+    read = [a for a in answers if not a["unread"]]
+    if not read:
+        return {"unread": True}
+    priced = [a for a in read if a["dollars"] is not None and a["dollars_without"] is not None]
+    return {
+        "model": read[-1]["model"],
+        "billed": {kind: sum(int(a[f"billed_{kind}"]) for a in read) for kind in TOKEN_KINDS},
+        "without": {kind: sum(int(a[f"without_{kind}"]) for a in read) for kind in TOKEN_KINDS},
+        "dollars": sum(float(a["dollars"]) for a in priced) if priced else None,
+        "dollars_without": sum(float(a["dollars_without"]) for a in priced) if priced else None,
+    }
 
 
-def _stamp(note: Note) -> int:
-    return note.stamp
-
-
-def _running_cost(notes: Sequence[Note]) -> list[tuple[int, float, float]]:
-    """What the requests of ``notes`` cost in all, billed and without, after each priced
-    one; :data:`COST_POINTS` of them at most, evenly spread, the last included."""
-    points: list[tuple[int, float, float]] = []
-    billed = without = 0.0
-    for note in notes:
-        if note.dollars is not None:
-            billed += note.dollars[0]
-            without += note.dollars[1]
-            points.append((note.number, billed, without))
-    if len(points) <= COST_POINTS:
-        return points
-    step = len(points) / (COST_POINTS - 1)
-    return [points[int(i * step)] for i in range(COST_POINTS - 1)] + [points[-1]]
+def _served(request: Mapping[str, Any]) -> bytes:
+    """A request's record as the page gets it: its ``seq``, its number ``n`` in the
+    session and the replica that kept it, the record as it was kept, and its bill."""
+    record = bytes(request["record"])
+    inner = record[1:-1] if record.startswith(b"{") and record.endswith(b"}") else b""
+    head = encoded({"seq": request["seq"], "n": request["n"], "replica": request["replica"]})
+    bill = encoded(bill_of(request["bills"]))
+    return head[:-1] + (b"," + inner if inner else b"") + b',"bill":' + bill + b"}"

@@ -1,38 +1,44 @@
-"""What the console keeps: each request within ``proxy.console.request_bytes`` whatever it
-holds, counted in the session pool's memory budget and given back first when the pool is
-over it; the agent named from where the session key came, on the agents' recorded
-requests."""
+"""What the console records: each request within ``proxy.console.request_bytes`` whatever
+it holds, put in the records database with its session's counts, its bill the ledger's
+answer that names it; a page of a session's requests and a poll of what changed, read
+back from the database; what the book remembers of each session counted in the session
+pool's memory budget and given back first when the pool is over it; the agent named from
+where the session key came, on the agents' recorded requests."""
 
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from locations import REPO
+from record_builders import records_in
+from waiting import wait_for
 
 from middleware import load_policy
 from middleware.conversations.cleaning import Cleaned, clean_body
 from middleware.conversations.keys import session_of
 from middleware.conversations.sessions import SessionPool
 from middleware.formats.routes import proxy_route
+from middleware.ledger import Caller, Ledger, LedgerSettings, Usage
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy
+from middleware.policy.settings import bind
 from middleware.proxy.console.book import (
     MIN_REQUEST_BYTES,
     RECORD_OVERHEAD,
     ConsoleBook,
-    Note,
-    _in_order,
     agent_of,
 )
-from middleware.proxy.console.paging import Asked
+from middleware.proxy.console.paging import Asked, session_page
 from middleware.proxy.console.record import longest_run, with_texts
+from middleware.records import Records, RecordSettings, queries
+from middleware.records.tables import REQUESTS
 
 RECORDED = {
     "claude-code-2.1.197.json": "Claude Code",
@@ -108,15 +114,35 @@ def big(letter: str, lines: int = 600) -> str:
     return "".join(f"{letter} {i:05d} {'é' * 40} \ud83d\ude00\n" for i in range(lines))
 
 
+@pytest.fixture
+def records() -> Iterator[Records]:
+    opened = records_in()
+    yield opened
+    opened.close()
+
+
+def kept_of(records: Records, session: str) -> bytes:
+    """The record the database keeps of the session's latest request."""
+    (row,) = queries.requests(records.store(), session, limit=1)
+    return bytes(row["record"])
+
+
+def page(records: Records, session: str, asked: Asked) -> Any:
+    found = session_page(records.store(), session, asked, "e")
+    assert found is not None
+    return json.loads(found)
+
+
 def test_a_request_is_kept_within_its_bound_however_much_the_steps_did(
-    pool: SessionPool, policy: Policy
+    pool: SessionPool, policy: Policy, records: Records
 ) -> None:
-    book = ConsoleBook(4096)
+    book = ConsoleBook(records, 4096)
     request = cleaned(pool, policy, "s", [big(c) for c in "abcdef"])
     assert request.report is not None and len(request.report.by_step("budget")) == 6
-    note = book.note(request, route="anthropic", user_agent="", now=1.0)
-    assert note is not None and note.size <= 4096
-    kept = json.loads(note.kept)
+    assert book.note(request, route="anthropic", user_agent="", now=1.0) is not None
+    record = kept_of(records, "s")
+    assert len(record) + RECORD_OVERHEAD <= 4096
+    kept = json.loads(record)
     shown = kept["steps"]
     assert len(shown) + kept["omitted"] == 6 and shown
     seen = [step for step in shown if "seen" in step]
@@ -124,9 +150,11 @@ def test_a_request_is_kept_within_its_bound_however_much_the_steps_did(
     for step in seen:
         assert step["seen"].endswith("more characters]") and step["seen_chars"] > 2000
     # At the least bound a request may be given, the actions that do not fit are counted.
-    smallest = ConsoleBook(MIN_REQUEST_BYTES).note(request, route="", user_agent="", now=1.0)
-    assert smallest is not None and smallest.size <= MIN_REQUEST_BYTES
-    assert json.loads(smallest.kept)["omitted"] > 0
+    smallest = ConsoleBook(records, MIN_REQUEST_BYTES)
+    assert smallest.note(request, route="", user_agent="", now=2.0) is not None
+    record = kept_of(records, "s")
+    assert len(record) + RECORD_OVERHEAD <= MIN_REQUEST_BYTES
+    assert json.loads(record)["omitted"] > 0
 
 
 @settings(max_examples=60)
@@ -161,7 +189,9 @@ def encoded_to_note(request: Cleaned, monkeypatch: pytest.MonkeyPatch) -> int:
 
     with monkeypatch.context() as patched:
         patched.setattr(json.JSONEncoder, "encode", counted)
-        ConsoleBook(16384).note(request, route="anthropic", user_agent="", now=1.0)
+        ConsoleBook(Records.in_memory(), 16384).note(
+            request, route="anthropic", user_agent="", now=1.0
+        )
     return written[0]
 
 
@@ -200,96 +230,118 @@ def test_a_record_keeps_the_longest_run_of_actions_that_fits(
     assert record["omitted"] == len(sizes) - kept
 
 
-def test_the_records_count_in_the_pool_budget_and_go_first(
-    pool: SessionPool, policy: Policy
+def test_what_the_book_remembers_counts_in_the_pool_budget_and_goes_first(
+    pool: SessionPool, policy: Policy, records: Records
 ) -> None:
-    book = ConsoleBook(16384)
+    """The records are the database's; what the book holds is, for each session, the
+    actions it has shown (to count those a later request repeats): in the pool's budget,
+    forgotten before any session's state is."""
+    book = ConsoleBook(records, 16384)
     pool.shares = book
     for i in range(6):
         request = cleaned(pool, policy, f"s{i}", [big("a"), big("b")])
         book.note(request, route="anthropic", user_agent="", now=float(i))
     pipelines = pool.held_bytes - book.held_bytes
-    assert pipelines > 0 and book.held_bytes > 4 * 16384 > 4 * RECORD_OVERHEAD
-    # Room for the sessions' state and two requests' records: the oldest records go.
-    pool.max_bytes = pipelines + 2 * 16384 + 6 * 2048
+    assert pipelines > 0 and book.held_bytes > 0
+    # Room for the sessions' state and half of what the book holds: the sessions seen
+    # least recently are forgotten by the book, none by the pool.
+    pool.max_bytes = pipelines + book.held_bytes // 2
     pool.trim()
     assert pool.evictions == 0 and pool.held_bytes <= pool.max_bytes
-    assert book.shed_records >= 3
-    summaries = book.summaries()
-    assert list(summaries) == [f"s{i}" for i in range(6)]  # every session is still listed
-    found = book.requests("s5", Asked(10))
-    assert found is not None and json.loads(found.records)  # the latest kept its record
-    oldest = book.requests("s0", Asked(10))
-    assert oldest is not None and oldest.summary["forgotten"] == 1
-    assert json.loads(oldest.records) == []
-    # Over it with every record gone: the sessions seen least recently go, then the
-    # sessions' state is forgotten, as before.
+    assert 1 <= book.forgotten < 6
+    # A session the book forgot shows its actions again; every record stays.
+    again = cleaned(pool, policy, "s0", [big("a"), big("b")])
+    book.note(again, route="anthropic", user_agent="", now=7.0)
+    assert len(json.loads(kept_of(records, "s0"))["steps"]) == 2
+    assert all(queries.session(records.store(), f"s{i}")["requests"] >= 1 for i in range(6))  # type: ignore[index]
+    # Over it with nothing left to forget: sessions forget their state, as before.
     pool.max_bytes = pipelines // 2
     pool.trim()
-    assert book.summaries() == {} and book.held_bytes == 0
-    assert pool.evictions > 0 and pool.held_bytes <= pool.max_bytes
+    assert book.held_bytes == 0 and pool.evictions > 0 and pool.held_bytes <= pool.max_bytes
 
 
-def test_the_bill_is_kept_with_its_request(pool: SessionPool, policy: Policy) -> None:
-    from middleware.ledger import Ledger, LedgerSettings, Usage
-    from middleware.policy.settings import bind
-
-    book, ledger = ConsoleBook(16384), Ledger()
-    request = cleaned(pool, policy, "s", [big("a")])
-    note = book.note(request, route="anthropic", user_agent="", now=1.0)
-    assert note is not None
-    held = book.held_bytes
-    entry = ledger.record("s", "anthropic", Usage(input=10, output=5), "claude-sonnet-4-5",
-                          bind(policy, LedgerSettings))  # fmt: skip
-    book.billed(note, entry)
-    assert book.held_bytes == held + len(note.billed)
-    (kept,) = json.loads(book.requests("s", Asked(10)).records)  # type: ignore[union-attr]
-    assert kept["bill"]["billed"]["input"] == 10 and kept["bill"]["dollars"] > 0
-
-
-def test_a_poll_since_a_version_gets_new_requests_and_bills_that_came_later(
-    pool: SessionPool, policy: Policy
+def test_the_answer_that_names_a_request_is_its_bill(
+    pool: SessionPool, policy: Policy, records: Records
 ) -> None:
-    from middleware.ledger import Ledger, LedgerSettings, Usage
-    from middleware.policy.settings import bind
-
-    book, ledger = ConsoleBook(16384), Ledger()
-    notes = [book.note(interrupted(pool, policy, "s", n), route="anthropic", user_agent="",
-                       now=float(n)) for n in range(1, 6)]  # fmt: skip
-    first = book.requests("s", Asked(2))
-    assert first is not None and [r["n"] for r in json.loads(first.records)] == [4, 5]
-    assert first.older and not first.more and first.kept == 5
-    assert book.requests("s", Asked(10, since=first.version)).records == b"[]"  # type: ignore[union-attr]
-    # The answer to request 2 is billed after the page read it; then request 6 comes.
+    book, ledger = ConsoleBook(records, 16384), Ledger(records)
+    note = book.note(cleaned(pool, policy, "s", [big("a")]), route="anthropic", user_agent="",
+                     now=1.0)  # fmt: skip
+    assert note is not None
     entry = ledger.record("s", "anthropic", Usage(input=10, output=5), "claude-sonnet-4-5",
-                          bind(policy, LedgerSettings))  # fmt: skip
-    assert notes[1] is not None
-    book.billed(notes[1], entry)
-    book.note(interrupted(pool, policy, "s", 6), route="anthropic", user_agent="", now=6.0)
-    changed = book.requests("s", Asked(10, since=first.version, costs=True))
-    assert changed is not None
-    records = json.loads(changed.records)
-    assert [r["n"] for r in records] == [2, 6] and records[0]["bill"]["billed"]["input"] == 10
-    assert changed.costs == [(2, entry.dollars, entry.dollars_without)]  # type: ignore[union-attr]
-    assert book.requests("s", Asked(10, since=changed.version)).records == b"[]"  # type: ignore[union-attr]
-    # More changes than a poll takes: the rest come at the next, none lost or repeated.
+                          bind(policy, LedgerSettings), who=Caller(request=note.key))  # fmt: skip
+    assert entry is not None
+    (shown,) = page(records, "s", Asked(10))["requests"]
+    assert shown["bill"]["billed"]["input"] == 10 and shown["bill"]["dollars"] == entry.dollars
+    assert (shown["n"], shown["replica"]) == (1, records.replica)
+
+
+def test_a_poll_gets_the_new_requests_and_the_bills_that_came_later(
+    pool: SessionPool, policy: Policy, records: Records
+) -> None:
+    book, ledger = ConsoleBook(records, 16384), Ledger(records)
+    settings = bind(policy, LedgerSettings)
+
+    def request(n: int, billed: bool = True) -> str:
+        note = book.note(interrupted(pool, policy, "s", n), route="anthropic", user_agent="",
+                         now=float(n))  # fmt: skip
+        assert note is not None
+        if billed:
+            ledger.record("s", "anthropic", Usage(input=n, output=1), "claude-sonnet-4-5",
+                          settings, who=Caller(request=note.key), now=float(n))  # fmt: skip
+        return note.key
+
+    late = [request(n, billed=n != 2) for n in range(1, 6)][1]
+    first = page(records, "s", Asked(2))
+    assert [r["n"] for r in first["requests"]] == [4, 5]
+    assert first["older"] and not first["more"] and first["kept"] == 5
+    older = page(records, "s", Asked(10, before=first["requests"][0]["seq"]))
+    assert [(r["n"], r["bill"] is None) for r in older["requests"]] == [
+        (1, False), (2, True), (3, False),
+    ]  # fmt: skip
+    unbilled = (older["requests"][1]["seq"],)
+    newest = first["last"]
+    quiet = page(records, "s", Asked(10, after=newest, bills=unbilled))
+    assert quiet["requests"] == [] and quiet["bills"] == {} and "costs" not in quiet
+    # The answer to request 2 is billed after the page drew it; then request 6 comes.
+    ledger.record("s", "anthropic", Usage(input=200, output=1), "claude-sonnet-4-5", settings,
+                  who=Caller(request=late), now=6.5)  # fmt: skip
+    request(6)
+    changed = page(records, "s", Asked(10, after=newest, bills=unbilled))
+    assert [r["n"] for r in changed["requests"]] == [6]
+    assert changed["bills"][str(unbilled[0])]["billed"]["input"] == 200
+    assert changed["costs"][-1][0] == 6 and changed["row"]["requests"] == 6
+    # More new requests than a poll takes: the rest at the next, none lost or repeated.
     for n in range(7, 12):
-        book.note(interrupted(pool, policy, "s", n), route="anthropic", user_agent="", now=n)
-    got, since = [], changed.version
+        request(n)
+    got, after = [], changed["last"]
     while True:
-        part = book.requests("s", Asked(2, since=since))
-        assert part is not None
-        got += [r["n"] for r in json.loads(part.records)]
-        since = part.version
-        if not part.more:
+        part = page(records, "s", Asked(2, after=after))
+        got += [r["n"] for r in part["requests"]]
+        after = part["requests"][-1]["seq"]
+        if not part["more"]:
             break
     assert got == list(range(7, 12))
 
 
-def test_a_request_kept_after_a_later_one_takes_its_place_by_number() -> None:
-    """Two requests of one session cleaned at once are numbered as they come and may be
-    kept in the other order: the records stay in order, for the pages' cursors."""
-    notes = deque([Note(1, b"{}"), Note(3, b"{}")])
-    _in_order(notes, Note(2, b"{}"))
-    _in_order(notes, Note(4, b"{}"))
-    assert [note.number for note in notes] == [1, 2, 3, 4]
+def test_records_in_memory_stay_within_their_bound_as_they_come(
+    pool: SessionPool, policy: Policy
+) -> None:
+    """With ``ledger.url: null`` the records are in this process's memory: past
+    ``ledger.console_bytes`` the oldest go as new ones come, not an hour later."""
+    bound = 1024 * 1024
+    records = Records.open(RecordSettings(None, 64 * 1024 * 1024, None, bound, None), replica="r")
+    book = ConsoleBook(records, 64 * 1024)
+    try:
+        for n in range(40):  # each record near its 64 KiB: 2.5 MiB in all
+            request = cleaned(pool, policy, f"s{n}", [big(c) for c in "abcdef"])
+            book.note(request, route="anthropic", user_agent="", now=float(n))
+
+        def held() -> int:
+            with records.store().connection() as connection:
+                return int(connection.execute(sa.select(sa.func.sum(REQUESTS.c.bytes))).scalar())
+
+        assert wait_for(lambda: held() <= bound * 5 // 4), held()
+        assert queries.session(records.store(), "s39")["requests"] == 1  # type: ignore[index]
+        assert queries.requests(records.store(), "s39", limit=1)  # the latest is kept
+    finally:
+        records.close()

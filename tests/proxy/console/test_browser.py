@@ -5,7 +5,8 @@ The page shows the session as Claude Code's, the spill's preview as the provider
 it and its full text from the spill store, the repair as it came in (no reload), and the
 saving ``chatcli-mw ledger`` reads from the ledger file. And a session of 300 requests,
 shown a page at a time, older ones on demand, a new one as it comes without a reload, and
-what the page fetches while nothing changes small.
+what the page fetches while nothing changes small. Each with its records in the SQLite file
+of the state folder (the default) and in a PostgreSQL database (``ledger.url``).
 
 Screenshots of the three pages go to ``$CHATCLI_CONSOLE_SCREENSHOTS`` (``.ci/run`` sets
 ``artifacts/console``, which git ignores), else to the test's own tmp folder; their paths
@@ -72,6 +73,14 @@ def ledger_cli(*args: str) -> Any:
     return json.loads(done.stdout)
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The policy keys that put the records in each kind of database."""
+    if request.param == "sqlite":
+        return {}  # ledger.url's default: records.sqlite in $XDG_STATE_HOME/chatcli-mw
+    return {"ledger.url": request.getfixturevalue("postgres_url")}
+
+
 @pytest.fixture
 def browser() -> Iterator[Any]:
     with sync_api.sync_playwright() as playwright:
@@ -85,7 +94,7 @@ def browser() -> Iterator[Any]:
 
 
 def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_saving(
-    tmp_path: Path, browser: Any
+    tmp_path: Path, browser: Any, store: dict[str, str]
 ) -> None:
     if missing("claude"):
         pytest.skip(missing("claude"))
@@ -95,7 +104,7 @@ def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_sa
     with serving(provider.app()) as upstream:
         proxy, app = build_proxy(None, {
             "proxy.upstreams.anthropic": upstream, "spill.root": str(tmp_path / "spill"),
-            "ledger.file": str(ledger_file), "ledger.prices.claude-stand-in": PRICES,
+            "ledger.file": str(ledger_file), "ledger.prices.claude-stand-in": PRICES, **store,
         })  # fmt: skip
         with serving(app) as url:
             home, project = tmp_path / "home", tmp_path / "project"
@@ -111,8 +120,8 @@ def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_sa
                       and b.get("tools")]  # fmt: skip
             preview = next(t for _, b in bodies for t in results(CLAUDE.fmt, b)
                            if "full output saved to" in t)  # fmt: skip
-            summaries = proxy.console.summaries()  # type: ignore[union-attr]
-            (session,) = [name for name, seen in summaries.items() if seen["spills"]]
+            listed = httpx.get(url + "/ui/api/sessions", timeout=30).json()["sessions"]
+            (session,) = [row["session"] for row in listed if row["spills"]]
 
             page = browser.new_page(viewport={"width": 1500, "height": 900})
             # The page runs under the proxy's Content-Security-Policy (issue 43, item 4):
@@ -186,17 +195,32 @@ def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_sa
             assert texts[0] == "Claude Code"
             assert texts[-4:-1] == [str(shown[k]) for k in ("repairs", "spills", "compactions")]
             page.screenshot(path=str(shots / "sessions.png"), full_page=True)
+
+            # The key filter asks the proxy for one caller's answers (issue 44, item 3):
+            # Claude Code's key shows its session; another key, none and a zero total.
+            assert shown["caller"]
+            page.fill("#key-filter", "0000000000000000")
+            page.press("#key-filter", "Enter")
+            page.wait_for_function(
+                "() => !document.querySelector('#sessions tbody tr[data-session]')"
+            )
+            page.fill("#key-filter", shown["caller"])
+            page.press("#key-filter", "Enter")
+            page.locator(f'tr[data-session="{session}"]').wait_for()
             logger.warning("console screenshots: %s", shots)
             assert refused == []
 
 
 def test_a_long_session_is_shown_a_page_at_a_time_and_goes_on_live(
-    tmp_path: Path, browser: Any
+    tmp_path: Path, browser: Any, store: dict[str, str]
 ) -> None:
     from proxy_stack import running
 
     stand_in = Provider()
-    with serving(stand_in.app()) as upstream, running((stand_in, upstream), tmp_path) as stack:
+    with (
+        serving(stand_in.app()) as upstream,
+        running((stand_in, upstream), tmp_path, **store) as stack,
+    ):
         headers = {"x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01",
                    "x-chatcli-session": "long"}  # fmt: skip
 
@@ -220,7 +244,7 @@ def test_a_long_session_is_shown_a_page_at_a_time_and_goes_on_live(
                     if "Content Security Policy" in message.text else None)  # fmt: skip
             polls: list[int] = []
             page.on("response", lambda r: polls.append(int(r.headers["content-length"]))
-                    if "since=" in r.url else None)  # fmt: skip
+                    if "after=" in r.url else None)  # fmt: skip
             page.goto(stack.url + "/ui/#/session/long")
             cards = page.locator(".card.request")
             cards.first.wait_for()

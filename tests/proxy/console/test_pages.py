@@ -14,6 +14,16 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from console_builders import (
+    HEADERS,
+    SESSION,
+    big_output,
+    interrupted_request,
+    interrupted_turn,
+    send_to,
+    session_path,
+    spilled_turn,
+)
 from proxy_stack import Stack, running
 from servers import serving
 from stand_in import Provider
@@ -21,49 +31,9 @@ from waiting import wait_for
 
 from middleware.proxy.console.pages import MAX_PAGE, PAGE
 
-SESSION = "0f6c7c52-console-session"
-HEADERS = {
-    "x-api-key": "sk-ant-test",
-    "anthropic-version": "2023-06-01",
-    "x-claude-code-session-id": SESSION,
-    "user-agent": "claude-cli/2.1.197 (external, sdk-cli)",
-}
-MODEL = "claude-sonnet-4-5"
-
-
-def big_output() -> str:
-    return "".join(f"line {i:04d}: {'build step output ' * 5}\n" for i in range(400))
-
-
-def spilled_turn() -> list[dict[str, Any]]:
-    return [
-        {"role": "user", "content": "Build it."},
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "toolu_build", "name": "Bash", "input": {"command": "make"}},
-        ]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_build", "content": big_output()},
-        ]},
-    ]  # fmt: skip
-
-
-def interrupted_turn() -> list[dict[str, Any]]:
-    """The history after the agent was stopped in the middle of a call: the call has no
-    result, and the user typed on."""
-    return [
-        *spilled_turn(),
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "toolu_slow", "name": "Bash", "input": {"command": "sleep"}},
-        ]},
-        {"role": "user", "content": "Go on."},
-    ]  # fmt: skip
-
 
 def send(stack: Stack, messages: list[dict[str, Any]]) -> httpx.Response:
-    body = {"model": MODEL, "max_tokens": 100, "messages": messages}
-    answer = httpx.post(stack.url + "/v1/messages", json=body, headers=HEADERS, timeout=60)
-    assert answer.status_code == 200, answer.text
-    return answer
+    return send_to(stack.url, messages)
 
 
 def api(stack: Stack, path: str) -> Any:
@@ -214,15 +184,10 @@ def test_the_access_log_counts_the_time_the_console_took_beside_the_cleaning(
     assert "console_ms" not in off and off["process_ms"] > 0
 
 
-def interrupted_request(n: int) -> dict[str, Any]:
-    """Request ``n`` of a session: a call of its own that has no result (a repair each)."""
-    call = {"type": "tool_use", "id": f"toolu_{n:04d}", "name": "Bash", "input": {"n": n}}
-    messages = [
-        {"role": "user", "content": f"Step {n}."},
-        {"role": "assistant", "content": [call]},
-        {"role": "user", "content": "Go on."},
-    ]
-    return {"model": MODEL, "max_tokens": 10, "messages": messages}
+def billed(stack: Stack, session: str) -> int:
+    """Answers of ``session`` in the ledger."""
+    found = stack.proxy.ledger.session(session)
+    return int(found["requests"]) if found else 0
 
 
 def feed(stack: Stack, session: str, numbers: range) -> None:
@@ -232,23 +197,25 @@ def feed(stack: Stack, session: str, numbers: range) -> None:
             answer = client.post(stack.url + "/v1/messages", json=interrupted_request(n),
                                  headers=headers)  # fmt: skip
             assert answer.status_code == 200, answer.text
-    assert wait_for(lambda: stack.proxy.ledger.total()["requests"] >= numbers[-1])
+    assert wait_for(lambda: billed(stack, session) >= numbers[-1])
 
 
 def page(stack: Stack, session: str, **query: Any) -> Any:
-    return api(stack, f"/ui/api/sessions/{quote(session, safe='')}?" + "&".join(
-        f"{key}={value}" for key, value in query.items()))  # fmt: skip
+    return api(stack, session_path(session, **query))
 
 
 @pytest.fixture(scope="module")
 def long_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """A proxy whose session ``long`` has 120 requests (more than a page holds at most),
-    each with a repair."""
+    each with a repair. (Its records in its own folder: a module's fixture starts before
+    the tests' own state folder is set.)"""
     stand_in = Provider()
+    folder = tmp_path_factory.mktemp("long")
     with (
         serving(stand_in.app()) as upstream,
-        running((stand_in, upstream), tmp_path_factory.mktemp("long")) as stack,
-    ):
+        running((stand_in, upstream), folder,
+                **{"ledger.url": f"sqlite:///{folder / 'records.sqlite'}"}) as stack,
+    ):  # fmt: skip
         feed(stack, "long", range(1, 121))
         yield stack
 
@@ -261,23 +228,25 @@ def numbers(answer: Any) -> list[int]:
 def test_a_sessions_requests_come_a_page_at_a_time(long_session: Stack) -> None:
     latest = page(long_session, "long")
     assert numbers(latest) == list(range(121 - PAGE, 121))  # the latest, oldest first
-    assert (latest["kept"], latest["first"], latest["last"]) == (120, 1, 120)
-    assert latest["older"] is True and latest["row"]["requests"] == 120
-    assert latest["costs"][-1][0] == 120  # the running cost, to the last request
+    assert (latest["kept"], latest["removed"], latest["row"]["requests"]) == (120, 0, 120)
+    assert latest["last"] == latest["requests"][-1]["seq"] and latest["older"] is True
+    assert latest["costs"][-1][0] == 120  # the running cost, to the last answer
     assert all(r["steps"][0]["kind"] == "synthetic_result" for r in latest["requests"])
     # Older pages, one after the other, down to the first request: each request once.
-    seen, cursor = numbers(latest), latest["requests"][0]["n"]
+    seen, cursor = numbers(latest), latest["requests"][0]["seq"]
+    seqs = {r["n"]: r["seq"] for r in latest["requests"]}
     while True:
         older = page(long_session, "long", before=cursor, limit=40)
         assert "costs" not in older and len(older["requests"]) <= 40
         seen = numbers(older) + seen
+        seqs.update((r["n"], r["seq"]) for r in older["requests"])
         if not older["older"]:
             break
-        cursor = older["requests"][0]["n"]
-    assert seen == list(range(1, 121))
-    assert numbers(page(long_session, "long", after=110)) == list(range(111, 121))
-    assert numbers(page(long_session, "long", after=10, limit=5)) == [11, 12, 13, 14, 15]
-    assert page(long_session, "long", after=10, limit=5)["more"] is True
+        cursor = older["requests"][0]["seq"]
+    assert seen == list(range(1, 121)) and latest["first"] == seqs[1]
+    assert numbers(page(long_session, "long", after=seqs[110])) == list(range(111, 121))
+    assert numbers(page(long_session, "long", after=seqs[10], limit=5)) == [11, 12, 13, 14, 15]
+    assert page(long_session, "long", after=seqs[10], limit=5)["more"] is True
 
 
 @pytest.mark.slow
@@ -285,7 +254,7 @@ def test_every_limit_is_clamped_and_a_bad_one_refused(long_session: Stack) -> No
     assert len(page(long_session, "long", limit=-1)["requests"]) == 1
     assert len(page(long_session, "long", limit=0)["requests"]) == 1
     assert len(page(long_session, "long", limit=10**9)["requests"]) == MAX_PAGE
-    for query in ("limit=abc", "before=abc", "after=1.5", "since=", "limit=1e9",
+    for query in ("limit=abc", "before=abc", "after=1.5", "bills=1,x", "limit=1e9",
                   "before=%2B-5", f"limit={'9' * 5000}", "before=5&after=2"):  # fmt: skip
         answer = httpx.get(long_session.url + "/ui/api/sessions/long?" + query, timeout=30)
         assert answer.status_code == 400, query
@@ -305,20 +274,20 @@ def test_a_poll_asks_only_what_changed_and_costs_the_same_whatever_the_session_h
 ) -> None:
     stack = long_session
     feed(stack, "live", range(1, 6))
-    first = page(stack, "live", limit=2)
-    since = first["since"]
-    empty = httpx.get(stack.url + f"/ui/api/sessions/live?since={since}", timeout=30)
-    assert empty.json()["requests"] == [] and "costs" not in empty.json()
+    newest = page(stack, "live", limit=2)["last"]
+    empty = httpx.get(stack.url + session_path("live", after=newest), timeout=30)
+    assert empty.json()["requests"] == [] and empty.json()["bills"] == {}
+    assert "costs" not in empty.json()
     # Two new requests: a poll brings them and the session's new counts, no more.
     feed(stack, "live", range(6, 8))
-    changed = page(stack, "live", since=since)
+    changed = page(stack, "live", after=newest)
     assert numbers(changed) == [6, 7] and changed["row"]["requests"] == 7
-    assert all("bill" in r for r in changed["requests"])  # billed by now
+    assert all(r["bill"]["billed"]["input"] == 10 for r in changed["requests"])  # billed by now
     assert changed["costs"][-1][0] == 7
     # 100 more requests kept: a poll with nothing new is as small as before.
     feed(stack, "live", range(8, 108))
     latest = page(stack, "live", limit=1)
-    quiet = httpx.get(stack.url + f"/ui/api/sessions/live?since={latest['since']}", timeout=30)
+    quiet = httpx.get(stack.url + session_path("live", after=latest["last"]), timeout=30)
     assert quiet.json()["requests"] == [] and quiet.json()["kept"] == 107
     assert len(quiet.content) < 2048
     assert abs(len(quiet.content) - len(empty.content)) < 64, (empty.text, quiet.text)

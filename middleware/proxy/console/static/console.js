@@ -1,13 +1,16 @@
 // The console of chatcli-mw serve: three views, each drawn from the JSON the proxy serves
 // under /ui/api/, polled every POLL_MS. The sessions list and the proxy page are redrawn
 // when their version moves; a session's page holds a page of its requests at a time
-// (older ones on demand) and asks only what changed since, redrawing only that. No
+// (older ones on demand) and asks only what changed since: the requests after the newest
+// it shows, and the bills of those it shows without one, redrawing only those. Requests
+// are told apart by their seq in the records database every replica writes to. No
 // library: every text from the proxy is set as text (never parsed as HTML).
 "use strict";
 
 const POLL_MS = 2000;
 const PAGE = 25; // requests fetched at a time on a session's page
-const MOST = 100; // the most the proxy sends at once (a poll after a burst asks again)
+const MOST = 100; // the most the proxy sends at once (a poll after a burst asks again),
+// and the most requests a poll asks the bills of
 const KINDS = ["input", "cache_read", "cache_write_5m", "cache_write_1h", "output"];
 const view = document.getElementById("view");
 const status = document.getElementById("status");
@@ -15,6 +18,10 @@ let shown = { route: null, version: null };
 let sort = { key: "last", desc: true };
 let filter = "";
 let agentFilter = "";
+// Asked of the proxy: the sums of the answers of one caller (its key's digest, as
+// /sessions?key= and chatcli-mw ledger --key take it) and with every tag given.
+let keyFilter = "";
+let tagFilter = "";
 const opened = new Set(); // full outputs open, by "session/file"
 
 function el(tag, attrs, ...children) {
@@ -75,7 +82,7 @@ async function refresh(force) {
       shown = { route: key, version: null };
     } else {
       live = null;
-      const data = await getJSON(here.page === "proxy" ? "/ui/api/proxy" : "/ui/api/sessions");
+      const data = await getJSON(here.page === "proxy" ? "/ui/api/proxy" : sessionsPath());
       if (fresh || shown.version !== data.version) {
         const scroll = window.scrollY;
         const focused = document.activeElement && document.activeElement.id;
@@ -130,11 +137,20 @@ function cell(key, value) {
   return value === null || value === undefined || value === "" ? "—" : value;
 }
 
+function sessionsPath() {
+  const query = new URLSearchParams();
+  if (keyFilter.trim()) query.append("key", keyFilter.trim());
+  for (const tag of tagFilter.split(/[,\s]+/).filter((t) => t.includes("="))) query.append("tag", tag);
+  const asked = query.toString();
+  return "/ui/api/sessions" + (asked ? "?" + asked : "");
+}
+
 function sessionsPage(data) {
   const agents = [...new Set(data.sessions.map((r) => r.agent).filter(Boolean))].sort();
   const rows = data.sessions.filter((r) =>
     (!agentFilter || r.agent === agentFilter) &&
-    (!filter || (r.session + " " + (r.agent || "")).toLowerCase().includes(filter.toLowerCase())));
+    (!filter || [r.session, r.agent || "", r.caller || ""].join(" ").toLowerCase()
+      .includes(filter.toLowerCase())));
   const column = COLUMNS.find((c) => c[0] === sort.key) || COLUMNS[COLUMNS.length - 1];
   rows.sort((a, b) => {
     const x = column[2](a), y = column[2](b);
@@ -170,12 +186,22 @@ function sessionsPage(data) {
     data.console ? null : el("p", { class: "muted" },
       "proxy.console.enabled is false: the ledger's sums only, no record of what the steps did."),
     el("div", { class: "filters" },
-      el("input", { id: "filter", type: "search", placeholder: "filter by session or agent", value: filter,
+      el("input", { id: "filter", type: "search", placeholder: "filter by session, agent or key", value: filter,
         oninput: (e) => { filter = e.target.value; refresh(true); } }),
+      el("input", { id: "key-filter", type: "search", placeholder: "key (its digest)", value: keyFilter,
+        title: "the sums of one caller's answers: the digest of its API key, as /sessions?key= takes it",
+        onchange: (e) => { keyFilter = e.target.value; refresh(true); } }),
+      el("input", { id: "tag-filter", type: "search", placeholder: "tags: team=infra", value: tagFilter,
+        title: "the sums of the answers with every tag given (x-chatcli-tags), name=value by commas",
+        onchange: (e) => { tagFilter = e.target.value; refresh(true); } }),
       el("select", { id: "agent-filter", onchange: (e) => { agentFilter = e.target.value; refresh(true); } },
         el("option", { value: "" }, "every agent"),
         agents.map((a) => el("option", { value: a, selected: a === agentFilter }, a))),
-      el("span", { class: "muted" }, `${rows.length} of ${data.sessions.length} sessions; tokens billed by kind`)),
+      el("span", { class: "muted" }, `${rows.length} of ${data.sessions.length} sessions; tokens billed by kind`
+        + (data.filters && (data.filters.key || data.filters.tags.length)
+          ? "; sums of the answers " + [data.filters.key ? "of key " + data.filters.key : "",
+            data.filters.tags.length ? "tagged " + data.filters.tags.join(", ") : ""].filter(Boolean).join(" and ")
+          : ""))),
     el("table", { id: "sessions" }, el("thead", {}, head), el("tbody", {}, body, total)),
   ];
 }
@@ -186,8 +212,8 @@ function kv(...pairs) {
   return el("div", { class: "kv" }, pairs.map((item, i) => el("span", { class: i % 2 ? null : "muted" }, item)));
 }
 
-// The session on screen: its requests drawn (cards, by number), the newest and oldest of
-// them, whether the proxy keeps older ones, and what to ask since (what changed after).
+// The session on screen: its requests drawn (cards and records, by seq), the newest and
+// oldest of them, and whether the records keep older ones.
 let live = null;
 
 function sessionPath(id, query) {
@@ -202,11 +228,11 @@ async function openSession(id) {
     facts: el("div", { id: "facts" }),
     chart: el("div", { id: "chart-box" }),
     heading: el("h2", { id: "requests-heading" }),
-    forgotten: el("p", { class: "muted", id: "forgotten" }),
+    removed: el("p", { class: "muted", id: "removed" }),
     cards: el("div", { class: "cards", id: "requests" }),
     older: el("button", { type: "button", id: "older", onclick: () => loadOlder() }, "Older requests"),
   };
-  live = { id, epoch: data.epoch, since: data.since, cards: new Map(), newest: null, oldest: null,
+  live = { id, epoch: data.epoch, cards: new Map(), records: new Map(), newest: null, oldest: null,
     older: data.older, parts };
   view.replaceChildren(
     el("p", {}, el("a", { href: "#/" }, "← Sessions")),
@@ -215,24 +241,39 @@ async function openSession(id) {
     el("h2", {}, "Running cost"),
     parts.chart,
     parts.heading,
-    parts.forgotten,
+    parts.removed,
     parts.cards,
     el("p", {}, parts.older));
   for (const q of data.requests.slice().reverse()) place(q, true);
   sessionHead(data);
 }
 
-// What changed since the page last asked: new requests and bills come as records, each
-// drawn in place; the counts, the bill and the chart are drawn again (their size is fixed).
+// The newest requests drawn without a bill (MOST at most): a poll asks for their bills.
+function unbilled(here) {
+  const waiting = [];
+  for (const q of here.records.values()) if (!q.bill) waiting.push(q.seq);
+  return waiting.sort((a, b) => b - a).slice(0, MOST);
+}
+
+// What changed since the page last asked: the requests after the newest drawn, and the
+// bills of those drawn without one, each drawn in place; the counts, the bill and the
+// chart are drawn again (their size is fixed).
 async function pollSession() {
   const here = live;
   if (!here) return;
   for (;;) {
-    const data = await getJSON(sessionPath(here.id, { since: here.since, limit: MOST }));
+    const query = { after: here.newest === null ? 0 : here.newest, limit: MOST };
+    const waiting = unbilled(here);
+    if (waiting.length) query.bills = waiting.join(",");
+    const data = await getJSON(sessionPath(here.id, query));
     if (live !== here) return; // the page moved on meanwhile
-    if (data.epoch !== here.epoch) { await openSession(here.id); return; } // a new proxy
+    const gone = here.newest !== null && (data.last === null || data.last < here.newest);
+    if (data.epoch !== here.epoch || gone) { await openSession(here.id); return; } // another database
     for (const q of data.requests) place(q, false);
-    here.since = data.since;
+    for (const [seq, bill] of Object.entries(data.bills)) {
+      const q = here.records.get(Number(seq));
+      if (q && !q.bill) { q.bill = bill; place(q, false); }
+    }
     sessionHead(data);
     if (!data.more) return;
   }
@@ -258,27 +299,28 @@ async function loadOlder() {
   }
 }
 
-// Draw request q's card where its number puts it (newest first), or in place of the one
-// drawn before. One older than those drawn waits for its page, unless it comes with it.
+// Draw request q's card where its seq puts it (newest first), or in place of the one drawn
+// before. One older than those drawn waits for its page, unless it comes with it.
 function place(q, paging) {
   const { cards, parts } = live;
-  const before = cards.get(q.n);
-  if (!before && !paging && live.oldest !== null && q.n < live.oldest && live.older) return;
+  const before = cards.get(q.seq);
+  if (!before && !paging && live.oldest !== null && q.seq < live.oldest && live.older) return;
   const card = requestCard(live.id, q);
   if (before) {
     before.replaceWith(card);
-  } else if (live.newest === null || q.n > live.newest) {
+  } else if (live.newest === null || q.seq > live.newest) {
     parts.cards.prepend(card);
-  } else if (q.n < live.oldest) {
+  } else if (q.seq < live.oldest) {
     parts.cards.append(card);
   } else {
     let next = parts.cards.firstElementChild;
-    while (next && Number(next.dataset.n) > q.n) next = next.nextElementSibling;
+    while (next && Number(next.dataset.seq) > q.seq) next = next.nextElementSibling;
     parts.cards.insertBefore(card, next);
   }
-  cards.set(q.n, card);
-  live.newest = live.newest === null ? q.n : Math.max(live.newest, q.n);
-  live.oldest = live.oldest === null ? q.n : Math.min(live.oldest, q.n);
+  cards.set(q.seq, card);
+  live.records.set(q.seq, q);
+  live.newest = live.newest === null ? q.seq : Math.max(live.newest, q.seq);
+  live.oldest = live.oldest === null ? q.seq : Math.min(live.oldest, q.seq);
 }
 
 // The session's facts, its chart (when the answer has it), and how many requests are kept
@@ -295,20 +337,21 @@ function sessionHead(data, paging) {
       "Saving", el("span", { class: "saved", id: "saving", "data-dollars": r.saved_dollars }, dollars(r.saved_dollars)),
       "Repairs · spills · compactions", `${number(r.repairs)} · ${number(r.spills)} · ${number(r.compactions)}`,
       "Last seen", when(r.last)));
-    if (data.costs) parts.chart.replaceChildren(chart(data.costs, data.forgotten));
+    if (data.costs) parts.chart.replaceChildren(chart(data.costs));
     if (live.oldest !== null && data.first !== null) live.older = data.first < live.oldest;
   }
   parts.heading.textContent =
     `Requests (${number(data.kept)} kept, ${number(live.cards.size)} shown, newest first)`;
-  parts.forgotten.textContent = data.forgotten
-    ? `${data.forgotten} earlier requests were forgotten to stay within proxy.session_memory_bytes.` : "";
-  parts.forgotten.hidden = !data.forgotten;
+  parts.removed.textContent = data.removed
+    ? `The records of ${number(data.removed)} earlier requests were removed (ledger.keep_days, ledger.console_bytes).`
+    : "";
+  parts.removed.hidden = !data.removed;
   parts.older.hidden = !live.older;
 }
 
-// The running cost: [request, billed so far, without so far] at some requests, the last
-// included (the proxy sends a few hundred points at most).
-function chart(points, forgotten) {
+// The running cost: [answer, billed so far, without so far] after some of the session's
+// priced answers, the last included (the proxy sends a few hundred points at most).
+function chart(points) {
   if (!points || !points.length) return el("p", { class: "muted", id: "chart" }, "No priced answer yet.");
   const W = 640, H = 220, L = 64, B = 28, T = 10, R = 10;
   const ns = "http://www.w3.org/2000/svg";
@@ -332,8 +375,8 @@ function chart(points, forgotten) {
   for (const f of [0, 0.5, 1]) {
     add("text", { x: L - 6, y: y(top * f) + 4, "text-anchor": "end" }, "$" + (top * f).toFixed(4));
   }
-  add("text", { x: L, y: H - 8 }, `request ${first}`);
-  add("text", { x: W - R, y: H - 8, "text-anchor": "end" }, `request ${last}`);
+  add("text", { x: L, y: H - 8 }, `answer ${first}`);
+  add("text", { x: W - R, y: H - 8, "text-anchor": "end" }, `answer ${last}`);
   for (const [index, color, name] of [[2, "#2563eb", "without"], [1, "#c2410c", "billed"]]) {
     add("polyline", { points: points.map((p) => `${x(p[0])},${y(p[index])}`).join(" "), fill: "none",
       stroke: color, "stroke-width": 2, "data-series": name });
@@ -344,8 +387,7 @@ function chart(points, forgotten) {
     el("div", { class: "legend" },
       el("span", {}, el("span", { class: "swatch", style: "background:#c2410c" }), `billed ${dollars(end[1])}`),
       el("span", {}, el("span", { class: "swatch", style: "background:#2563eb" }),
-        `estimate without the middleware ${dollars(end[2])}`),
-      forgotten ? el("span", { class: "muted" }, `(from request ${first}: earlier ones forgotten)`) : null),
+        `estimate without the middleware ${dollars(end[2])}`)),
     svg);
 }
 
@@ -360,7 +402,7 @@ function requestCard(session, q) {
       el("td", {}, dollars(bill.dollars_without))))
     : el("p", { class: "muted" }, bill ? "Its answer reported no usage the ledger could read." : "No answer billed yet.");
   const facts = [
-    q.format, when(q.time),
+    q.format, when(q.time), q.replica ? `replica ${q.replica}` : null,
     q.messages ? `messages ${q.messages[0]} → ${q.messages[1]}` : null,
     q.chars ? `tool-result characters ${number(q.chars[0])} → ${number(q.chars[1])}` : null,
     q.continued ? "continued the previous request" : null,
@@ -368,7 +410,7 @@ function requestCard(session, q) {
     bill && bill.model ? `model ${bill.model}` : null,
   ].filter(Boolean).join(" · ");
   const steps = q.steps || [];
-  return el("div", { class: "card request", "data-n": q.n },
+  return el("div", { class: "card request", "data-n": q.n, "data-seq": q.seq },
     el("h3", {}, `Request ${q.n}`),
     el("div", { class: "muted" }, facts),
     q.error ? el("p", { class: "error" }, q.error) : null,
@@ -506,7 +548,12 @@ function proxyPage(data) {
           el("span", { style: `width:${Math.min(100, m.full * 100).toFixed(1)}%` })),
         ` ${(m.full * 100).toFixed(1)}%`))))),
     el("p", { class: "muted" }, `${number(data.sessions)} sessions held; ${number(data.evictions)} times a session's ` +
-      `state was forgotten; ${number(data.console_shed)} console records forgotten.`),
+      `state was forgotten; ${number(data.console_forgotten)} times the console forgot a session's shown actions.`),
+    el("h2", {}, "Records"),
+    kv("Database", data.records.url,
+      "Reachable", data.records.reachable ? "yes" : el("span", { class: "error" }, `no: ${data.records.error}`),
+      "Waiting to be written", bytes(data.records.held_bytes),
+      "Dropped · refused", `${number(data.records.dropped)} · ${number(data.records.refused)}`),
   ];
 }
 
