@@ -14,6 +14,11 @@ from middleware.ledger.journal import parts, read_journal, reading
 from middleware.ledger.sums import Entry
 
 KINDS = ("input", "cache_read", "cache_write_5m", "cache_write_1h", "output")
+#: How to price a model the ledger does not know (docs/policy.md, ``ledger.prices``).
+PRICE_HINT = (
+    "add its price to the policy: ledger.prices.MODEL: {input: 3, output: 15} "
+    "(dollars per million tokens)"
+)
 
 
 def session_table(ledger: dict[str, Any]) -> list[str]:
@@ -25,7 +30,10 @@ def session_table(ledger: dict[str, Any]) -> list[str]:
     ]
     for kind in KINDS:
         lines.append(f"{kind:16} {billed[kind]:>14,} {without[kind]:>14,}")
-    lines.append(f"{'dollars':16} {_usd(billed['dollars']):>14} {_usd(without['dollars']):>14}")
+    lines.append(
+        f"{'dollars':16} {_money(ledger, billed['dollars']):>14} "
+        f"{_money(ledger, without['dollars']):>14}"
+    )
     lines.append(_saving(ledger))
     return lines + _caveats(ledger)
 
@@ -40,8 +48,9 @@ def sessions_table(found: dict[str, Any]) -> list[str]:
         ratio = "" if ledger["ratio"] is None else f"{ledger['ratio']:.2f}"
         lines.append(
             f"{ledger['session'][:36]:36} {ledger['requests']:>8,} "
-            f"{_usd(ledger['billed']['dollars']):>11} {_usd(ledger['without']['dollars']):>12} "
-            f"{_usd(ledger['saved_dollars']):>11} {ratio:>6}"
+            f"{_money(ledger, ledger['billed']['dollars']):>11} "
+            f"{_money(ledger, ledger['without']['dollars']):>12} "
+            f"{_money(ledger, ledger['saved_dollars']):>11} {ratio:>6}"
         )
     total = found["total"]
     held = total.get("sessions", len(found["sessions"]))
@@ -60,16 +69,17 @@ def groups_table(found: dict[str, Any]) -> list[str]:
         ratio = "" if group["ratio"] is None else f"{group['ratio']:.2f}"
         name = "(none)" if group[by] is None else str(group[by])
         lines.append(
-            f"{name[:36]:36} {group['requests']:>8,} {_usd(group['billed']['dollars']):>11} "
-            f"{_usd(group['without']['dollars']):>12} {_usd(group['saved_dollars']):>11} "
-            f"{ratio:>6}"
+            f"{name[:36]:36} {group['requests']:>8,} "
+            f"{_money(group, group['billed']['dollars']):>11} "
+            f"{_money(group, group['without']['dollars']):>12} "
+            f"{_money(group, group['saved_dollars']):>11} {ratio:>6}"
         )
     return lines + _caveats(found["total"])
 
 
 def _saving(ledger: dict[str, Any]) -> str:
-    if not ledger["without"]["dollars"]:
-        return "no priced answer: see ledger.prices"
+    if not priced(ledger):
+        return f"no priced answer: {PRICE_HINT}"
     return (
         f"saved {_usd(ledger['saved_dollars'])} (billed {ledger['ratio']:.2f} of the "
         "estimate without chatcli-middleware)"
@@ -83,7 +93,7 @@ def _caveats(ledger: dict[str, Any]) -> list[str]:
     if ledger["unpriced"]:
         notes.append(
             f"{ledger['unpriced']} answers of models ledger.prices does not name "
-            "(counted in tokens, not in dollars)"
+            f"(counted in tokens, not in dollars; {PRICE_HINT})"
         )
     return notes
 
@@ -91,6 +101,17 @@ def _caveats(ledger: dict[str, Any]) -> list[str]:
 def _models(ledger: dict[str, Any]) -> str:
     models = ledger.get("models") or {}
     return f" ({', '.join(models)})" if models else ""
+
+
+def priced(ledger: dict[str, Any]) -> int:
+    """How many of a ledger's answers were priced (read, of a model ledger.prices names)."""
+    return int(ledger["requests"]) - int(ledger["unread"]) - int(ledger["unpriced"])
+
+
+def _money(ledger: dict[str, Any], dollars: float) -> str:
+    """Dollars of a ledger's priced answers, or "not priced" when it has none: never
+    $0.0000 (free) nor a saving for a model without a price."""
+    return _usd(dollars) if priced(ledger) else "not priced"
 
 
 def _usd(dollars: float) -> str:

@@ -154,3 +154,28 @@ def test_ledger_files_are_imported_once_however_often(
     assert count == 6
     assert main(["ledger", "--db", url, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["total"]["requests"] == 6
+
+
+def test_an_unpriced_model_shows_not_priced_never_free_nor_a_saving(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 45, item 3: a model ledger.prices does not name is "not priced", with how to
+    price it, in the ledger command and the console's JSON; never $0.0000."""
+    stand_in = Provider()
+    with serving(stand_in.app()) as upstream, serve_process(upstream, {}) as url:
+        body = {"model": "mystery-model-1", "max_tokens": 5,
+                "messages": [{"role": "user", "content": "hello"}]}  # fmt: skip
+        headers = {**HEADERS, "x-api-key": "sk-ant-1", "x-chatcli-session": "unpriced"}
+        answer = httpx.post(url + "/v1/messages", json=body, headers=headers, timeout=30)
+        assert answer.status_code == 200, answer.text
+        assert wait_for(lambda: sessions(url)["total"]["requests"] == 1)
+        (row,) = httpx.get(url + "/ui/api/sessions", timeout=30).json()["sessions"]
+        assert (row["priced"], row["unpriced"]) == (0, 1)
+        capsys.readouterr()
+        assert main(["ledger", "--url", url, "unpriced"]) == 0
+        shown = capsys.readouterr().out
+        assert main(["ledger", "--url", url]) == 0
+        listed = capsys.readouterr().out
+    for text in (shown, listed):
+        assert "not priced" in text and "ledger.prices.MODEL" in text, text
+        assert "$0.0000" not in text, text

@@ -269,4 +269,22 @@ def test_a_long_session_is_shown_a_page_at_a_time_and_goes_on_live(
             page.wait_for_timeout(4500)  # polls with nothing new: each a few hundred bytes
             assert len(polls) >= 3 and max(polls[-2:]) < 2048
             page.screenshot(path=str(screenshots(tmp_path) / "long-session.png"))
+
+            # A model ledger.prices does not name reads "not priced" (issue 45, item 3),
+            # in the list and on its page: never $0.0000, as if free, nor a saving.
+            unpriced = {"model": "mystery-model-1", "max_tokens": 10,
+                        "messages": [{"role": "user", "content": "Hello."}]}  # fmt: skip
+            answer = client.post(stack.url + "/v1/messages", json=unpriced,
+                                 headers={**headers, "x-chatcli-session": "unpriced"})  # fmt: skip
+            assert answer.status_code == 200, answer.text
+            assert wait_for(lambda: stack.proxy.ledger.total()["unpriced"] == 1)
+            page.goto(stack.url + "/ui/#/")
+            row = page.locator('tr[data-session="unpriced"]')
+            row.wait_for()
+            assert row.locator(".unpriced").count() == 3  # billed, without, saved
+            assert "$0.0000" not in row.inner_text() and row.locator("td.saved").count() == 0
+            page.goto(stack.url + "/ui/#/session/unpriced")
+            page.locator(".card.request table.tokens").wait_for()
+            assert "not priced" in page.locator(".kv").first.inner_text()
+            assert "$0.0000" not in page.locator("#view").inner_text()
             assert refused == []

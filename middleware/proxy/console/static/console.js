@@ -129,9 +129,18 @@ const COLUMNS = [
   ["last", "Last seen", (r) => r.last],
 ];
 const DOLLARS = new Set(["billed", "without", "saved"]);
+const PRICE_HINT = "No answer of this model was priced: add its price to the policy, " +
+  "ledger.prices.MODEL: {input: 3, output: 15} (dollars per million tokens).";
 
-function cell(key, value) {
+// Dollars, or "not priced" where none of the answers had a price (never $0.0000, as if
+// free, nor a saving).
+function money(priced, value) {
+  return priced ? dollars(value) : el("span", { class: "unpriced muted", title: PRICE_HINT }, "not priced");
+}
+
+function cell(key, value, row) {
   if (key === "last") return when(value);
+  if (DOLLARS.has(key) && row && row.billed && !row.priced && row.unpriced) return money(false);
   if (DOLLARS.has(key)) return dollars(value);
   if (typeof value === "number") return number(value);
   return value === null || value === undefined || value === "" ? "—" : value;
@@ -170,8 +179,8 @@ function sessionsPage(data) {
     if (key === "session") {
       return el("td", { class: "text" }, el("a", { href: "#/session/" + encodeURIComponent(r.session) }, r.session));
     }
-    return el("td", { class: [kind || "", key === "saved" && value > 0 ? "saved" : ""].join(" ").trim() || null },
-      cell(key, value));
+    return el("td", { class: [kind || "", key === "saved" && value > 0 && (r.priced || !r.unpriced) ? "saved" : ""].join(" ").trim() || null },
+      cell(key, value, r));
   })));
   const t = data.total;
   const total = el("tr", { class: "total" }, COLUMNS.map(([key]) => {
@@ -179,7 +188,9 @@ function sessionsPage(data) {
       : key === "requests" ? t.requests : KINDS.includes(key) ? t.billed[key]
       : key === "billed" ? t.billed.dollars : key === "without" ? t.without.dollars
       : key === "saved" ? t.saved_dollars : key === "last" ? t.last : null;
-    return el("td", { class: key === "agent" || key === "session" ? "text" : null }, cell(key, value));
+    const priced = t.requests - t.unread - t.unpriced;
+    return el("td", { class: key === "agent" || key === "session" ? "text" : null },
+      cell(key, value, { billed: t.billed, priced, unpriced: t.unpriced }));
   }));
   return [
     el("h1", {}, "Sessions"),
@@ -332,9 +343,10 @@ function sessionHead(data, paging) {
     parts.facts.replaceChildren(kv(
       "Agent", r.agent || "—", "Session key from", r.source || "—", "Format", r.format || "—",
       "Requests", number(r.requests),
-      "Billed", dollars(r.billed && r.billed.dollars),
-      "Estimate without the middleware", dollars(r.without && r.without.dollars),
-      "Saving", el("span", { class: "saved", id: "saving", "data-dollars": r.saved_dollars }, dollars(r.saved_dollars)),
+      "Billed", r.billed ? money(r.priced || !r.unpriced, r.billed.dollars) : dollars(null),
+      "Estimate without the middleware", r.without ? money(r.priced || !r.unpriced, r.without.dollars) : dollars(null),
+      "Saving", r.billed && !r.priced && r.unpriced ? money(false)
+        : el("span", { class: "saved", id: "saving", "data-dollars": r.saved_dollars }, dollars(r.saved_dollars)),
       "Repairs · spills · compactions", `${number(r.repairs)} · ${number(r.spills)} · ${number(r.compactions)}`,
       "Last seen", when(r.last)));
     if (data.costs) parts.chart.replaceChildren(chart(data.costs));
@@ -397,9 +409,9 @@ function requestCard(session, q) {
     el("tr", {}, el("th", { class: "text" }, "tokens"), KINDS.map((k) => el("th", {}, k.replace(/_/g, " "))),
       el("th", {}, "dollars")),
     el("tr", {}, el("td", { class: "text" }, "billed"), KINDS.map((k) => el("td", {}, number(bill.billed[k]))),
-      el("td", {}, dollars(bill.dollars))),
+      el("td", {}, money(bill.dollars !== null, bill.dollars))),
     el("tr", {}, el("td", { class: "text" }, "without"), KINDS.map((k) => el("td", {}, number(bill.without[k]))),
-      el("td", {}, dollars(bill.dollars_without))))
+      el("td", {}, money(bill.dollars_without !== null, bill.dollars_without))))
     : el("p", { class: "muted" }, bill ? "Its answer reported no usage the ledger could read." : "No answer billed yet.");
   const facts = [
     q.format, when(q.time), q.replica ? `replica ${q.replica}` : null,
