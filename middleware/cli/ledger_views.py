@@ -78,7 +78,7 @@ def groups_table(found: dict[str, Any]) -> list[str]:
 
 
 def _saving(ledger: dict[str, Any]) -> str:
-    if not priced(ledger):
+    if not ledger["priced"]:
         return f"no priced answer: {PRICE_HINT}"
     return (
         f"saved {_usd(ledger['saved_dollars'])} (billed {ledger['ratio']:.2f} of the "
@@ -103,15 +103,10 @@ def _models(ledger: dict[str, Any]) -> str:
     return f" ({', '.join(models)})" if models else ""
 
 
-def priced(ledger: dict[str, Any]) -> int:
-    """How many of a ledger's answers were priced (read, of a model ledger.prices names)."""
-    return int(ledger["requests"]) - int(ledger["unread"]) - int(ledger["unpriced"])
-
-
 def _money(ledger: dict[str, Any], dollars: float) -> str:
     """Dollars of a ledger's priced answers, or "not priced" when it has none: never
     $0.0000 (free) nor a saving for a model without a price."""
-    return _usd(dollars) if priced(ledger) else "not priced"
+    return _usd(dollars) if ledger["priced"] else "not priced"
 
 
 def _usd(dollars: float) -> str:

@@ -245,6 +245,8 @@ class SessionLedger:
             "requests": self.requests,
             "unread": self.unread,
             "unpriced": self.unpriced,
+            # Answers read and priced: with none, a page says "not priced", never $0.
+            "priced": self.requests - self.unread - self.unpriced,
             "billed": {**self.billed.as_dict(), "dollars": round(self.dollars, 6)},
             "without": {**self.without.as_dict(), "dollars": round(self.dollars_without, 6)},
             "saved_dollars": round(self.dollars_without - self.dollars, 6),

@@ -275,7 +275,11 @@ def _add_to_sessions(
     if not sessions:
         return
     additions = []
+    models: dict[tuple[str, str], int] = defaultdict(int)
     for session in sessions:
+        for answer in answered.get(session, []):
+            if answer.model:
+                models[session, answer.model] += 1
         found = asked.get(session, [])
         values: dict[str, Any] = {"at_session": session, "add_requests": len(found)}
         for name in _REQUEST_COUNTS[1:]:
@@ -287,11 +291,6 @@ def _add_to_sessions(
         values.update({f"add_{name}": sums[name] for name in SUMS})
         additions.append(values)
     connection.execute(_ADD_TO_SESSION, additions)
-    models: dict[tuple[str, str], int] = defaultdict(int)
-    for session in sessions:
-        for answer in answered.get(session, []):
-            if answer.model:
-                models[session, answer.model] += 1
     if models:
         connection.execute(
             merged_rows(connection, SESSION_MODELS, ("session", "model"), _ADD_ANSWERS),

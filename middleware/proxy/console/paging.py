@@ -64,9 +64,7 @@ def row_of(row: Mapping[str, Any]) -> dict[str, Any]:
         "without": bill["without"] if bill else None,
         "saved_dollars": bill["saved_dollars"] if bill else None,
         "unpriced": bill["unpriced"] if bill else 0,
-        # Answers priced (read, of a model ledger.prices names): with none, the page says
-        # "not priced", never $0.0000 nor a saving.
-        "priced": bill["requests"] - bill["unread"] - bill["unpriced"] if bill else 0,
+        "priced": bill["priced"] if bill else 0,
         "last": row["last"],
     }
 

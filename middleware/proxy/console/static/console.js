@@ -138,9 +138,12 @@ function money(priced, value) {
   return priced ? dollars(value) : el("span", { class: "unpriced muted", title: PRICE_HINT }, "not priced");
 }
 
+// A session (or the total) billed, none of whose answers had a price.
+const unpriced = (r) => Boolean(r && r.billed && !r.priced && r.unpriced);
+
 function cell(key, value, row) {
   if (key === "last") return when(value);
-  if (DOLLARS.has(key) && row && row.billed && !row.priced && row.unpriced) return money(false);
+  if (DOLLARS.has(key) && unpriced(row)) return money(false);
   if (DOLLARS.has(key)) return dollars(value);
   if (typeof value === "number") return number(value);
   return value === null || value === undefined || value === "" ? "—" : value;
@@ -179,7 +182,7 @@ function sessionsPage(data) {
     if (key === "session") {
       return el("td", { class: "text" }, el("a", { href: "#/session/" + encodeURIComponent(r.session) }, r.session));
     }
-    return el("td", { class: [kind || "", key === "saved" && value > 0 && (r.priced || !r.unpriced) ? "saved" : ""].join(" ").trim() || null },
+    return el("td", { class: [kind || "", key === "saved" && value > 0 && !unpriced(r) ? "saved" : ""].join(" ").trim() || null },
       cell(key, value, r));
   })));
   const t = data.total;
@@ -188,9 +191,7 @@ function sessionsPage(data) {
       : key === "requests" ? t.requests : KINDS.includes(key) ? t.billed[key]
       : key === "billed" ? t.billed.dollars : key === "without" ? t.without.dollars
       : key === "saved" ? t.saved_dollars : key === "last" ? t.last : null;
-    const priced = t.requests - t.unread - t.unpriced;
-    return el("td", { class: key === "agent" || key === "session" ? "text" : null },
-      cell(key, value, { billed: t.billed, priced, unpriced: t.unpriced }));
+    return el("td", { class: key === "agent" || key === "session" ? "text" : null }, cell(key, value, t));
   }));
   return [
     el("h1", {}, "Sessions"),
@@ -343,9 +344,9 @@ function sessionHead(data, paging) {
     parts.facts.replaceChildren(kv(
       "Agent", r.agent || "—", "Session key from", r.source || "—", "Format", r.format || "—",
       "Requests", number(r.requests),
-      "Billed", r.billed ? money(r.priced || !r.unpriced, r.billed.dollars) : dollars(null),
-      "Estimate without the middleware", r.without ? money(r.priced || !r.unpriced, r.without.dollars) : dollars(null),
-      "Saving", r.billed && !r.priced && r.unpriced ? money(false)
+      "Billed", money(!unpriced(r), r.billed && r.billed.dollars),
+      "Estimate without the middleware", money(!unpriced(r), r.without && r.without.dollars),
+      "Saving", unpriced(r) ? money(false)
         : el("span", { class: "saved", id: "saving", "data-dollars": r.saved_dollars }, dollars(r.saved_dollars)),
       "Repairs · spills · compactions", `${number(r.repairs)} · ${number(r.spills)} · ${number(r.compactions)}`,
       "Last seen", when(r.last)));
