@@ -77,6 +77,12 @@ def add_serve(commands: Subcommands) -> None:
         help="where one provider's requests go (repeatable): gemini=https://gateway/google",
     )
     serve.add_argument(
+        "--observe",
+        action="store_true",
+        help="forward every request as it came and show what cleaning would have saved "
+        "(proxy.mode: observe; set proxy.mode in the policy to switch by reloading it)",
+    )
+    serve.add_argument(
         "--policies-dir",
         metavar="FOLDER",
         help="folder of NAME.yaml policies that /policy/NAME/... selects",
@@ -111,6 +117,8 @@ def run_serve(args: argparse.Namespace) -> int:
         if not sep or not name or not url:
             raise PolicyError(f"--upstream takes PROVIDER=URL, got {redact_urls(given)!r}")
         overrides[f"proxy.upstreams.{name}"] = url
+    if args.observe:
+        overrides["proxy.mode"] = "observe"
     if args.policies_dir is not None:
         overrides["proxy.policies_dir"] = str(Path(args.policies_dir).absolute())
     proxy, app = build_proxy(args.policy, overrides)

@@ -114,6 +114,7 @@ class Conversations:
                 beside=cleaned is not None and cleaned.beside,
                 who=who,
                 refused=cleaned.refused if cleaned is not None else None,
+                observed=cleaned is not None and cleaned.observed,
             )
         except Exception:
             logger.exception("could not put an answer's usage in the ledger")

@@ -178,6 +178,8 @@ class ConsoleBook:
                 repeated=repeated,
             )
         record.update(continued=cleaned.continued, untouched=cleaned.untouched)
+        if cleaned.observed:  # observe mode: what the steps would have done
+            record["observed"] = True
         if cleaned.error is not None:
             record["error"] = f"{type(cleaned.error).__name__}: {cleaned.error}"
         kept = fitted(record, new, cleaned, self.request_bytes - RECORD_OVERHEAD)

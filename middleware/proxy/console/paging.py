@@ -117,13 +117,26 @@ def bill_of(answers: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     if not read:
         return {"unread": True}
     priced = [a for a in read if a["dollars"] is not None and a["dollars_without"] is not None]
+    projected = [a for a in read if a["observed"] and any(a[f"projected_{k}"] for k in TOKEN_KINDS)]
+    refused = [a["refused"] for a in read if a["refused"] is not None]
     return {
         "model": read[-1]["model"],
         "billed": {kind: sum(int(a[f"billed_{kind}"]) for a in read) for kind in TOKEN_KINDS},
         "without": {kind: sum(int(a[f"without_{kind}"]) for a in read) for kind in TOKEN_KINDS},
         "dollars": sum(float(a["dollars"]) for a in priced) if priced else None,
         "dollars_without": sum(float(a["dollars_without"]) for a in priced) if priced else None,
-    }
+        # Observe mode: it went as it came; what its cleaned request would have cost.
+        "observed": any(a["observed"] for a in read),
+        "projected": {
+            kind: sum(int(a[f"projected_{kind}"]) for a in projected) for kind in TOKEN_KINDS
+        } if projected else None,
+        "dollars_projected": sum(float(a["dollars_projected"]) for a in projected)
+        if projected and all(a["dollars_projected"] is not None for a in projected) else None,
+        # The provider's 400 a repair spared it, and what it read back of what was hidden.
+        "refused": refused[0] if refused else None,
+        "readbacks": sum(int(a["readbacks"]) for a in read),
+        "dollars_readback": sum(float(a["dollars_readback"] or 0) for a in priced),
+    }  # fmt: skip
 
 
 def _served(request: Mapping[str, Any]) -> bytes:

@@ -348,6 +348,15 @@ function sessionHead(data, paging) {
       "Estimate without the middleware", money(!unpriced(r), r.without && r.without.dollars),
       "Saving", unpriced(r) ? money(false)
         : el("span", { class: "saved", id: "saving", "data-dollars": r.saved_dollars }, dollars(r.saved_dollars)),
+      ...(r.readbacks && r.readbacks.count ? ["Read-backs (what the proxy hid, read again)",
+        `${number(r.readbacks.count)}, costing ${dollars(r.readbacks.dollars)}`,
+        "Effective saving", unpriced(r) ? money(false) : dollars(r.effective_saved_dollars)] : []),
+      ...(r.observe && r.observe.answers ? ["Observe mode: would have saved",
+        el("span", { id: "would-have-saved", "data-dollars": r.observe.would_have_saved_dollars },
+          `${dollars(r.observe.would_have_saved_dollars)} (${number(r.observe.projected)} of ` +
+          `${number(r.observe.answers)} requests projected: ${dollars(r.observe.billed_dollars)} billed, ` +
+          `${dollars(r.observe.would_have_dollars)} cleaned)`)] : []),
+      ...(r.refused ? ["Requests a repair saved from a 400", number(r.refused)] : []),
       "Repairs · spills · compactions", `${number(r.repairs)} · ${number(r.spills)} · ${number(r.compactions)}`,
       "Last seen", when(r.last)));
     if (data.costs) parts.chart.replaceChildren(chart(data.costs));
@@ -411,9 +420,21 @@ function requestCard(session, q) {
       el("th", {}, "dollars")),
     el("tr", {}, el("td", { class: "text" }, "billed"), KINDS.map((k) => el("td", {}, number(bill.billed[k]))),
       el("td", {}, money(bill.dollars !== null, bill.dollars))),
-    el("tr", {}, el("td", { class: "text" }, "without"), KINDS.map((k) => el("td", {}, number(bill.without[k]))),
-      el("td", {}, money(bill.dollars_without !== null, bill.dollars_without))))
+    bill.observed ? null : el("tr", {}, el("td", { class: "text" }, "without"),
+      KINDS.map((k) => el("td", {}, number(bill.without[k]))),
+      el("td", {}, money(bill.dollars_without !== null, bill.dollars_without))),
+    bill.projected ? el("tr", {}, el("td", { class: "text" }, "cleaned, would have been"),
+      KINDS.map((k) => el("td", {}, number(bill.projected[k]))),
+      el("td", {}, money(bill.dollars_projected !== null, bill.dollars_projected))) : null)
     : el("p", { class: "muted" }, bill ? "Its answer reported no usage the ledger could read." : "No answer billed yet.");
+  const notes = bill && !bill.unread ? [
+    bill.observed ? el("p", { class: "observed" }, "Observe mode: this request went upstream as it came. " +
+      "The steps below are what cleaning would have done; the bill is the request's own.") : null,
+    bill.refused ? el("p", { class: "refused" }, "As it came, the provider would have refused this request " +
+      `(a repair made it valid, which is not counted as a saving): ${bill.refused}`) : null,
+    bill.readbacks ? el("p", { class: "readback" }, `${bill.readbacks} read-back${bill.readbacks === 1 ? "" : "s"} ` +
+      `of what the proxy hid, costing ${dollars(bill.dollars_readback)}`) : null,
+  ] : [];
   const facts = [
     q.format, when(q.time), q.replica ? `replica ${q.replica}` : null,
     q.messages ? `messages ${q.messages[0]} → ${q.messages[1]}` : null,
@@ -428,6 +449,7 @@ function requestCard(session, q) {
     el("div", { class: "muted" }, facts),
     q.error ? el("p", { class: "error" }, q.error) : null,
     tokens,
+    notes,
     steps.length ? steps.map((s) => stepView(session, s))
       : el("p", { class: "muted" }, "No step changed anything new in this request."),
     q.repeated ? el("p", { class: "muted" }, `${q.repeated} earlier actions applied again, as decided before.`) : null,
