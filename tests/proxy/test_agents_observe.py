@@ -11,7 +11,17 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agents import AGENT_LIST, RUN_ONCE, Agent, Run, big_output, missing, results, scripted
+from agents import (
+    AGENT_LIST,
+    RUN_SEVERAL,
+    SEVERAL,
+    Agent,
+    Run,
+    big_output,
+    missing,
+    results,
+    scripted,
+)
 from prompt_cache import PromptCache
 from proxy_stack import serve_process
 from servers import serving
@@ -53,14 +63,15 @@ def test_each_agents_session_goes_as_it_came_and_its_saving_is_projected(
         serve_process(upstream, overrides, policy=str(policy), options=["--observe"]) as url,
     ):
         env = agent.configure(home, project, url)
-        run = Run(agent.argv(RUN_ONCE, False), project, env).start().wait(300)
+        run = Run(agent.argv(RUN_SEVERAL, False), project, env).start().wait(300)
         assert run.returncode == 0, run.explain()
         answers = len(provider.cache.reported) if provider.cache else 0
         assert wait_for(lambda: httpx.get(url + "/sessions").json()["total"]["requests"] >= answers)
         total = httpx.get(url + "/sessions").json()["total"]
-    # The big output reached the model whole: nothing was cleaned.
+    # The big outputs reached the model whole: nothing was cleaned.
     seen = [t for _, _, body in provider.accepted for t in results(agent.fmt, body)]
-    assert any(big_output("y").strip() in text for text in seen)
+    last = chr(ord("a") + SEVERAL - 1)
+    assert any(big_output(last).strip() in text for text in seen)
     observe = total["observe"]
     assert observe["answers"] == total["requests"] - total["unread"] > 0
     assert observe["projected"] >= 1 and total["saved_dollars"] == 0
