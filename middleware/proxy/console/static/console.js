@@ -39,9 +39,19 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// One form on every page, whatever the browser's locale: numbers as the command line
+// prints them (1,234), dollars to four places (-$0.0002), dates in ISO 8601, the browser's
+// local time to the second (2026-12-02 06:59:45).
 const number = (n) => (n === null || n === undefined ? "—" : Number(n).toLocaleString("en-US"));
-const dollars = (d) => (d === null || d === undefined ? "—" : "$" + Number(d).toFixed(4));
-const when = (t) => (t ? new Date(t * 1000).toLocaleString("en-GB") : "—");
+const dollars = (d) => {
+  if (d === null || d === undefined) return "—";
+  const shown = Math.abs(Number(d)).toFixed(4);
+  return (Number(d) < 0 && Number(shown) !== 0 ? "-$" : "$") + shown;
+};
+const two = (n) => String(n).padStart(2, "0");
+const clock = (d) => `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+const iso = (d) => `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${clock(d)}`;
+const when = (t) => (t ? iso(new Date(t * 1000)) : "—");
 const bytes = (b) => (b === null || b === undefined ? "—" : b >= 1048576
   ? (b / 1048576).toFixed(1) + " MiB" : b >= 1024 ? (b / 1024).toFixed(1) + " KiB" : b + " B");
 
@@ -95,7 +105,7 @@ async function refresh(force) {
       }
       shown = { route: key, version: data.version };
     }
-    status.textContent = "live · updated " + new Date().toLocaleTimeString("en-GB");
+    status.textContent = "live · updated " + clock(new Date());
     status.className = "";
   } catch (error) {
     status.textContent = String(error.message || error);
@@ -115,11 +125,14 @@ function draw(here, data) {
 
 // -- Sessions ----------------------------------------------------------------------------
 
+// A kind of token as a column says it: "Cache write 5m".
+const kindLabel = (k) => k[0].toUpperCase() + k.slice(1).replace(/_/g, " ");
+
 const COLUMNS = [
   ["agent", "Agent", (r) => r.agent || "", "text"],
   ["session", "Session", (r) => r.session, "text"],
   ["requests", "Requests", (r) => r.requests],
-  ...KINDS.map((k) => [k, k.replace(/_/g, " "), (r) => (r.billed ? r.billed[k] : null)]),
+  ...KINDS.map((k) => [k, kindLabel(k), (r) => (r.billed ? r.billed[k] : null)]),
   ["billed", "Billed", (r) => (r.billed ? r.billed.dollars : null)],
   ["without", "Without", (r) => (r.without ? r.without.dollars : null)],
   ["saved", "Saved", (r) => r.saved_dollars],
@@ -180,7 +193,8 @@ function sessionsPage(data) {
   const body = rows.map((r) => el("tr", { "data-session": r.session }, COLUMNS.map(([key, , get, kind]) => {
     const value = get(r);
     if (key === "session") {
-      return el("td", { class: "text" }, el("a", { href: "#/session/" + encodeURIComponent(r.session) }, r.session));
+      return el("td", { class: "text session" },
+        el("a", { href: "#/session/" + encodeURIComponent(r.session), title: r.session }, r.session));
     }
     return el("td", { class: [kind || "", key === "saved" && value > 0 && !unpriced(r) ? "saved" : ""].join(" ").trim() || null },
       cell(key, value, r));
@@ -214,11 +228,29 @@ function sessionsPage(data) {
           ? "; sums of the answers " + [data.filters.key ? "of key " + data.filters.key : "",
             data.filters.tags.length ? "tagged " + data.filters.tags.join(", ") : ""].filter(Boolean).join(" and ")
           : ""))),
-    el("table", { id: "sessions" }, el("thead", {}, head), el("tbody", {}, body, total)),
+    // Wider than the page (a narrow window), the table scrolls in its box, header and all.
+    el("div", { class: "scroll" },
+      el("table", { id: "sessions" }, el("thead", {}, head), el("tbody", {}, body, total))),
   ];
 }
 
 // -- A session ---------------------------------------------------------------------------
+
+// Where a session's key came from (SessionKey.source), in words; the header or field in a
+// code span, the source's own name in the title.
+const SOURCES = {
+  opening: "a digest of how the conversation opens (no session named)",
+  call_ids: "a digest of its first reply's call ids (no session named)",
+  given: "given by the caller",
+};
+const BODY_FIELDS = new Set(["prompt_cache_key", "conversation", "metadata.user_id"]);
+
+function sourceView(source) {
+  if (!source) return "—";
+  const words = SOURCES[source] ? SOURCES[source]
+    : [BODY_FIELDS.has(source) ? "the request body's " : "the header ", el("code", {}, source)];
+  return el("span", { class: "source", title: `source: ${source}` }, words);
+}
 
 function kv(...pairs) {
   return el("div", { class: "kv" }, pairs.map((item, i) => el("span", { class: i % 2 ? null : "muted" }, item)));
@@ -342,7 +374,7 @@ function sessionHead(data, paging) {
   const r = data.row;
   if (!paging) {
     parts.facts.replaceChildren(kv(
-      "Agent", r.agent || "—", "Session key from", r.source || "—", "Format", r.format || "—",
+      "Agent", r.agent || "—", "Session key from", sourceView(r.source), "Format", r.format || "—",
       "Requests", number(r.requests),
       "Billed", money(!unpriced(r), r.billed && r.billed.dollars),
       "Estimate without the middleware", money(!unpriced(r), r.without && r.without.dollars),
@@ -452,10 +484,13 @@ function requestCard(session, q) {
     notes,
     steps.length ? steps.map((s) => stepView(session, s))
       : el("p", { class: "muted" }, "No step changed anything new in this request."),
-    q.repeated ? el("p", { class: "muted" }, `${q.repeated} earlier actions applied again, as decided before.`) : null,
+    q.repeated ? el("p", { class: "muted" }, `${actions(q.repeated, "earlier")} applied again, as decided before.`)
+      : null,
     q.omitted ? el("p", { class: "muted" },
-      `${q.omitted} more actions not kept (proxy.console.request_bytes).`) : null);
+      `${actions(q.omitted, "more")} not kept (proxy.console.request_bytes).`) : null);
 }
+
+const actions = (n, which) => `${number(n)} ${which} action${n === 1 ? "" : "s"}`;
 
 const WORDS = {
   synthetic_result: "inserted a result for a call that had none",
@@ -464,6 +499,8 @@ const WORDS = {
   duplicate_call_dropped: "dropped a repeated call",
   unnamed_call_dropped: "dropped a call with no tool name",
   result_relocated: "moved a result next to its call",
+  result_paired_by_position: "paired a result without id with the call before it",
+  user_turn_added: "added a user message at the end",
   id_renamed: "renamed a call id",
   id_generated: "gave a call an id",
   empty_message_removed: "removed a message left empty",
@@ -478,15 +515,33 @@ const WORDS = {
   compaction_skipped: "left an old output: the store failed",
 };
 
+// Why the budget step cut an output, in words; the policy key or setting behind it in a
+// code span, the reason's own key in the title (the report's and the JSON's word for it).
+const REASONS = {
+  result_cap: (s) => (s.cap === undefined ? "longer than the cap on one output"
+    : [`longer than its cap of ${number(s.cap)} characters, set by `, el("code", {}, s.cap_source)]),
+  turn_budget: () => ["the outputs of its turn were over their budget together, ",
+    el("code", {}, "budget.turn_budget_chars")],
+  line_rule: () => ["more lines or bytes than its tool's line rule keeps, ", el("code", {}, "tools.*.lines")],
+};
+
+function reasonView(s) {
+  const words = REASONS[s.reason] ? REASONS[s.reason](s)
+    : /^[a-z]+(_[a-z]+)+$/.test(s.reason) ? s.reason.replace(/_/g, " ") : s.reason;
+  return el("div", { class: "muted reason", "data-reason": s.reason, title: `reason: ${s.reason}` }, words);
+}
+
 function stepView(session, s) {
   const file = s.path ? s.path.replace(/\\/g, "/").split("/").pop() : null;
   const full = file ? fullView(session, file) : null;
   return el("div", { class: "step " + s.step, "data-kind": s.kind },
     el("div", {}, el("strong", {}, `${s.step}: ${WORDS[s.kind] || s.kind.replace(/_/g, " ")}`),
       " ", el("span", { class: "muted" },
-        [s.tool, s.call ? `call ${s.call}` : null, `${number(s.chars[0])} → ${number(s.chars[1])} characters`]
+        [s.tool, s.call ? `call ${s.call}` : null, `${number(s.chars[0])} → ${number(s.chars[1])} characters`,
+          s.age !== undefined ? `${number(s.age)} turn${s.age === 1 ? "" : "s"} old` : null]
           .filter(Boolean).join(" · "))),
-    s.reason ? el("div", { class: "muted" }, s.reason) : null,
+    s.reason ? reasonView(s) : null,
+    s.error ? el("div", { class: "error" }, s.error) : null,
     s.path ? el("div", { class: "muted" }, "saved at ", el("code", {}, s.path)) : null,
     s.seen !== undefined ? [el("div", {}, s.kind === "synthetic_result" ? "What it inserted:" : "What the model saw instead:"),
       el("pre", { class: "seen" }, s.seen)] : null,
