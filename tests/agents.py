@@ -53,6 +53,13 @@ FILL = "Fill the context, then go on."
 #: punctuation mark as one): what takes a Codex session past the compaction limit the
 #: compaction tests set, with room on either side (a request is ~9,000 tokens without it).
 FILL_COMMAND = "python3 -c \"import sys; sys.stdout.write('.' * 4000)\""
+#: Codex's auto-compaction limit for the compaction tests (tokens, as the stand-in counts
+#: them): a request of their session is ~9,000 without the :data:`FILL_COMMAND` output and
+#: ~13,000 with it.
+CODEX_COMPACT_AT = 11_000
+#: How Codex CLI starts the user message that replaces a history it compacted itself (under a
+#: provider not named ``OpenAI``), before the summary the model wrote in a turn of its own.
+CODEX_SUMMARY = "Another language model started to solve this problem"
 
 #: What the preview says to run to read lines back (path form), or to ask Read for.
 SHELL_READ = re.compile(r"read them with `([^`]+)`")
@@ -97,8 +104,9 @@ def missing(name: str) -> str | None:
 class Event:
     """One step of a conversation as the model sees it: a typed ``prompt``, a tool
     ``call`` (its name and arguments), a tool ``result`` (its text) or a ``compaction``
-    (a Responses ``compaction`` item, an Anthropic ``compaction`` block: the agent's own
-    compaction of what came before)."""
+    (a Responses ``compaction`` item, an Anthropic ``compaction`` block, the summary Codex
+    CLI wrote in place of a history it compacted locally: the agent's own compaction of what
+    came before)."""
 
     kind: str
     text: str = ""
@@ -131,7 +139,9 @@ def events(fmt: str, body: dict[str, Any]) -> list[Event]:
             elif kind == "function_call_output":
                 out.append(Event("result", _text(item.get("output"))))
             elif kind == "message" and item.get("role") == "user":
-                out.append(Event("prompt", _text(item.get("content"))))
+                typed = _text(item.get("content"))
+                local = typed.startswith(CODEX_SUMMARY)  # Codex compacted it itself
+                out.append(Event("compaction") if local else Event("prompt", typed))
             elif kind == "compaction":
                 out.append(Event("compaction"))
             continue

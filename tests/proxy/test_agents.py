@@ -34,6 +34,7 @@ from agents import (
     AGENT_BY_NAME,
     AGENT_LIST,
     AGENTS,
+    CODEX_COMPACT_AT,
     FILL,
     GO_ON,
     LINES_SAID,
@@ -386,12 +387,6 @@ def test_an_interrupted_tool_call_is_repaired_on_the_next_request(setup: Setup) 
     logged = setup.cleaned(until=lambda lines: any(line["repairs"] for line in lines))
     unanswered = sum(1 for e in events(setup.agent.fmt, sent) if e.kind == "call")
     assert [line["repairs"] for line in logged if line["repairs"]] == [unanswered]
-
-
-#: Codex's auto-compaction limit for the compaction test (tokens, as the stand-in counts
-#: them): a request of the test's session is ~9,000 without the :data:`agents.FILL`
-#: output and ~13,000 with it.
-CODEX_COMPACT_AT = 11_000
 
 
 @pytest.mark.parametrize("setup", [AGENT_BY_NAME["codex"]], indirect=True, ids=["codex"])
