@@ -41,7 +41,7 @@ from middleware.session.decisions import Decision, DecisionLedger
 from middleware.session.resume import Continuations, Previous, Resume, copies
 from middleware.spill import SpillSettings, open_store
 from middleware.spill.remembered import RememberedStore
-from middleware.view import Conversation, ToolCall, ToolResult
+from middleware.view import Conversation, Node, ToolCall, ToolResult
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,10 @@ class ProcessResult:
     #: the length and hash of each one's exact copy), when the pipeline took them to
     #: recognise the request it continues; ``None`` otherwise.
     input_marks: tuple[int, ...] | None = None
+    #: The history as it came, parsed (before any step): what a host reads of the request
+    #: itself without parsing it again (the read-backs it carries:
+    #: :mod:`middleware.conversations.readbacks`).
+    parsed: tuple[Node, ...] = ()
 
     @property
     def format(self) -> str:
@@ -336,8 +340,9 @@ class Pipeline:
             self.parts.sync()  # every file a preview names is on disk before it leaves
             restored, output = request.output(result.messages)
             return ProcessResult(
-                restored, result.report, output, result.continued, result.input_marks
-            )
+                restored, result.report, output, result.continued, result.input_marks,
+                result.parsed,
+            )  # fmt: skip
 
     def _process(
         self, policy: Policy, request: Request, memo: MessageMemo, cold: ColdRequest
@@ -412,7 +417,7 @@ class Pipeline:
         out = codec.render(conversation) if conversation.changed else list(messages)
         report.messages_after = len(out)
         report.tool_results, report.result_chars_after = _results(conversation)
-        return ProcessResult(out, report, out, previous is not None, marks)
+        return ProcessResult(out, report, out, previous is not None, marks, parsed)
 
     def _run_step(  # noqa: PLR0917 (the parts of one process() call)
         self, step: StepSpec, policy: Policy, codec: Codec, conversation: Conversation,

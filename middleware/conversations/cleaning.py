@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from middleware.conversations.keys import SessionKey, named_session, session_of
+from middleware.conversations.readbacks import ReadBack
 from middleware.conversations.sessions import SessionPool
 from middleware.conversations.state import ConversationState
 from middleware.errors import FormatError, HistoryError, InputError
@@ -59,6 +60,11 @@ class Cleaned:
     #: prompt): billed to its session, it leaves the request the next one is compared
     #: with as it was.
     beside: bool = False
+    #: The calls of its new part that went back for what a step hid before
+    #: (:mod:`.readbacks`), and what telling them raised, if it failed (they are then
+    #: left out: never the reason a request fails).
+    readbacks: tuple[ReadBack, ...] = ()
+    readback_error: BaseException | None = None
 
 
 def clean_body(
@@ -109,6 +115,13 @@ def clean_body(
     if result.changed:
         body_out = jsonio.wire(result.output)
     footprints = _footprints(body.history, result)
+    readbacks: tuple[ReadBack, ...] = ()
+    readback_error = None
+    try:
+        readbacks = state.read_backs(result)
+    except Exception as exc:  # never the reason a request fails
+        logger.exception("could not tell the read-backs of a request of session %s", key.session)
+        readback_error = exc
     return Cleaned(
         body_out,
         key,
@@ -118,6 +131,8 @@ def clean_body(
         footprints=footprints,
         conversation=state,
         messages=result.messages,
+        readbacks=readbacks,
+        readback_error=readback_error,
     )
 
 
