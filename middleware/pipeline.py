@@ -64,6 +64,11 @@ class ProcessResult:
     #: the length and hash of each one's exact copy), when the pipeline took them to
     #: recognise the request it continues; ``None`` otherwise.
     input_marks: tuple[int, ...] | None = None
+    #: The history as the steps that repair it left it (pairing), when they changed it:
+    #: what a provider would have been sent had only the repairs been made, which the
+    #: proxy's ledger estimates the cost without the middleware from (``None``: they
+    #: changed nothing).
+    repaired: list[Any] | None = None
     #: The history as it came, parsed (before any step): what a host reads of the request
     #: itself without parsing it again (the read-backs it carries:
     #: :mod:`middleware.conversations.readbacks`).
@@ -341,6 +346,7 @@ class Pipeline:
             restored, output = request.output(result.messages)
             return ProcessResult(
                 restored, result.report, output, result.continued, result.input_marks,
+                result.repaired,
                 result.parsed,
             )  # fmt: skip
 
@@ -379,6 +385,7 @@ class Pipeline:
         repaired = len(conversation.nodes) != len(parsed) or any(
             a is not b for a, b in zip(conversation.nodes, parsed, strict=True)
         )
+        after_repairs = codec.render(conversation) if repaired else None
         reading = (Identity(policy), fmt, conversation.text_protocol)
         previous = None
         if marks and not repaired and not any(run.problems for run in runs):
@@ -417,7 +424,7 @@ class Pipeline:
         out = codec.render(conversation) if conversation.changed else list(messages)
         report.messages_after = len(out)
         report.tool_results, report.result_chars_after = _results(conversation)
-        return ProcessResult(out, report, out, previous is not None, marks, parsed)
+        return ProcessResult(out, report, out, previous is not None, marks, after_repairs, parsed)
 
     def _run_step(  # noqa: PLR0917 (the parts of one process() call)
         self, step: StepSpec, policy: Policy, codec: Codec, conversation: Conversation,

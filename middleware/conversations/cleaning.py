@@ -24,6 +24,7 @@ from middleware.formats.bodies import read_body
 from middleware.ledger import Footprint, footprint
 from middleware.pipeline import ProcessResult
 from middleware.policy import Policy
+from middleware.records.tables import REFUSAL
 from middleware.report import Report
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,10 @@ class Cleaned:
     #: prompt): billed to its session, it leaves the request the next one is compared
     #: with as it was.
     beside: bool = False
+    #: The provider's refusal the request as it came would have met (its status and
+    #: reason), which a repair spared it: the first footprint is then the repaired
+    #: request's, so that the repair is never counted as a saving.
+    refused: str | None = None
     #: The calls of its new part that went back for what a step hid before
     #: (:mod:`.readbacks`), and what telling them raised, if it failed (they are then
     #: left out: never the reason a request fails).
@@ -114,7 +119,8 @@ def clean_body(
     body_out = raw
     if result.changed:
         body_out = jsonio.wire(result.output)
-    footprints = _footprints(body.history, result)
+    refused = _refusal(body.history, result)
+    footprints = _footprints(body.history, result, refused is not None)
     readbacks: tuple[ReadBack, ...] = ()
     readback_error = None
     try:
@@ -131,6 +137,7 @@ def clean_body(
         footprints=footprints,
         conversation=state,
         messages=result.messages,
+        refused=refused,
         readbacks=readbacks,
         readback_error=readback_error,
     )
@@ -168,14 +175,36 @@ def as_it_came(
     return Cleaned(raw, key, footprints=footprints, model=model)
 
 
-def _footprints(history: list[Any], result: ProcessResult) -> tuple[Footprint, Footprint] | None:
-    """The request's footprints as it came and as it goes, for the ledger (``None`` if
-    they cannot be taken: the ledger then bills the request as sent, and says so)."""
+def _refusal(history: list[Any], result: ProcessResult) -> str | None:
+    """The provider's 400 the request as it came would have met, which its repairs spared
+    it (``None``: none did, or it would have gone through: its first broken rule)."""
+    if result.repaired is None:
+        return None
+    try:
+        broken = get_codec(result.format).violations(history)
+    except Exception:  # never the reason a request fails: counted as not refused
+        logger.exception("could not check a repaired request against its provider's rules")
+        return None
+    if not broken:
+        return None
+    said = f"400 {broken[0].reason}"
+    return said if len(said) <= REFUSAL else said[: REFUSAL - 1] + "\N{HORIZONTAL ELLIPSIS}"
+
+
+def _footprints(
+    history: list[Any], result: ProcessResult, refused: bool
+) -> tuple[Footprint, Footprint] | None:
+    """The request's footprints as it came (as its repairs left it, if it would have been
+    ``refused`` as it came) and as it goes, for the ledger (``None`` if they cannot be
+    taken: the ledger then bills the request as sent, and says so)."""
     try:
         came = footprint(history, marks=result.input_marks)
         if not result.changed:
             return came, came
-        return came, footprint(result.messages, like=(history, came))
+        goes = footprint(result.messages, like=(history, came))
+        if refused and result.repaired is not None:
+            return footprint(result.repaired, like=(history, came)), goes
+        return came, goes
     except Exception:  # never the reason a request fails
         logger.exception("could not take the footprint of a request for the ledger")
         return None

@@ -113,6 +113,7 @@ class Conversations:
                 body_chars=len(cleaned.body) if cleaned is not None else 0,
                 beside=cleaned is not None and cleaned.beside,
                 who=who,
+                refused=cleaned.refused if cleaned is not None else None,
             )
         except Exception:
             logger.exception("could not put an answer's usage in the ledger")

@@ -10,7 +10,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,9 @@ class _Estimating:
     last: float | None = None
     #: Whether an answer of the session read from the prompt cache.
     read_cache: bool = False
+    #: The prompt tokens of the session's last answer: the request a read-back in the next
+    #: one repeated (it read that back instead of going on).
+    last_prompt: int = 0
 
 
 class Ledger:
@@ -102,16 +105,26 @@ class Ledger:
         now: float | None = None,
         beside: bool = False,
         who: Caller | None = None,
+        observed: bool = False,
+        refused: str | None = None,
+        readbacks: Sequence[int] = (),
     ) -> Entry | None:
         """Bill one answer of ``session`` (``None``: in the totals only; ``usage``
         ``None``: its usage was not read).
 
-        :param footprints: the request unprocessed and cleaned (``None``: forwarded as
-            it came, so it would have cost what it was billed).
+        :param footprints: the request unprocessed (repaired only, if it was ``refused``)
+            and cleaned (``None``: forwarded as it came, so it would have cost what it was
+            billed).
         :param beside: a call beside the session's history (an embedding): the next
             request is compared with the one before it, not with this one.
         :param who: the answer's id, who asked and how the request is tagged, and the
             console's record of the request.
+        :param observed: the request went as it came (observe mode), and ``footprints``
+            say what the steps would have made of it: the bill is the request's own, and
+            what its cleaned request would have cost is projected from it.
+        :param refused: the provider's refusal the request as it came would have met.
+        :param readbacks: the characters of each result in the request that read back
+            what the proxy hid (:mod:`middleware.conversations.readbacks`).
         """
         now = self.clock() if now is None else now
         session = None if session is None else name(session)
@@ -130,29 +143,52 @@ class Ledger:
                 before = state.before
                 # Nothing is expected from a cache the lifetime says has expired.
                 warm = still_cached(settings.cache_lifetime_seconds, state.last, now)
-                if footprints is not None:
+                projected = None
+                if footprints is not None and observed:
+                    # The request went as it came: what the steps would have sent instead
+                    # is estimated from its bill, as an unprocessed one is from a cleaned.
+                    projected = without_middleware(
+                        usage, writes=writes, raw=footprints[1], cleaned=footprints[0],
+                        before=None if before is None else (before[1], before[0]),
+                        body_chars=body_chars,
+                    )  # fmt: skip
+                elif footprints is not None:
                     without = without_middleware(
                         usage, writes=writes, raw=footprints[0],
                         cleaned=footprints[1], before=before, body_chars=body_chars,
                         warm=warm and state.read_cache,
                     )  # fmt: skip
+                sent = footprints[0] if observed and footprints is not None else None
                 if footprints is not None and before is not None:
                     expected = expected_read(
-                        usage, writes=writes, cleaned=footprints[1],
-                        before=before[1] if warm else None, body_chars=body_chars,
+                        usage, writes=writes, cleaned=sent or footprints[1],
+                        before=(before[0] if sent else before[1]) if warm else None,
+                        body_chars=body_chars,
                     )  # fmt: skip
+                read_back = _read_back(usage, writes, readbacks, state.last_prompt, body_chars)
                 found = settings.entry(model)
-                dollars = None if found is None else _priced(found, usage, without)
+                priced = None if found is None else _priced(found, usage, without)
+                extra = None
+                if found is not None and priced is not None:
+                    extra = _priced(found, projected or usage, read_back)
                 entry = Entry(
                     model,
-                    None if dollars is None or found is None else name(found[0]),
+                    None if priced is None or found is None else name(found[0]),
                     usage,
                     without,
-                    None if dollars is None else dollars[0],
-                    None if dollars is None else dollars[1],
+                    None if priced is None else priced[0],
+                    None if priced is None else priced[1],
                     expected if expected is None or expected <= MAX_TOKENS else None,
+                    observed=observed,
+                    projected=projected,
+                    dollars_projected=None if extra is None or projected is None else extra[0],
+                    refused=refused,
+                    readbacks=len(readbacks),
+                    readback_tokens=read_back.prompt,
+                    dollars_readback=None if extra is None else extra[1],
                 )
                 state.read_cache = state.read_cache or usage.cache_read > 0
+                state.last_prompt = usage.prompt
             if not beside:
                 state.before = footprints
             state.last = now
@@ -160,7 +196,7 @@ class Ledger:
             get_codec(fmt).provider.name, who.response_id,
             self.records.replica, self._started, next(self._count), session, now, who.request,
         )  # fmt: skip
-        row = _row(key, now=now, session=session, fmt=fmt, entry=entry, model=model,
+        row = answer_row(key, now=now, session=session, fmt=fmt, entry=entry, model=model,
                    replica=self.records.replica, who=who)  # fmt: skip
         self.records.put(row)
         if self.journal is not None:
@@ -239,7 +275,7 @@ class Caller:
     request: str | None = None
 
 
-def _row(
+def answer_row(
     key: str,
     *,
     now: float,
@@ -259,8 +295,29 @@ def _row(
         key, now, session, replica, fmt,
         billed=entry.billed.as_dict(), without=entry.without.as_dict(), model=entry.model,
         priced_as=entry.priced_as, dollars=entry.dollars, dollars_without=entry.dollars_without,
-        expected_read=entry.expected_read, **common,
+        expected_read=entry.expected_read, observed=entry.observed,
+        projected={} if entry.projected is None else entry.projected.as_dict(),
+        dollars_projected=entry.dollars_projected, refused=entry.refused,
+        readbacks=entry.readbacks, readback_tokens=entry.readback_tokens,
+        dollars_readback=entry.dollars_readback, **common,
     )  # fmt: skip
+
+
+def _read_back(
+    billed: Usage, writes: bool, readbacks: Sequence[int], repeated: int, body_chars: int
+) -> Usage:
+    """What reading back what the proxy hid cost, as simulate charges a forced re-read
+    (:func:`middleware.replay.simulate.readback_cost`): one more request, the one before
+    (``repeated`` prompt tokens) read from the cache again, and each result read back
+    written to it (``readbacks``: their characters, at the tokens per character the
+    provider counted for this request)."""
+    if not readbacks:
+        return Usage()
+    per_char = billed.prompt / body_chars if body_chars else 0.25
+    results = round(per_char * sum(readbacks))
+    if writes:
+        return Usage(cache_read=repeated, cache_write_5m=results)
+    return Usage(input=results, cache_read=repeated)
 
 
 def _priced(found: tuple[str, Any], usage: Usage, without: Usage) -> tuple[float, float] | None:

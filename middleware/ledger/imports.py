@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from middleware.ledger.book import Caller, answer_row
 from middleware.ledger.journal import parts, read_journal, reading
 from middleware.ledger.sums import Entry, read_text, read_time
 from middleware.records import AnswerRow, Records, RecordSettings, digest_key
@@ -66,18 +67,14 @@ def answer_of(record: dict[str, Any]) -> AnswerRow | None:
         IMPORTED, json.dumps(record, sort_keys=True, ensure_ascii=False)
     )
     session = read_text(record.get("session"))
-    if record.get("unread"):
-        return AnswerRow(key, when, session, IMPORTED, fmt, unread=True)
-    try:
-        entry = Entry.from_record(record)
-    except ValueError:
-        return None
-    return AnswerRow(
-        key, when, session, IMPORTED, fmt,
-        billed=entry.billed.as_dict(), without=entry.without.as_dict(), model=entry.model,
-        priced_as=entry.priced_as, dollars=entry.dollars, dollars_without=entry.dollars_without,
-        expected_read=entry.expected_read,
-    )  # fmt: skip
+    entry = None
+    if not record.get("unread"):
+        try:
+            entry = Entry.from_record(record)
+        except ValueError:
+            return None
+    return answer_row(key, now=when, session=session, fmt=fmt, entry=entry, model=None,
+                      replica=IMPORTED, who=Caller())  # fmt: skip
 
 
 def _records(path: Path, done: Imported) -> Iterator[dict[str, Any]]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from middleware.ledger.usage import Usage
+from middleware.records.tables import SUMS_ADDED_IN_2 as _ADDED
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,19 @@ class Entry:
     #: Tokens the cost model expected the request to read from the cache (``None``: it
     #: could not tell: the first request seen of the session, or one sent as it came).
     expected_read: int | None = None
+    #: Forwarded as it came (observe mode): ``without`` is the bill, and ``projected``
+    #: what the cleaned request would have been billed (``None``: not projected).
+    observed: bool = False
+    projected: Usage | None = None
+    dollars_projected: float | None = None
+    #: The provider's refusal the request as it came would have met: a repair spared it,
+    #: and ``without`` is the repaired request's (a refused request costs nothing).
+    refused: str | None = None
+    #: What the agent went back for in this request (read-backs), their tokens, and what
+    #: they cost (``None``: not priced).
+    readbacks: int = 0
+    readback_tokens: int = 0
+    dollars_readback: float | None = None
 
     def record(self) -> dict[str, Any]:
         """The entry as a ledger file line holds it (beside its time and session)."""
@@ -67,6 +81,13 @@ class Entry:
             "dollars": self.dollars,
             "dollars_without": self.dollars_without,
             "expected_read": self.expected_read,
+            "observed": self.observed,
+            "projected": None if self.projected is None else self.projected.as_dict(),
+            "dollars_projected": self.dollars_projected,
+            "refused": self.refused,
+            "readbacks": self.readbacks,
+            "readback_tokens": self.readback_tokens,
+            "dollars_readback": self.dollars_readback,
         }
 
     @classmethod
@@ -81,7 +102,15 @@ class Entry:
                 _amount(record.get("dollars"), MAX_DOLLARS),
                 _amount(record.get("dollars_without"), MAX_DOLLARS),
                 _count(record.get("expected_read"), MAX_TOKENS),
-            )
+                record.get("observed") is True,
+                None if record.get("projected") is None
+                else _usage(record["projected"], MAX_TOKENS),
+                _amount(record.get("dollars_projected"), MAX_DOLLARS),
+                read_text(record.get("refused")),
+                _whole(record.get("readbacks", 0), MAX_TOKENS),
+                _whole(record.get("readback_tokens", 0), MAX_TOKENS),
+                _amount(record.get("dollars_readback"), MAX_DOLLARS),
+            )  # fmt: skip
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a ledger entry: {exc}") from exc
 
@@ -109,6 +138,19 @@ class SessionLedger:
     #: long, or a miss after a rewrite shows as a shortfall).
     expected_read: int = 0
     read_when_expected: int = 0
+    #: Answers to requests forwarded as they came (observe mode), those of them projected
+    #: (what their cleaned requests would have been billed estimated), and, over those
+    #: projected and priced, their bill and the projection's.
+    observed: int = 0
+    projected: int = 0
+    dollars_observed: float = 0.0
+    dollars_projected: float = 0.0
+    #: Answers to requests the provider would have refused as they came (repairs).
+    refused: int = 0
+    #: Read-backs (what the proxy hid, gone back for), their tokens and their price.
+    readbacks: int = 0
+    readback_tokens: int = 0
+    dollars_readback: float = 0.0
     #: Models counted by name (:data:`MAX_MODELS`; the totals: :data:`MAX_MODELS_IN_TOTAL`).
     max_models: int = field(default=MAX_MODELS, repr=False)
 
@@ -126,11 +168,20 @@ class SessionLedger:
             self.read_when_expected += entry.billed.cache_read
         if entry.model:
             self.count_model(entry.model, 1)
+        self.observed += entry.observed
+        self.projected += entry.observed and entry.projected is not None
+        self.refused += entry.refused is not None
+        self.readbacks += entry.readbacks
+        self.readback_tokens += entry.readback_tokens
         if entry.dollars is None or entry.dollars_without is None:
             self.unpriced += 1
-        else:
-            self.dollars += entry.dollars
-            self.dollars_without += entry.dollars_without
+            return
+        self.dollars += entry.dollars
+        self.dollars_without += entry.dollars_without
+        self.dollars_readback += entry.dollars_readback or 0.0
+        if entry.observed and entry.dollars_projected is not None:
+            self.dollars_observed += entry.dollars
+            self.dollars_projected += entry.dollars_projected
 
     def merge(self, other: SessionLedger) -> None:
         """Add ``other``'s counts (the same session's, or the totals, from another
@@ -144,6 +195,8 @@ class SessionLedger:
         self.dollars_without += other.dollars_without
         self.expected_read += other.expected_read
         self.read_when_expected += other.read_when_expected
+        for counted in _ADDED:
+            setattr(self, counted, getattr(self, counted) + getattr(other, counted))
         for model, answers in other.models.items():
             self.count_model(model, answers)
         times = [t for t in (self.first, self.last, other.first, other.last) if t is not None]
@@ -173,6 +226,7 @@ class SessionLedger:
             "last": self.last,
             "expected_read": self.expected_read,
             "read_when_expected": self.read_when_expected,
+            **{counted: getattr(self, counted) for counted in _ADDED},
         }
 
     @classmethod
@@ -199,6 +253,9 @@ class SessionLedger:
                 read_when_expected=_whole(state.get("read_when_expected", 0)),
                 max_models=max_models,
             )
+            for counted in _ADDED:
+                read = _total if counted.startswith("dollars") else _whole
+                setattr(ledger, counted, read(state.get(counted, 0)))
             for model, answers in models.items():
                 ledger.count_model(name(model), _whole(answers))
         except (KeyError, TypeError) as exc:
@@ -225,6 +282,9 @@ class SessionLedger:
             read_when_expected=int(row["read_when_expected"] or 0),
             max_models=max_models,
         )
+        for counted in _ADDED:
+            kind = float if counted.startswith("dollars") else int
+            setattr(ledger, counted, kind(row.get(counted) or 0))
         for model, answers in sorted(models.items(), key=lambda item: -item[1]):
             ledger.count_model(model, answers)
         return ledger
@@ -239,7 +299,11 @@ class SessionLedger:
         return round(ratio, 4) if math.isfinite(ratio) else None
 
     def as_dict(self) -> dict[str, Any]:
-        """The ledger as JSON: ``saved`` is the estimate without less the bill."""
+        """The ledger as JSON: ``saved`` is the estimate without less the bill (a request
+        a repair spared a refusal compared with the repaired request: ``refused`` counts
+        them), ``effective_saved`` that less what the read-backs cost, ``observe`` what
+        the requests forwarded as they came would have saved cleaned."""
+        saved = self.dollars_without - self.dollars
         return {
             "session": self.session,
             "requests": self.requests,
@@ -249,7 +313,23 @@ class SessionLedger:
             "priced": self.requests - self.unread - self.unpriced,
             "billed": {**self.billed.as_dict(), "dollars": round(self.dollars, 6)},
             "without": {**self.without.as_dict(), "dollars": round(self.dollars_without, 6)},
-            "saved_dollars": round(self.dollars_without - self.dollars, 6),
+            "saved_dollars": round(saved, 6),
+            "effective_saved_dollars": round(saved - self.dollars_readback, 6),
+            "refused": self.refused,
+            "readbacks": {
+                "count": self.readbacks,
+                "tokens": self.readback_tokens,
+                "dollars": round(self.dollars_readback, 6),
+            },
+            "observe": {
+                "answers": self.observed,
+                "projected": self.projected,
+                "billed_dollars": round(self.dollars_observed, 6),
+                "would_have_dollars": round(self.dollars_projected, 6),
+                "would_have_saved_dollars": round(
+                    self.dollars_observed - self.dollars_projected, 6
+                ),
+            },
             "ratio": self.ratio,
             "models": dict(sorted(self.models.items())),
             "cache": {

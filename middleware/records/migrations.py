@@ -17,10 +17,12 @@ import logging
 from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
+from alembic.migration import MigrationContext
+from alembic.operations import Operations
 
 from middleware.errors import MiddlewareError
 from middleware.records.dialects import new_rows
-from middleware.records.tables import META, metadata
+from middleware.records.tables import META, added_in_2, metadata
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +48,21 @@ def _create(connection: sa.Connection) -> None:
     metadata.create_all(connection)
 
 
+def _savings_on_own_traffic(connection: sa.Connection) -> None:
+    """Version 2: observe mode's projections, the refusals repairs spared, read-backs
+    (:func:`.tables.added_in_2`). A database made at version 1 by this release already has
+    them (version 1 makes the tables as they are declared now)."""
+    operations = Operations(MigrationContext.configure(connection))
+    inspector = sa.inspect(connection)
+    for table, columns in added_in_2().items():
+        have = {column["name"] for column in inspector.get_columns(table)}
+        for column in columns:
+            if column.name not in have:
+                operations.add_column(table, column)
+
+
 #: The steps, oldest first: a database at version ``n`` runs ``MIGRATIONS[n:]``.
-MIGRATIONS: Sequence[Migration] = (_create,)
+MIGRATIONS: Sequence[Migration] = (_create, _savings_on_own_traffic)
 #: The version this release writes.
 VERSION = len(MIGRATIONS)
 _NAME = "schema_version"

@@ -234,6 +234,7 @@ def _answer_sums(a: sa.Table) -> list[sa.Label[Any]]:
     read = sa.not_(a.c.unread)
     priced = read & a.c.dollars.is_not(None) & a.c.dollars_without.is_not(None)
     expected = read & a.c.expected_read.is_not(None)
+    projection = priced & a.c.observed & a.c.dollars_projected.is_not(None)
 
     def count(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[Any]:
         return sa.func.sum(sa.case((condition, 1), else_=0))
@@ -251,6 +252,18 @@ def _answer_sums(a: sa.Table) -> list[sa.Label[Any]]:
         when(priced, a.c.dollars_without).label("dollars_without"),
         when(expected, a.c.expected_read).label("expected_read"),
         when(expected, a.c.billed_cache_read).label("read_when_expected"),
+        count(read & a.c.observed).label("observed"),
+        count(read & a.c.observed & (sum(a.c[f"projected_{k}"] for k in TOKEN_KINDS) > 0)).label(
+            "projected"
+        ),
+        when(projection, a.c.dollars).label("dollars_observed"),
+        when(projection, a.c.dollars_projected).label("dollars_projected"),
+        count(read & a.c.refused.is_not(None)).label("refused"),
+        when(read, a.c.readbacks).label("readbacks"),
+        when(read, a.c.readback_tokens).label("readback_tokens"),
+        when(priced & a.c.dollars_readback.is_not(None), a.c.dollars_readback).label(
+            "dollars_readback"
+        ),
         sa.func.min(a.c.time).label("first"),
         sa.func.max(a.c.time).label("last"),
     ]

@@ -37,11 +37,24 @@ class AnswerRow:
     agent: str | None = None
     caller: str | None = None
     tags: tuple[tuple[str, str], ...] = ()
+    #: Forwarded as it came (observe mode), and what its cleaned request would have been
+    #: billed (empty: not projected) and cost (``None``: not projected, or not priced).
+    observed: bool = False
+    projected: Tokens = field(default_factory=dict)
+    dollars_projected: float | None = None
+    #: The provider's refusal the request as it came would have met (a repair spared it).
+    refused: str | None = None
+    #: The read-backs the request carried (what the proxy hid, gone back for), their
+    #: tokens and what they cost (``None``: not priced).
+    readbacks: int = 0
+    readback_tokens: int = 0
+    dollars_readback: float | None = None
 
     @property
     def size(self) -> int:
         """Bytes it holds, about (what the writer's bound counts)."""
-        names = (self.key, self.session, self.model, self.priced_as, self.request, self.agent)
+        names = (self.key, self.session, self.model, self.priced_as, self.request, self.agent,
+                 self.refused)  # fmt: skip
         return 400 + sum(len(n) for n in names if n) + sum(len(a) + len(b) for a, b in self.tags)
 
     def row(self) -> dict[str, Any]:
@@ -52,16 +65,25 @@ class AnswerRow:
             "agent": self.agent, "caller": self.caller, "format": self.format,
             "model": self.model, "priced_as": self.priced_as, "unread": self.unread,
             "dollars": self.dollars, "dollars_without": self.dollars_without,
-            "expected_read": self.expected_read,
+            "expected_read": self.expected_read, "observed": self.observed,
+            "dollars_projected": self.dollars_projected, "refused": self.refused,
+            "readbacks": self.readbacks, "readback_tokens": self.readback_tokens,
+            "dollars_readback": self.dollars_readback,
         }  # fmt: skip
         for kind in TOKEN_KINDS:
             row[f"billed_{kind}"] = self.billed.get(kind, 0)
             row[f"without_{kind}"] = self.without.get(kind, 0)
+            row[f"projected_{kind}"] = self.projected.get(kind, 0)
         return row
 
     @property
     def priced(self) -> bool:
         return self.dollars is not None and self.dollars_without is not None
+
+    @property
+    def projection_priced(self) -> bool:
+        """Observed, projected and priced: what it would have saved is a sum of dollars."""
+        return self.observed and self.priced and self.dollars_projected is not None
 
 
 @dataclass(frozen=True)

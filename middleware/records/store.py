@@ -324,6 +324,14 @@ def _sums(answers: list[AnswerRow]) -> dict[str, Any]:
         "dollars_without": sum(a.dollars_without or 0.0 for a in priced),
         "expected_read": sum(a.expected_read or 0 for a in expected),
         "read_when_expected": sum(a.billed.get("cache_read", 0) for a in expected),
+        "observed": sum(a.observed for a in read),
+        "projected": sum(1 for a in read if a.observed and any(a.projected.values())),
+        "dollars_observed": sum(a.dollars or 0.0 for a in read if a.projection_priced),
+        "dollars_projected": sum(a.dollars_projected or 0.0 for a in read if a.projection_priced),
+        "refused": sum(a.refused is not None for a in read),
+        "readbacks": sum(a.readbacks for a in read),
+        "readback_tokens": sum(a.readback_tokens for a in read),
+        "dollars_readback": sum(a.dollars_readback or 0.0 for a in priced),
     }
     for kind in TOKEN_KINDS:
         for side in ("billed", "without"):

@@ -10,9 +10,16 @@ SQLite and PostgreSQL alike (the dialect writes the SQL).
 * ``requests``: the console's record of each cleaned request, in the order they were
   written (``seq``), which a session's page reads a page at a time.
 * ``meta``: the schema's version (:mod:`.migrations`).
+
+Version 2 added what proves a saving on the user's own traffic (:func:`added_in_2`): an
+answer to a request forwarded as it came in observe mode, with what its cleaned request
+would have been billed; the provider's refusal a repair spared a request; the read-backs
+of what the proxy hid (:func:`added_in_2`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -22,6 +29,8 @@ TOKEN_KINDS = ("input", "cache_read", "cache_write_5m", "cache_write_1h", "outpu
 NAME = 256
 #: Characters of an answer's key: a provider's response id, or a digest.
 KEY = 200
+#: Characters kept of the refusal a repair spared a request (the provider's 400 text).
+REFUSAL = 400
 
 metadata = sa.MetaData()
 
@@ -33,6 +42,37 @@ def _tokens(prefix: str) -> list[sa.Column[int]]:
     return [
         sa.Column(f"{prefix}_{kind}", sa.BigInteger, nullable=False, server_default="0")
         for kind in TOKEN_KINDS
+    ]
+
+
+def _answers_2() -> list[sa.Column[Any]]:
+    """An answer's columns of version 2."""
+    return [
+        # Forwarded as it came (observe mode): billed is what the request as it came cost,
+        # and projected what its cleaned request would have (``dollars_projected``: ``None``
+        # where it was not projected, or not priced).
+        sa.Column("observed", sa.Boolean, nullable=False, server_default=sa.false()),
+        *_tokens("projected"),
+        sa.Column("dollars_projected", sa.Float),
+        # The provider's 400 the request as it came would have met (a repair spared it).
+        sa.Column("refused", sa.String(REFUSAL)),
+        # What the agent went back for in the request (what the proxy hid, read back), and
+        # the tokens and dollars that cost.
+        sa.Column("readbacks", sa.BigInteger, nullable=False, server_default="0"),
+        sa.Column("readback_tokens", sa.BigInteger, nullable=False, server_default="0"),
+        sa.Column("dollars_readback", sa.Float),
+    ]
+
+
+def _sums_2() -> list[sa.Column[Any]]:
+    """A row of running sums' columns of version 2 (what :func:`_answers_2` adds up to)."""
+    counts = ("observed", "projected", "refused", "readbacks", "readback_tokens")
+    return [
+        *(sa.Column(n, sa.BigInteger, nullable=False, server_default="0") for n in counts),
+        *(
+            sa.Column(n, sa.Float, nullable=False, server_default="0")
+            for n in ("dollars_observed", "dollars_projected", "dollars_readback")
+        ),
     ]
 
 
@@ -63,6 +103,7 @@ ANSWERS = sa.Table(
     sa.Column("dollars", sa.Float),
     sa.Column("dollars_without", sa.Float),
     sa.Column("expected_read", sa.BigInteger),
+    *_answers_2(),
     sa.Index("chatcli_answers_session", "session", "time"),
     sa.Index("chatcli_answers_time", "time"),
     sa.Index("chatcli_answers_caller", "caller", "time"),
@@ -79,11 +120,13 @@ ANSWER_TAGS = sa.Table(
 )
 
 
+#: The running sums version 2 added (what observe mode, repairs and read-backs add up to).
+SUMS_ADDED_IN_2 = tuple(column.name for column in _sums_2())
 #: The running sums of a session's row and a day's (what each answer adds to them).
 SUMS = (
     "answers", "unread", "unpriced", "dollars", "dollars_without", "expected_read",
     "read_when_expected", *(f"billed_{k}" for k in TOKEN_KINDS),
-    *(f"without_{k}" for k in TOKEN_KINDS),
+    *(f"without_{k}" for k in TOKEN_KINDS), *SUMS_ADDED_IN_2,
 )  # fmt: skip
 
 
@@ -99,6 +142,7 @@ def _sums() -> list[sa.Column[object]]:
         sa.Column("dollars_without", sa.Float, nullable=False, server_default="0"),
         sa.Column("expected_read", sa.BigInteger, nullable=False, server_default="0"),
         sa.Column("read_when_expected", sa.BigInteger, nullable=False, server_default="0"),
+        *_sums_2(),
     ]
 
 
@@ -136,6 +180,13 @@ DAYS = sa.Table(
     sa.Column("model", sa.String(NAME), primary_key=True),
     *_sums(),
 )
+
+
+def added_in_2() -> dict[str, list[sa.Column[Any]]]:
+    """The columns version 2 added, by table, new ones each call (:mod:`.migrations` adds
+    those a database lacks)."""
+    return {ANSWERS.name: _answers_2(), SESSIONS.name: _sums_2(), DAYS.name: _sums_2()}
+
 
 REQUESTS = sa.Table(
     "chatcli_requests",

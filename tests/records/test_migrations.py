@@ -12,10 +12,10 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from record_builders import answer
 
-from middleware.records import migrations
+from middleware.records import migrations, queries
 from middleware.records.migrations import VERSION, SchemaVersionError, upgrade
 from middleware.records.store import RecordStore
-from middleware.records.tables import ANSWERS, META
+from middleware.records.tables import ANSWERS, META, added_in_2
 
 
 def version_of(store: RecordStore) -> int:
@@ -75,3 +75,40 @@ def test_stores_opening_one_database_together_make_it_once(store_url: str) -> No
     store = RecordStore.open(store_url)
     assert version_of(store) == VERSION
     store.close()
+
+
+def test_a_version_1_database_gains_version_2s_columns_and_keeps_its_sums(
+    store_url: str,
+) -> None:
+    """A database the previous release made (version 1: no observe, refusal or read-back
+    columns) is brought to version 2 as a store opens it: its rows and sums are kept, and
+    what version 2 records is written and summed beside them."""
+    if store_url == "sqlite://":
+        pytest.skip("a database in memory is gone when its store closes")
+    old = RecordStore.open(store_url)
+    old.write([answer("a1")], [])
+    with old.engine.begin() as connection:  # as the previous release left it
+        operations = Operations(MigrationContext.configure(connection))
+        for table, columns in added_in_2().items():
+            with operations.batch_alter_table(table) as batch:
+                for column in columns:
+                    batch.drop_column(column.name)
+        connection.execute(sa.update(META).values(value="1"))
+    old.close()
+
+    store = RecordStore.open(store_url)
+    try:
+        assert version_of(store) == VERSION == 2
+        store.write([answer("a2", observed=True, dollars_projected=0.004, refused="400: no",
+                            projected={"input": 4}, readbacks=1, readback_tokens=70,
+                            dollars_readback=0.002)], [])  # fmt: skip
+        row = queries.session(store, "s1")
+        assert row is not None
+        assert (row["answers"], row["dollars"], row["observed"], row["projected"]) == (
+            2, pytest.approx(0.02), 1, 1,
+        )  # fmt: skip
+        assert row["dollars_projected"] == pytest.approx(0.004)
+        assert (row["refused"], row["readbacks"], row["readback_tokens"]) == (1, 1, 70)
+        assert row["dollars_readback"] == pytest.approx(0.002)
+    finally:
+        store.close()
