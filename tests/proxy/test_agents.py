@@ -136,6 +136,15 @@ class Setup:
 MODEL_ROUTE = re.compile(r"^/v1/(messages|responses)$|:(stream)?[gG]enerateContent$")
 
 
+#: The model the tests name for Claude Code, priced as a policy prices one the table does
+#: not know (its read-backs then have a cost in dollars).
+PRICED = {
+    "ledger.prices.claude-stand-in": {
+        "input": 3, "output": 15, "cache_read": 0.3, "cache_write_5m": 3.75, "cache_write_1h": 6,
+    },
+}  # fmt: skip
+
+
 @pytest.fixture(params=AGENT_LIST, ids=[agent.name for agent in AGENT_LIST])
 def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
     agent: Agent = request.param
@@ -149,7 +158,7 @@ def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
     log = tmp_path / "serve.log"
     with (
         serving(provider.app()) as upstream,
-        serve_process(upstream, {"spill.root": str(spill)}, log=log) as url,
+        serve_process(upstream, {"spill.root": str(spill), **PRICED}, log=log) as url,
     ):
         env = agent.configure(home, project, url)
         setup = Setup(agent, provider, url, log, spill, project, env, upstream)
@@ -324,6 +333,19 @@ def test_a_spill_file_read_with_the_agents_file_tool_is_one_read_back(setup: Set
     assert said is not None
     assert big_output("y").splitlines()[int(said.group(1)) - 1] in got  # it read the lines
     assert readbacks_counted(setup) == {("spill_file", "budget", tool): 1}
+    # The ledger prices it: one read-back of the session, its tokens and dollars, taken
+    # off the saving.
+    (session,) = sessions(setup)
+    assert wait_for(
+        lambda: httpx.get(f"{setup.url}/sessions/{quote(session, safe='')}").json()
+        .get("readbacks", {}).get("count") == 1
+    )  # fmt: skip
+    ledger = httpx.get(f"{setup.url}/sessions/{quote(session, safe='')}").json()
+    priced = ledger["readbacks"]
+    assert priced["tokens"] > 0 and priced["dollars"] > 0, ledger
+    assert ledger["effective_saved_dollars"] == pytest.approx(
+        ledger["saved_dollars"] - priced["dollars"], abs=2e-6
+    )
     assert readbacks_shown(setup) == [("spill_file", "budget", tool)]
 
 

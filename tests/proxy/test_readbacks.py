@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from console_builders import SESSION, big_output, send_to, session_path, spilled_turn
 from prometheus_client.parser import text_string_to_metric_families
 from proxy_stack import running
@@ -65,6 +66,22 @@ def test_a_read_of_a_spill_file_is_counted_once_in_the_metrics_and_shown_on_its_
         assert shown == [None, [{"kind": "spill_file", "tool": "Read", "step": "budget",
                                  "call": "toolu_read", "path": path, "chars": len(PART)}],
                          None, None]  # fmt: skip
+
+        # The ledger prices it (what the session's facts on the console show too), and the
+        # effective saving is the saving less that.
+        assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 4)
+        ledger = httpx.get(f"{stack.url}/sessions/{SESSION}", timeout=30).json()
+        priced = ledger["readbacks"]
+        assert priced["count"] == 1 and priced["tokens"] > 0 and priced["dollars"] > 0
+        assert ledger["effective_saved_dollars"] == pytest.approx(
+            ledger["saved_dollars"] - priced["dollars"], abs=2e-6
+        )
+        page = httpx.get(stack.url + session_path(), timeout=30).json()
+        assert page["ledger"]["readbacks"] == priced
+        bills = [r["bill"]["readbacks"] for r in records(stack.url)]
+        assert bills[0] is None and bills[2:] == [None, None]
+        assert bills[1]["tokens"] == priced["tokens"]
+        assert bills[1]["dollars"] == pytest.approx(priced["dollars"], abs=1e-6)
 
 
 def records(url: str) -> list[dict[str, Any]]:

@@ -110,14 +110,21 @@ def session_page(store: RecordStore, session: str, asked: Asked, epoch: str) -> 
 
 def bill_of(answers: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """What a request's answers were billed, and would have cost without the middleware
-    (``unread``: none reported a usage the ledger could read; ``None``: none billed)."""
+    (``unread``: none reported a usage the ledger could read; ``None``: none billed), and
+    what the read-backs the request carried cost (``readbacks``: ``None``, it carried none)."""
     if not answers:
         return None
     read = [a for a in answers if not a["unread"]]
     if not read:
         return {"unread": True}
     priced = [a for a in read if a["dollars"] is not None and a["dollars_without"] is not None]
+    read_back = [a for a in read if a.get("readbacks")]
+    cost = {
+        "tokens": sum(int(a["readback_tokens"]) for a in read_back),
+        "dollars": sum(float(a["dollars_readback"] or 0) for a in read_back) if priced else None,
+    } if read_back else None  # fmt: skip
     return {
+        "readbacks": cost,
         "model": read[-1]["model"],
         "billed": {kind: sum(int(a[f"billed_{kind}"]) for a in read) for kind in TOKEN_KINDS},
         "without": {kind: sum(int(a[f"without_{kind}"]) for a in read) for kind in TOKEN_KINDS},

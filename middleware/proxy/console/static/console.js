@@ -349,6 +349,7 @@ function sessionHead(data, paging) {
       "Saving", unpriced(r) ? money(false)
         : el("span", { class: "saved", id: "saving", "data-dollars": r.saved_dollars }, dollars(r.saved_dollars)),
       "Repairs · spills · compactions", `${number(r.repairs)} · ${number(r.spills)} · ${number(r.compactions)}`,
+      "Read-backs", readBackCost(data.ledger, r),
       "Last seen", when(r.last)));
     if (data.costs) parts.chart.replaceChildren(chart(data.costs));
     if (live.oldest !== null && data.first !== null) live.older = data.first < live.oldest;
@@ -436,6 +437,16 @@ function requestCard(session, q) {
       `${q.omitted} more actions not kept (proxy.console.request_bytes).`) : null);
 }
 
+// What the agent's read-backs of hidden text cost the session (the ledger's sums), and the
+// saving less that.
+function readBackCost(ledger, r) {
+  const found = ledger && ledger.readbacks;
+  if (!found) return "—";
+  return el("span", { id: "readbacks", "data-count": found.count },
+    `${number(found.count)} (${number(found.tokens)} tokens, `, money(!unpriced(r), found.dollars),
+    "; saving less them ", money(!unpriced(r), ledger.effective_saved_dollars), ")");
+}
+
 // What the agent went back for in this request, and the step that had hidden it.
 const READ_BACK_WORDS = {
   spill_file: (r) => `${r.tool} of ${r.path}`,
@@ -451,7 +462,10 @@ function readBacks(q) {
     el("strong", {}, "read back: "), (READ_BACK_WORDS[r.kind] || READ_BACK_WORDS.spill_file)(r),
     ` (${HIDDEN_BY[r.step] || r.step})`,
     el("span", { class: "muted" }, ` · call ${r.call} · ${number(r.chars)} characters brought back`))),
-  q.readbacks_omitted ? el("p", { class: "muted" }, `${q.readbacks_omitted} more read-backs not kept.`) : null);
+  q.readbacks_omitted ? el("p", { class: "muted" }, `${q.readbacks_omitted} more read-backs not kept.`) : null,
+  q.bill && q.bill.readbacks ? el("p", { class: "muted readback-cost" },
+    `What reading them back cost: ${number(q.bill.readbacks.tokens)} tokens, `,
+    money(q.bill.readbacks.dollars !== null, q.bill.readbacks.dollars)) : null);
 }
 
 const WORDS = {
