@@ -17,7 +17,10 @@ to the tool that read it back:
 Only the request's new part is looked at: the turns after the last one already looked at,
 found from the end of the history by the ids of its calls and results. A conversation seen
 for the first time (a new proxy, a state forgotten) has only its latest turn looked at, so
-a restart does not count an old read-back again.
+a restart does not count an old read-back again; the reads before it are looked for only
+when a file is read again. What a step hid is searched in the last requests' actions only
+when a call names a spill file or reads a file read before: a request with no new call
+costs a walk over its new nodes.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ _DIGEST = re.compile(r"-([0-9a-f]{16})\.[a-z0-9]")
 #: Entries a conversation remembers of each kind at most (the most recent).
 MAX_FILES = 4096
 MAX_SEEN = 512
+#: Calls a conversation seen first mid-way looks back through for a file's last read.
+MAX_LOOKBACK = 2000
 #: Requests whose actions are kept (the last of a few conversations sharing the session).
 MAX_RECENT = 4
 #: Bytes an entry of each is counted for (its key, its value, the dict's share), and a
@@ -92,6 +97,9 @@ class ReadBackWatch:
         #: first asked.
         self._recent_hidden: list[dict[str, str] | None] = []
         self._fresh = True
+        #: The nodes of the first request seen that came before its new part: the reads
+        #: there are looked for when a file is read again, not learnt beforehand.
+        self._unread = 0
 
     def observe(
         self,
@@ -111,8 +119,8 @@ class ReadBackWatch:
         with self._lock:
             start = self._new_part(nodes)
             if self._fresh:  # what came before is taken as looked at
-                self._learn_reads(nodes[:start], told)
                 self._mark_seen(nodes, start)
+                self._unread = start
                 self._fresh = False
             new = [call for i in range(start, len(nodes)) for call in nodes[i].calls]
             found = self._detect(nodes, start, new, actions, told) if new else ()
@@ -144,7 +152,7 @@ class ReadBackWatch:
             for kept in (self._files, self._hidden, self._reads, self._seen):
                 kept.clear()
             self._recent, self._recent_hidden = [], []
-            self._fresh = True
+            self._fresh, self._unread = True, 0
 
     # -- with the lock held ----------------------------------------------------------------
 
@@ -212,14 +220,24 @@ class ReadBackWatch:
                 return found
         return None
 
-    def _learn_reads(
-        self, nodes: Sequence[Node], access: Callable[[str], FileAccess | None]
-    ) -> None:
-        """The last read of each file in ``nodes`` (a conversation seen for the first time)."""
-        for node in nodes:
-            for call in node.calls:
-                for path in files_read(call, access):
-                    _remember(self._reads, path, call.id, MAX_FILES)
+    def _last_read(
+        self, path: str, nodes: Sequence[Node], access: Callable[[str], FileAccess | None]
+    ) -> str | None:
+        """The call that last read ``path``: the one this conversation saw, else one of
+        the nodes it did not look at (the latest :data:`MAX_LOOKBACK` calls before its
+        first request's new part; only calls whose arguments hold the path are read)."""
+        found = self._reads.get(path)
+        if found is not None or not self._unread:
+            return found
+        looked = 0
+        for node in reversed(nodes[: min(self._unread, len(nodes))]):
+            for call in reversed(node.calls):
+                looked += 1
+                if path in call.canonical_arguments and path in files_read(call, access):
+                    return call.id
+            if looked >= MAX_LOOKBACK:
+                break
+        return None
 
     def _detect(
         self,
@@ -241,7 +259,9 @@ class ReadBackWatch:
             answer = results.get(call.id)
             if answer is None or call.id in self._seen:
                 continue
-            read_back = self._read_back(call, sent.get(call.id, answer.chars), actions, access)
+            read_back = self._read_back(
+                call, sent.get(call.id, answer.chars), nodes, actions, access
+            )
             if read_back is not None:
                 found.append(read_back)
         return tuple(found)
@@ -250,6 +270,7 @@ class ReadBackWatch:
         self,
         call: ToolCall,
         chars: int,
+        nodes: Sequence[Node],
         actions: Sequence[Action],
         access: Callable[[str], FileAccess | None],
     ) -> ReadBack | None:
@@ -270,7 +291,7 @@ class ReadBackWatch:
             return ReadBack(kind, call.name, step, call.id, location, chars)
         found = None
         for path in files_read(call, access):
-            last = self._reads.get(path)
+            last = self._last_read(path, nodes, access)
             hider = self._hider(last) if last is not None else None
             if hider is not None and found is None:
                 found = ReadBack("reread", call.name, hider, call.id, path, chars)

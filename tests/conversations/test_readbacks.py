@@ -16,6 +16,7 @@ import pytest
 import middleware
 from middleware.conversations import readbacks as readbacks_module
 from middleware.conversations.cleaning import Cleaned, clean_body
+from middleware.conversations.files_read import shell_reads
 from middleware.conversations.readbacks import ReadBack
 from middleware.conversations.sessions import SessionPool
 from middleware.plugin.host import PluginHost
@@ -418,3 +419,51 @@ def test_a_failing_detection_never_fails_the_request(
     assert cleaned.readbacks == () and isinstance(cleaned.readback_error, RuntimeError)
     assert len(cleaned.body) < len(BIG)  # cleaned all the same
     assert "could not tell the read-backs" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("command", "files"),
+    [
+        ("cat /repo/a.py", ["/repo/a.py"]),
+        ("cd /repo && sed -n '1,20p' src/a.py", ["src/a.py"]),
+        ("sed -e 's/x/y/' a.py", ["a.py"]),
+        ("head -n 50 a.log | tail -n 10", ["a.log"]),
+        ("cat a.py > b.py 2>/dev/null", ["a.py"]),
+        ("nl -ba a.py; tail -5 b.py", ["a.py", "b.py"]),
+        ("grep -n def a.py", []),
+        ("python3 -c 'print(1)'", []),
+        ("cat 'unbalanced", []),
+    ],
+)
+def test_a_shell_commands_reads_are_the_files_it_prints(command: str, files: list[str]) -> None:
+    assert shell_reads(command) == files
+
+
+def test_a_file_whose_read_was_compacted_read_again_in_the_shell_is_a_read_back(
+    tmp_path: Path, sessions: list[Session]
+) -> None:
+    session = Session(tmp_path, "anthropic", **COMPACTING)
+    sessions.append(session)
+    events = read_and_work("Read", "/repo/app.py", 0)
+    for i in range(4):
+        events += [call(f"w{i}", "Bash", {"command": f"echo {i}"}), result(f"w{i}", f"{i}\n")]
+        session.send(events)
+    events += [call("s1", "Bash", {"command": "sed -n '1,80p' /repo/app.py"}),
+               result("s1", SOURCE[:1500])]  # fmt: skip
+    assert session.send(events).readbacks == (
+        ReadBack("reread", "Bash", "microcompact", "s1", "/repo/app.py", 1500),
+    )
+
+
+def test_a_restarted_proxy_finds_the_read_before_it_when_the_file_is_read_again(
+    tmp_path: Path, sessions: list[Session]
+) -> None:
+    """The first read of the file came before the restart: a later read is told as a
+    read-back from the compaction the new state saw, the first read found in the history."""
+    events = read_and_work("Read", "/repo/app.py", 4)
+    restarted = Session(tmp_path, "anthropic", **COMPACTING)
+    sessions.append(restarted)
+    sent = restarted.send(events)  # its first request: r1 is compacted in it
+    assert any(a.tool_call_id == "r1" for a in sent.report.actions)  # type: ignore[union-attr]
+    events += [call("r2", "Read", {"file_path": "/repo/app.py"}), result("r2", SOURCE)]
+    assert [(r.kind, r.call_id) for r in restarted.send(events).readbacks] == [("reread", "r2")]
