@@ -15,24 +15,22 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
-import middleware
-from middleware.conversations.sessions import SessionPool
-from middleware.plugin.host import PluginHost
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from session_builders import tool_turn  # noqa: E402
+
+import middleware  # noqa: E402
+from middleware.conversations.sessions import SessionPool  # noqa: E402
+from middleware.plugin.host import PluginHost  # noqa: E402
 
 BIG = "".join(f"row {i:04d} {'y' * 90}\n" for i in range(1, 401))
-
-
-def turn(call_id: str, name: str, arguments: dict[str, Any], output: str) -> list[Any]:
-    return [
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": call_id, "name": name, "input": arguments}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": call_id, "content": output}]},
-    ]  # fmt: skip
 
 
 def timed(pool: SessionPool, policy: Any, messages: list[Any]) -> tuple[float, float, int]:
@@ -58,16 +56,16 @@ def main(argv: list[str] | None = None) -> int:
         history: list[Any] = [{"role": "user", "content": "Go."}]
         for i in range(args.turns):
             output = BIG if i % 10 == 0 else f"{i}: " + "x" * 3000
-            history += turn(f"c{i}", "Bash", {"command": f"cat /repo/f{i}.py"}, output)
+            history += tool_turn(f"c{i}", "Bash", {"command": f"cat /repo/f{i}.py"}, output)
         timed(pool, policy, history)
-        spilled = next(p for p in __import__("pathlib").Path(root).glob("*/tool-results/*"))
+        spilled = next(p for p in Path(root).glob("*/tool-results/*"))
         rows = []
         cases = {
             "no tool call": lambda n: [{"role": "assistant", "content": f"Done {n}."},
                                        {"role": "user", "content": f"Go on {n}."}],
-            "one call (a file read again)": lambda n: turn(
+            "one call (a file read again)": lambda n: tool_turn(
                 f"r{n}", "Bash", {"command": "cat /repo/f7.py"}, "7: " + "x" * 3000),
-            "one call (a spill file read back)": lambda n: turn(
+            "one call (a spill file read back)": lambda n: tool_turn(
                 f"s{n}", "Read", {"file_path": str(spilled)}, BIG[:4000]),
         }  # fmt: skip
         for name, new in cases.items():

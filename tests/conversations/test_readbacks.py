@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,135 +56,68 @@ def body(fmt: str, events: list[Event]) -> dict[str, Any]:
             groups[-1].append(event)
         else:
             groups.append([event])
-    render = {"anthropic": _anthropic, "openai": _openai, "responses": _responses,
-              "gemini": _gemini}[fmt]  # fmt: skip
-    return render(groups)
+    names = {e[1]: e[2] for e in events if e[0] == "call"}
+    wire = [item for group in groups for item in WIRE[fmt](group, names)]
+    if fmt == "gemini":
+        return {"contents": wire}
+    if fmt == "responses":
+        return {"model": "gpt-stand-in", "input": wire}
+    return {"model": "stand-in", "max_tokens": 100, "messages": wire}
 
 
-def _anthropic(groups: list[list[Event]]) -> dict[str, Any]:
-    messages: list[dict[str, Any]] = []
-    for group in groups:
-        kind = group[0][0]
-        if kind in ("user", "said"):
-            role = "user" if kind == "user" else "assistant"
-            messages.append({"role": role, "content": group[0][1]})
-        elif kind == "call":
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": [
-                        {"type": "tool_use", "id": e[1], "name": e[2], "input": e[3]} for e in group
-                    ],
-                }
-            )
-        else:
-            messages.append(
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "tool_result", "tool_use_id": e[1], "content": e[2]} for e in group
-                    ],
-                }
-            )
-    return {"model": "claude-stand-in", "max_tokens": 100, "messages": messages}  # fmt: skip
+def _chat(group: list[Event], names: dict[str, str], fmt: str) -> list[dict[str, Any]]:
+    """Anthropic's or Chat Completions' messages of one group of events."""
+    kind = group[0][0]
+    if kind in ("user", "said"):
+        return [{"role": "user" if kind == "user" else "assistant", "content": group[0][1]}]
+    if kind == "call" and fmt == "anthropic":
+        return [{"role": "assistant", "content": [
+            {"type": "tool_use", "id": e[1], "name": e[2], "input": e[3]} for e in group
+        ]}]  # fmt: skip
+    if kind == "call":
+        return [{"role": "assistant", "content": None, "tool_calls": [
+            {"id": e[1], "type": "function",
+             "function": {"name": e[2], "arguments": json.dumps(e[3])}} for e in group
+        ]}]  # fmt: skip
+    if fmt == "anthropic":
+        return [{"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": e[1], "content": e[2]} for e in group
+        ]}]  # fmt: skip
+    return [{"role": "tool", "tool_call_id": e[1], "content": e[2]} for e in group]
 
 
-def _openai(groups: list[list[Event]]) -> dict[str, Any]:
-    messages: list[dict[str, Any]] = []
-    for group in groups:
-        kind = group[0][0]
-        if kind in ("user", "said"):
-            role = "user" if kind == "user" else "assistant"
-            messages.append({"role": role, "content": group[0][1]})
-        elif kind == "call":
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [
-                        {
-                            "id": e[1],
-                            "type": "function",
-                            "function": {"name": e[2], "arguments": json.dumps(e[3])},
-                        }
-                        for e in group
-                    ],
-                }
-            )
-        else:
-            messages.extend({"role": "tool", "tool_call_id": e[1], "content": e[2]} for e in group)
-    return {"model": "gpt-stand-in", "messages": messages}  # fmt: skip
+def _responses(group: list[Event], names: dict[str, str]) -> list[dict[str, Any]]:
+    said = {"user": ("user", "input_text"), "said": ("assistant", "output_text")}
+    return [
+        {"type": "message", "role": said[e[0]][0], "content": [{"type": said[e[0]][1],
+                                                                 "text": e[1]}]}
+        if e[0] in said else
+        {"type": "function_call", "call_id": e[1], "name": e[2], "arguments": json.dumps(e[3])}
+        if e[0] == "call" else
+        {"type": "function_call_output", "call_id": e[1], "output": e[2]}
+        for e in group
+    ]  # fmt: skip
 
 
-def _responses(groups: list[list[Event]]) -> dict[str, Any]:
-    items: list[dict[str, Any]] = []
-    for group in groups:
-        for e in group:
-            if e[0] == "user":
-                items.append(
-                    {
-                        "type": "message",
-                        "role": "user",
-                        "content": [{"type": "input_text", "text": e[1]}],
-                    }
-                )
-            elif e[0] == "said":
-                items.append(
-                    {
-                        "type": "message",
-                        "role": "assistant",
-                        "content": [{"type": "output_text", "text": e[1]}],
-                    }
-                )
-            elif e[0] == "call":
-                items.append(
-                    {
-                        "type": "function_call",
-                        "call_id": e[1],
-                        "name": e[2],
-                        "arguments": json.dumps(e[3]),
-                    }
-                )
-            else:
-                items.append({"type": "function_call_output", "call_id": e[1], "output": e[2]})
-    return {"model": "gpt-stand-in", "input": items}  # fmt: skip
+def _gemini(group: list[Event], names: dict[str, str]) -> list[dict[str, Any]]:
+    kind = group[0][0]
+    role = "user" if kind in ("user", "result") else "model"
+    parts = [
+        {"text": e[1]} if kind in ("user", "said") else
+        {"functionCall": {"id": e[1], "name": e[2], "args": e[3]}} if kind == "call" else
+        {"functionResponse": {"id": e[1], "name": names[e[1]], "response": {"output": e[2]}}}
+        for e in group
+    ]  # fmt: skip
+    return [{"role": role, "parts": parts}]
 
 
-def _gemini(groups: list[list[Event]]) -> dict[str, Any]:
-    contents: list[dict[str, Any]] = []
-    for group in groups:
-        kind = group[0][0]
-        if kind == "user":
-            contents.append({"role": "user", "parts": [{"text": group[0][1]}]})
-        elif kind == "said":
-            contents.append({"role": "model", "parts": [{"text": group[0][1]}]})
-        elif kind == "call":
-            contents.append(
-                {
-                    "role": "model",
-                    "parts": [
-                        {"functionCall": {"id": e[1], "name": e[2], "args": e[3]}} for e in group
-                    ],
-                }
-            )
-        else:
-            names = {e[1]: e[2] for g in groups if g[0][0] == "call" for e in g}
-            contents.append(
-                {
-                    "role": "user",
-                    "parts": [
-                        {
-                            "functionResponse": {
-                                "id": e[1],
-                                "name": names[e[1]],
-                                "response": {"output": e[2]},
-                            }
-                        }
-                        for e in group
-                    ],
-                }
-            )
-    return {"contents": contents}  # fmt: skip
+#: How each wire format writes a group of events.
+WIRE = {
+    "anthropic": lambda group, names: _chat(group, names, "anthropic"),
+    "openai": lambda group, names: _chat(group, names, "openai"),
+    "responses": _responses,
+    "gemini": _gemini,
+}
 
 
 class Session:
@@ -208,11 +141,21 @@ class Session:
         self.pool.close()
 
 
+Opener = Callable[..., Session]
+
+
 @pytest.fixture
-def sessions(tmp_path: Path) -> Iterator[list[Session]]:
-    opened: list[Session] = []
-    yield opened
-    for session in opened:
+def opened(tmp_path: Path) -> Iterator[Opener]:
+    """Opens a :class:`Session` in a format, with policy overrides (closed after the test);
+    two opened are two proxies on one spill folder."""
+    kept: list[Session] = []
+
+    def open_one(fmt: str, **overrides: Any) -> Session:
+        kept.append(Session(tmp_path, fmt, **overrides))
+        return kept[-1]
+
+    yield open_one
+    for session in kept:
         session.close()
 
 
@@ -248,12 +191,9 @@ READS = {
 
 
 @pytest.mark.parametrize("case", list(READS))
-def test_a_read_of_the_spill_file_is_one_read_back_counted_once(
-    tmp_path: Path, sessions: list[Session], case: str
-) -> None:
+def test_a_read_of_the_spill_file_is_one_read_back_counted_once(opened: Opener, case: str) -> None:
     fmt, shell, reader, arguments = READS[case]
-    session = Session(tmp_path, fmt)
-    sessions.append(session)
+    session = opened(fmt)
     first = [user("Run the big command."), call("c1", shell, {"command": "big"}),
              result("c1", BIG)]  # fmt: skip
     ran = session.send(first)
@@ -272,11 +212,9 @@ def test_a_read_of_the_spill_file_is_one_read_back_counted_once(
 
 
 def test_a_recall_through_the_proxys_url_is_a_read_back_of_kind_recall(
-    tmp_path: Path, sessions: list[Session]
+    opened: Opener,
 ) -> None:
-    session = Session(tmp_path, "anthropic", **{"recall.form": "url",
-                                                "recall.url": "http://127.0.0.1:8787"})  # fmt: skip
-    sessions.append(session)
+    session = opened("anthropic", **{"recall.form": "url", "recall.url": "http://127.0.0.1:8787"})
     first = [user("Run it."), call("c1", "Bash", {"command": "big"}), result("c1", BIG)]
     ran = session.send(first)
     name = spill_path(ran, "c1").rsplit("/", 1)[1]
@@ -287,10 +225,9 @@ def test_a_recall_through_the_proxys_url_is_a_read_back_of_kind_recall(
 
 
 def test_reads_of_other_files_and_other_commands_are_not_read_backs(
-    tmp_path: Path, sessions: list[Session]
+    opened: Opener,
 ) -> None:
-    session = Session(tmp_path, "anthropic")
-    sessions.append(session)
+    session = opened("anthropic")
     first = [user("Run it."), call("c1", "Bash", {"command": "big"}), result("c1", BIG)]
     path = spill_path(session.send(first), "c1")
     folder = path.rsplit("/", 1)[0]
@@ -322,18 +259,26 @@ def read_and_work(reader: str, path: str, turns: int) -> list[Event]:
     return events
 
 
-@pytest.mark.parametrize("fmt", ["anthropic", "gemini"])
-def test_a_read_again_of_a_file_whose_read_was_compacted_is_one_read_back(
-    tmp_path: Path, sessions: list[Session], fmt: str
-) -> None:
-    reader = "Read" if fmt == "anthropic" else "read_file"
-    session = Session(tmp_path, fmt, **COMPACTING)
-    sessions.append(session)
-    events = read_and_work(reader, "/repo/app.py", 0)
-    for i in range(4):  # turn by turn, as an agent sends them
+def work(session: Session, events: list[Event], turns: int) -> Cleaned:
+    """``turns`` turns of other work added to ``events``, sent turn by turn as an agent
+    sends them (none a read-back); the last request's cleaning."""
+    sent = None
+    for i in range(turns):
         events += [call(f"w{i}", "Bash", {"command": f"echo {i}"}), result(f"w{i}", f"{i}\n")]
         sent = session.send(events)
         assert sent.readbacks == ()
+    assert sent is not None
+    return sent
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "gemini"])
+def test_a_read_again_of_a_file_whose_read_was_compacted_is_one_read_back(
+    opened: Opener, fmt: str
+) -> None:
+    reader = "Read" if fmt == "anthropic" else "read_file"
+    session = opened(fmt, **COMPACTING)
+    events = read_and_work(reader, "/repo/app.py", 0)
+    sent = work(session, events, 4)
     assert any(a.tool_call_id == "r1" and a.step == "microcompact" for a in sent.report.actions), (
         sent.report.actions
     )  # type: ignore[union-attr]
@@ -349,10 +294,9 @@ def test_a_read_again_of_a_file_whose_read_was_compacted_is_one_read_back(
 
 
 def test_a_file_read_again_while_its_read_is_whole_is_not_a_read_back(
-    tmp_path: Path, sessions: list[Session]
+    opened: Opener,
 ) -> None:
-    session = Session(tmp_path, "anthropic", **COMPACTING)
-    sessions.append(session)
+    session = opened("anthropic", **COMPACTING)
     events = read_and_work("Read", "/repo/app.py", 0)
     session.send(events)
     # Read again at once: the first read is then superseded (and may be compacted in this
@@ -362,15 +306,12 @@ def test_a_file_read_again_while_its_read_is_whole_is_not_a_read_back(
 
 
 def test_a_summarized_outputs_file_read_back_is_the_compactions(
-    tmp_path: Path, sessions: list[Session]
+    opened: Opener,
 ) -> None:
-    session = Session(tmp_path, "anthropic", **COMPACTING)
-    sessions.append(session)
+    session = opened("anthropic", **COMPACTING)
     medium = "".join(f"line {i}: {'z' * 60}\n" for i in range(60))  # under the cap
     events = [user("Go."), call("c1", "Bash", {"command": "medium"}), result("c1", medium)]
-    for i in range(4):
-        events += [call(f"w{i}", "Bash", {"command": f"echo {i}"}), result(f"w{i}", f"{i}\n")]
-        sent = session.send(events)
+    sent = work(session, events, 4)
     compacted = [a for a in sent.report.actions if a.tool_call_id == "c1"]  # type: ignore[union-attr]
     assert compacted and compacted[-1].step == "microcompact", compacted
     path = str(compacted[-1].detail["path"])
@@ -381,19 +322,17 @@ def test_a_summarized_outputs_file_read_back_is_the_compactions(
 
 
 def test_a_restarted_proxy_counts_only_the_latest_turn(
-    tmp_path: Path, sessions: list[Session]
+    opened: Opener,
 ) -> None:
     """A conversation whose state is new (a restart, a forgotten state) does not count again
     the read-backs of its old turns: only those of its latest turn."""
-    first = Session(tmp_path, "anthropic")
-    sessions.append(first)
+    first = opened("anthropic")
     events = [user("Run it."), call("c1", "Bash", {"command": "big"}), result("c1", BIG)]
     path = spill_path(first.send(events), "c1")
     events += [call("c2", "Read", {"file_path": path}), result("c2", PART)]
     assert len(first.send(events).readbacks) == 1
 
-    restarted = Session(tmp_path, "anthropic")
-    sessions.append(restarted)
+    restarted = opened("anthropic")
     events += [said("Done."), user("Again."), call("c3", "Read", {"file_path": path}),
                result("c3", PART)]  # fmt: skip
     found = restarted.send(events).readbacks
@@ -401,13 +340,11 @@ def test_a_restarted_proxy_counts_only_the_latest_turn(
 
 
 def test_a_failing_detection_never_fails_the_request(
-    tmp_path: Path,
-    sessions: list[Session],
+    opened: Opener,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    session = Session(tmp_path, "anthropic")
-    sessions.append(session)
+    session = opened("anthropic")
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("no read-backs today")
@@ -440,14 +377,11 @@ def test_a_shell_commands_reads_are_the_files_it_prints(command: str, files: lis
 
 
 def test_a_file_whose_read_was_compacted_read_again_in_the_shell_is_a_read_back(
-    tmp_path: Path, sessions: list[Session]
+    opened: Opener,
 ) -> None:
-    session = Session(tmp_path, "anthropic", **COMPACTING)
-    sessions.append(session)
+    session = opened("anthropic", **COMPACTING)
     events = read_and_work("Read", "/repo/app.py", 0)
-    for i in range(4):
-        events += [call(f"w{i}", "Bash", {"command": f"echo {i}"}), result(f"w{i}", f"{i}\n")]
-        session.send(events)
+    work(session, events, 4)
     events += [call("s1", "Bash", {"command": "sed -n '1,80p' /repo/app.py"}),
                result("s1", SOURCE[:1500])]  # fmt: skip
     assert session.send(events).readbacks == (
@@ -456,13 +390,12 @@ def test_a_file_whose_read_was_compacted_read_again_in_the_shell_is_a_read_back(
 
 
 def test_a_restarted_proxy_finds_the_read_before_it_when_the_file_is_read_again(
-    tmp_path: Path, sessions: list[Session]
+    opened: Opener,
 ) -> None:
     """The first read of the file came before the restart: a later read is told as a
     read-back from the compaction the new state saw, the first read found in the history."""
     events = read_and_work("Read", "/repo/app.py", 4)
-    restarted = Session(tmp_path, "anthropic", **COMPACTING)
-    sessions.append(restarted)
+    restarted = opened("anthropic", **COMPACTING)
     sent = restarted.send(events)  # its first request: r1 is compacted in it
     assert any(a.tool_call_id == "r1" for a in sent.report.actions)  # type: ignore[union-attr]
     events += [call("r2", "Read", {"file_path": "/repo/app.py"}), result("r2", SOURCE)]
