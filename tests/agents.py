@@ -45,6 +45,11 @@ READ_AGAIN = "Read the big output again."
 READ_FILE = "Run the big command and read its file."
 SLEEP = "Start the slow command."
 GO_ON = "Go on."
+#: Runs :data:`SEVERAL` big commands, one a turn (printing ``a``, ``b``, ...), and ends on
+#: their outputs whatever they hold (in observe mode the agent sees them whole: there is no
+#: preview to follow).
+RUN_SEVERAL = "Run several big commands."
+SEVERAL = 6
 #: Fills the context until the agent compacts it (its own compaction), then goes on.
 FILL = "Fill the context, then go on."
 #: A tool output of 4,000 characters that are a token each (the stand-in counts every
@@ -261,6 +266,10 @@ def scripted(tools: Tools, fmt: str) -> Callable[[str, dict[str, Any]], Reply]:
             if len(after) == 1:
                 return Reply(calls=(read_file(after[0].text, tools),))
             return Reply(text="Read its file.")
+        if scenario == RUN_SEVERAL:
+            if len(after) < SEVERAL:
+                return Reply(calls=(tools.shell(big_command(chr(ord("a") + len(after)))),))
+            return Reply(text="Ran them.")
         if scenario == READ_AGAIN:
             if not after:
                 first = next(e.text for e in seen if e.kind == "result")
@@ -300,7 +309,7 @@ def _fill(since: list[Event], tools: Tools) -> Reply:
 def _scenario(text: str) -> str | None:
     """The last scenario ``text`` names (Gemini CLI sends a resumed session's new prompt
     in the same content as the old one, when no model turn came between them)."""
-    prompts = (RUN_BIG, READ_AGAIN, READ_FILE, SLEEP, GO_ON, FILL)
+    prompts = (RUN_BIG, READ_AGAIN, READ_FILE, SLEEP, GO_ON, FILL, RUN_SEVERAL)
     found = {prompt: text.rfind(prompt) for prompt in prompts}
     last = max(found, key=lambda prompt: found[prompt])
     return last if found[last] >= 0 else None

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,12 +59,16 @@ def serve_process(
     policy: str | None = None,
     host: str | None = None,
     env: Mapping[str, str] | None = None,
+    options: Sequence[str] = (),
 ) -> Iterator[str]:
     """``chatcli-mw serve`` in a process of its own (a replica), in front of ``upstream``,
     with ``overrides`` of dotted keys set as ``CHATCLI_*`` variables; yields its base URL.
     With ``log``, its stderr (the access log among it) is written there; with ``host``, it
-    listens there (``--host``); ``env`` is added to its environment."""
-    started = serve_process_pid(upstream, overrides, log=log, policy=policy, host=host, env=env)
+    listens there (``--host``); ``env`` is added to its environment, ``options`` to its
+    command line."""
+    started = serve_process_pid(
+        upstream, overrides, log=log, policy=policy, host=host, env=env, options=options
+    )
     with started as (url, _):
         yield url
 
@@ -78,9 +82,12 @@ def serve_process_pid(
     policy: str | None = None,
     host: str | None = None,
     env: Mapping[str, str] | None = None,
+    options: Sequence[str] = (),
 ) -> Iterator[tuple[str, int]]:
     """:func:`serve_process`, yielding the process id beside the URL (to read its memory)."""
-    handle = serve_process_handle(upstream, overrides, log=log, policy=policy, host=host, env=env)
+    handle = serve_process_handle(
+        upstream, overrides, log=log, policy=policy, host=host, env=env, options=options
+    )
     with handle as (url, process):
         yield url, process.pid
 
@@ -95,6 +102,7 @@ def serve_process_handle(
     host: str | None = None,
     env: Mapping[str, str] | None = None,
     port: int | None = None,
+    options: Sequence[str] = (),
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """:func:`serve_process`, yielding the process beside the URL (to stop it and time
     its exit); it is terminated at the end unless it exited. ``port``: where a replica
@@ -119,6 +127,7 @@ def serve_process_handle(
         command += ["--policy", policy]
     if host is not None:
         command += ["--host", host]
+    command += options
     url = f"http://{host if host not in (None, '0.0.0.0') else '127.0.0.1'}:{port}"
     opened = log.open("w+", encoding="utf-8") if log is not None else None
     with opened or tempfile.TemporaryFile("w+", encoding="utf-8") as written:  # a pipe fills

@@ -87,13 +87,44 @@ def _saving(ledger: dict[str, Any]) -> str:
 
 
 def _caveats(ledger: dict[str, Any]) -> list[str]:
-    notes = []
+    notes = _proofs(ledger)
     if ledger["unread"]:
         notes.append(f"{ledger['unread']} answers reported no usage that could be read")
     if ledger["unpriced"]:
         notes.append(
             f"{ledger['unpriced']} answers of models ledger.prices does not name "
             f"(counted in tokens, not in dollars; {PRICE_HINT})"
+        )
+    return notes
+
+
+def _proofs(ledger: dict[str, Any]) -> list[str]:
+    """What observe mode projected, what read-backs cost, and the refusals repairs spared
+    (a ledger of a release before them has none of these)."""
+    notes = []
+    observe = ledger.get("observe") or {}
+    if observe.get("answers"):
+        line = f"observe mode: {observe['projected']:,} of {observe['answers']:,} requests"
+        line += " projected"
+        if ledger["priced"]:
+            line += (
+                f": billed {_usd(observe['billed_dollars'])}, cleaned would have been "
+                f"{_usd(observe['would_have_dollars'])}, would have saved "
+                f"{_usd(observe['would_have_saved_dollars'])}"
+            )
+        notes.append(line)
+    readbacks = ledger.get("readbacks") or {}
+    if readbacks.get("count"):
+        line = f"{readbacks['count']:,} read-backs of what the proxy hid "
+        line += f"({readbacks['tokens']:,} tokens"
+        if ledger["priced"]:
+            line += f", {_usd(readbacks['dollars'])}): effective saving "
+            line += _usd(ledger["effective_saved_dollars"])
+        notes.append(line + ("" if ledger["priced"] else ")"))
+    if ledger.get("refused"):
+        notes.append(
+            f"{ledger['refused']:,} requests the provider would have refused as they came "
+            "(a repair made them valid: not counted as a saving)"
         )
     return notes
 

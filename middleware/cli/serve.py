@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from middleware.cli.common import add_command
 from middleware.errors import MiddlewareError, MissingExtraError, PolicyError
 from middleware.logs import configure, set_level
+from middleware.policy import Override
 from middleware.policy.secrets import redact_urls
 from middleware.policy.settings import bind
 
@@ -77,6 +78,12 @@ def add_serve(commands: Subcommands) -> None:
         help="where one provider's requests go (repeatable): gemini=https://gateway/google",
     )
     serve.add_argument(
+        "--observe",
+        action="store_true",
+        help="forward every request as it came and show what cleaning would have saved "
+        "(proxy.mode: observe; set proxy.mode in the policy to switch by reloading it)",
+    )
+    serve.add_argument(
         "--policies-dir",
         metavar="FOLDER",
         help="folder of NAME.yaml policies that /policy/NAME/... selects",
@@ -102,7 +109,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise MissingExtraError("proxy", "starlette>=0.37", "chatcli-mw serve") from exc
     overrides: dict[str, Any] = {
-        key: getattr(args, option)
+        key: Override(getattr(args, option), _by_option(option))
         for option, key in OPTIONS.items()
         if getattr(args, option) is not None
     }
@@ -110,9 +117,12 @@ def run_serve(args: argparse.Namespace) -> int:
         name, sep, url = given.partition("=")
         if not sep or not name or not url:
             raise PolicyError(f"--upstream takes PROVIDER=URL, got {redact_urls(given)!r}")
-        overrides[f"proxy.upstreams.{name}"] = url
+        overrides[f"proxy.upstreams.{name}"] = Override(url, _by_option("upstream"))
+    if args.observe:
+        overrides["proxy.mode"] = Override("observe", _by_option("observe"))
     if args.policies_dir is not None:
-        overrides["proxy.policies_dir"] = str(Path(args.policies_dir).absolute())
+        folder = str(Path(args.policies_dir).absolute())
+        overrides["proxy.policies_dir"] = Override(folder, _by_option("policies_dir"))
     proxy, app = build_proxy(args.policy, overrides)
     settings = proxy.settings
     style = _configure_logging(proxy.catalog.default)
@@ -133,6 +143,12 @@ def run_serve(args: argparse.Namespace) -> int:
         log.critical("%s", exc)
         return 2
     return 0
+
+
+def _by_option(option: str) -> str:
+    """Who set a key an option sets, as the policy's origins say it (the console's "set
+    by", an error's "(set by ...)")."""
+    return "command line --" + option.replace("_", "-")
 
 
 def _warn_if_exposed(settings: Any) -> None:

@@ -65,6 +65,9 @@ class Cleaned:
     #: reason), which a repair spared it: the first footprint is then the repaired
     #: request's, so that the repair is never counted as a saving.
     refused: str | None = None
+    #: Observe mode: the request went as it came (``body``), and what the steps made of it
+    #: (``report``, ``footprints``) is what they would have sent.
+    observed: bool = False
     #: The calls of its new part that went back for what a step hid before
     #: (:mod:`.readbacks`), and what telling them raised, if it failed (they are then
     #: left out: never the reason a request fails).

@@ -115,6 +115,7 @@ class Conversations:
                 beside=cleaned is not None and cleaned.beside,
                 who=who,
                 refused=cleaned.refused if cleaned is not None else None,
+                observed=cleaned is not None and cleaned.observed,
                 readbacks=[found.result_chars for found in read_back],
             )
         except Exception:

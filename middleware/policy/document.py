@@ -12,6 +12,16 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class Override:
+    """An explicit override's value and who set it (``"command line --port"``): what the
+    policy's origins, the console's "set by" and an error's "(set by ...)" then say, where
+    a bare value reads "override"."""
+
+    value: Any
+    origin: str
+
+
+@dataclass(frozen=True)
 class Policy:
     """A validated, deep-frozen policy document and where it came from.
 
@@ -23,7 +33,7 @@ class Policy:
     data: Mapping[str, Any]
     source: str
     #: dotted key -> where its value came from ("default", "file:line", "env CHATCLI_X",
-    #: ".env (path) CHATCLI_X", "override").
+    #: ".env (path) CHATCLI_X", "override", or what an :class:`Override` names).
     origins: Mapping[str, str] = field(default_factory=dict)
     #: The files a user edits that the policy was read from: its own and those it
     #: ``extends``, base first (shipped presets and the default policy are not among them).

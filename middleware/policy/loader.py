@@ -21,7 +21,7 @@ from dotenv import dotenv_values
 from dotenv.variables import parse_variables
 
 from middleware.errors import PolicyError
-from middleware.policy.document import Policy, freeze
+from middleware.policy.document import Override, Policy, freeze
 from middleware.policy.env import PREFIX, env_overrides
 from middleware.policy.files import (
     Lines,
@@ -72,7 +72,8 @@ def load_policy(
         ``os.environ``); never modified.
     :param dotenv_path: a ``.env`` file (default ``./.env`` if it exists); ``False`` for
         none. Read with python-dotenv without touching ``os.environ``.
-    :param overrides: dotted keys and values that win over everything.
+    :param overrides: dotted keys and values that win over everything (a value given as
+        an :class:`Override` names who set it).
     :raises PolicyError: with ``file:line:col: $.json.path: message`` where known.
     """
     environ = os.environ if env is None else env
@@ -86,14 +87,15 @@ def load_policy(
     for key, (value, origin) in env_overrides(environ, "env").items():
         _set(document, key, value)
         origins[key] = origin
-    for key, value in (overrides or {}).items():
+    for key, given in (overrides or {}).items():
         if not isinstance(key, str):
             raise PolicyError(
                 "explicit overrides are keyed by dotted key names (text), such as "
                 f"'budget.max_result_chars', not {type(key).__name__}"
             )
-        _set(document, key, value)
-        origins[key] = "override"
+        named = isinstance(given, Override)
+        _set(document, key, given.value if named else given)
+        origins[key] = given.origin if named else "override"
     document.pop("extends", None)
     document = _checked(document, origins, source)
     return Policy(freeze(document), source, MappingProxyType(origins), files)

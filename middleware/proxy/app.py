@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote
@@ -39,6 +39,7 @@ from starlette.routing import Route
 from middleware.cache.allocator import give_back
 from middleware.conversations.cleaning import Cleaned
 from middleware.conversations.front import Conversations
+from middleware.conversations.keys import named_session
 from middleware.conversations.sessions import SessionPool
 from middleware.errors import MiddlewareError
 from middleware.formats.declarations import ErrorKind, Provider
@@ -55,6 +56,7 @@ from middleware.proxy.console.pages import console_routes
 from middleware.proxy.errors import error_body
 from middleware.proxy.exchange import Exchange
 from middleware.proxy.metrics import Metrics
+from middleware.proxy.observe import Observer, Projection
 from middleware.proxy.origin import OwnOrigin, declares_json, request_path
 from middleware.proxy.policies import PolicyCatalog, PolicySource, status_fields
 from middleware.proxy.settings import ProxySettings
@@ -107,6 +109,8 @@ class Proxy:
     #: proxy.console.enabled is false); what it remembers of each session counts in the
     #: session pool's memory budget.
     console: ConsoleBook | None = field(init=False)
+    #: Where observe mode projects requests, beside the requests that go as they came.
+    observer: Observer = field(init=False)
     upstream: Upstream | None = None
 
     def __post_init__(self) -> None:
@@ -117,6 +121,7 @@ class Proxy:
             self.catalog.statuses, self.conversations.pool, self.conversations.records.health
         )
         self.cleaning = ByteGate(self.settings.cleaning_bytes)
+        self.observer = Observer(lambda outcome: self.metrics.observed.labels(outcome).inc())
         console = bind(self.catalog.default.policy, ConsoleSettings)
         self.console = ConsoleBook(self.records, console.request_bytes) if console.enabled else None
         self.conversations.pool.shares = self.console
@@ -197,10 +202,12 @@ class Proxy:
                 f"the request body is over the proxy's limit of {limit:,} bytes "
                 "(proxy.max_body_bytes)",
             )  # fmt: skip
-        cleaned, note = Cleaned(body), None
+        cleaned, note, projection = Cleaned(body), None, None
         lowered = {k.lower(): v for k, v in request.headers.items()}
         caller = caller_of(lowered, request.query_params)
-        if route is not None:
+        if route is not None and route.cleaned and self.settings.observing:
+            cleaned, projection = self._observe(body, route, lowered, source, caller)
+        elif route is not None:
             settings = self.settings
             self.cleaning.limit = settings.cleaning_bytes  # as reloaded
             self.cleaning.line_limit = settings.waiting_bytes
@@ -234,6 +241,7 @@ class Proxy:
             console_seconds=None if note is None else note.seconds,
             who=_who(lowered, caller, cleaned, route.codec.name if route is not None else None,
                      note),
+            projection=projection,
         )  # fmt: skip
         if self.upstream is None:
             raise RuntimeError("the proxy's upstream pool starts with the app's lifespan")
@@ -262,17 +270,41 @@ class Proxy:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _clean(
+    def _observe(
         self,
         raw: bytes,
         route: Routed,
         headers: Mapping[str, str],
         source: PolicySource,
         caller: str | None,
+    ) -> tuple[Cleaned, Projection]:
+        """Observe mode: ``raw`` goes as it came, and the pipeline runs on it beside the
+        request (:mod:`.observe`). The request is filed under the session it names until
+        its projection finds its conversation."""
+        settings = self.settings
+
+        def project() -> tuple[Cleaned, Caller]:
+            cleaned, note = self._clean(raw, route, headers, source, caller, observed=True)
+            return cleaned, _who(headers, caller, cleaned, route.codec.name, note)
+
+        projection = self.observer.submit(
+            len(raw), project, seconds=settings.observe_seconds, max_bytes=settings.observe_bytes
+        )
+        return Cleaned(raw, named_session(headers, {}), observed=True), projection
+
+    def _clean(  # noqa: PLR0917 (one request's parts)
+        self,
+        raw: bytes,
+        route: Routed,
+        headers: Mapping[str, str],
+        source: PolicySource,
+        caller: str | None,
+        observed: bool = False,
     ) -> tuple[Cleaned, Note | None]:
         """Run the pipeline on one request body (in a worker thread; a route only billed
         goes as it came), count what it did, and record what the console shows of it
-        (``caller``: the digest of its API key)."""
+        (``caller``: the digest of its API key). ``observed``: the request goes as it
+        came (observe mode), and what the steps made of it is what they would have sent."""
         fmt = route.codec.name
         self.conversations.follow(self.catalog.default.policy)  # as reloaded
         now = self.ledger.clock()
@@ -281,7 +313,8 @@ class Proxy:
         def noted(cleaned: Cleaned) -> None:  # (finding the texts the model saw may parse it)
             if self.console is not None:
                 agent = headers.get("user-agent", "")
-                notes[0] = self.console.note(cleaned, route=fmt, user_agent=agent, now=now,
+                shown = replace(cleaned, observed=True) if observed else cleaned
+                notes[0] = self.console.note(shown, route=fmt, user_agent=agent, now=now,
                                              caller=caller)  # fmt: skip
 
         cleaned = self.conversations.request(
@@ -289,6 +322,8 @@ class Proxy:
             cleaned=route.cleaned,
         )  # fmt: skip
         note = notes[0]
+        if observed:  # what went upstream is the body as it came
+            cleaned = replace(cleaned, body=raw, observed=True)
         # What the request took while it was cleaned (the body parsed, the messages' exact
         # copies, the body written) is freed once it is answered: the allocator is asked to
         # give it back then, when that adds up to enough.
@@ -299,7 +334,8 @@ class Proxy:
             self.metrics.failures.labels(type(cleaned.error).__name__).inc()
         if cleaned.report is not None:
             self.metrics.process_seconds.observe(cleaned.seconds)
-            self.metrics.record_report(cleaned.report)
+            if not observed:  # what the steps did, not what they would have done
+                self.metrics.record_report(cleaned.report)
         if cleaned.continued:
             self.metrics.continued.inc()
         self.metrics.record_readbacks(cleaned.readbacks)
@@ -474,6 +510,7 @@ class Proxy:
         return token is None or allowed(request, token, settings.trusted_networks)
 
     def close(self) -> None:
+        self.observer.close()
         self.conversations.close()
         self.catalog.close()
 

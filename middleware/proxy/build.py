@@ -10,12 +10,16 @@ from starlette.applications import Starlette
 
 from middleware.cache import allocator
 from middleware.plugin.host import PluginHost
+from middleware.policy import Override
 from middleware.policy.settings import bind
 from middleware.proxy.app import Proxy, create_app
 from middleware.proxy.policies import PolicyCatalog, PolicySource
 from middleware.proxy.settings import ProxySettings
 from middleware.spill import SpillSettings, open_root
 from middleware.spill.stores import check_local_folder
+
+#: Who set ``spill.keep``, as the console's "set by" says: the proxy itself, always.
+KEEPS_SPILLS = "the proxy (the previews it sends name its spill files)"
 
 
 def build_proxy(
@@ -34,7 +38,7 @@ def build_proxy(
     request.
     """
     allocator.tune()  # before the worker threads start: fewer arenas of free memory
-    layered = {"spill.keep": True, **(overrides or {})}
+    layered = {"spill.keep": Override(True, KEEPS_SPILLS), **(overrides or {})}
     plugins = host if host is not None else PluginHost.create()
     default = PolicySource("default", policy, plugins, layered)
     spill = bind(default.policy, SpillSettings)

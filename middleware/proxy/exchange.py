@@ -21,6 +21,7 @@ from middleware.logs import Fields
 from middleware.policy import Policy
 from middleware.proxy.errors import error_body
 from middleware.proxy.metrics import Metrics
+from middleware.proxy.observe import Projection
 
 logger = logging.getLogger(__name__)
 access_logger = logging.getLogger("middleware.proxy.access")
@@ -51,6 +52,9 @@ class Exchange:
     console_seconds: float | None = None
     #: Who asked, the request's tags, its agent and the console's record of it.
     who: Caller | None = None
+    #: Observe mode: the request went as it came, and its answer is billed once the
+    #: pipeline, beside it, made what it would have sent of it (or gave up).
+    projection: Projection | None = None
 
     def on_headers(self, code: int, seconds: float, headers: httpx.Headers) -> None:
         self.status = code
@@ -82,9 +86,20 @@ class Exchange:
         """Put the answer in the ledger and count it: its :class:`Entry`, or ``None`` if
         its usage could not be read."""
         assert self.reader is not None
+        if self.projection is not None:
+            reader = self.reader
+            self.projection.then(lambda done: self._bill_observed(reader, done))
+            return None
         entry = self.conversations.answer(self.reader, self.cleaned, self.policy, self.who)
         self.metrics.record_bill(entry)
         return entry
+
+    def _bill_observed(self, reader: UsageReader, projection: Projection) -> None:
+        """Bill the answer of a request that went as it came, with what its cleaned
+        request would have cost where it was projected."""
+        cleaned, who = projection.result or (self.cleaned, self.who)
+        entry = self.conversations.answer(reader, cleaned, self.policy, who)
+        self.metrics.record_bill(entry)
 
     def _line(self, status: int, whole: bool, entry: Entry | None) -> dict[str, Any]:
         """The access log line of the exchange (its fields)."""
@@ -119,6 +134,8 @@ class Exchange:
                 **entry.without.as_dict(),
                 "dollars": _rounded(entry.dollars_without),
             }
+        if self.projection is not None:
+            line["observed"] = True
         if cleaned.untouched:
             line["untouched"] = cleaned.untouched
         if cleaned.error is not None:

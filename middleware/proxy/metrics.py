@@ -76,6 +76,14 @@ class Metrics:
             "Characters of tool results the steps took out of requests (kept in the spill store).",
             registry=r,
         )
+        self.observed = Counter(
+            "chatcli_proxy_observed",
+            "Requests forwarded as they came in observe mode, by what became of their "
+            "projection: projected, untouched (not a conversation), full (proxy.observe_bytes), "
+            "late (proxy.observe_seconds), failed.",
+            ["outcome"],
+            registry=r,
+        )
         self.passthrough = Counter(
             "chatcli_proxy_passthrough",
             "Requests forwarded untouched, by reason (not JSON, not a conversation, ...).",

@@ -26,6 +26,9 @@ class ProxySettings:
     anthropic_upstream: str | None
     openai_upstream: str | None
     other_requests: str
+    mode: str
+    observe_seconds: float
+    observe_bytes: int
     fail_open: bool
     max_body_bytes: int
     policies_dir: str | None
@@ -57,6 +60,11 @@ class ProxySettings:
     def trusted_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
         """``proxy.trusted_proxies`` as networks (checked when the policy loads)."""
         return tuple(ipaddress.ip_network(text, strict=False) for text in self.trusted_proxies)
+
+    @property
+    def observing(self) -> bool:
+        """Whether requests go as they came, the pipeline running beside them."""
+        return self.mode == "observe"
 
     @property
     def other_provider(self) -> Provider:

@@ -57,3 +57,34 @@ def test_a_policy_adds_to_the_price_table_and_patterns_take_the_longest() -> Non
     assert prices.entry("claude-sonnet-5")[0] == "*claude-sonnet-5*"  # type: ignore[index]
     assert prices.entry("anthropic/claude-opus-4-1")[1].input == 15  # type: ignore[index]
     assert prices.entry(None) is None and prices.entry("llama") is None
+
+
+HOUSE = {"input": 1, "output": 2, "cache_read": 0.1, "cache_write_5m": 1.25, "cache_write_1h": 2}
+
+
+def test_read_backs_are_charged_as_simulate_charges_a_forced_re_read() -> None:
+    """A request carrying a read-back costs one more request: the one before it read from
+    the cache again, and what was read back written to it (at the tokens per character the
+    provider counted for the request); the effective saving subtracts it."""
+    ledger = Ledger(records_in())
+    prices = settings(house=HOUSE)
+    ledger.record("s", "anthropic", Usage(0, 9_000, 1_000, 0, 50), "house", prices, now=1.0)
+    entry = ledger.record(
+        "s", "anthropic", Usage(0, 10_000, 2_000, 0, 50), "house", prices, now=2.0,
+        body_chars=48_000, readbacks=[4_000, 2_000],
+    )  # fmt: skip
+    assert entry is not None
+    # 12,000 prompt tokens for 48,000 characters: 0.25 a character; 6,000 characters read
+    # back are 1,500 tokens written, and the 10,000-token request before is read again.
+    assert (entry.readbacks, entry.readback_tokens) == (2, 10_000 + 1_500)
+    assert entry.dollars_readback == (10_000 * 0.1 + 1_500 * 1.25) / 1e6
+    session = ledger.session("s")
+    assert session is not None and session["readbacks"]["count"] == 2
+    assert session["effective_saved_dollars"] == round(
+        session["saved_dollars"] - entry.dollars_readback, 6
+    )
+    # An OpenAI request writes nothing to the cache: what is read back is input.
+    ledger.record("o", "openai", Usage(8_000, 0, 0, 0, 5), "house", prices, now=1.0)
+    openai = ledger.record("o", "openai", Usage(9_000, 0, 0, 0, 5), "house", prices, now=2.0,
+                           body_chars=36_000, readbacks=[400])  # fmt: skip
+    assert openai is not None and openai.dollars_readback == (8_000 * 0.1 + 100 * 1) / 1e6

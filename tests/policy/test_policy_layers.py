@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import middleware
 from middleware import PolicyError, load_policy
+from middleware.policy import Override
 from middleware.policy.resources import data_dir, default_policy_path, policy_schema_path
 
 NO_ENV: dict[str, str] = {}
@@ -44,6 +45,9 @@ def test_precedence_default_file_dotenv_env_override(tmp_path: Path) -> None:
     top = load(policy_path, dotenv_path=dotenv, env=env, overrides={key: 14_000})
     assert top.get(key) == 14_000
     assert top.origins[key] == "override"
+    # An override that names who set it is said so (the console's "set by", an error's).
+    named = load(overrides={key: Override(15_000, "command line --cap")})
+    assert named.get(key) == 15_000 and named.origins[key] == "command line --cap"
     # A file that sets one key is complete: everything else comes from the default.
     assert load(policy_path).get("budget.turn_budget_chars") == 200_000
 

@@ -78,10 +78,10 @@ def test_a_read_of_a_spill_file_is_counted_once_in_the_metrics_and_shown_on_its_
         )
         page = httpx.get(stack.url + session_path(), timeout=30).json()
         assert page["ledger"]["readbacks"] == priced
-        bills = [r["bill"]["readbacks"] for r in records(stack.url)]
-        assert bills[0] is None and bills[2:] == [None, None]
-        assert bills[1]["tokens"] == priced["tokens"]
-        assert bills[1]["dollars"] == pytest.approx(priced["dollars"], abs=1e-6)
+        assert page["row"]["readbacks"] == priced
+        bills = [r["bill"] for r in records(stack.url)]
+        assert [bill["readbacks"] for bill in bills] == [0, 1, 0, 0]
+        assert bills[1]["dollars_readback"] == pytest.approx(priced["dollars"], abs=1e-6)
 
 
 def records(url: str) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from servers import closed_at_the_end
 from stand_in import Provider
 from waiting import wait_for
 
+from middleware.cli.ledger_views import session_table
 from middleware.records.tables import ANSWERS
 
 MODEL = "claude-sonnet-5"
@@ -92,6 +93,10 @@ def test_a_request_whose_only_change_is_a_repair_saves_nothing_and_says_it_was_r
         assert ledger["saved_dollars"] == 0 and ledger["effective_saved_dollars"] == 0
         assert ledger["without"]["dollars"] == ledger["billed"]["dollars"] > 0
     assert total["refused"] == 2 and total["saved_dollars"] == 0
+    assert session_table(ledgers["orphan"])[-1] == (
+        "1 requests the provider would have refused as they came (a repair made them valid: "
+        "not counted as a saving)"
+    )
 
 
 def test_a_repaired_request_saves_what_the_budget_took_out_of_it_and_no_more(

@@ -187,6 +187,8 @@ class ConsoleBook:
             room = (self.request_bytes - RECORD_OVERHEAD) // READBACKS_SHARE
             record["readbacks"] = shown = _read_backs(cleaned.readbacks, room)
             record["readbacks_omitted"] = len(cleaned.readbacks) - len(shown)
+        if cleaned.observed:  # observe mode: what the steps would have done
+            record["observed"] = True
         if cleaned.error is not None:
             record["error"] = f"{type(cleaned.error).__name__}: {cleaned.error}"
         kept = fitted(record, new, cleaned, self.request_bytes - RECORD_OVERHEAD)

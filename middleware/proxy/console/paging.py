@@ -63,6 +63,12 @@ def row_of(row: Mapping[str, Any]) -> dict[str, Any]:
         "billed": bill["billed"] if bill else None,
         "without": bill["without"] if bill else None,
         "saved_dollars": bill["saved_dollars"] if bill else None,
+        # What the session's facts show beside the saving: read-backs and the saving less
+        # them, requests a repair saved from a 400, and observe mode's projection.
+        **{
+            key: bill[key] if bill else None
+            for key in ("readbacks", "effective_saved_dollars", "refused", "observe")
+        },
         "unpriced": bill["unpriced"] if bill else 0,
         "priced": bill["priced"] if bill else 0,
         "last": row["last"],
@@ -110,27 +116,33 @@ def session_page(store: RecordStore, session: str, asked: Asked, epoch: str) -> 
 
 def bill_of(answers: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """What a request's answers were billed, and would have cost without the middleware
-    (``unread``: none reported a usage the ledger could read; ``None``: none billed), and
-    what the read-backs the request carried cost (``readbacks``: ``None``, it carried none)."""
+    (``unread``: none reported a usage the ledger could read; ``None``: none billed)."""
     if not answers:
         return None
     read = [a for a in answers if not a["unread"]]
     if not read:
         return {"unread": True}
     priced = [a for a in read if a["dollars"] is not None and a["dollars_without"] is not None]
-    read_back = [a for a in read if a.get("readbacks")]
-    cost = {
-        "tokens": sum(int(a["readback_tokens"]) for a in read_back),
-        "dollars": sum(float(a["dollars_readback"] or 0) for a in read_back) if priced else None,
-    } if read_back else None  # fmt: skip
+    projected = [a for a in read if a["observed"] and any(a[f"projected_{k}"] for k in TOKEN_KINDS)]
+    refused = [a["refused"] for a in read if a["refused"] is not None]
     return {
-        "readbacks": cost,
         "model": read[-1]["model"],
         "billed": {kind: sum(int(a[f"billed_{kind}"]) for a in read) for kind in TOKEN_KINDS},
         "without": {kind: sum(int(a[f"without_{kind}"]) for a in read) for kind in TOKEN_KINDS},
         "dollars": sum(float(a["dollars"]) for a in priced) if priced else None,
         "dollars_without": sum(float(a["dollars_without"]) for a in priced) if priced else None,
-    }
+        # Observe mode: it went as it came; what its cleaned request would have cost.
+        "observed": any(a["observed"] for a in read),
+        "projected": {
+            kind: sum(int(a[f"projected_{kind}"]) for a in projected) for kind in TOKEN_KINDS
+        } if projected else None,
+        "dollars_projected": sum(float(a["dollars_projected"]) for a in projected)
+        if projected and all(a["dollars_projected"] is not None for a in projected) else None,
+        # The provider's 400 a repair spared it, and what it read back of what was hidden.
+        "refused": refused[0] if refused else None,
+        "readbacks": sum(int(a["readbacks"]) for a in read),
+        "dollars_readback": sum(float(a["dollars_readback"] or 0) for a in priced),
+    }  # fmt: skip
 
 
 def _served(request: Mapping[str, Any]) -> bytes:

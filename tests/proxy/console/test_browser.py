@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,24 +44,10 @@ from middleware.proxy.build import build_proxy
 #: Slow (seconds each): `-m "not slow"` leaves it out of a quick run.
 pytestmark = pytest.mark.slow
 
-CHROMIUM = Path(os.environ.get("CHATCLI_TEST_CHROMIUM", "/usr/bin/chromium"))
-if not CHROMIUM.exists():
-    NO_BROWSER = f"no Chromium at {CHROMIUM}: apt-get install -y chromium (.ci/run does)"
-    if os.environ.get("CHATCLI_REQUIRE_BROWSER"):  # .ci/run: the test must run there
-        pytest.fail(NO_BROWSER, pytrace=False)
-    pytest.skip(NO_BROWSER, allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="the [dev] extra has playwright")
-
 CLAUDE = AGENT_BY_NAME["claude"]
 PRICES = {"input": 3, "output": 15, "cache_read": 0.3, "cache_write_5m": 3.75,
           "cache_write_1h": 6}  # fmt: skip
 logger = logging.getLogger(__name__)
-
-
-def screenshots(tmp_path: Path) -> Path:
-    folder = Path(os.environ.get("CHATCLI_CONSOLE_SCREENSHOTS", str(tmp_path / "screenshots")))
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def ledger_cli(*args: str) -> Any:
@@ -81,26 +65,14 @@ def store(request: pytest.FixtureRequest) -> dict[str, str]:
     return {"ledger.url": request.getfixturevalue("postgres_url")}
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"]
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
 def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_saving(
-    tmp_path: Path, browser: Any, store: dict[str, str]
+    tmp_path: Path, browser: Any, store: dict[str, str], screenshots: Path
 ) -> None:
     if missing("claude"):
         pytest.skip(missing("claude"))
     provider = Provider(script=scripted(CLAUDE.tools, CLAUDE.fmt), cache=PromptCache())
     ledger_file = tmp_path / "ledger.jsonl"
-    shots = screenshots(tmp_path)
+    shots = screenshots
     with serving(provider.app()) as upstream:
         proxy, app = build_proxy(None, {
             "proxy.upstreams.anthropic": upstream, "spill.root": str(tmp_path / "spill"),
@@ -148,13 +120,15 @@ def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_sa
             # The agent read it back as the preview said (sed -n in Bash): the request that
             # carries the call says so, the session's facts count it (issue 45, item 2),
             # and the page's own read of the spill store is no recall of the agent's.
-            read_back = page.locator('.readback[data-kind="spill_file"]')
+            read_back = page.locator('.readback-call[data-kind="spill_file"]')
             read_back.wait_for()
             assert read_back.inner_text().startswith("read back: Bash of ")
             assert "/tool-results/" in read_back.inner_text()
             assert "(spilled by budget)" in read_back.inner_text()
-            page.locator(".readback-cost").filter(has_text="tokens, $").wait_for()
-            page.locator('#readbacks[data-count="1"]').wait_for()
+            page.locator("p.readback").filter(has_text="1 read-back of what the proxy hid, "
+                                              "costing $").wait_for()  # fmt: skip
+            page.locator("#facts").filter(has_text="Read-backs (what the proxy hid, read "
+                                          "again)").wait_for()  # fmt: skip
             assert b"chatcli_proxy_recalls_total{" not in proxy.metrics.exposition()
 
             # An interrupted call, as an agent without its own record of it sends the
@@ -223,7 +197,7 @@ def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_sa
 
 
 def test_a_long_session_is_shown_a_page_at_a_time_and_goes_on_live(
-    tmp_path: Path, browser: Any, store: dict[str, str]
+    tmp_path: Path, browser: Any, store: dict[str, str], screenshots: Path
 ) -> None:
     from proxy_stack import running
 
@@ -279,7 +253,7 @@ def test_a_long_session_is_shown_a_page_at_a_time_and_goes_on_live(
             )
             page.wait_for_timeout(4500)  # polls with nothing new: each a few hundred bytes
             assert len(polls) >= 3 and max(polls[-2:]) < 2048
-            page.screenshot(path=str(screenshots(tmp_path) / "long-session.png"))
+            page.screenshot(path=str(screenshots / "long-session.png"))
 
             # A model ledger.prices does not name reads "not priced" (issue 45, item 3),
             # in the list and on its page: never $0.0000, as if free, nor a saving.

@@ -39,9 +39,19 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// One form on every page, whatever the browser's locale: numbers as the command line
+// prints them (1,234), dollars to four places (-$0.0002), dates in ISO 8601, the browser's
+// local time to the second (2026-12-02 06:59:45).
 const number = (n) => (n === null || n === undefined ? "—" : Number(n).toLocaleString("en-US"));
-const dollars = (d) => (d === null || d === undefined ? "—" : "$" + Number(d).toFixed(4));
-const when = (t) => (t ? new Date(t * 1000).toLocaleString("en-GB") : "—");
+const dollars = (d) => {
+  if (d === null || d === undefined) return "—";
+  const shown = Math.abs(Number(d)).toFixed(4);
+  return (Number(d) < 0 && Number(shown) !== 0 ? "-$" : "$") + shown;
+};
+const two = (n) => String(n).padStart(2, "0");
+const clock = (d) => `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+const iso = (d) => `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${clock(d)}`;
+const when = (t) => (t ? iso(new Date(t * 1000)) : "—");
 const bytes = (b) => (b === null || b === undefined ? "—" : b >= 1048576
   ? (b / 1048576).toFixed(1) + " MiB" : b >= 1024 ? (b / 1024).toFixed(1) + " KiB" : b + " B");
 
@@ -95,7 +105,7 @@ async function refresh(force) {
       }
       shown = { route: key, version: data.version };
     }
-    status.textContent = "live · updated " + new Date().toLocaleTimeString("en-GB");
+    status.textContent = "live · updated " + clock(new Date());
     status.className = "";
   } catch (error) {
     status.textContent = String(error.message || error);
@@ -115,11 +125,14 @@ function draw(here, data) {
 
 // -- Sessions ----------------------------------------------------------------------------
 
+// A kind of token as a column says it: "Cache write 5m".
+const kindLabel = (k) => k[0].toUpperCase() + k.slice(1).replace(/_/g, " ");
+
 const COLUMNS = [
   ["agent", "Agent", (r) => r.agent || "", "text"],
   ["session", "Session", (r) => r.session, "text"],
   ["requests", "Requests", (r) => r.requests],
-  ...KINDS.map((k) => [k, k.replace(/_/g, " "), (r) => (r.billed ? r.billed[k] : null)]),
+  ...KINDS.map((k) => [k, kindLabel(k), (r) => (r.billed ? r.billed[k] : null)]),
   ["billed", "Billed", (r) => (r.billed ? r.billed.dollars : null)],
   ["without", "Without", (r) => (r.without ? r.without.dollars : null)],
   ["saved", "Saved", (r) => r.saved_dollars],
@@ -180,7 +193,8 @@ function sessionsPage(data) {
   const body = rows.map((r) => el("tr", { "data-session": r.session }, COLUMNS.map(([key, , get, kind]) => {
     const value = get(r);
     if (key === "session") {
-      return el("td", { class: "text" }, el("a", { href: "#/session/" + encodeURIComponent(r.session) }, r.session));
+      return el("td", { class: "text session" },
+        el("a", { href: "#/session/" + encodeURIComponent(r.session), title: r.session }, r.session));
     }
     return el("td", { class: [kind || "", key === "saved" && value > 0 && !unpriced(r) ? "saved" : ""].join(" ").trim() || null },
       cell(key, value, r));
@@ -214,11 +228,29 @@ function sessionsPage(data) {
           ? "; sums of the answers " + [data.filters.key ? "of key " + data.filters.key : "",
             data.filters.tags.length ? "tagged " + data.filters.tags.join(", ") : ""].filter(Boolean).join(" and ")
           : ""))),
-    el("table", { id: "sessions" }, el("thead", {}, head), el("tbody", {}, body, total)),
+    // Wider than the page (a narrow window), the table scrolls in its box, header and all.
+    el("div", { class: "scroll" },
+      el("table", { id: "sessions" }, el("thead", {}, head), el("tbody", {}, body, total))),
   ];
 }
 
 // -- A session ---------------------------------------------------------------------------
+
+// Where a session's key came from (SessionKey.source), in words; the header or field in a
+// code span, the source's own name in the title.
+const SOURCES = {
+  opening: "a digest of how the conversation opens (no session named)",
+  call_ids: "a digest of its first reply's call ids (no session named)",
+  given: "given by the caller",
+};
+const BODY_FIELDS = new Set(["prompt_cache_key", "conversation", "metadata.user_id"]);
+
+function sourceView(source) {
+  if (!source) return "—";
+  const words = SOURCES[source] ? SOURCES[source]
+    : [BODY_FIELDS.has(source) ? "the request body's " : "the header ", el("code", {}, source)];
+  return el("span", { class: "source", title: `source: ${source}` }, words);
+}
 
 function kv(...pairs) {
   return el("div", { class: "kv" }, pairs.map((item, i) => el("span", { class: i % 2 ? null : "muted" }, item)));
@@ -342,14 +374,22 @@ function sessionHead(data, paging) {
   const r = data.row;
   if (!paging) {
     parts.facts.replaceChildren(kv(
-      "Agent", r.agent || "—", "Session key from", r.source || "—", "Format", r.format || "—",
+      "Agent", r.agent || "—", "Session key from", sourceView(r.source), "Format", r.format || "—",
       "Requests", number(r.requests),
       "Billed", money(!unpriced(r), r.billed && r.billed.dollars),
       "Estimate without the middleware", money(!unpriced(r), r.without && r.without.dollars),
       "Saving", unpriced(r) ? money(false)
         : el("span", { class: "saved", id: "saving", "data-dollars": r.saved_dollars }, dollars(r.saved_dollars)),
+      ...(r.readbacks && r.readbacks.count ? ["Read-backs (what the proxy hid, read again)",
+        `${number(r.readbacks.count)}, costing ${dollars(r.readbacks.dollars)}`,
+        "Effective saving", unpriced(r) ? money(false) : dollars(r.effective_saved_dollars)] : []),
+      ...(r.observe && r.observe.answers ? ["Observe mode: would have saved",
+        el("span", { id: "would-have-saved", "data-dollars": r.observe.would_have_saved_dollars },
+          `${dollars(r.observe.would_have_saved_dollars)} (${number(r.observe.projected)} of ` +
+          `${number(r.observe.answers)} requests projected: ${dollars(r.observe.billed_dollars)} billed, ` +
+          `${dollars(r.observe.would_have_dollars)} cleaned)`)] : []),
+      ...(r.refused ? ["Requests a repair saved from a 400", number(r.refused)] : []),
       "Repairs · spills · compactions", `${number(r.repairs)} · ${number(r.spills)} · ${number(r.compactions)}`,
-      "Read-backs", readBackCost(data.ledger, r),
       "Last seen", when(r.last)));
     if (data.costs) parts.chart.replaceChildren(chart(data.costs));
     if (live.oldest !== null && data.first !== null) live.older = data.first < live.oldest;
@@ -412,9 +452,21 @@ function requestCard(session, q) {
       el("th", {}, "dollars")),
     el("tr", {}, el("td", { class: "text" }, "billed"), KINDS.map((k) => el("td", {}, number(bill.billed[k]))),
       el("td", {}, money(bill.dollars !== null, bill.dollars))),
-    el("tr", {}, el("td", { class: "text" }, "without"), KINDS.map((k) => el("td", {}, number(bill.without[k]))),
-      el("td", {}, money(bill.dollars_without !== null, bill.dollars_without))))
+    bill.observed ? null : el("tr", {}, el("td", { class: "text" }, "without"),
+      KINDS.map((k) => el("td", {}, number(bill.without[k]))),
+      el("td", {}, money(bill.dollars_without !== null, bill.dollars_without))),
+    bill.projected ? el("tr", {}, el("td", { class: "text" }, "cleaned, would have been"),
+      KINDS.map((k) => el("td", {}, number(bill.projected[k]))),
+      el("td", {}, money(bill.dollars_projected !== null, bill.dollars_projected))) : null)
     : el("p", { class: "muted" }, bill ? "Its answer reported no usage the ledger could read." : "No answer billed yet.");
+  const notes = bill && !bill.unread ? [
+    bill.observed ? el("p", { class: "observed" }, "Observe mode: this request went upstream as it came. " +
+      "The steps below are what cleaning would have done; the bill is the request's own.") : null,
+    bill.refused ? el("p", { class: "refused" }, "As it came, the provider would have refused this request " +
+      `(a repair made it valid, which is not counted as a saving): ${bill.refused}`) : null,
+    bill.readbacks ? el("p", { class: "readback" }, `${bill.readbacks} read-back${bill.readbacks === 1 ? "" : "s"} ` +
+      `of what the proxy hid, costing ${dollars(bill.dollars_readback)}`) : null,
+  ] : [];
   const facts = [
     q.format, when(q.time), q.replica ? `replica ${q.replica}` : null,
     q.messages ? `messages ${q.messages[0]} → ${q.messages[1]}` : null,
@@ -429,23 +481,17 @@ function requestCard(session, q) {
     el("div", { class: "muted" }, facts),
     q.error ? el("p", { class: "error" }, q.error) : null,
     tokens,
+    notes,
     readBacks(q),
     steps.length ? steps.map((s) => stepView(session, s))
       : el("p", { class: "muted" }, "No step changed anything new in this request."),
-    q.repeated ? el("p", { class: "muted" }, `${q.repeated} earlier actions applied again, as decided before.`) : null,
+    q.repeated ? el("p", { class: "muted" }, `${actions(q.repeated, "earlier")} applied again, as decided before.`)
+      : null,
     q.omitted ? el("p", { class: "muted" },
-      `${q.omitted} more actions not kept (proxy.console.request_bytes).`) : null);
+      `${actions(q.omitted, "more")} not kept (proxy.console.request_bytes).`) : null);
 }
 
-// What the agent's read-backs of hidden text cost the session (the ledger's sums), and the
-// saving less that.
-function readBackCost(ledger, r) {
-  const found = ledger && ledger.readbacks;
-  if (!found) return "—";
-  return el("span", { id: "readbacks", "data-count": found.count },
-    `${number(found.count)} (${number(found.tokens)} tokens, `, money(!unpriced(r), found.dollars),
-    "; saving less them ", money(!unpriced(r), ledger.effective_saved_dollars), ")");
-}
+const actions = (n, which) => `${number(n)} ${which} action${n === 1 ? "" : "s"}`;
 
 // What the agent went back for in this request, and the step that had hidden it.
 const READ_BACK_WORDS = {
@@ -458,14 +504,11 @@ const HIDDEN_BY = { budget: "spilled by budget", microcompact: "compacted by mic
 function readBacks(q) {
   const found = q.readbacks || [];
   if (!found.length) return null;
-  return el("div", { class: "readbacks" }, found.map((r) => el("div", { class: "readback", "data-kind": r.kind },
+  return el("div", { class: "readbacks" }, found.map((r) => el("div", { class: "readback-call", "data-kind": r.kind },
     el("strong", {}, "read back: "), (READ_BACK_WORDS[r.kind] || READ_BACK_WORDS.spill_file)(r),
     ` (${HIDDEN_BY[r.step] || r.step})`,
     el("span", { class: "muted" }, ` · call ${r.call} · ${number(r.chars)} characters brought back`))),
-  q.readbacks_omitted ? el("p", { class: "muted" }, `${q.readbacks_omitted} more read-backs not kept.`) : null,
-  q.bill && q.bill.readbacks ? el("p", { class: "muted readback-cost" },
-    `What reading them back cost: ${number(q.bill.readbacks.tokens)} tokens, `,
-    money(q.bill.readbacks.dollars !== null, q.bill.readbacks.dollars)) : null);
+  q.readbacks_omitted ? el("p", { class: "muted" }, `${q.readbacks_omitted} more read-backs not kept.`) : null);
 }
 
 const WORDS = {
@@ -475,6 +518,8 @@ const WORDS = {
   duplicate_call_dropped: "dropped a repeated call",
   unnamed_call_dropped: "dropped a call with no tool name",
   result_relocated: "moved a result next to its call",
+  result_paired_by_position: "paired a result without id with the call before it",
+  user_turn_added: "added a user message at the end",
   id_renamed: "renamed a call id",
   id_generated: "gave a call an id",
   empty_message_removed: "removed a message left empty",
@@ -489,15 +534,33 @@ const WORDS = {
   compaction_skipped: "left an old output: the store failed",
 };
 
+// Why the budget step cut an output, in words; the policy key or setting behind it in a
+// code span, the reason's own key in the title (the report's and the JSON's word for it).
+const REASONS = {
+  result_cap: (s) => (s.cap === undefined ? "longer than the cap on one output"
+    : [`longer than its cap of ${number(s.cap)} characters, set by `, el("code", {}, s.cap_source)]),
+  turn_budget: () => ["the outputs of its turn were over their budget together, ",
+    el("code", {}, "budget.turn_budget_chars")],
+  line_rule: () => ["more lines or bytes than its tool's line rule keeps, ", el("code", {}, "tools.*.lines")],
+};
+
+function reasonView(s) {
+  const words = REASONS[s.reason] ? REASONS[s.reason](s)
+    : /^[a-z]+(_[a-z]+)+$/.test(s.reason) ? s.reason.replace(/_/g, " ") : s.reason;
+  return el("div", { class: "muted reason", "data-reason": s.reason, title: `reason: ${s.reason}` }, words);
+}
+
 function stepView(session, s) {
   const file = s.path ? s.path.replace(/\\/g, "/").split("/").pop() : null;
   const full = file ? fullView(session, file) : null;
   return el("div", { class: "step " + s.step, "data-kind": s.kind },
     el("div", {}, el("strong", {}, `${s.step}: ${WORDS[s.kind] || s.kind.replace(/_/g, " ")}`),
       " ", el("span", { class: "muted" },
-        [s.tool, s.call ? `call ${s.call}` : null, `${number(s.chars[0])} → ${number(s.chars[1])} characters`]
+        [s.tool, s.call ? `call ${s.call}` : null, `${number(s.chars[0])} → ${number(s.chars[1])} characters`,
+          s.age !== undefined ? `${number(s.age)} turn${s.age === 1 ? "" : "s"} old` : null]
           .filter(Boolean).join(" · "))),
-    s.reason ? el("div", { class: "muted" }, s.reason) : null,
+    s.reason ? reasonView(s) : null,
+    s.error ? el("div", { class: "error" }, s.error) : null,
     s.path ? el("div", { class: "muted" }, "saved at ", el("code", {}, s.path)) : null,
     s.seen !== undefined ? [el("div", {}, s.kind === "synthetic_result" ? "What it inserted:" : "What the model saw instead:"),
       el("pre", { class: "seen" }, s.seen)] : null,
