@@ -63,12 +63,12 @@ def row_of(row: Mapping[str, Any]) -> dict[str, Any]:
         "billed": bill["billed"] if bill else None,
         "without": bill["without"] if bill else None,
         "saved_dollars": bill["saved_dollars"] if bill else None,
-        # What the session's facts show beside the saving: read-backs and the saving less
-        # them, requests a repair saved from a 400, and observe mode's projection.
-        **{
-            key: bill[key] if bill else None
-            for key in ("readbacks", "effective_saved_dollars", "refused", "observe")
-        },
+        # What the read-backs cost, and the saving less it; what observe mode projected;
+        # the refusals repairs spared.
+        "effective_saved_dollars": bill["effective_saved_dollars"] if bill else None,
+        "readbacks": bill["readbacks"] if bill else None,
+        "observe": bill["observe"] if bill else None,
+        "refused": bill["refused"] if bill else 0,
         "unpriced": bill["unpriced"] if bill else 0,
         "priced": bill["priced"] if bill else 0,
         "last": row["last"],

@@ -378,7 +378,7 @@ function sessionHead(data, paging) {
       "Requests", number(r.requests),
       "Billed", money(!unpriced(r), r.billed && r.billed.dollars),
       "Estimate without the middleware", money(!unpriced(r), r.without && r.without.dollars),
-      "Saving", unpriced(r) ? money(false)
+      r.observe && r.observe.answers ? "Saving (of the requests cleaned)" : "Saving", unpriced(r) ? money(false)
         : el("span", { class: "saved", id: "saving", "data-dollars": r.saved_dollars }, dollars(r.saved_dollars)),
       ...(r.readbacks && r.readbacks.count ? ["Read-backs (what the proxy hid, read again)",
         `${number(r.readbacks.count)}, costing ${dollars(r.readbacks.dollars)}`,
