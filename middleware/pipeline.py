@@ -41,7 +41,7 @@ from middleware.session.decisions import Decision, DecisionLedger
 from middleware.session.resume import Continuations, Previous, Resume, copies
 from middleware.spill import SpillSettings, open_store
 from middleware.spill.remembered import RememberedStore
-from middleware.view import Conversation, ToolCall, ToolResult
+from middleware.view import Conversation, Node, ToolCall, ToolResult
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,10 @@ class ProcessResult:
     #: proxy's ledger estimates the cost without the middleware from (``None``: they
     #: changed nothing).
     repaired: list[Any] | None = None
+    #: The history as it came, parsed (before any step): what a host reads of the request
+    #: itself without parsing it again (the read-backs it carries:
+    #: :mod:`middleware.conversations.readbacks`).
+    parsed: tuple[Node, ...] = ()
 
     @property
     def format(self) -> str:
@@ -343,6 +347,7 @@ class Pipeline:
             return ProcessResult(
                 restored, result.report, output, result.continued, result.input_marks,
                 result.repaired,
+                result.parsed,
             )  # fmt: skip
 
     def _process(
@@ -419,7 +424,7 @@ class Pipeline:
         out = codec.render(conversation) if conversation.changed else list(messages)
         report.messages_after = len(out)
         report.tool_results, report.result_chars_after = _results(conversation)
-        return ProcessResult(out, report, out, previous is not None, marks, after_repairs)
+        return ProcessResult(out, report, out, previous is not None, marks, after_repairs, parsed)
 
     def _run_step(  # noqa: PLR0917 (the parts of one process() call)
         self, step: StepSpec, policy: Policy, codec: Codec, conversation: Conversation,

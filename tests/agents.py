@@ -40,6 +40,9 @@ NPM_PACKAGES = {
 #: The prompts the scripted model knows, each a scenario.
 RUN_BIG = "Run the big command."
 READ_AGAIN = "Read the big output again."
+#: Runs the big command, then reads the file its preview names with the agent's own
+#: file-reading tool (its shell, for an agent without one).
+READ_FILE = "Run the big command and read its file."
 SLEEP = "Start the slow command."
 GO_ON = "Go on."
 #: Runs :data:`SEVERAL` big commands, one a turn (printing ``a``, ``b``, ...), and ends on
@@ -67,6 +70,8 @@ READ_TOOL = re.compile(
     r"read them with the Read tool \(file_path (.+?), offset (\d+), limit (\d+)\)"
 )
 LINES_SAID = re.compile(r"Lines (\d+)-(\d+) of (\d+) are not shown")
+#: The spill file a preview names.
+SAVED_TO = re.compile(r"saved to:? (\S+?)\]?\n")
 
 
 def big_output(letter: str, lines: int = 80) -> str:
@@ -234,6 +239,15 @@ def follow(preview: str, tools: Tools) -> Call:
     return tools.shell(command.group(1))
 
 
+def read_file(preview: str, tools: Tools) -> Call:
+    """The call reading the first lines ``preview`` does not show from the file it names,
+    with the agent's file-reading tool (else as the preview says)."""
+    saved, said = SAVED_TO.search(preview), LINES_SAID.search(preview)
+    if tools.read is None or saved is None or said is None:
+        return follow(preview, tools)
+    return tools.read(saved.group(1), int(said.group(1)), 40)
+
+
 def scripted(tools: Tools, fmt: str) -> Callable[[str, dict[str, Any]], Reply]:
     """The model's side of every scenario, decided from the request alone (so concurrent
     sessions and resumed ones are played right): the last typed prompt names the scenario,
@@ -256,6 +270,12 @@ def scripted(tools: Tools, fmt: str) -> Callable[[str, dict[str, Any]], Reply]:
             if len(after) == 1:
                 return Reply(calls=(follow(after[0].text, tools),))
             return Reply(text="Read it back.")
+        if scenario == READ_FILE:
+            if not after:
+                return Reply(calls=(tools.shell(big_command(letter)),))
+            if len(after) == 1:
+                return Reply(calls=(read_file(after[0].text, tools),))
+            return Reply(text="Read its file.")
         if scenario == RUN_SEVERAL:
             if len(after) < SEVERAL:
                 return Reply(calls=(tools.shell(big_command(chr(ord("a") + len(after)))),))
@@ -299,7 +319,7 @@ def _fill(since: list[Event], tools: Tools) -> Reply:
 def _scenario(text: str) -> str | None:
     """The last scenario ``text`` names (Gemini CLI sends a resumed session's new prompt
     in the same content as the old one, when no model turn came between them)."""
-    prompts = (RUN_BIG, READ_AGAIN, SLEEP, GO_ON, FILL, RUN_SEVERAL)
+    prompts = (RUN_BIG, READ_AGAIN, READ_FILE, SLEEP, GO_ON, FILL, RUN_SEVERAL)
     found = {prompt: text.rfind(prompt) for prompt in prompts}
     last = max(found, key=lambda prompt: found[prompt])
     return last if found[last] >= 0 else None

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from middleware.conversations.keys import SessionKey, named_session, session_of
+from middleware.conversations.readbacks import ReadBack
 from middleware.conversations.sessions import SessionPool
 from middleware.conversations.state import ConversationState
 from middleware.errors import FormatError, HistoryError, InputError
@@ -67,6 +68,11 @@ class Cleaned:
     #: Observe mode: the request went as it came (``body``), and what the steps made of it
     #: (``report``, ``footprints``) is what they would have sent.
     observed: bool = False
+    #: The calls of its new part that went back for what a step hid before
+    #: (:mod:`.readbacks`), and what telling them raised, if it failed (they are then
+    #: left out: never the reason a request fails).
+    readbacks: tuple[ReadBack, ...] = ()
+    readback_error: BaseException | None = None
 
 
 def clean_body(
@@ -118,6 +124,13 @@ def clean_body(
         body_out = jsonio.wire(result.output)
     refused = _refusal(body.history, result)
     footprints = _footprints(body.history, result, refused is not None)
+    readbacks: tuple[ReadBack, ...] = ()
+    readback_error = None
+    try:
+        readbacks = state.read_backs(result)
+    except Exception as exc:  # never the reason a request fails
+        logger.exception("could not tell the read-backs of a request of session %s", key.session)
+        readback_error = exc
     return Cleaned(
         body_out,
         key,
@@ -128,6 +141,8 @@ def clean_body(
         conversation=state,
         messages=result.messages,
         refused=refused,
+        readbacks=readbacks,
+        readback_error=readback_error,
     )
 
 

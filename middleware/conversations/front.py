@@ -102,6 +102,7 @@ class Conversations:
         could not be read or billing it failed (logged: never the reason an answer goes
         astray)."""
         who = replace(who if who is not None else Caller(), response_id=reader.response_id)
+        read_back = cleaned.readbacks if cleaned is not None else ()
         try:
             entry = self.ledger.record(
                 cleaned.session.session if cleaned is not None and cleaned.session else None,
@@ -115,6 +116,7 @@ class Conversations:
                 who=who,
                 refused=cleaned.refused if cleaned is not None else None,
                 observed=cleaned is not None and cleaned.observed,
+                readbacks=[found.result_chars for found in read_back],
             )
         except Exception:
             logger.exception("could not put an answer's usage in the ledger")

@@ -190,6 +190,13 @@ class SessionPool:
             give_back(freed)
         return len(ended)
 
+    def spilled_by(self, session: str, name: str) -> str | None:
+        """The step that spilled the file ``name`` of ``session``, if a conversation of
+        it held here saw it saved (:meth:`.ReadBackWatch.spilled_by`)."""
+        with self._lock:
+            states = [state for key, state in self._entries.items() if key[1] == session]
+        return next(filter(None, (state.watch.spilled_by(name) for state in states)), None)
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)

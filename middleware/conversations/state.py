@@ -17,10 +17,11 @@ part keeps, where, for how long, and what a restart finds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from middleware.cache import DerivedCache
+from middleware.conversations.readbacks import ReadBack, ReadBackWatch
 from middleware.ledger.sums import Entry
 from middleware.pipeline import Pipeline, ProcessResult, SessionParts
 from middleware.plugin.host import PluginHost
@@ -42,6 +43,8 @@ class ConversationState:
     requests: int = 0
     #: :attr:`held_bytes` when the pool last counted it.
     held: int = 0
+    #: What it remembers to tell the agent going back for what the steps hid.
+    watch: ReadBackWatch = field(default_factory=ReadBackWatch)
 
     @classmethod
     def open(
@@ -64,6 +67,15 @@ class ConversationState:
         """Clean one request of the conversation (:meth:`.Pipeline.process`)."""
         return self.pipeline.process(document, format=fmt, now=now)
 
+    def read_backs(self, result: ProcessResult) -> tuple[ReadBack, ...]:
+        """The read-backs newly seen in the request :meth:`process` gave ``result`` for."""
+        host, policy = self.pipeline.host, self.pipeline.policy
+        return self.watch.observe(
+            result.parsed,
+            result.report.actions,
+            lambda tool: host.tool_file_access(tool, [], policy=policy),
+        )
+
     def answered(self, entry: Entry) -> None:
         """An answer to one of its requests was billed as ``entry``: what the prompt cache
         gave, against what was expected of it (a session whose provider reads none of it
@@ -78,7 +90,7 @@ class ConversationState:
     @property
     def held_bytes(self) -> int:
         """Memory held between requests (an estimate), which the pool budgets."""
-        return self.parts.held_bytes
+        return self.parts.held_bytes + self.watch.bytes
 
     def forget(self, *, cached: bool = False) -> None:
         """Drop what is held in memory between requests: the next request is processed as
@@ -86,6 +98,7 @@ class ConversationState:
         decisions, admitted ones too, are made again). ``cached``: what the shared cache
         keeps of its last messages goes too (an ended conversation)."""
         self.parts.forget(cached=cached)
+        self.watch.clear()
 
     def close(self, *, cached: bool = False, until: float | None = None) -> None:
         """Let the requests running finish, refuse new ones, record the cache clock for a

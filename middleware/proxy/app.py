@@ -83,6 +83,8 @@ READ_SECONDS = 10.0
 MAX_SESSIONS_LISTED = 10_000
 T = TypeVar("T")
 
+#: The header the console's page sends with its own reads of ``/recall`` (not counted).
+CONSOLE_HEADER = "x-chatcli-console"
 #: The answer header naming the session a cleaned request was filed under.
 SESSION_ANSWER_HEADER = "x-chatcli-session"
 #: Memory a request takes while it is cleaned, for each byte of its body (measured: five
@@ -336,6 +338,9 @@ class Proxy:
                 self.metrics.record_report(cleaned.report)
         if cleaned.continued:
             self.metrics.continued.inc()
+        self.metrics.record_readbacks(cleaned.readbacks)
+        if cleaned.readback_error is not None:
+            self.metrics.readback_errors.inc()
         return cleaned, note
 
     def _answer(
@@ -376,11 +381,20 @@ class Proxy:
     async def recall(self, request: Request) -> Response:
         """A spilled output of a session, from the proxy's store (a local folder, or the
         object store every replica shares), for clients on loopback or with the recall
-        token. ``?offset=N&limit=N`` count lines as ``chatcli-mw recall`` does."""
+        token. ``?offset=N&limit=N`` count lines as ``chatcli-mw recall`` does. Each call
+        but the console's own is counted, by the step that spilled the output."""
         if not self._may_recall(request):
             return _forbidden("recall")
         session = request.path_params["session"]
         name = request.path_params["file"]
+        answer = await self._recalled(request, session, name)
+        if CONSOLE_HEADER not in request.headers:
+            step = self.sessions.spilled_by(session, name) or "unknown"
+            self.metrics.recalls.labels(step, str(answer.status_code)).inc()
+        return answer
+
+    async def _recalled(self, request: Request, session: str, name: str) -> Response:
+        """What ``GET /recall/{session}/{name}`` answers."""
         try:
             offset = int(request.query_params.get("offset", "1"))
             limit = _optional_int(request.query_params.get("limit"))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from prometheus_client import (
@@ -16,11 +17,15 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from middleware.cache import DerivedCache
+from middleware.conversations.readbacks import ReadBack
 from middleware.ledger import Usage
 from middleware.ledger.sums import Entry
 from middleware.policy.reload import PolicyStatus
 from middleware.report import Report
 
+#: Tools named in the read-back counters at most: the names are the client's, and each
+#: label is a series held for ever; the others are counted as ``other``.
+MAX_TOOL_LABELS = 64
 #: Seconds: from a fraction of a millisecond (a short history) to seconds (a huge one).
 PROCESS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 UPSTREAM_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -150,6 +155,28 @@ class Metrics:
             "read (an error, a stream cut off, an encoding the ledger does not read).",
             registry=r,
         )
+        self.readbacks = Counter(
+            "chatcli_proxy_readbacks", "Tool calls that went back for what a step hid "
+            "(middleware.conversations.readbacks), by kind (spill_file, recall, reread), the "
+            "step that hid it and the tool that read it back.", ["kind", "step", "tool"],
+            registry=r,
+        )  # fmt: skip
+        self.readback_chars = Counter(
+            "chatcli_proxy_readback_chars", "Characters the read-backs brought back into the "
+            "context (their results as the requests carry them), by kind and step.",
+            ["kind", "step"], registry=r,
+        )  # fmt: skip
+        self.readback_errors = Counter(
+            "chatcli_proxy_readback_errors", "Requests whose read-backs could not be told "
+            "(logged; the request went on, its read-backs uncounted).", registry=r,
+        )  # fmt: skip
+        self.recalls = Counter(
+            "chatcli_proxy_recalls", "Calls of GET /recall (the console's own left out), by "
+            "the step that spilled the output (unknown: no conversation held here saw it) "
+            "and status.", ["step", "status"], registry=r,
+        )  # fmt: skip
+        self._tools: set[str] = set()
+        self._tools_lock = threading.Lock()
         #: The bill counters of each price entry (:meth:`_bill_series`).
         self._bills: dict[str, tuple[tuple[Any, ...], ...]] = {}
         self.registry.register(_PolicyCollector(policies))
@@ -164,6 +191,18 @@ class Metrics:
         removed = report.result_chars_before - report.result_chars_after
         if removed > 0:
             self.chars_removed.inc(removed)
+
+    def record_readbacks(self, readbacks: Sequence[ReadBack]) -> None:
+        for found in readbacks:
+            tool = found.tool
+            with self._tools_lock:
+                if tool not in self._tools:
+                    if len(self._tools) >= MAX_TOOL_LABELS:
+                        tool = "other"
+                    else:
+                        self._tools.add(tool)
+            self.readbacks.labels(found.kind, found.step, tool).inc()
+            self.readback_chars.labels(found.kind, found.step).inc(found.result_chars)
 
     def record_bill(self, entry: Entry | None) -> None:
         """Count one answer's bill (``None``: its usage was not read)."""

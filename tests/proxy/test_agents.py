@@ -41,6 +41,7 @@ from agents import (
     NPM_PACKAGES,
     PINNED,
     READ_AGAIN,
+    READ_FILE,
     RUN_BIG,
     SLEEP,
     Agent,
@@ -57,10 +58,12 @@ from agents import (
     without_results,
 )
 from locations import REPO
+from prometheus_client.parser import text_string_to_metric_families
 from prompt_cache import PromptCache
 from proxy_stack import access_log, serve_process
 from servers import serving
 from stand_in import Provider, triggered
+from waiting import wait_for
 
 from middleware.ledger import Usage, read_usage
 from middleware.spill.layout import session_folder_name
@@ -134,6 +137,15 @@ class Setup:
 MODEL_ROUTE = re.compile(r"^/v1/(messages|responses)$|:(stream)?[gG]enerateContent$")
 
 
+#: The model the tests name for Claude Code, priced as a policy prices one the table does
+#: not know (its read-backs then have a cost in dollars).
+PRICED = {
+    "ledger.prices.claude-stand-in": {
+        "input": 3, "output": 15, "cache_read": 0.3, "cache_write_5m": 3.75, "cache_write_1h": 6,
+    },
+}  # fmt: skip
+
+
 @pytest.fixture(params=AGENT_LIST, ids=[agent.name for agent in AGENT_LIST])
 def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
     agent: Agent = request.param
@@ -147,7 +159,7 @@ def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
     log = tmp_path / "serve.log"
     with (
         serving(provider.app()) as upstream,
-        serve_process(upstream, {"spill.root": str(spill)}, log=log) as url,
+        serve_process(upstream, {"spill.root": str(spill), **PRICED}, log=log) as url,
     ):
         env = agent.configure(home, project, url)
         setup = Setup(agent, provider, url, log, spill, project, env, upstream)
@@ -229,6 +241,10 @@ def test_a_spilled_output_is_read_back_with_the_agents_own_tool_also_after_resum
     preview = read_back(setup)
     assert len(sessions(setup)) == 1, sessions(setup)
     before = len(setup.bodies())
+    # The proxy saw the agent go back for the spilled output: one read-back, its shell's.
+    shell = setup.agent.tools.shell("").name
+    assert readbacks_counted(setup) == {("spill_file", "budget", shell): 1}
+    assert readbacks_shown(setup) == [("spill_file", "budget", shell)]
 
     setup.run(READ_AGAIN, resume=True)
     # The same proxy session: its old output is the same file, and reading it back again
@@ -240,6 +256,7 @@ def test_a_spilled_output_is_read_back_with_the_agents_own_tool_also_after_resum
     assert old and named_file(old[0]) == named_file(preview)
     texts = results(setup.agent.fmt, resumed[-1])
     check_read_back(old[0], texts[-1])
+    assert readbacks_counted(setup) == {("spill_file", "budget", shell): 2}
     # What a resumed session of the agent breaks, the proxy repaired (the stand-in, which
     # refuses what the provider refuses, accepted every request).
     broken_by_resume = RESUME_BREAKS.get(setup.agent.name)
@@ -257,6 +274,80 @@ def test_a_spilled_output_is_read_back_with_the_agents_own_tool_also_after_resum
     total = wait_until_billed(setup.url, len(cache.reported))
     assert total["unread"] == len(cache.unsaid) and billed.prompt > 0
     assert {kind: total["billed"][kind] for kind in said} == said
+
+
+def readbacks_counted(setup: Setup) -> dict[tuple[str, str, str], float]:
+    """The read-backs ``/metrics`` counts, by kind, step and tool."""
+    text = httpx.get(setup.url + "/metrics", timeout=30).text
+    return {
+        (sample.labels["kind"], sample.labels["step"], sample.labels["tool"]): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "chatcli_proxy_readbacks_total"
+    }
+
+
+def readbacks_shown(setup: Setup) -> list[tuple[str, str, str]]:
+    """The read-backs the console shows on the requests of the agent's sessions, each as
+    (kind, step, tool), once every cleaned request has its record."""
+    cleaned = setup.cleaned()
+    shown: list[tuple[str, str, str]] = []
+
+    def found() -> bool:
+        shown.clear()
+        records = 0
+        for session in {line["session"] for line in cleaned}:
+            page = httpx.get(f"{setup.url}/ui/api/sessions/{quote(session, safe='')}?limit=100")
+            requests = page.json()["requests"] if page.status_code == 200 else []
+            records += len(requests)
+            shown.extend((r["kind"], r["step"], r["tool"])
+                         for request in requests for r in request.get("readbacks", []))  # fmt: skip
+        return records >= len(cleaned)
+
+    assert wait_for(found), "the console has not recorded every request"
+    return shown
+
+
+#: The agents whose file-reading tool reads the spill store's files (outside the project):
+#: opencode's ``read`` asks first, and ``opencode run`` answers no ("The user rejected
+#: permission to use this specific tool call"); Gemini CLI's ``read_file`` answers "Path
+#: not in workspace". Both read them back with their shell (the test above).
+READ_TOOL_AGENTS = [AGENT_BY_NAME["claude"]]
+
+
+@pytest.mark.parametrize(
+    "setup", READ_TOOL_AGENTS, indirect=True, ids=[a.name for a in READ_TOOL_AGENTS]
+)
+def test_a_spill_file_read_with_the_agents_file_tool_is_one_read_back(setup: Setup) -> None:
+    """The agent reads the file a preview names with its own file-reading tool (Claude
+    Code's Read): ``/metrics`` and the console count it once, by the tool and the step
+    that spilled the output."""
+    setup.run(READ_FILE)
+    reader = setup.agent.tools.read
+    assert reader is not None
+    tool = reader("", 1, 1).name
+    last = setup.bodies()[-1]
+    made = [e.name for e in events(setup.agent.fmt, last) if e.kind == "call"]
+    assert made[-1] == tool, made  # the agent made the call the model asked for
+    preview, got = results(setup.agent.fmt, last)[-2:]
+    said = LINES_SAID.search(preview)
+    assert said is not None
+    assert big_output("y").splitlines()[int(said.group(1)) - 1] in got  # it read the lines
+    assert readbacks_counted(setup) == {("spill_file", "budget", tool): 1}
+    # The ledger prices it: one read-back of the session, its tokens and dollars, taken
+    # off the saving.
+    (session,) = sessions(setup)
+    assert wait_for(
+        lambda: httpx.get(f"{setup.url}/sessions/{quote(session, safe='')}").json()
+        .get("readbacks", {}).get("count") == 1
+    )  # fmt: skip
+    ledger = httpx.get(f"{setup.url}/sessions/{quote(session, safe='')}").json()
+    priced = ledger["readbacks"]
+    assert priced["tokens"] > 0 and priced["dollars"] > 0, ledger
+    assert ledger["effective_saved_dollars"] == pytest.approx(
+        ledger["saved_dollars"] - priced["dollars"], abs=2e-6
+    )
+    assert readbacks_shown(setup) == [("spill_file", "budget", tool)]
 
 
 #: What an agent's resumed session sends that its provider refuses, and the repair it

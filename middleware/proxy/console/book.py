@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from middleware.conversations.cleaning import Cleaned
+from middleware.conversations.readbacks import ReadBack
 from middleware.ledger.sums import name
 from middleware.policy.settings import section
-from middleware.proxy.console.record import fitted
+from middleware.proxy.console.record import encoded, fitted
 from middleware.records import Records, RequestRow
 from middleware.records.store import MEMORY
 from middleware.report import Action
@@ -70,6 +71,10 @@ _AGENT_OF_USER_AGENT = (
     ("opencode/", "opencode"),
     ("geminicli", "Gemini CLI"),
 )
+#: The share of a request's record its read-backs may take (the rest are counted).
+READBACKS_SHARE = 4
+#: Characters of a read-back's names a record keeps at most (a path's end: the file).
+MAX_NAME_CHARS = 200
 #: Kinds that repeat a decision made by an earlier request (never new).
 _REPEATING = frozenset({"decision_replayed"})
 _COMPACTIONS = frozenset({"truncated", "summarized", "input_cleared"})
@@ -178,6 +183,10 @@ class ConsoleBook:
                 repeated=repeated,
             )
         record.update(continued=cleaned.continued, untouched=cleaned.untouched)
+        if cleaned.readbacks:
+            room = (self.request_bytes - RECORD_OVERHEAD) // READBACKS_SHARE
+            record["readbacks"] = shown = _read_backs(cleaned.readbacks, room)
+            record["readbacks_omitted"] = len(cleaned.readbacks) - len(shown)
         if cleaned.observed:  # observe mode: what the steps would have done
             record["observed"] = True
         if cleaned.error is not None:
@@ -241,6 +250,24 @@ class ConsoleBook:
         while len(self._sessions) > self.max_sessions:
             _, seen = self._sessions.popitem(last=False)
             self._held -= seen.bytes
+
+
+def _read_backs(found: Iterable[ReadBack], room: int) -> list[dict[str, Any]]:
+    """The read-backs of a request as its record shows them, as many as fit in ``room``
+    bytes of JSON (a path cut to its end, which names the file)."""
+    shown: list[dict[str, Any]] = []
+    for read_back in found:
+        path = read_back.path
+        if path is not None and len(path) > MAX_NAME_CHARS:
+            path = "…" + path[-MAX_NAME_CHARS:]
+        entry = {"kind": read_back.kind, "tool": read_back.tool[:MAX_NAME_CHARS],
+                 "step": read_back.step, "call": read_back.call_id[:MAX_NAME_CHARS],
+                 "path": path, "chars": read_back.result_chars}  # fmt: skip
+        room -= len(encoded(entry)) + 1
+        if room < 0:
+            break
+        shown.append(entry)
+    return shown
 
 
 def _new_actions(session: _Seen, actions: Iterable[Action]) -> tuple[list[Action], int]:

@@ -117,6 +117,19 @@ def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_sa
                 " return p && !p.textContent.startsWith('Reading'); }"
             )
             assert big_output("y").rstrip("\n") in full.inner_text()
+            # The agent read it back as the preview said (sed -n in Bash): the request that
+            # carries the call says so, the session's facts count it (issue 45, item 2),
+            # and the page's own read of the spill store is no recall of the agent's.
+            read_back = page.locator('.readback-call[data-kind="spill_file"]')
+            read_back.wait_for()
+            assert read_back.inner_text().startswith("read back: Bash of ")
+            assert "/tool-results/" in read_back.inner_text()
+            assert "(spilled by budget)" in read_back.inner_text()
+            page.locator("p.readback").filter(has_text="1 read-back of what the proxy hid, "
+                                              "costing $").wait_for()  # fmt: skip
+            page.locator("#facts").filter(has_text="Read-backs (what the proxy hid, read "
+                                          "again)").wait_for()  # fmt: skip
+            assert b"chatcli_proxy_recalls_total{" not in proxy.metrics.exposition()
 
             # An interrupted call, as an agent without its own record of it sends the
             # request: the open page shows the repair when it comes, without a reload.

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from session_builders import pipeline_for
+from session_builders import pipeline_for, tool_turn
 
 import middleware
 from middleware import FileAccess, hookimpl
@@ -36,13 +36,7 @@ def policy(tmp_path: Path, **microcompact: Any) -> Path:
 
 def turn(i: int, name: str, arguments: dict[str, Any], output: str) -> list[dict[str, Any]]:
     """One Anthropic assistant turn calling ``name``, and its result."""
-    call_id = f"toolu_{i:02d}"
-    return [
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": call_id, "name": name, "input": arguments}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": call_id, "content": output}]},
-    ]  # fmt: skip
+    return tool_turn(f"toolu_{i:02d}", name, arguments, output)
 
 
 def history(*turns: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -482,6 +482,7 @@ function requestCard(session, q) {
     q.error ? el("p", { class: "error" }, q.error) : null,
     tokens,
     notes,
+    readBacks(q),
     steps.length ? steps.map((s) => stepView(session, s))
       : el("p", { class: "muted" }, "No step changed anything new in this request."),
     q.repeated ? el("p", { class: "muted" }, `${actions(q.repeated, "earlier")} applied again, as decided before.`)
@@ -491,6 +492,24 @@ function requestCard(session, q) {
 }
 
 const actions = (n, which) => `${number(n)} ${which} action${n === 1 ? "" : "s"}`;
+
+// What the agent went back for in this request, and the step that had hidden it.
+const READ_BACK_WORDS = {
+  spill_file: (r) => `${r.tool} of ${r.path}`,
+  recall: (r) => `${r.tool}: a recall of ${r.path}`,
+  reread: (r) => `${r.tool} of ${r.path} again`,
+};
+const HIDDEN_BY = { budget: "spilled by budget", microcompact: "compacted by microcompact" };
+
+function readBacks(q) {
+  const found = q.readbacks || [];
+  if (!found.length) return null;
+  return el("div", { class: "readbacks" }, found.map((r) => el("div", { class: "readback-call", "data-kind": r.kind },
+    el("strong", {}, "read back: "), (READ_BACK_WORDS[r.kind] || READ_BACK_WORDS.spill_file)(r),
+    ` (${HIDDEN_BY[r.step] || r.step})`,
+    el("span", { class: "muted" }, ` · call ${r.call} · ${number(r.chars)} characters brought back`))),
+  q.readbacks_omitted ? el("p", { class: "muted" }, `${q.readbacks_omitted} more read-backs not kept.`) : null);
+}
 
 const WORDS = {
   synthetic_result: "inserted a result for a call that had none",
@@ -581,7 +600,9 @@ async function showFull(session, file) {
   redrawFull(session, file);
   if (!fullTexts.has(key)) {
     try {
-      const answer = await fetch(`/recall/${encodeURIComponent(session)}/${encodeURIComponent(file)}`);
+      // The console's own reads are not counted as the agent's recalls.
+      const answer = await fetch(`/recall/${encodeURIComponent(session)}/${encodeURIComponent(file)}`,
+        { headers: { "x-chatcli-console": "1" } });
       const text = await answer.text();
       fullTexts.set(key, answer.ok ? text : `${answer.status}: ${text}`);
     } catch (error) {
