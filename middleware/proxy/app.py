@@ -39,6 +39,7 @@ from starlette.routing import Route
 from middleware.cache.allocator import give_back
 from middleware.conversations.cleaning import Cleaned
 from middleware.conversations.front import Conversations
+from middleware.conversations.joining import Lobby
 from middleware.conversations.sessions import SessionPool
 from middleware.errors import MiddlewareError
 from middleware.formats.declarations import ErrorKind, Provider
@@ -105,6 +106,8 @@ class Proxy:
     #: proxy.console.enabled is false); what it remembers of each session counts in the
     #: session pool's memory budget.
     console: ConsoleBook | None = field(init=False)
+    #: The requests of Gemini CLI runs waiting to be filed under their conversation.
+    lobby: Lobby = field(init=False, default_factory=Lobby)
     upstream: Upstream | None = None
 
     def __post_init__(self) -> None:
@@ -195,7 +198,7 @@ class Proxy:
                 f"the request body is over the proxy's limit of {limit:,} bytes "
                 "(proxy.max_body_bytes)",
             )  # fmt: skip
-        cleaned, note = Cleaned(body), None
+        cleaned, note, late = Cleaned(body), None, None
         lowered = {k.lower(): v for k, v in request.headers.items()}
         caller = caller_of(lowered, request.query_params)
         if route is not None:
@@ -204,7 +207,7 @@ class Proxy:
             self.cleaning.line_limit = settings.waiting_bytes
             try:
                 async with self.cleaning.admitted(len(body), settings.cleaning_wait_seconds):
-                    cleaned, note = await anyio.to_thread.run_sync(
+                    cleaned, note, late = await anyio.to_thread.run_sync(
                         self._clean, body, route, lowered, source, caller
                     )
             except NotAdmitted as exc:
@@ -233,6 +236,9 @@ class Proxy:
             who=_who(lowered, caller, cleaned, route.codec.name if route is not None else None,
                      note),
         )  # fmt: skip
+        if cleaned.part is not None and cleaned.session is not None and cleaned.waits:
+            exchange.waiting = self.lobby.wait(cleaned.session, cleaned.part, caller)
+            exchange.late = late
         if self.upstream is None:
             raise RuntimeError("the proxy's upstream pool starts with the app's lifespan")
         headers = forwarded_headers(request.headers.raw, drop=REQUEST_DROPPED)
@@ -267,20 +273,30 @@ class Proxy:
         headers: Mapping[str, str],
         source: PolicySource,
         caller: str | None,
-    ) -> tuple[Cleaned, Note | None]:
+    ) -> tuple[Cleaned, Note | None, Callable[[Cleaned], Caller]]:
         """Run the pipeline on one request body (in a worker thread; a route only billed
         goes as it came), count what it did, and record what the console shows of it
-        (``caller``: the digest of its API key)."""
+        (``caller``: the digest of its API key); with what records it and says who asked
+        once it is filed, for a request that waits for its conversation (its record is
+        made then, and a request of a conversation files what waited for it first)."""
         fmt = route.codec.name
         self.conversations.follow(self.catalog.default.policy)  # as reloaded
         now = self.ledger.clock()
         notes: list[Note | None] = [None]
 
-        def noted(cleaned: Cleaned) -> None:  # (finding the texts the model saw may parse it)
-            if self.console is not None:
-                agent = headers.get("user-agent", "")
-                notes[0] = self.console.note(cleaned, route=fmt, user_agent=agent, now=now,
-                                             caller=caller)  # fmt: skip
+        def noting(cleaned: Cleaned) -> Note | None:  # (finding the texts the model saw
+            if self.console is None:  # may parse it)
+                return None
+            return self.console.note(cleaned, route=fmt, user_agent=headers.get("user-agent", ""),
+                                     now=now, caller=caller)  # fmt: skip
+
+        def noted(cleaned: Cleaned) -> None:
+            if cleaned.part is not None and cleaned.session is not None and not cleaned.waits:
+                self.lobby.claim(cleaned.session, cleaned.part, caller)
+            notes[0] = None if cleaned.waits else noting(cleaned)
+
+        def late(cleaned: Cleaned) -> Caller:
+            return _who(headers, caller, cleaned, fmt, noting(cleaned))
 
         cleaned = self.conversations.request(
             raw, fmt, headers, (source.key, source.policy), now=now, noted=noted,
@@ -300,7 +316,7 @@ class Proxy:
             self.metrics.record_report(cleaned.report)
         if cleaned.continued:
             self.metrics.continued.inc()
-        return cleaned, note
+        return cleaned, note, late
 
     def _answer(
         self, route: str, provider: Provider, status: int, kind: ErrorKind, message: str
@@ -460,6 +476,7 @@ class Proxy:
         return token is None or allowed(request, token, settings.trusted_networks)
 
     def close(self) -> None:
+        self.lobby.close()  # what still waits is filed under its own key, then recorded
         self.conversations.close()
         self.catalog.close()
 
