@@ -536,8 +536,35 @@ def documented_variables(heading: str, command: str) -> dict[str, str]:
 
 
 def _gemini_argv(prompt: str, resume: bool) -> list[str]:
+    return [*gemini_routed_argv(prompt, resume), "-m", "gemini-2.5-pro"]
+
+
+def gemini_routed_argv(prompt: str, resume: bool = False) -> list[str]:
+    """Gemini CLI as a user runs it, with no ``-m``: on its default model (``auto``) it
+    asks a small model first, without tools, which model each prompt needs (its model
+    router), then sends the prompt to the one chosen."""
     return [str(binary("gemini")), *(["--resume", "latest"] if resume else []), "-p", prompt,
-            "--yolo", "-o", "json", "-m", "gemini-2.5-pro"]  # fmt: skip
+            "--yolo", "-o", "json"]  # fmt: skip
+
+
+#: What Gemini CLI's model router asks for (its schema): a simple prompt, for a flash model.
+ROUTER_ANSWER = '{"complexity_reasoning": "One command.", "complexity_score": 10}'
+
+
+Script = Callable[[str, dict[str, Any]], Reply]
+
+
+def routed(script: Script) -> Script:
+    """``script``, answering Gemini CLI's model router as its schema says (a call without
+    tools whose system instruction is the router's)."""
+
+    def answer(fmt: str, body: dict[str, Any]) -> Reply:
+        said = json.dumps(body.get("systemInstruction", ""))
+        if fmt == "gemini" and not body.get("tools") and "Routing" in said:
+            return Reply(text=ROUTER_ANSWER)
+        return script(fmt, body)
+
+    return answer
 
 
 GEMINI_TOOLS = Tools(

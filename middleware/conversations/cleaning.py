@@ -14,7 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from middleware.conversations.keys import SessionKey, named_session, session_of
+from middleware.conversations.keys import (
+    DIGESTED,
+    RunPart,
+    SessionKey,
+    named_session,
+    run_part,
+    session_of,
+)
 from middleware.conversations.readbacks import ReadBack
 from middleware.conversations.sessions import SessionPool
 from middleware.conversations.state import ConversationState
@@ -58,8 +65,8 @@ class Cleaned:
     #: The model the request names, for an answer that names none (a compaction's).
     model: str | None = None
     #: A call beside the conversation's history (an embedding, a completion of a
-    #: prompt): billed to its session, it leaves the request the next one is compared
-    #: with as it was.
+    #: prompt, Gemini CLI's model router): billed to its session, it leaves the request
+    #: the next one is compared with as it was.
     beside: bool = False
     #: The provider's refusal the request as it came would have met (its status and
     #: reason), which a repair spared it: the first footprint is then the repaired
@@ -73,6 +80,14 @@ class Cleaned:
     #: left out: never the reason a request fails).
     readbacks: tuple[ReadBack, ...] = ()
     readback_error: BaseException | None = None
+    #: What a Gemini CLI request is in its run (``None``: another client's, or one that
+    #: names its session): filed once its conversation shows itself, if it waits.
+    part: RunPart | None = None
+
+    @property
+    def waits(self) -> bool:
+        """Whether it is filed once its conversation shows itself (:mod:`.joining`)."""
+        return self.part is not None and self.part.waits and self.session is not None
 
 
 def clean_body(
@@ -107,6 +122,8 @@ def clean_body(
     key = SessionKey(session, "given") if session else session_of(headers, body.document, codec)
     if not isinstance(body.history, list):  # a Responses request of one plain text
         return Cleaned(raw, key, untouched="no message list")
+    part = run_part(headers, body.document, codec) if key.source in DIGESTED else None
+    side = part is not None and part.side
     started = time.perf_counter()
     try:
         state = pool.conversation(policy[0], policy[1], key.session)
@@ -114,10 +131,11 @@ def clean_body(
     except (HistoryError, FormatError) as exc:
         # Not a conversation the pipeline can read: the provider will say what is wrong.
         logger.info("leaving this %s body as it was: %s", fmt, exc)
-        return Cleaned(raw, key, untouched="not a conversation")
+        return Cleaned(raw, key, untouched="not a conversation", beside=side, part=part)
     except Exception as exc:  # a bug or a broken plugin: never the reason a request fails
         logger.exception("could not process this %s request of session %s", fmt, key.session)
-        return Cleaned(raw, key, error=exc, seconds=time.perf_counter() - started)
+        return Cleaned(raw, key, error=exc, seconds=time.perf_counter() - started,
+                       beside=side, part=part)  # fmt: skip
     seconds = time.perf_counter() - started
     body_out = raw
     if result.changed:
@@ -143,6 +161,8 @@ def clean_body(
         refused=refused,
         readbacks=readbacks,
         readback_error=readback_error,
+        beside=side,
+        part=part,
     )
 
 

@@ -93,10 +93,12 @@ class Conversations:
         cleaned: Cleaned | None,
         policy: Policy,
         who: Caller | None = None,
+        now: float | None = None,
     ) -> Entry | None:
         """An answer comes back, read by ``reader``: billed under the session its request
         was filed under (``cleaned``: what became of the request; ``None``: it went as it
-        came; ``who``: who asked, the request's tags and console record), keyed by the
+        came; ``who``: who asked, the request's tags and console record; ``now``: when it
+        ended, if it is billed later, else the ledger's time), keyed by the
         provider's id of it, and what it read from the prompt cache told to its
         conversation. Its :class:`~middleware.ledger.sums.Entry`, or ``None`` if its usage
         could not be read or billing it failed (logged: never the reason an answer goes
@@ -112,6 +114,7 @@ class Conversations:
                 bind(policy, LedgerSettings),
                 footprints=cleaned.footprints if cleaned is not None else None,
                 body_chars=len(cleaned.body) if cleaned is not None else 0,
+                now=now,
                 beside=cleaned is not None and cleaned.beside,
                 who=who,
                 refused=cleaned.refused if cleaned is not None else None,

@@ -12,6 +12,11 @@ system prompt and first user message) and, once there is one, the model's first 
 Responses item's ``id`` and ``status``) are left out, so a conversation keeps its key;
 two conversations that open alike part at their first reply, so they never share a key
 once either has a tool result.
+
+Gemini CLI names no session and, beside its conversation, calls a model without tools (its
+model router, before each prompt) with a copy of the conversation's history or, before
+the model's first reply, of its opening: :func:`run_part` says what such a request is,
+for :mod:`.joining` to file it under the conversation it belongs to.
 """
 
 from __future__ import annotations
@@ -35,6 +40,11 @@ HEADERS: tuple[str, ...] = (
     "session_id",
     "x-session-id",
 )
+#: What Gemini CLI's ``User-Agent`` starts with (``GeminiCLI/0.61.0/...``,
+#: ``GeminiCLI-tui/...``), lower-cased.
+GEMINI_CLI = "geminicli"
+#: Where the session of a client that names none is found: digested from its requests.
+DIGESTED = ("opening", "call_ids")
 #: Characters of a session id kept; a longer one is cut (its folder name carries a digest
 #: of the whole id, :func:`middleware.spill.layout.session_folder_name`).
 MAX_ID_CHARS = 256
@@ -57,9 +67,40 @@ class SessionKey:
     #: Where the session was found: the header's name (:data:`HEADERS`),
     #: ``prompt_cache_key``, ``conversation``, ``metadata.user_id``, ``opening`` (a
     #: digest of the opening, with the first reply once there is one), ``call_ids`` (a
-    #: digest of the first reply's call ids alone, :data:`CALL_IDS`), or ``given`` (by
-    #: the caller).
+    #: digest of the first reply's call ids alone, :data:`CALL_IDS`), ``given`` (by the
+    #: caller), or ``joined`` (the conversation a request waited for: :mod:`.joining`).
     source: str
+
+
+@dataclass(frozen=True)
+class RunPart:
+    """What a Gemini CLI request is in its run, which its history alone does not tell
+    apart from another run's (:mod:`.joining`)."""
+
+    #: It declares no tools: a call beside the conversation (the model router's).
+    side: bool
+    #: The model's replies in its history (none: it is the request opening the
+    #: conversation, or a side call made before it).
+    replies: int
+    #: What it says, in order (:meth:`.Codec.said`).
+    said: tuple[str, ...]
+
+    @property
+    def waits(self) -> bool:
+        """Whether it is filed once its conversation shows itself: a side call, or the
+        request opening the conversation (whose key the model's first reply settles)."""
+        return self.side or not self.replies
+
+
+def run_part(
+    headers: Mapping[str, str], body: Mapping[str, Any], codec: Codec | None
+) -> RunPart | None:
+    """What ``body`` is in its Gemini CLI run (``headers`` with lower-case names), or
+    ``None`` for any other client."""
+    if codec is None or not headers.get("user-agent", "").lower().startswith(GEMINI_CLI):
+        return None
+    said = codec.said(body)
+    return None if said is None else RunPart(not body.get("tools"), said[1], said[0])
 
 
 def session_of(

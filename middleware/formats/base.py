@@ -99,6 +99,13 @@ class Codec(ABC):
         (:mod:`middleware.conversations.keys`)."""
         return None
 
+    def said(self, body: Mapping[str, Any]) -> tuple[tuple[str, ...], int] | None:
+        """What a request's history says, in order (the user's and the model's texts,
+        the model's call ids), and how many times the model has replied in it: what a call
+        an agent makes beside its conversation repeats of it
+        (:mod:`middleware.conversations.joining`); ``None``: not read in this format."""
+        return None
+
     def usage_counts(self, usage: Mapping[str, Any]) -> UsageCounts | None:
         """The tokens a provider's ``usage`` object in this format reports, or ``None``
         if it is not one."""

@@ -39,6 +39,7 @@ from starlette.routing import Route
 from middleware.cache.allocator import give_back
 from middleware.conversations.cleaning import Cleaned
 from middleware.conversations.front import Conversations
+from middleware.conversations.joining import Lobby
 from middleware.conversations.keys import named_session
 from middleware.conversations.sessions import SessionPool
 from middleware.errors import MiddlewareError
@@ -111,6 +112,8 @@ class Proxy:
     console: ConsoleBook | None = field(init=False)
     #: Where observe mode projects requests, beside the requests that go as they came.
     observer: Observer = field(init=False)
+    #: The requests of Gemini CLI runs waiting to be filed under their conversation.
+    lobby: Lobby = field(init=False, default_factory=Lobby)
     upstream: Upstream | None = None
 
     def __post_init__(self) -> None:
@@ -202,7 +205,7 @@ class Proxy:
                 f"the request body is over the proxy's limit of {limit:,} bytes "
                 "(proxy.max_body_bytes)",
             )  # fmt: skip
-        cleaned, note, projection = Cleaned(body), None, None
+        cleaned, note, late, projection = Cleaned(body), None, None, None
         lowered = {k.lower(): v for k, v in request.headers.items()}
         caller = caller_of(lowered, request.query_params)
         if route is not None and route.cleaned and self.settings.observing:
@@ -213,7 +216,7 @@ class Proxy:
             self.cleaning.line_limit = settings.waiting_bytes
             try:
                 async with self.cleaning.admitted(len(body), settings.cleaning_wait_seconds):
-                    cleaned, note = await anyio.to_thread.run_sync(
+                    cleaned, note, late = await anyio.to_thread.run_sync(
                         self._clean, body, route, lowered, source, caller
                     )
             except NotAdmitted as exc:
@@ -243,6 +246,13 @@ class Proxy:
                      note),
             projection=projection,
         )  # fmt: skip
+        if cleaned.part is not None and cleaned.session is not None and cleaned.waits:
+            exchange.waiting = self.lobby.wait(cleaned.session, cleaned.part, caller)
+            exchange.late = late
+        return self._relay(request, url, cleaned, exchange)
+
+    def _relay(self, request: Request, url: str, cleaned: Cleaned, exchange: Exchange) -> Relay:
+        """The relay of ``cleaned`` to ``url``, accounted for by ``exchange``."""
         if self.upstream is None:
             raise RuntimeError("the proxy's upstream pool starts with the app's lifespan")
         headers = forwarded_headers(request.headers.raw, drop=REQUEST_DROPPED)
@@ -284,7 +294,7 @@ class Proxy:
         settings = self.settings
 
         def project() -> tuple[Cleaned, Caller]:
-            cleaned, note = self._clean(raw, route, headers, source, caller, observed=True)
+            cleaned, note, _ = self._clean(raw, route, headers, source, caller, observed=True)
             return cleaned, _who(headers, caller, cleaned, route.codec.name, note)
 
         projection = self.observer.submit(
@@ -300,22 +310,36 @@ class Proxy:
         source: PolicySource,
         caller: str | None,
         observed: bool = False,
-    ) -> tuple[Cleaned, Note | None]:
+    ) -> tuple[Cleaned, Note | None, Callable[[Cleaned], Caller]]:
         """Run the pipeline on one request body (in a worker thread; a route only billed
         goes as it came), count what it did, and record what the console shows of it
-        (``caller``: the digest of its API key). ``observed``: the request goes as it
-        came (observe mode), and what the steps made of it is what they would have sent."""
+        (``caller``: the digest of its API key); with what records it and says who asked
+        once it is filed, for a request that waits for its conversation (its record is
+        made then, and a request of a conversation files what waited for it first).
+        ``observed``: the request goes as it came (observe mode), and what the steps made
+        of it is what they would have sent."""
         fmt = route.codec.name
         self.conversations.follow(self.catalog.default.policy)  # as reloaded
         now = self.ledger.clock()
         notes: list[Note | None] = [None]
 
-        def noted(cleaned: Cleaned) -> None:  # (finding the texts the model saw may parse it)
-            if self.console is not None:
-                agent = headers.get("user-agent", "")
-                shown = replace(cleaned, observed=True) if observed else cleaned
-                notes[0] = self.console.note(shown, route=fmt, user_agent=agent, now=now,
-                                             caller=caller)  # fmt: skip
+        def noting(cleaned: Cleaned) -> Note | None:  # (finding the texts the model saw
+            if self.console is None:  # may parse it)
+                return None
+            shown = replace(cleaned, observed=True) if observed else cleaned
+            return self.console.note(shown, route=fmt, user_agent=headers.get("user-agent", ""),
+                                     now=now, caller=caller)  # fmt: skip
+
+        def noted(cleaned: Cleaned) -> None:
+            if observed:  # nothing waits: a projection is filed as it is found
+                notes[0] = noting(cleaned)
+                return
+            if cleaned.part is not None and cleaned.session is not None and not cleaned.waits:
+                self.lobby.claim(cleaned.session, cleaned.part, caller)
+            notes[0] = None if cleaned.waits else noting(cleaned)
+
+        def late(cleaned: Cleaned) -> Caller:
+            return _who(headers, caller, cleaned, fmt, noting(cleaned))
 
         cleaned = self.conversations.request(
             raw, fmt, headers, (source.key, source.policy), now=now, noted=noted,
@@ -341,7 +365,7 @@ class Proxy:
         self.metrics.record_readbacks(cleaned.readbacks)
         if cleaned.readback_error is not None:
             self.metrics.readback_errors.inc()
-        return cleaned, note
+        return cleaned, note, late
 
     def _answer(
         self, route: str, provider: Provider, status: int, kind: ErrorKind, message: str
@@ -511,6 +535,7 @@ class Proxy:
 
     def close(self) -> None:
         self.observer.close()
+        self.lobby.close()  # what still waits is filed under its own key, then recorded
         self.conversations.close()
         self.catalog.close()
 

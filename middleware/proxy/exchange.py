@@ -1,12 +1,14 @@
 """One request's trip upstream and back, as the proxy accounts for it: the status and
 latency counted, the answer's usage read as it is relayed and put in the ledger, and the
-access log line written when it ends."""
+access log line written when it ends (for a request that waits for its conversation to
+show itself, :mod:`middleware.conversations.joining`, once it is filed)."""
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -14,6 +16,8 @@ from starlette.requests import Request
 
 from middleware.conversations.cleaning import Cleaned
 from middleware.conversations.front import Conversations
+from middleware.conversations.joining import Waiting
+from middleware.conversations.keys import SessionKey
 from middleware.formats.declarations import Provider
 from middleware.ledger import Caller, UsageReader
 from middleware.ledger.sums import Entry
@@ -52,6 +56,10 @@ class Exchange:
     console_seconds: float | None = None
     #: Who asked, the request's tags, its agent and the console's record of it.
     who: Caller | None = None
+    #: The request waits to be filed under its conversation (``None``: it is filed as it
+    #: came), and then makes its console record and says who asked with this.
+    waiting: Waiting | None = None
+    late: Callable[[Cleaned], Caller] | None = None
     #: Observe mode: the request went as it came, and its answer is billed once the
     #: pipeline, beside it, made what it would have sent of it (or gave up).
     projection: Projection | None = None
@@ -77,31 +85,55 @@ class Exchange:
     def on_done(self, whole: bool) -> None:
         code = self.status if self.status is not None else 502
         self.metrics.requests.labels(self.route, str(code)).inc()
-        entry = self._bill() if self.reader is not None else None
+        ms = round((time.perf_counter() - self.started) * 1000, 1)
+        if self.waiting is None:
+            self._file(code, whole, ms)
+            return
+        ended = self.conversations.ledger.clock()
+        self.waiting.end(lambda key: self._file(code, whole, ms, key, ended))
+
+    def _file(
+        self,
+        code: int,
+        whole: bool,
+        ms: float,
+        key: SessionKey | None = None,
+        ended: float | None = None,
+    ) -> None:
+        """Bill the answer and write the log line, under ``key`` if the request waited
+        for its conversation (its answer ``ended`` then)."""
+        if key is not None:
+            self.cleaned = replace(self.cleaned, session=key)
+            self.who = self.late(self.cleaned) if self.late is not None else self.who
+        entry = self._bill(ended) if self.reader is not None else None
         if self.access_log:
             summary = f"{self.request.method} {self.request.url.path} {code}"
-            access_logger.info(Fields(self._line(code, whole, entry), summary))
+            access_logger.info(Fields(self._line(code, whole, entry, ms), summary))
 
-    def _bill(self) -> Entry | None:
+    def _bill(self, ended: float | None) -> Entry | None:
         """Put the answer in the ledger and count it: its :class:`Entry`, or ``None`` if
         its usage could not be read."""
         assert self.reader is not None
         if self.projection is not None:
             reader = self.reader
-            self.projection.then(lambda done: self._bill_observed(reader, done))
+            self.projection.then(lambda done: self._bill_observed(reader, done, ended))
             return None
-        entry = self.conversations.answer(self.reader, self.cleaned, self.policy, self.who)
+        entry = self.conversations.answer(
+            self.reader, self.cleaned, self.policy, self.who, now=ended
+        )
         self.metrics.record_bill(entry)
         return entry
 
-    def _bill_observed(self, reader: UsageReader, projection: Projection) -> None:
+    def _bill_observed(
+        self, reader: UsageReader, projection: Projection, ended: float | None
+    ) -> None:
         """Bill the answer of a request that went as it came, with what its cleaned
         request would have cost where it was projected."""
         cleaned, who = projection.result or (self.cleaned, self.who)
-        entry = self.conversations.answer(reader, cleaned, self.policy, who)
+        entry = self.conversations.answer(reader, cleaned, self.policy, who, now=ended)
         self.metrics.record_bill(entry)
 
-    def _line(self, status: int, whole: bool, entry: Entry | None) -> dict[str, Any]:
+    def _line(self, status: int, whole: bool, entry: Entry | None, ms: float) -> dict[str, Any]:
         """The access log line of the exchange (its fields)."""
         cleaned, report = self.cleaned, self.cleaned.report
         line: dict[str, Any] = {
@@ -111,7 +143,7 @@ class Exchange:
             "status": status,
             "session": cleaned.session.session if cleaned.session else None,
             "session_from": cleaned.session.source if cleaned.session else None,
-            "ms": round((time.perf_counter() - self.started) * 1000, 1),
+            "ms": ms,
             "process_ms": round(cleaned.seconds * 1000, 2),
         }
         if self.console_seconds is not None:

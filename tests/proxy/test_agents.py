@@ -9,6 +9,9 @@ docs/proxy.md says. For each agent:
 * two sessions run at once in one folder stay apart (sessions, files, ``DELETE``), opencode
   on the Responses API too (its other scenarios repeat Codex CLI's and opencode's);
 * a tool call interrupted mid-run (the agent killed) is repaired on the next request;
+* one Gemini CLI run, with its model router on, is one session in ``/sessions`` and the
+  console (its router calls and its opening request with its conversation), two at once
+  are two;
 * every request the stand-in receives is one the provider would accept.
 
 Codex CLI also compacts its own context through the proxy (remote compaction v2) and goes
@@ -51,8 +54,10 @@ from agents import (
     binary,
     documented_variables,
     events,
+    gemini_routed_argv,
     missing,
     results,
+    routed,
     scripted,
     wait_for_file,
     without_results,
@@ -221,8 +226,7 @@ def read_back(setup: Setup, letter: str = "y", bodies: list[dict[str, Any]] | No
 
 
 def sessions(setup: Setup) -> set[str]:
-    """The proxy's sessions of the requests that carry tool results (an agent that names
-    no session has the request opening its conversation filed under the opening alone)."""
+    """The proxy's sessions of the requests that carry tool results."""
     return {line["session"] for line in setup.cleaned() if line.get("chars_before")}
 
 
@@ -370,8 +374,8 @@ SESSION_FROM = {"claude": "x-claude-code-session-id", "codex": "session-id",
                 "opencode": "x-session-id", "opencode-openai": "session-id",
                 "gemini": "call_ids"}  # fmt: skip
 #: Where a session is found for a request sent before the model's first reply, if
-#: elsewhere: Gemini CLI's first request is known by its opening alone.
-BEFORE_REPLY = {"gemini": "opening"}
+#: elsewhere: Gemini CLI's first request waits for the conversation that follows it.
+BEFORE_REPLY = {"gemini": "joined"}
 
 
 def test_two_sessions_at_once_in_one_folder_stay_apart(setup: Setup) -> None:
@@ -541,3 +545,58 @@ def test_gemini_cli_runs_with_the_documented_variables_alone(tmp_path: Path) -> 
     env = AGENT_BY_NAME["gemini"].configure(home, project, "http://127.0.0.1:1")
     assert set(env) - set(base_env(home)) == set(said)
     assert env["GOOGLE_GEMINI_BASE_URL"] == "http://127.0.0.1:1"
+
+
+GEMINI = pytest.mark.parametrize("setup", [AGENT_BY_NAME["gemini"]], indirect=True, ids=["gemini"])
+
+
+def routed_runs(setup: Setup, prompt: str, runs: int = 1, *, resume: bool = False) -> None:
+    """``runs`` Gemini CLI runs of ``prompt`` at once on the CLI's default model, whose
+    router the scripted model answers (a call without tools before each prompt)."""
+    setup.provider.script = routed(scripted(setup.agent.tools, setup.agent.fmt))
+    started = [Run(gemini_routed_argv(prompt, resume), setup.project, setup.env).start()
+               for _ in range(runs)]  # fmt: skip
+    setup.started += started
+    for run in started:
+        assert run.wait().returncode == 0, run.explain()
+
+
+def listed(setup: Setup) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The sessions ``/sessions`` and the console list, once every request the stand-in
+    answered is billed."""
+    wait_until_billed(setup.url, len(setup.provider.accepted))
+    ledger = httpx.get(setup.url + "/sessions").json()["sessions"]
+    return ledger, httpx.get(setup.url + "/ui/api/sessions").json()["sessions"]
+
+
+@GEMINI
+def test_one_gemini_cli_run_is_one_session_with_its_router_calls(setup: Setup) -> None:
+    """Gemini CLI names no session: its router calls (no tools, a small model) and the
+    request that opens its conversation (before the model's first reply) are filed under
+    the conversation its next requests name, and so are the router calls of a resumed
+    run (the conversation's history, for a prompt of its own)."""
+    routed_runs(setup, RUN_BIG)
+    routed_runs(setup, READ_AGAIN, resume=True)
+    sent = [body for _, _, body in setup.provider.accepted]
+    asked_router = [body for body in sent if not body.get("tools")]
+    assert len(asked_router) == 2 and len(sent) == 7  # a router call for each prompt
+    ledger, console = listed(setup)
+    assert [(s["session"], s["requests"]) for s in ledger] == [(ledger[0]["session"], 7)]
+    assert [(s["session"], s["requests"], s["agent"]) for s in console] == [
+        (ledger[0]["session"], 7, "Gemini CLI")]  # fmt: skip
+    assert {line["session"] for line in setup.cleaned()} == {ledger[0]["session"]}
+
+
+@GEMINI
+def test_two_gemini_cli_runs_at_once_are_two_sessions(setup: Setup) -> None:
+    """Two runs of one prompt in one folder at once send alike router calls and opening
+    requests: each conversation takes one opening request (and the router calls before
+    it), so each run is one session."""
+    routed_runs(setup, RUN_BIG, runs=2)
+    sent = setup.provider.accepted
+    assert len(sent) == 8 and sum(1 for _, _, body in sent if not body.get("tools")) == 2
+    ledger, console = listed(setup)
+    assert len(ledger) == 2 and sum(s["requests"] for s in ledger) == 8
+    assert all(s["requests"] >= 3 for s in ledger)  # an opening request and two more each
+    assert {s["session"]: s["requests"] for s in console} == {
+        s["session"]: s["requests"] for s in ledger}  # fmt: skip

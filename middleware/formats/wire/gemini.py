@@ -297,6 +297,28 @@ class GeminiCodec(Codec):
         ]
         return [body.get("systemInstruction"), first_user, "".join(texts)]
 
+    def said(self, body: Mapping[str, Any]) -> tuple[tuple[str, ...], int] | None:
+        """The contents' texts (thoughts left out) and call ids, in order. Gemini CLI's
+        model router sends a call id as ``NAME__ID`` where the conversation sends ``ID``:
+        it is read as ``ID``."""
+        contents = body.get("contents")
+        said: list[str] = []
+        replies = 0
+        for content in contents if isinstance(contents, list) else []:
+            if not isinstance(content, dict):
+                continue
+            role = content.get("role", "user")
+            replies += role == "model"
+            for part in content.get("parts") or []:
+                if not isinstance(part, dict) or part.get("thought"):
+                    continue
+                if isinstance(text := part.get("text"), str):
+                    said.append(f"{role}:{text}")
+                call = part.get("functionCall")
+                if isinstance(call, dict) and isinstance(uid := call.get("id"), str):
+                    said.append("call:" + uid.removeprefix(f"{call.get('name')}__"))
+        return tuple(said), replies
+
     # -- usage -----------------------------------------------------------------------------
 
     def usage_counts(self, usage: Mapping[str, Any]) -> UsageCounts | None:

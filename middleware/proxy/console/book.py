@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from middleware.conversations.cleaning import Cleaned
+from middleware.conversations.joining import JOINED
+from middleware.conversations.keys import DIGESTED
 from middleware.conversations.readbacks import ReadBack
 from middleware.ledger.sums import name
 from middleware.policy.settings import section
@@ -61,8 +63,9 @@ _AGENT_OF_SOURCE = {
     "conversation": "SDK",
 }
 #: Sources of a key digested from the conversation itself (a client that names no session):
-#: its opening, or (Gemini) its first reply's call ids.
-_DIGESTED = ("opening", "call_ids")
+#: its opening, or (Gemini) its first reply's call ids, or the conversation a request
+#: waited for (Gemini CLI: :mod:`middleware.conversations.joining`).
+_DIGESTED = (*DIGESTED, JOINED)
 #: What an agent's ``User-Agent`` starts with, for the sources two agents share (opencode
 #: sends ``session-id`` to OpenAI, as Codex does; Gemini CLI names no session).
 _AGENT_OF_USER_AGENT = (
