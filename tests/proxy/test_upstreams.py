@@ -10,7 +10,7 @@ import pytest
 from middleware.cli.app import build_parser
 from middleware.errors import PolicyError
 from middleware.formats.routes import provider_named, providers
-from middleware.policy import load_policy, validate_policy_file
+from middleware.policy import Override, load_policy, validate_policy_file
 from middleware.policy.settings import bind
 from middleware.proxy.settings import ProxySettings
 
@@ -84,6 +84,9 @@ def test_serve_takes_one_provider_upstream_per_option(monkeypatch: pytest.Monkey
                               "http://b"])  # fmt: skip
     with pytest.raises(SystemExit):
         serve.run_serve(args)
-    assert seen == {"proxy.upstreams.openai": "http://a", "proxy.upstreams.anthropic": "http://b"}
+    assert seen == {
+        "proxy.upstreams.openai": Override("http://a", "command line --upstream"),
+        "proxy.upstreams.anthropic": Override("http://b", "command line --anthropic-upstream"),
+    }
     with pytest.raises(PolicyError, match="PROVIDER=URL"):
         serve.run_serve(parser.parse_args(["serve", "--upstream", "openai"]))

@@ -64,6 +64,18 @@ def anthropic(model: str, results: int) -> dict[str, Any]:
             "tools": [{"name": "Bash", "input_schema": {"type": "object"}}]}  # fmt: skip
 
 
+GEMINI_CALL = {"name": "run_shell_command", "args": {"command": "ls"}, "id": "ls-1"}
+GEMINI_TURN: dict[str, Any] = {
+    "contents": [
+        {"role": "user", "parts": [{"text": "Explain this repository."}]},
+        {"role": "model", "parts": [{"functionCall": GEMINI_CALL}]},
+        {"role": "user", "parts": [{"functionResponse": {
+            "name": "run_shell_command", "id": "ls-1", "response": {"output": "README.md"}}}]},
+    ],
+    "tools": [{"functionDeclarations": [{"name": "run_shell_command"}]}],
+}  # fmt: skip
+
+
 def fill(url: str) -> None:
     """The sessions of several agents, as each names its session and itself."""
     anthropic_headers = {"anthropic-version": "2023-06-01"}
@@ -78,9 +90,12 @@ def fill(url: str) -> None:
         ("/v1/messages", {"x-session-id": "ses_dca72d815ffeAKF5t6Xcs6dMMx",
                           "user-agent": "opencode/1.18.33", "x-api-key": "sk-ant-dev-3"},
          anthropic("claude-stand-in", 0)),
+        # A Gemini CLI run's request after its first reply (one before it would wait to be
+        # joined to its conversation: middleware/conversations/joining.py).
         ("/v1beta/models/gemini-2.5-pro:generateContent",
-         {"user-agent": "GeminiCLI/0.61.0 (linux; x64)", "x-goog-api-key": "g-4"},
-         {"contents": [{"role": "user", "parts": [{"text": "Explain this repository."}]}]}),
+         {"user-agent": "GeminiCLI/0.61.0 (linux; x64)", "x-goog-api-key": "g-4"}, GEMINI_TURN),
+        # A client that names no session: known by how its conversation opens.
+        ("/v1/messages", {"x-api-key": "sk-ant-dev-5"}, anthropic("claude-stand-in", 0)),
     ]  # fmt: skip
     for turns in (1, 2, 3):  # a long name, tags and a key of its own, its outputs spilled
         sent.append(("/v1/messages", {"x-chatcli-session": LONG_NAME, "x-api-key": "sk-ant-ci",
@@ -109,7 +124,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
             rows: list[dict[str, Any]] = httpx.get(url + "/ui/api/sessions").json()["sessions"]
             return rows
 
-        assert wait_for(lambda: sum(row["requests"] for row in listed()) == 8)
+        assert wait_for(lambda: sum(row["requests"] for row in listed()) == 9)
         yield Console(url, listed())
 
 
@@ -218,9 +233,8 @@ def test_a_spill_says_why_in_words_and_keeps_its_key_in_reach(
 
 
 def test_a_session_says_where_its_key_came_from_in_words(browser: Any, console: Console) -> None:
-    (gemini,) = [row for row in console.sessions if row["agent"] == "Gemini CLI"]
-    assert gemini["source"] == "opening"
-    page = opened(browser, console.url + "/ui/#/session/" + gemini["session"])
+    (unnamed,) = [row for row in console.sessions if row["source"] == "opening"]
+    page = opened(browser, console.url + "/ui/#/session/" + unnamed["session"])
     facts = page.locator("#facts .kv > span")  # label, value, label, value...
     facts.first.wait_for()
     assert facts.nth(2).inner_text() == "Session key from"

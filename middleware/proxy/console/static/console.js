@@ -241,6 +241,7 @@ function sessionsPage(data) {
 const SOURCES = {
   opening: "a digest of how the conversation opens (no session named)",
   call_ids: "a digest of its first reply's call ids (no session named)",
+  joined: "joined to the conversation of its Gemini CLI run (no session named)",
   given: "given by the caller",
 };
 const BODY_FIELDS = new Set(["prompt_cache_key", "conversation", "metadata.user_id"]);
