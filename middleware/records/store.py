@@ -127,7 +127,14 @@ class RecordStore:
             yield connection
 
     def close(self) -> None:
-        self.engine.dispose()
+        """Let go of the database. A store in memory waits for the connection's user (a
+        thread pruning it): its one connection closed under a running statement would
+        crash the process, not fail the statement."""
+        if self._serial is None:
+            self.engine.dispose()
+            return
+        with self._serial:
+            self.engine.dispose()
 
     # -- written ------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from record_builders import answer
 
 from middleware.records import queries
 from middleware.records.rows import RequestRow
-from middleware.records.store import RecordStore
+from middleware.records.store import MEMORY, RecordStore
 from middleware.records.tables import ANSWER_TAGS, DAYS, SESSIONS
 
 
@@ -117,3 +117,31 @@ def test_nothing_is_prepared_on_the_server_so_a_pooler_may_share_connections(
         assert prepared == 0
     finally:
         store.close()
+
+
+def test_a_store_in_memory_closes_only_once_its_connection_is_let_go() -> None:
+    """A thread using the one connection of a store in memory (the console's pruning)
+    finishes its statement before the store closes: closing it under a running statement
+    crashed the test worker (a segmentation fault in the CI run of issue 45)."""
+    store = RecordStore.open(MEMORY)
+    inside, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def prune() -> None:
+        with store.connection() as connection:
+            inside.set()
+            release.wait(10)
+            connection.execute(sa.select(sa.func.count()).select_from(SESSIONS)).scalar()
+            order.append("statement")
+
+    worker = threading.Thread(target=prune)
+    worker.start()
+    assert inside.wait(10)
+    closing = threading.Thread(target=lambda: (store.close(), order.append("closed")))
+    closing.start()
+    closing.join(0.3)
+    assert closing.is_alive() and order == []  # it waits for the statement
+    release.set()
+    worker.join(10)
+    closing.join(10)
+    assert order == ["statement", "closed"]
