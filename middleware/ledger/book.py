@@ -16,7 +16,12 @@ from typing import Any
 
 from middleware.formats import get_codec
 from middleware.ledger.archive import rotate
-from middleware.ledger.estimate import Footprint, expected_read, without_middleware
+from middleware.ledger.estimate import (
+    Footprint,
+    expected_read,
+    tokens_per_char,
+    without_middleware,
+)
 from middleware.ledger.files import FileLedger
 from middleware.ledger.journal import CLOSE_SECONDS, Journal, check_regular
 from middleware.ledger.prices import LedgerSettings
@@ -313,7 +318,7 @@ def _read_back(
     provider counted for this request)."""
     if not readbacks:
         return Usage()
-    per_char = billed.prompt / body_chars if body_chars else 0.25
+    per_char = tokens_per_char(billed, body_chars)
     results = round(per_char * sum(readbacks))
     if writes:
         return Usage(cache_read=repeated, cache_write_5m=results)

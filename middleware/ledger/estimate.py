@@ -157,7 +157,7 @@ def _unmarked(value: Any) -> Any:
     return value
 
 
-def _tokens_per_char(billed: Usage, body_chars: int) -> float:
+def tokens_per_char(billed: Usage, body_chars: int) -> float:
     """Tokens the provider counted per character of the forwarded body (within
     :data:`TOKENS_PER_CHAR`; a quarter when the body's size is unknown)."""
     if not body_chars:
@@ -186,7 +186,7 @@ def without_middleware(
     """
     if raw == cleaned and (before is None or before[0] == before[1]):
         return billed
-    per_char = _tokens_per_char(billed, body_chars)
+    per_char = tokens_per_char(billed, body_chars)
     prompt = max(0, billed.prompt + round(per_char * (raw.total - cleaned.total)))
     if billed.cache_read == 0 and billed.cache_write == 0 and not warm:
         return Usage(input=prompt, output=billed.output)
@@ -218,7 +218,7 @@ def expected_read(
     messages the client put after its last cache breakpoint."""
     if before is None or not body_chars:
         return 0
-    per_char = _tokens_per_char(billed, body_chars)
+    per_char = tokens_per_char(billed, body_chars)
     unshared = round(per_char * (cleaned.total - cleaned.shared(before)))
     cacheable = billed.prompt
     if writes:  # Anthropic caches up to the last breakpoint the client set
