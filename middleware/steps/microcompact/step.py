@@ -32,7 +32,7 @@ from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
 from middleware.session.cold_cache import CallsDigest, ColdMove
 from middleware.session.resume import Resume
-from middleware.steps.file_tools import FileTools, read_outputs
+from middleware.steps.file_tools import FileTools, answer_commands, read_outputs
 from middleware.steps.microcompact.before_spill import promised
 from middleware.steps.microcompact.inputs import clear_input
 from middleware.steps.microcompact.protection import Protection
@@ -83,9 +83,11 @@ class _Compaction:
         self.context = context
         self.conversation = conversation
         self.readings = Readings(settings, context)
-        self.tools = FileTools(partial(file_access, context))
-        #: The results of tools that read a file, by (node, block), and what each read.
-        self.reads: dict[tuple[int, int], FileRead | None] = {}
+        self.tools = FileTools(
+            partial(file_access, context), answer_commands(conversation, context.codec)
+        )
+        #: The results that are a file's text, by (node, block), and what each read.
+        self.reads: dict[tuple[int, int], FileRead] = {}
         self.protection: Protection | None = None
         self.weighing = Weighing(
             settings, self.readings, context.internal.cache, self._exempt, self._mentions
@@ -222,8 +224,9 @@ class _Compaction:
         """Find the file reads among the results and when each leaves the protected
         window (``outputs``: characters of reads per message, as they came)."""
         for site in index.results:
-            if self.tools.reads(site.tool_name):
-                self.reads[(site.node, site.block)] = self.tools.read_of(site)
+            read = self.tools.read_of(site)
+            if read is not None:
+                self.reads[(site.node, site.block)] = read
         s = self.settings
         if self.reads and s.reads.protect_turns:
             self.protection = Protection(
