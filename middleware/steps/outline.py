@@ -72,9 +72,10 @@ UNLIKE_SHARE = 1 / 4
 MIN_REPORT_CHARS = 12
 
 _Line = tuple[int, str, frozenset[str]]  # number, rendered line, the new tokens it shows
-#: A line of an outline, and one of its notices (:func:`_notice`).
-_SHOWN = re.compile(r"([1-9][0-9]*): (.*)", re.DOTALL)
-_NOTICE = re.compile(r"… and [0-9]+ more (?:error|warning) lines? \(lines? [0-9]+(?:–[0-9]+)?\)")
+#: A line of an outline, and one of its notices (:func:`_notice`): the docs' examples are
+#: checked against them (tests/test_docs_texts.py).
+SHOWN = re.compile(r"([1-9][0-9]*): (.*)", re.DOTALL)
+NOTICE = re.compile(r"… and [0-9]+ more (?:error|warning) lines? \(lines? [0-9]+(?:–[0-9]+)?\)")
 
 
 def outline(text: str, start: int, end: int, budget: int, *, reports: bool = True) -> str:
@@ -110,9 +111,9 @@ def could_be_outline(found: str, text: str, start: int, end: int, budget: int) -
         return False
     entries = found[len(HEADING) + 1 :].split("\n")
     notices = 0
-    while notices < len(entries) and _NOTICE.fullmatch(entries[-1 - notices]):
+    while notices < len(entries) and NOTICE.fullmatch(entries[-1 - notices]):
         notices += 1
-    shown = [_SHOWN.fullmatch(entry) for entry in entries[: len(entries) - notices]]
+    shown = [SHOWN.fullmatch(entry) for entry in entries[: len(entries) - notices]]
     numbers = [int(match[1]) for match in shown if match is not None]
     if len(numbers) < len(shown) or numbers != sorted(set(numbers)):
         return False
