@@ -88,9 +88,11 @@ def patch_output(call_id: str, at: float) -> dict[str, Any]:
 
 def image_output(call_id: str, at: float) -> dict[str, Any]:
     """A ``view_image`` output: a list of content items, not a string."""
-    return item({"type": "function_call_output", "call_id": call_id, "output": [
+    parts = [
         {"type": "input_text", "text": "Viewed screenshot.png"},
-        {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}]}, at)  # fmt: skip
+        {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="},
+    ]
+    return item({"type": "function_call_output", "call_id": call_id, "output": parts}, at)
 
 
 def function_call(call_id: str, name: str, arguments: dict[str, Any], at: float) -> dict[str, Any]:
@@ -160,7 +162,7 @@ def rollout() -> list[dict[str, Any]]:
     recording caught before it returned."""
     read = f"sed -n '1,80p' {WORKDIR}/src/cart.ts"
     summary_user = message("user", "Make item 13 use the subtotal.", 1)
-    lines = [
+    return [
         session_meta(0),
         event("task_started", 0.5, turn_id="t-1"),
         message("developer", "<permissions instructions>full access</permissions instructions>", 1),
@@ -197,8 +199,14 @@ def rollout() -> list[dict[str, Any]]:
         reasoning(605),
         *tool_search("call_e", 606),
         token_count(7000, 606.2),
-        compacted([payload(summary_user), payload(message("user", "Now search the tools.", 0)),
-                   {"type": "compaction", "encrypted_content": "REDACTED"}], 700),  # fmt: skip
+        compacted(
+            [
+                payload(summary_user),
+                payload(message("user", "Now search the tools.", 0)),
+                {"type": "compaction", "encrypted_content": "REDACTED"},
+            ],
+            700,
+        ),
         turn_context(700.1),
         token_count(7000, 700.2),  # unchanged: the compaction is no model call of the turn
         event("context_compacted", 700.3),
@@ -210,7 +218,6 @@ def rollout() -> list[dict[str, Any]]:
         # model call 7: caught while its command ran
         exec_call("call_g", "git commit -am 'Use the subtotal'", 730),
     ]
-    return lines
 
 
 #: :func:`rollout`'s requests per segment: the model calls it records.

@@ -38,8 +38,10 @@ UNKNOWN: dict[str, tuple[str, str, str]] = {
     ),
     "Claude Code lines without a user or assistant line": (
         "s.jsonl",
-        jsonl({"type": "file-history-snapshot", "snapshot": {}},
-              {"type": "summary", "summary": "Fixing tests", "leafUuid": "u1"}),  # fmt: skip
+        jsonl(
+            {"type": "file-history-snapshot", "snapshot": {}},
+            {"type": "summary", "summary": "Fixing tests", "leafUuid": "u1"},
+        ),
         "line types file-history-snapshot, summary",
     ),
     "a JSON object of no known format": (
