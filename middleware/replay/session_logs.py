@@ -164,7 +164,8 @@ def _restart(payload: Mapping[str, Any], stamp: Any, number: int) -> Segment:
     history = payload.get("replacement_history")
     if isinstance(history, list):
         items = [item for item in history if isinstance(item, dict) and _unsent(item) is None]
-        note = f"restarted from the compacted history on line {number} ({len(items)} items)"
+        count = f"{len(items)} item{'s' * (len(items) != 1)}"
+        note = f"restarted from the compacted history on line {number} ({count})"
     else:
         # Codex before replacement_history rebuilt the history from the user's messages
         # and this summary; the replay keeps the summary alone.

@@ -253,17 +253,20 @@ def _transcripts(
     label: str, source: str, format: str, segments: list[Segment], notes: list[str]
 ) -> list[Transcript]:
     """One transcript per segment that holds messages, ``label#k`` when there are several;
-    ``notes`` go to the first."""
+    ``notes`` (the file's) and those of an empty segment go to the next one."""
     out: list[Transcript] = []
+    pending = list(notes)
     for k, segment in enumerate(segments):
         if not segment.items:
+            pending += segment.notes
             continue
         name = label if len(segments) == 1 else f"{label}#{k}"
         times = tuple(_seconds(stamp) for stamp in segment.stamps)
         recorded = times if any(t is not None for t in times) else ()
-        said = tuple(segment.notes) + (tuple(notes) if not out else ())
+        said = (*segment.notes, *pending)
         out.append(Transcript(name, source, format, segment.items, {}, said, recorded,
                               segment.restored))  # fmt: skip
+        pending = []
     return out
 
 

@@ -152,3 +152,18 @@ def test_turns_start_after_the_restored_history() -> None:
     restored = Transcript("t", "codex", "responses", items, restored=2)
     assert [len(r) for r in restored.requests()] == [2]
     assert [len(r) for r in Transcript("t", "json", "responses", items).requests()] == [1]
+
+
+def test_a_rollout_that_opens_compacted_keeps_its_notes(tmp_path: Path) -> None:
+    lines = [
+        cx.session_meta(0),
+        cx.item({"type": "ghost_snapshot", "ghost_commit": {"id": "abc"}}, 0.5),
+        cx.compacted([cx.payload(cx.message("user", "Go on.", 0))], 1),
+        cx.message("assistant", "Going on.", 2),
+    ]
+    (transcript,) = load(tmp_path, lines)
+    assert transcript.name == "rollout.jsonl#1"
+    assert transcript.notes == (
+        "restarted from the compacted history on line 3 (1 item)",
+        "left out 1 item Codex does not send (ghost_snapshot)",
+    )
