@@ -171,3 +171,30 @@ def test_error_lines_are_the_lines_the_outline_calls_errors(text: str, limit: in
         if level == ERROR
     ]
     assert error_lines(text, limit) == expected[:limit]
+
+
+def test_a_read_compacted_before_a_spill_is_summarised_as_a_read(tmp_path: Path) -> None:
+    """Hermes' context-aware ceiling compacts old results to make room (compaction
+    before spill): a file read among them is summarised as any read is, with the sentence
+    that says to read the file again and no error lines."""
+    messages: list[Any] = [{"role": "user", "content": "go"}]
+    for i in range(5):
+        name, arguments = ("read_file", {"file_path": f"/repo/lib/s{i}.ex"}) if i == 0 else (
+            "bash", {"command": f"make {i}"})  # fmt: skip
+        output = claude_read(source(80)) if i == 0 else "ok\n" * 15_000
+        messages += tool_turn(f"t{i}", name, arguments, output)
+    policy = middleware.load_policy(
+        "preset:hermes", env={}, dotenv_path=False,
+        overrides={
+            "spill.root": str(tmp_path), "budget.context_aware.window_tokens": 32_768,
+            "microcompact.error_lines": 3,
+            "microcompact.summary_template": "[Old tool output cleared. Full output: {path}]"
+                                             "\n[{recall}]{mentions}{errors}",
+        },
+    )  # fmt: skip
+    with middleware.Pipeline(policy, session_id="hermes") as pipe:
+        out = pipe.process(messages, format="anthropic").messages
+    summary = out[2]["content"][0]["content"]
+    assert summary.startswith("[Old tool output cleared."), summary[:300]
+    assert "Not all of /repo/lib/s0.ex is shown: read it again with read_file" in summary
+    assert "Error line:" not in summary
