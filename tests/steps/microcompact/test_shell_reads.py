@@ -190,3 +190,44 @@ def test_a_text_agents_shell_read_is_its_answers_command(tmp_path: Path) -> None
     assert compacted(written[0])
     said = "read it again with bash (command: \"nl -ba app.py | sed -n '1,80p'\\n\")"
     assert said in written[0]
+
+
+def codex(items: list[tuple[str, dict[str, Any] | str, str]]) -> list[dict[str, Any]]:
+    """A Codex CLI history (Responses items): each (tool, arguments or patch, output) a
+    call and its output; ``apply_patch`` a custom tool whose input is the patch."""
+    history: list[dict[str, Any]] = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix."}]}
+    ]
+    for i, (tool, arguments, output) in enumerate(items):
+        if tool == "apply_patch":
+            history.append({"type": "custom_tool_call", "call_id": f"c{i}", "name": tool,
+                            "input": arguments})  # fmt: skip
+            history.append({"type": "custom_tool_call_output", "call_id": f"c{i}",
+                            "output": output})  # fmt: skip
+            continue
+        history.append({"type": "function_call", "call_id": f"c{i}", "name": tool,
+                        "arguments": json.dumps(arguments)})  # fmt: skip
+        history.append({"type": "function_call_output", "call_id": f"c{i}", "output": output})
+    return history
+
+
+def codex_outputs(tmp_path: Path, history: list[dict[str, Any]]) -> dict[str, str]:
+    with middleware.Pipeline.from_policy(policy(tmp_path), session_id="cx") as pipe:
+        out = pipe.process(history, format="responses").messages
+    return {item["call_id"]: item["output"] for item in out if item["type"].endswith("_output")}
+
+
+def test_a_codex_read_is_kept_until_a_patch_deletes_the_file(tmp_path: Path) -> None:
+    """Codex's exec_command from a workdir reads /repo/app.py; a patch naming app.py
+    relative to the same directory writes it (a patch that updates it only edits it)."""
+    read = ("exec_command", {"cmd": "sed -n '1,80p' app.py", "workdir": "/repo"}, SOURCE)
+    tests = [("exec_command", {"cmd": f"pytest -k case_{i}"}, OUTPUT) for i in range(5)]
+    update = ("apply_patch", "*** Begin Patch\n*** Update File: app.py\n@@\n-x\n+y\n"
+              "*** End Patch", "Success.")  # fmt: skip
+    delete = ("apply_patch", "*** Begin Patch\n*** Delete File: app.py\n*** End Patch", "Done.")
+    kept = codex_outputs(tmp_path / "kept", codex([read, tests[0], update, *tests[1:]]))
+    assert kept["c0"] == SOURCE
+    assert compacted(kept["c1"])
+    gone = codex_outputs(tmp_path / "gone", codex([read, tests[0], delete, *tests[1:]]))
+    assert compacted(gone["c0"])
+    assert 'exec_command (cmd: "sed -n \'1,80p\' app.py", workdir: "/repo")' in gone["c0"]
