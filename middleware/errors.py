@@ -31,6 +31,16 @@ class HistoryError(MiddlewareError, ValueError):
         super().__init__(f"{where}: {reason}")
 
 
+class TranscriptError(HistoryError):
+    """A file that is no recorded session the replay reads, or one with nothing to replay;
+    ``source`` names the file (or folder), and the message starts with it."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        super().__init__(reason)
+        self.source = source
+        self.args = (f"{source}: {reason}",)
+
+
 class InputError(MiddlewareError):
     """An input that cannot be read as what it should hold (a history, a request body, a
     decisions file). ``source`` names the file at fault when it is not the command's own

@@ -17,7 +17,7 @@ from middleware.policy import load_policy
 from middleware.policy.resources import data_dir, preset_names
 from middleware.replay.costs import PRICING, approximate_tokens
 from middleware.replay.simulate import PolicySpec, PolicySummary, SessionSeries, simulate
-from middleware.replay.transcripts import load_transcripts
+from middleware.replay.transcripts import READS, SUFFIXES, read_transcripts
 
 if TYPE_CHECKING:
     from middleware.cli.common import Subcommands
@@ -34,6 +34,7 @@ def add_simulate(commands: Subcommands) -> None:
         "policy removed from the request.",
         examples=[
             "chatcli-mw simulate ~/.claude/projects/*/*.jsonl --baselines",
+            "chatcli-mw simulate ~/.codex/sessions --pricing openai-gpt-5",
             "chatcli-mw simulate run.traj --policy mine=prod.yaml --presets --json",
             "chatcli-mw simulate session.jsonl --pricing openai-gpt-5 --plot cost.png",
         ],
@@ -42,8 +43,9 @@ def add_simulate(commands: Subcommands) -> None:
         "transcripts",
         metavar="TRANSCRIPT",
         nargs="+",
-        help="Claude Code .jsonl, tau-bench .json, SWE-agent .traj, "
-        "mini-swe-agent .traj.json, or a JSON message list or body",
+        help=f"a recorded session ({READS}), or a folder: the files under it named "
+        f"{', '.join('*' + suffix for suffix in SUFFIXES)}, those that are none skipped "
+        "and named",
     )
     sim.add_argument(
         "--policy",
@@ -125,7 +127,7 @@ def policy_specs(values: list[str], baselines: bool, presets: bool = False) -> l
 def run_simulate(args: argparse.Namespace) -> int:
     if args.plot:
         pyplot()  # the extra is there before hours of replay, not after
-    transcripts = [t for file in args.transcripts for t in load_transcripts(file)]
+    transcripts, skipped = read_transcripts(args.transcripts)
     specs = policy_specs(args.policy, args.baselines, args.presets)
     total = sum(t.request_count for t in transcripts) * len(specs)
     with tqdm(total=total, unit="request", file=sys.stderr, disable=None, leave=False) as bar:
@@ -148,6 +150,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                     "clock": not args.no_clock,
                     "window": args.window,
                     "transcripts": [t.name for t in transcripts],
+                    "skipped": skipped,
                     "policies": [s.to_dict() for s in summaries],
                 },
                 indent=2,
@@ -155,6 +158,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         )
     else:
         notes = [f"{t.name}: {note}" for t in transcripts for note in t.notes]
+        notes += [f"skipped {file}: {reason}" for file, reason in skipped.items()]
         clock = "no clock" if args.no_clock else "the recorded clock"
         print(render_table(summaries, len(transcripts), f"{args.pricing} ({clock})",
                            args.window, notes))  # fmt: skip

@@ -16,6 +16,12 @@ file again (one more turn, and the text written to the cache again) or edit blin
 
 An agent of the text protocol (mini-swe-agent, SWE-agent's text mode) has no tool calls:
 its command is the fenced code of its answer, and its lines are read as a call's input.
+
+Codex edits with ``apply_patch`` (a custom tool call whose input is the patch, or the same
+patch in a shell heredoc, ``apply_patch <<'EOF'``): in a patch, context lines (``' '``)
+and removed lines (``'-'``) are an edit's old text, added lines (``'+'``) are the model's
+own (no quote, and written by it for the calls after), and the headers (``*** Update
+File:``, ``@@``) are not quotes.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ MIN_QUOTE = 20
 EDIT_KEYS = frozenset({"old_string", "oldString", "old_str"})
 #: A fenced block of an answer's text: a text-protocol agent's command.
 _FENCED = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
+#: The lines that open and close an apply_patch patch (Codex's format).
+PATCH_BEGIN, PATCH_END = "*** Begin Patch", "*** End Patch"
 
 
 @dataclass(frozen=True)
@@ -122,31 +130,57 @@ def _results(conversation: Conversation, start: int) -> list[tuple[tuple[int, in
 
 def _written(conversation: Conversation, start: int) -> Iterator[str]:
     """What was written before ``start`` other than tool results: the user's and the
-    model's text, and the model's earlier tool inputs (an edit's new text)."""
+    model's text, and the model's earlier tool inputs (an edit's new text), also as
+    decoded from the JSON string a call's arguments may be (where quotes are escaped)."""
     for node in conversation.nodes[:start]:
         yield from other_strings(node.raw, node.results)
+        for block in node.blocks:
+            if isinstance(block, ToolCall) and isinstance(block.arguments, str):
+                yield from other_strings(_decoded(block.arguments), ())
+
+
+def _decoded(arguments: Any) -> Any:
+    """A call's input: its arguments, decoded when they are a JSON string (a plain
+    string, as a custom tool's input, is ``{"input": text}``)."""
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return {"input": arguments}
 
 
 def _quoted_lines(arguments: Any) -> Iterator[tuple[str, bool]]:
     """Each line of the string values of a call's input long enough to be a quote, and
     whether it is a line of an edit's old text."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            arguments = {"input": arguments}
-    yield from _lines_of(arguments, in_edit=False)
+    yield from _lines_of(_decoded(arguments), in_edit=False)
 
 
 def _lines_of(value: Any, *, in_edit: bool) -> Iterator[tuple[str, bool]]:
     if isinstance(value, str):
+        in_patch = False
         for line in value.splitlines():
             stripped = line.strip()
-            if len(stripped) >= MIN_QUOTE:
-                yield stripped, in_edit
+            if stripped in (PATCH_BEGIN, PATCH_END):
+                in_patch = stripped == PATCH_BEGIN
+                continue
+            quoted = _patch_line(line) if in_patch else (stripped, in_edit)
+            if quoted is not None and len(quoted[0]) >= MIN_QUOTE:
+                yield quoted
     elif isinstance(value, dict):
         for key, item in value.items():
             yield from _lines_of(item, in_edit=in_edit or key in EDIT_KEYS)
     elif isinstance(value, list):
         for item in value:
             yield from _lines_of(item, in_edit=in_edit)
+
+
+def _patch_line(line: str) -> tuple[str, bool] | None:
+    """A line of an apply_patch patch as a possible quote: context and removed lines are
+    old text, headers and added lines nothing (``None``); another line, which no patch
+    holds, is read as a plain line."""
+    if line.startswith(("***", "@@", "+")):
+        return None
+    if line.startswith((" ", "-")):
+        return line[1:].strip(), True
+    return line.strip(), False

@@ -161,10 +161,13 @@ def test_mini_swe_agent_is_a_text_protocol_transcript(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("data", "fmt"),
     [
-        ([{"role": "user", "content": "hi"}], "openai"),
+        ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+         "openai"),
         ({"model": "m", "messages": [{"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "x", "content": "y"}]}]}, "anthropic"),
-        ({"model": "m", "input": [{"type": "function_call_output", "call_id": "c", "output": "o"}]},
+            {"type": "tool_result", "tool_use_id": "x", "content": "y"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "ok"}]}]}, "anthropic"),
+        ({"model": "m", "input": [{"type": "function_call_output", "call_id": "c", "output": "o"},
+                                  {"type": "message", "role": "assistant", "content": "ok"}]},
          "responses"),
     ],
 )  # fmt: skip
