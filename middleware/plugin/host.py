@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: The line a plugin's summary gets when it does not name the file its result is in.
+FULL_OUTPUT = "Full output: {path}"
 #: Entry-point group third-party plugins register under (PyPA: ``^\w+(\.\w+)*$``).
 ENTRY_POINT_GROUP = "chatcli_middleware"
 
@@ -421,7 +423,7 @@ class PluginHost:
         limit = self._limit(policy)
         for plugin_name, value in self._first_results("summarize_result", kwargs, problems, limit):
             if isinstance(value, str) and value:
-                return value if path in value else f"{value}\nFull output: {path}"
+                return value if path in value else f"{value}\n{FULL_OUTPUT.format(path=path)}"
             self._wrong_type(problems, plugin_name, "summarize_result", "a string", value)
         return None
 

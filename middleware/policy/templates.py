@@ -52,7 +52,7 @@ SUMMARY_FIELDS = frozenset({"lines", "chars", "type", "path", "mentions", "error
 RECALL_FIELDS = frozenset(
     {
         "path", "url", "key",
-        "first", "last", "count", "hidden_first", "hidden_last", "lines",
+        "first", "last", "count", "hidden_first", "hidden_last", "lines", "next", "rest",
     }
 )  # fmt: skip
 

@@ -1,7 +1,9 @@
 """What a line of tool output reports: an error, a warning, a stack frame that locates
 one, and what kind of line it is (to tell a run of alike lines from a line that breaks it).
 
-The outline of a preview (:mod:`.outline`) shows these lines first. The rules read where
+The outline of a preview (:mod:`.outline`) shows these lines first, and a summary keeps
+its result's first error lines (:func:`error_lines`); neither looks for them in a file's
+content (:mod:`.file_text`). The rules read where
 tools put a severity, not one tool's strings: a severity word at the start of a line
 (``error:``, ``error[E0308]:``, ``npm warn``), after a location (``a.c:3:5: error:``,
 ``a.ts(4,7): error TS2345``, ``test_a.py:12: AssertionError``), in capitals as a status
@@ -22,6 +24,8 @@ from itertools import groupby
 
 #: A line's severity: none, a warning, an error.
 NONE, WARNING, ERROR = 0, 1, 2
+#: Characters of an error line a summary keeps (:func:`error_lines`).
+REPORT_CHARS = 200
 #: Lines before or after an error line its nearest stack frame is looked for in.
 FRAME_REACH = 4
 #: A run of alike lines (the same kind) is this long at least for a line that interrupts
@@ -132,13 +136,38 @@ def severities(text: str, start: int, end: int) -> dict[int, int]:
     parts would cost a third of a second per MB."""
     found: dict[int, int] = {}
     for line in sorted(_candidates(text, start, end)):
-        stop = text.find("\n", line, end)
-        body = text[line : end if stop == -1 else stop]
-        if _ERROR.search(body):
-            found[line] = ERROR
-        elif _WARNING.search(body):
-            found[line] = WARNING
+        level = _severity(_line(text, line, end))
+        if level:
+            found[line] = level
     return found
+
+
+def error_lines(text: str, limit: int) -> list[str]:
+    """The first ``limit`` lines of ``text`` that report an error (those a preview's
+    outline shows first), stripped and clipped to :data:`REPORT_CHARS`: what a summary
+    keeps of a log or a command's output. Each is a piece of the text, in order."""
+    found: list[str] = []
+    if limit <= 0:
+        return found
+    for line in sorted(_candidates(text, 0, len(text))):
+        body = _line(text, line, len(text))
+        if _severity(body) == ERROR:
+            found.append(body.strip()[:REPORT_CHARS])
+            if len(found) >= limit:
+                break
+    return found
+
+
+def _line(text: str, start: int, end: int) -> str:
+    """The line of ``text`` that starts at ``start``, ending by ``end``."""
+    stop = text.find("\n", start, end)
+    return text[start : end if stop == -1 else stop]
+
+
+def _severity(line: str) -> int:
+    if _ERROR.search(line):
+        return ERROR
+    return WARNING if _WARNING.search(line) else NONE
 
 
 def _candidates(text: str, start: int, end: int) -> set[int]:

@@ -1,4 +1,5 @@
-"""What a summary keeps of a result: the distinctive tokens it mentions and its error lines.
+"""What a summary keeps of a result: the distinctive tokens it mentions (its error lines are
+:func:`middleware.steps.line_kinds.error_lines`).
 
 A distinctive token (an identifier, a path, a version, an error code; not a plain word) is
 what the model is likely to refer to next. The replay's retention measure
@@ -12,9 +13,6 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 
-_ERROR_WORDS = ("error", "exception", "traceback", "failed", "fatal", "panic")
-_ERROR_LINE = re.compile("|".join(_ERROR_WORDS), re.IGNORECASE)
-_ERROR_WORD = re.compile("|".join(_ERROR_WORDS))
 #: A token, with the start of a path it may have (``/``, ``~/``, ``./``, ``../``): the model
 #: must be able to open the file a summary names.
 _CANDIDATE = re.compile(r"(?:~/|\.{1,2}/|/)?[A-Za-z0-9_][A-Za-z0-9_.:/\-]*[A-Za-z0-9_]")
@@ -22,9 +20,6 @@ _CANDIDATE = re.compile(r"(?:~/|\.{1,2}/|/)?[A-Za-z0-9_][A-Za-z0-9_.:/\-]*[A-Za-
 _SEPARATOR = re.compile(r"[^A-Za-z0-9_.:/~\-]")
 #: Characters tokenised at once (a candidate list per chunk, not a match object per token).
 CHUNK_CHARS = 16_384
-#: What :meth:`str.splitlines` cuts lines at ("\r\n" is "\r" then "\n").
-_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-_LINE_BREAK = re.compile(f"[{_LINE_BREAKS}]")
 _CAMEL = re.compile(r"[a-z][A-Z]")
 _VERSION = re.compile(r"^\d+(\.\d+){2,}$")
 
@@ -122,33 +117,3 @@ def mentions(text: str, limit: int) -> list[str]:
             if len(seen) >= limit:
                 break
     return list(seen)
-
-
-def error_lines(text: str, limit: int) -> list[str]:
-    """The first ``limit`` lines that report an error, stripped and clipped to 200 chars
-    (lines as :meth:`str.splitlines` cuts them; only the lines around a match are cut out)."""
-    out: list[str] = []
-    if limit <= 0:
-        return out
-    search, within = _ERROR_LINE.search, text
-    lowered = text.lower()
-    # A case-insensitive regex is slow; on the lowered text a plain one finds the same
-    # words, as long as lowering kept every position (no "İ") and no "ı" (which the
-    # case-insensitive "i" also matches) is in the text.
-    if len(lowered) == len(text) and "\u0131" not in text:
-        if not any(word in lowered for word in _ERROR_WORDS):
-            return out
-        search, within = _ERROR_WORD.search, lowered
-    pos = 0
-    while len(out) < limit:
-        match = search(within, pos)
-        if match is None:
-            break
-        # pos is 0 or the line break that ended the previous line found.
-        start = max(text.rfind(mark, pos, match.start()) for mark in _LINE_BREAKS) + 1
-        start = max(start, pos)
-        after = _LINE_BREAK.search(text, match.end())
-        end = len(text) if after is None else after.start()
-        out.append(text[start:end].strip()[:200])
-        pos = end
-    return out

@@ -17,6 +17,9 @@ character budget and in this order (:mod:`.line_kinds` says what each line is):
 5. with the room left, the lines that add the most new tokens per character (earliest
    line on ties, while a line shows at least one new token per 100 characters).
 
+A file's content (:mod:`.file_text`: a read, numbered lines, source code) has no error,
+warning or frame lines: ``return fmt.Errorf("failed to open")`` is code, not a failure.
+
 When not every error or warning line fits, a last line says how many were left out and
 where (``… and 7 more error lines (lines 410–1290)``): the model knows to read the spill
 file. Lines are shown with their numbers, in file order: a pure function of the text, so
@@ -69,24 +72,29 @@ UNLIKE_SHARE = 1 / 4
 MIN_REPORT_CHARS = 12
 
 _Line = tuple[int, str, frozenset[str]]  # number, rendered line, the new tokens it shows
-#: A line of an outline, and one of its notices (:func:`_notice`).
-_SHOWN = re.compile(r"([1-9][0-9]*): (.*)", re.DOTALL)
-_NOTICE = re.compile(r"… and [0-9]+ more (?:error|warning) lines? \(lines? [0-9]+(?:–[0-9]+)?\)")
+#: A line of an outline, and one of its notices (:func:`_notice`): the docs' examples are
+#: checked against them (tests/test_docs_texts.py).
+SHOWN = re.compile(r"([1-9][0-9]*): (.*)", re.DOTALL)
+NOTICE = re.compile(r"… and [0-9]+ more (?:error|warning) lines? \(lines? [0-9]+(?:–[0-9]+)?\)")
 
 
-def outline(text: str, start: int, end: int, budget: int) -> str:
+def outline(text: str, start: int, end: int, budget: int, *, reports: bool = True) -> str:
     """The outline of ``text[start:end]`` in at most ``budget`` characters, or ``""``.
 
     Only lines wholly inside the span are shown: any line within :data:`MAX_SCAN` of its
     start, and error and warning lines within :data:`MAX_REPORT_SCAN`. A token already in
-    the rest of the text (the head and tail the preview keeps) adds nothing.
+    the rest of the text (the head and tail the preview keeps) adds nothing. Without
+    ``reports`` (a file's content, :mod:`.file_text`: its lines report nothing) no line is
+    taken for an error, a warning or a stack frame.
     """
     if budget <= len(HEADING) or end <= start:
         return ""
     first = text.find("\n", start - 1) + 1 if start > 0 and text[start - 1] != "\n" else start
     shown = distinctive_tokens(text[:start]) | distinctive_tokens(text[end:])
-    scan = _Scan(text, first, text.rfind("\n", first, min(end, first + MAX_SCAN)) + 1, shown)
-    scan.add_reports(text.rfind("\n", first, min(end, first + MAX_REPORT_SCAN)) + 1)
+    last = text.rfind("\n", first, min(end, first + MAX_SCAN)) + 1
+    scan = _Scan(text, first, last, shown, reports=reports)
+    if reports:
+        scan.add_reports(text.rfind("\n", first, min(end, first + MAX_REPORT_SCAN)) + 1)
     return _render(_Selection(budget - len(HEADING), scan))
 
 
@@ -103,9 +111,9 @@ def could_be_outline(found: str, text: str, start: int, end: int, budget: int) -
         return False
     entries = found[len(HEADING) + 1 :].split("\n")
     notices = 0
-    while notices < len(entries) and _NOTICE.fullmatch(entries[-1 - notices]):
+    while notices < len(entries) and NOTICE.fullmatch(entries[-1 - notices]):
         notices += 1
-    shown = [_SHOWN.fullmatch(entry) for entry in entries[: len(entries) - notices]]
+    shown = [SHOWN.fullmatch(entry) for entry in entries[: len(entries) - notices]]
     numbers = [int(match[1]) for match in shown if match is not None]
     if len(numbers) < len(shown) or numbers != sorted(set(numbers)):
         return False
@@ -133,7 +141,9 @@ class _Scan:
     show them: at each width with the new tokens they show, and what :mod:`.line_kinds`
     says they are."""
 
-    def __init__(self, text: str, first: int, last: int, shown: set[str]) -> None:
+    def __init__(
+        self, text: str, first: int, last: int, shown: set[str], *, reports: bool = True
+    ) -> None:
         self.text, self.shown, self.last = text, shown, last
         self.lines: dict[int, list[_Line]] = {w: [] for w in LINE_WIDTHS}
         self.wide: dict[int, _Line] = {}  # each line at the widest width, by number
@@ -141,8 +151,8 @@ class _Scan:
         self.framed: list[int] = []  # numbers of the frame lines, in order
         self.kinds: list[tuple[int, str]] = []  # (number, kind) of the lines with a word
         severity, frame, kind = (
-            severities(text, first, last),
-            frames(text, first, last),
+            severities(text, first, last) if reports else {},
+            frames(text, first, last) if reports else set[int](),
             kinds(text, first, last),
         )
         self.number = text.count("\n", 0, first) + 1  # of the line being read

@@ -26,17 +26,24 @@ from middleware.policy.templates import (
     template_pattern,
     with_quoted,
 )
+from middleware.steps.file_text import is_file_text
 from middleware.steps.outline import could_be_outline, outline
 from middleware.steps.read_back import FileRead, ReadBack
 
 #: The outline of a preview, kept for a process that starts cold (:mod:`middleware.cache.kept`).
 OUTLINE = KeptKind(
     "outline",
-    ("middleware.steps.outline", "middleware.steps.mentions", "middleware.steps.line_kinds"),
+    (
+        "middleware.steps.outline",
+        "middleware.steps.mentions",
+        "middleware.steps.line_kinds",
+        "middleware.steps.file_text",
+        "middleware.steps.content_types",
+    ),
     encode=lambda lines: lines,
     decode=lambda value: value if isinstance(value, str) else None,
-    # Its key is ("outline", text, start, end, budget).
-    check=lambda lines, key: could_be_outline(lines, *cast(tuple[str, int, int, int], key[1:])),
+    # Its key is ("outline", text, start, end, budget, whether the result is a file read).
+    check=lambda lines, key: could_be_outline(lines, *cast(tuple[str, int, int, int], key[1:5])),
 )
 #: Fields a preview template may use.
 _FIELDS = with_quoted(PREVIEW_FIELDS)
@@ -95,12 +102,17 @@ def make_preview(
     lines = ""
     if style.outline_chars and "{outline}" in style.template:
         span = (len(head), len(text) - len(tail), style.outline_chars)
+        read = file is not None
+
+        def outlined() -> str:
+            # A file's lines report nothing (:mod:`.file_text`): a read's, or by its shape.
+            return outline(text, *span, reports=not (read or is_file_text(text)))
+
         if cache is None:
-            lines = outline(text, *span)
+            lines = outlined()
         else:
-            lines = cache.derive(
-                OUTLINE, ("outline", text, *span), lambda: outline(text, *span), span[2], (text,)
-            )
+            key = ("outline", text, *span, read)
+            lines = cache.derive(OUTLINE, key, outlined, span[2], (text,))
     n_bytes, n_lines = (
         _measure(text)
         if cache is None

@@ -11,7 +11,9 @@ integration offers the model. ``auto`` takes ``path`` for a local store, else ``
 
 The sentence names the lines the preview does not show and a first part of them that
 fits in ``recall.read_chars``, so what the agent reads back fits under the cap instead of
-being cut again. A result of a tool that reads a file (:class:`FileRead`) gets
+being cut again. When that part is not all of them, its ``{rest}`` field (:data:`REST`)
+says so, and how to read the rest: a command that shows lines 27-87 must not read as the
+way to see lines 27-695. A result of a tool that reads a file (:class:`FileRead`) gets
 ``file_template`` instead, whatever the form: the file is what an edit must match, so the
 model is told to read it again with its own tool before acting on it. The sentence
 depends only on the text, the location, the session and the call: the same result gets
@@ -30,6 +32,13 @@ from middleware.policy.settings import section
 from middleware.policy.templates import fill
 from middleware.spill.layout import RESULTS, is_result_name
 from middleware.spill.stores import is_local
+
+#: The ``{rest}`` field of a sentence whose suggested range is not all the hidden lines;
+#: empty when it is.
+REST = (
+    " for lines {first}-{last}, then lines {next}-{hidden_last} the same way,"
+    " {count} lines at a time,"
+)
 
 
 class FileRead(NamedTuple):
@@ -89,7 +98,9 @@ class ReadBack:
             "hidden_first": hidden_first,
             "hidden_last": hidden_last,
             "lines": total_lines,
+            "next": last + 1,
         }
+        values["rest"] = fill(REST, values, {}) if last < hidden_last else ""
         if file is not None and self.file_template is not None:
             values["arguments"] = file.arguments
             names.update(file=file.file, tool=file.tool)

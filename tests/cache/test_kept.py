@@ -46,9 +46,9 @@ class Counted:
         self.mentions = 0
         outline, mentions = previews.outline, readings.mentions
 
-        def counted_outline(text: str, *args: int) -> str:
+        def counted_outline(text: str, *args: int, reports: bool = True) -> str:
             self.outlines += 1
-            return outline(text, *args)
+            return outline(text, *args, reports=reports)
 
         def counted_mentions(text: str, limit: int) -> list[str]:
             self.mentions += len(text) >= MIN_TEXT_CHARS

@@ -36,7 +36,7 @@ def test_a_warm_request_does_not_preview_again(
     outlined: list[int] = []
     measure, outline = previews._measure, previews.outline
     monkeypatch.setattr(previews, "_measure", lambda text: measured.append(1) or measure(text))
-    monkeypatch.setattr(previews, "outline", lambda *a: outlined.append(1) or outline(*a))
+    monkeypatch.setattr(previews, "outline", lambda *a, **k: outlined.append(1) or outline(*a, **k))
     policy = middleware.load_policy(
         None, env={}, dotenv_path=False,
         overrides={"budget.freeze_decisions": freeze, "microcompact.enabled": False,

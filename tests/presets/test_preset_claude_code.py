@@ -53,7 +53,8 @@ def test_persisted_output_block_has_size_path_and_a_2000_byte_preview_cut_at_a_n
     match = re.fullmatch(
         r"<persisted-output>\nOutput too large \(70\.0 KB\)\. Full output saved to: (\S+)\n"
         r"Lines 29-1000 of 1000 are not shown: read them with the Read tool \(file_path (\S+), "
-        r"offset 29, limit 571\)\.\n\n"
+        r"offset 29, limit 571\) for lines 29-599, then lines 600-1000 the same way, 571 lines "
+        r"at a time, before acting on them\.\n\n"
         r"Preview \(first 2KB\):\n(.*)\n\.\.\.\n</persisted-output>",
         text,
         re.DOTALL,

@@ -13,6 +13,8 @@ import middleware
 from middleware.steps.line_kinds import ERROR, WARNING, frames, severities
 from middleware.steps.mentions import distinctive_tokens
 from middleware.steps.outline import HEADING, outline
+from middleware.steps.previews import PreviewStyle, make_preview
+from middleware.steps.read_back import FileRead
 
 CODE = "".join(
     f"def handler_{i}(event, ctx):\n    return process(event)\n\n" if i % 7 == 0
@@ -287,3 +289,58 @@ def test_pytests_raising_line_is_an_error_and_keeps_its_spacing() -> None:
     assert ERROR in severities(text, start, len(text) - 100).values()
     shown = outline(text, start, len(text) - 100, 3_000)
     assert raised in shown  # not "> original.expand_dims(..."
+
+
+def numbered_file(lines: int) -> str:
+    """``cat -n`` of a Go file whose middle returns errors on many lines: code that names
+    failures, not failures."""
+    code = []
+    for i in range(lines):
+        if i % 5 == 0:
+            code.append(f"func openCache_{i}(path string) (*Cache, error) {{")
+        else:
+            code.append('\treturn nil, fmt.Errorf("failed to open the cache file")')
+    return "".join(f"{n:>6}\t{line}\n" for n, line in enumerate(code, 1))
+
+
+def test_a_file_read_through_a_shell_is_outlined_by_its_names_not_its_errors() -> None:
+    """``cat -n`` is a command, but its output is a file's content: the outline shows
+    the definitions of the middle, not the lines that name errors first."""
+    text = numbered_file(400)
+    history = [
+        {"role": "user", "content": "read it"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "r1", "name": "Bash",
+             "input": {"command": "cat -n cache.go"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "r1", "content": text}]},
+    ]  # fmt: skip
+    policy = middleware.load_policy(env={}, dotenv_path=False)
+    with middleware.Pipeline(policy) as pipe:
+        preview = pipe.process(history).messages[2]["content"][0]["content"]
+    shown = preview.partition(HEADING)[2].split("\n\n")[0]
+    assert re.search(r"\n\d+: \d+ func openCache_\d+", shown), preview
+    assert "failed to open" not in shown
+    assert "more error line" not in shown
+
+
+def test_a_declared_file_read_is_outlined_without_its_error_lines() -> None:
+    """A result of a tool that reads a file has no error lines, whatever its shape."""
+    text = "".join(
+        f"[ERROR] entry {i} of the fixture\n" if i % 2 else f"fixture_value_{i} = {i}\n"
+        for i in range(400)
+    )
+    style = PreviewStyle(
+        head=500, tail=200, unit="chars", template="{head}{outline}\n\n{tail}",
+        line_breaks=True, outline_chars=1_500,
+    )  # fmt: skip
+    as_output = make_preview(text, style, path="/s/r1.txt")
+    as_read = make_preview(
+        text, style, path="/s/r1.txt", file=FileRead("Read", "/repo/fixture.txt", "")
+    )
+    assert as_output is not None and as_read is not None
+    output_lines = as_output.partition(HEADING)[2].split("\n\n")[0]
+    read_lines = as_read.partition(HEADING)[2].split("\n\n")[0]
+    assert "[ERROR] entry" in output_lines
+    assert "[ERROR] entry" not in read_lines
+    assert "fixture_value_" in read_lines

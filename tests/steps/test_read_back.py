@@ -35,8 +35,8 @@ def test_following_the_path_form_with_a_shell_gets_the_hidden_lines(tmp_path: Pa
     text = numbered(400)
     folder = tmp_path / "with space"
     preview = spilled({"spill.keep": True}, text, "s1", folder)
-    said = re.search(r"\[Lines (\d+)-(\d+) of 400 are not shown: read them with `([^`]+)` "
-                     r"before acting on them\]", preview)  # fmt: skip
+    said = re.search(r"\[Lines (\d+)-(\d+) of 400 are not shown: read them with `([^`]+)`"
+                     r"(?: for lines [^]]*,)? before acting on them\]", preview)  # fmt: skip
     assert said is not None, preview
     first, last = int(said.group(1)), int(said.group(2))
     head, tail = preview.split("\n\n... [")[0], preview.rsplit("\n\n", 1)[1]
@@ -83,6 +83,54 @@ def _shell_words(text: str) -> list[str]:
     import shlex
 
     return shlex.split(text)
+
+
+SPILL = "/tmp/chatcli-agent-s/tool-results/toolu_1-0123456789abcdef.txt"
+KEY = "s/toolu_1-0123456789abcdef.txt"
+FORMS = {
+    "path": f"read them with `sed -n '27,87p' {SPILL}`",
+    "url": f"read them with `curl -s 'http://proxy:8787/recall/{KEY}?offset=27&limit=61'`",
+    "command": f"read them with `chatcli-mw recall {KEY} --offset 27 --limit 61`",
+    "tool": f"read them with the recall tool (path {SPILL}, offset 27, limit 61)",
+}
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_a_range_that_covers_part_of_the_hidden_lines_says_so(form: str) -> None:
+    """Lines 27-695 are hidden and 61 lines fit the read size: the sentence says the
+    command shows lines 27-87 and how to read the rest, in every form."""
+    text = "".join(f"line {n:04d} of the log\n" for n in range(1, 702))  # 61 lines: 1,281 chars
+    location = SPILL
+    read_back = ReadBack(**{**default_read_back().__dict__, "form": form, "read_chars": 1_290,
+                            "url": "http://proxy:8787"})  # fmt: skip
+    head_end = text.index("line 0027")
+    tail_start = text.index("line 0696")
+    said = read_back.instruction(text, location, head_end, tail_start, session="s",
+                                 total_lines=701)  # fmt: skip
+    assert said == (
+        f"Lines 27-695 of 701 are not shown: {FORMS[form]} for lines 27-87, then lines "
+        "88-695 the same way, 61 lines at a time, before acting on them"
+    )
+    # A range that covers every hidden line says nothing more.
+    covered = read_back.instruction(text, location, head_end, text.index("line 0088"),
+                                    session="s", total_lines=701)  # fmt: skip
+    assert covered == (
+        f"Lines 27-87 of 701 are not shown: {FORMS[form].replace('695', '87')} before acting "
+        "on them"
+    )
+
+
+def test_a_template_of_its_own_keeps_its_fields() -> None:
+    """A user's template written before ``{rest}`` says what it said."""
+    text = "".join(f"line {n:04d} of the log\n" for n in range(1, 702))
+    template = (
+        "Read {path} from line {first}, {count} lines at a time, up to {hidden_last} of {lines}"
+    )
+    read_back = ReadBack(**{**default_read_back().__dict__, "read_chars": 1_290,
+                            "path_template": template})  # fmt: skip
+    said = read_back.instruction(text, "/s/r.txt", text.index("line 0027"),
+                                 text.index("line 0696"), session="s", total_lines=701)  # fmt: skip
+    assert said == "Read /s/r.txt from line 27, 61 lines at a time, up to 695 of 701"
 
 
 def test_auto_picks_the_form_from_where_the_output_is() -> None:
@@ -137,11 +185,18 @@ def test_the_named_lines_are_the_hidden_ones_and_fit_the_read_size(
     preview = make_preview(text, style, path=location, session="s")
     if preview is None:
         return
-    said = re.search(r"\[Lines (\d+)-(\d+) of (\d+) are not shown: read them with "
-                     r"`sed -n '(\d+),(\d+)p' \S+` before acting on them\]", preview)  # fmt: skip
+    said = re.search(r"\[Lines (\d+)-(\d+) of (\d+) are not shown: read them with `sed -n "
+                     r"'(\d+),(\d+)p' \S+`(.*) before acting on them\]", preview)  # fmt: skip
     assert said is not None, preview
-    hidden_first, hidden_last, total, first, last = map(int, said.groups())
+    hidden_first, hidden_last, total, first, last = map(int, said.groups()[:5])
     count = last - first + 1
+    # The sentence says how much the range covers, and how to read the rest.
+    rest = said.group(6)
+    if last < hidden_last:
+        assert rest == (f" for lines {first}-{last}, then lines {last + 1}-{hidden_last} "
+                        f"the same way, {count} lines at a time,")  # fmt: skip
+    else:
+        assert rest == ""
     every = lines_of(text, location, 1, None)
     assert total == every.total
     shown_head = preview.split("\n\n... [", 1)[0]

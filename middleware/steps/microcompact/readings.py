@@ -11,8 +11,10 @@ from typing import NamedTuple, cast
 from middleware.cache import Identity
 from middleware.cache.kept import KeptKind
 from middleware.plugin.context import StepContext, verified
-from middleware.steps.mentions import error_lines, mentions
-from middleware.steps.microcompact.content_types import CONTENT_TYPES, detect_content_type
+from middleware.steps.content_types import CONTENT_TYPES, detect_content_type
+from middleware.steps.file_text import is_file_text
+from middleware.steps.line_kinds import error_lines
+from middleware.steps.mentions import mentions
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.steps.notices import without_notices
 from middleware.view import ToolResult
@@ -70,24 +72,27 @@ class Readings:
         recovered = self.recovered(result.text)
         return len(recovered if recovered is not None else result.text)
 
-    def summary_size(self, text: str, mentions: int) -> int:
+    def summary_size(self, text: str, mentions: int, lines: int) -> int:
         """About what a summary of ``text`` keeps: its line, its mentions, its errors."""
-        return self.parts(text, mentions).summary_size
+        return self.parts(text, mentions, lines).summary_size
 
-    def parts(self, text: str, count: int) -> Parts:
+    def parts(self, text: str, count: int, lines: int) -> Parts:
         """What a summary keeps of ``text`` (up to ``count`` mentions, within the
-        policy's share of the text, and its error lines) and its detected content type:
-        read once per text and settings, however many requests repeat it."""
-        lines, share = self.settings.error_lines, self.settings.mentions_share
+        policy's share of the text, and up to ``lines`` error lines, none of a file's
+        content) and its detected content type: read once per text and settings, however
+        many requests repeat it."""
+        share = self.settings.mentions_share
         # The summary's line, and the sentence saying how to read the text back.
         line = SUMMARY_LINES[1] if "{recall}" in self.settings.summary_template else (
             SUMMARY_LINES[0])  # fmt: skip
 
         def read() -> Parts:
             found = tuple(_within_share(mentions(text, count), share, len(text)))
-            errors = tuple(error_lines(text, lines))
+            kind = detect_content_type(text)
+            # A file's lines are code, not failures (:mod:`middleware.steps.file_text`).
+            errors = () if is_file_text(text, kind) else tuple(error_lines(text, lines))
             size = line + sum(len(m) + 2 for m in found) + sum(len(e) + 13 for e in errors)
-            return Parts(found, errors, detect_content_type(text), size)
+            return Parts(found, errors, kind, size)
 
         return self.context.internal.kept.derive(
             PARTS, ("summary-parts", text, count, lines, share), read, _parts_size, (text,)
@@ -178,8 +183,10 @@ def _strings(value: object) -> bool:
 PARTS = KeptKind(
     "summary-parts",
     (
+        "middleware.steps.file_text",
+        "middleware.steps.line_kinds",
         "middleware.steps.mentions",
-        "middleware.steps.microcompact.content_types",
+        "middleware.steps.content_types",
         "middleware.steps.microcompact.readings",
     ),
     encode=lambda parts: [list(parts.mentions), list(parts.errors), *parts[2:]],

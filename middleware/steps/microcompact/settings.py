@@ -77,7 +77,7 @@ class MicrocompactSettings:
                 "chars": len(text),
                 "type": content_type,
                 "mentions": f"\nMentions: {', '.join(mentions)}" if mentions else "",
-                "errors": "".join(f"\nError line: {line}" for line in errors),
+                "errors": "".join(f"\nError line: {one_line(line)}" for line in errors),
             },
             {"path": path},
         )
@@ -120,6 +120,16 @@ class MicrocompactSettings:
             outline_chars=0,
             read_back=self.read_back,
         )
+
+
+#: The line breaks :meth:`str.splitlines` cuts at, besides "\n": an error line shows each
+#: as a space, so it stays one line.
+_OTHER_BREAKS = str.maketrans(dict.fromkeys("\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029", " "))
+
+
+def one_line(line: str) -> str:
+    """``line`` with every line break shown as a space (as long as it was)."""
+    return line.translate(_OTHER_BREAKS)
 
 
 def _line_count(text: str) -> int:

@@ -88,7 +88,7 @@ class _Compaction:
         self.reads: dict[tuple[int, int], FileRead | None] = {}
         self.protection: Protection | None = None
         self.weighing = Weighing(
-            settings, self.readings, context.internal.cache, self._exempt, self._mentions
+            settings, self.readings, context.internal.cache, self._exempt, self._keeps
         )
         host = context.internal.host
         self._plugins_summarize = host.implements("summarize_result") or host.implements(
@@ -151,6 +151,7 @@ class _Compaction:
     def summarize_requested(self, requested: set[tuple[int, int]]) -> None:
         """Summarise the results promised to the budget step (compaction before spill)."""
         index = self.conversation.index()
+        self._find_reads(index)
         self._apply(
             [
                 _Plan(site, "summarize")
@@ -221,9 +222,7 @@ class _Compaction:
     ) -> None:
         """Find the file reads among the results and when each leaves the protected
         window (``outputs``: characters of reads per message, as they came)."""
-        for site in index.results:
-            if self.tools.reads(site.tool_name):
-                self.reads[(site.node, site.block)] = self.tools.read_of(site)
+        self._find_reads(index)
         s = self.settings
         if self.reads and s.reads.protect_turns:
             self.protection = Protection(
@@ -231,13 +230,22 @@ class _Compaction:
                 outputs=outputs, node_turns=node_turns, tools=self.tools,
             )  # fmt: skip
 
+    def _find_reads(self, index: ConversationIndex) -> None:
+        """The results of tools that read a file, and what each read."""
+        for site in index.results:
+            if self.tools.reads(site.tool_name):
+                self.reads[(site.node, site.block)] = self.tools.read_of(site)
+
     def _released(self, node: int, block: int) -> int:
         return 0 if self.protection is None else self.protection.released(node, block)
 
-    def _mentions(self, node: int, block: int) -> int:
-        """How many mentions the summary of the result at ``node``, ``block`` keeps."""
+    def _keeps(self, node: int, block: int) -> tuple[int, int]:
+        """How many mentions and error lines the summary of the result at ``node``,
+        ``block`` keeps at most: a file read's lines are code, not failures."""
         s = self.settings
-        return s.reads.mentions if (node, block) in self.reads else s.mentions
+        if (node, block) in self.reads:
+            return s.reads.mentions, 0
+        return s.mentions, s.error_lines
 
     def _boundary(
         self,
@@ -365,10 +373,10 @@ class _Compaction:
         depends on the text, the path, the read and the policy alone and is made once,
         however many requests carry the result."""
         tool_name = site.tool_name
-        mentions = self._mentions(site.node, site.block)
+        keeps = self._keeps(site.node, site.block)
 
         def built_in(kind: str | None = None) -> str | None:
-            found, errors, detected, _ = self.readings.parts(text, mentions)
+            found, errors, detected, _ = self.readings.parts(text, *keeps)
             return self.settings.summarize(
                 text, path, kind or detected, list(found), list(errors),
                 session=self.context.session_id, file=file,
@@ -376,7 +384,7 @@ class _Compaction:
 
         if self._plugins_summarize:
             kind = plugin_content_type(self.context, text, tool_name)
-            content_type = kind or self.readings.parts(text, mentions).content_type
+            content_type = kind or self.readings.parts(text, *keeps).content_type
             found = plugin_summary(self.context, text, tool_name, content_type, path)
             return found if found is not None else built_in(kind)
         return self.context.internal.cache.derive(

@@ -33,14 +33,15 @@ class Weighing:
         readings: Readings,
         cache: DerivedCache,
         exempt: Callable[[ResultSite], bool],
-        mentions: Callable[[int, int], int],
+        keeps: Callable[[int, int], tuple[int, int]],
     ) -> None:
         self.settings = settings
         self.readings = readings
         self.cache = cache
         self.exempt = exempt
-        #: How many mentions the summary of the result at (node, block) keeps.
-        self.mentions = mentions
+        #: How many mentions and error lines the summary of the result at (node, block)
+        #: keeps at most.
+        self.keeps = keeps
 
     def results(self, sites: Iterable[ResultSite], turns: int) -> tuple[list[Gain], list[Later]]:
         """What compacting each result would remove, of ``turns`` turns; the results
@@ -121,5 +122,5 @@ class Weighing:
         """What summarising ``result`` (at ``node``, ``block``) removes (the summary is of
         its full text)."""
         full = self.readings.full_text(result)
-        size = self.readings.summary_size(full, self.mentions(node, block))
+        size = self.readings.summary_size(full, *self.keeps(node, block))
         return max(len(result.text) - size, 0)

@@ -14,7 +14,7 @@ from session_builders import pipeline_for, tool_session
 
 import middleware
 from middleware import hookimpl
-from middleware.steps.microcompact.content_types import detect_content_type
+from middleware.steps.content_types import detect_content_type
 
 PATH_RE = r"/chatcli-agent-mc/tool-results/"
 

@@ -61,6 +61,8 @@ RULES: tuple[Rule, ...] = (
 
 #: Every type :func:`detect_content_type` gives.
 CONTENT_TYPES = frozenset({name for name, _ in RULES} | {"text"})
+#: The types that are a program's source: a file's content, whose lines report nothing.
+SOURCE_TYPES = frozenset(name for name in CONTENT_TYPES if name.endswith(" source"))
 
 
 def detect_content_type(text: str) -> str:
