@@ -31,6 +31,7 @@ from middleware.pipeline import Pipeline, ProcessResult
 from middleware.plugin.admission import Admission, Cap, ToolOutput
 from middleware.plugin.capabilities import DeclaredCap, FileAccess, SpillStore, ToolCap
 from middleware.plugin.context import StepContext
+from middleware.plugin.file_use import FileUse
 from middleware.plugin.markers import hookimpl
 from middleware.policy import Policy, load_policy, validate_policy_file
 from middleware.policy.resources import preset_names
@@ -50,6 +51,7 @@ __all__ = [
     "DecisionLedger",
     "DeclaredCap",
     "FileAccess",
+    "FileUse",
     "FormatError",
     "HistoryError",
     "InputError",

@@ -2,15 +2,13 @@
 file and edits it (tests/recorded/*-read.json): under the default policy the read the edit
 came from reaches the model whole; and whatever reaches it cut or compacted says, in the
 words of the CLI's own tools, that it is not the whole text and how to get it before acting
-on it: the read tool and the file for a file read, ``sed -n`` on the spill file for a shell
-agent's output."""
+on it: the read tool and the file for a file read, the command that read it for a shell
+agent's read (``sed -n '1,300p' FILE``)."""
 
 from __future__ import annotations
 
 import json
 import re
-import shlex
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -74,17 +72,23 @@ def test_the_default_sends_the_read_an_edit_came_from_whole(cli: str, tmp_path: 
     if CLIS[cli][1] is not None:
         assert after[read] == before[read]  # a read tool's result: kept whole
         return
-    # A shell agent's 21,600-character output is cut at 5,000, and the preview says how to
-    # read the rest with the shell before acting on it; following it gets the lines.
+    # A shell agent's read, 21,600 characters, is cut at its shell tool's 5,000: the preview
+    # says to run the command that read the file again before acting on it, and names the
+    # spill file that holds all of it.
     preview = after[read]
-    said = re.search(r"\[Lines (\d+)-(\d+) of (\d+) are not shown: read them with `([^`]+)`"
-                     r"(?: for lines [^]]*,)? before acting on them\]", preview)  # fmt: skip
-    assert said is not None, preview
-    printed = subprocess.run(["bash", "-c", said.group(4)], capture_output=True, text=True,
-                             check=True).stdout  # fmt: skip
-    first = int(said.group(1))
-    assert printed.startswith(before[read].splitlines(keepends=True)[first - 1])
+    assert said_again(file["path"], f"sed -n '1,300p' {file['path']}") in preview, preview
+    saved = re.search(r"full output saved to (\S+)\]", preview)
+    assert saved is not None
+    assert Path(saved.group(1)).read_text("utf-8") == before[read]
     assert file["lines"] == 300
+
+
+def said_again(path: str, command: str) -> str:
+    """What a cut or compacted read of Codex's shell says to do."""
+    return (
+        f"[Not all of {path} is shown: read it again with exec_command "
+        f"(cmd: {json.dumps(command)}) before acting on it]"
+    )
 
 
 @pytest.mark.parametrize("cli", sorted(CLIS))
@@ -92,8 +96,8 @@ def test_a_compacted_read_says_to_read_the_file_again_with_the_clis_tool(
     cli: str, tmp_path: Path
 ) -> None:
     """With reads compacted as soon as they are a turn old, each read's summary names the
-    file and the CLI's read tool (and the part a partial read read); a shell agent's
-    output names the spill file and the shell command that prints it."""
+    file and the CLI's read tool (and the part a partial read read); a shell agent's read
+    names the command that read the file."""
     body, file = recorded(cli)
     out = outputs(cleaned(body, tmp_path, **{
         "microcompact.reads.protect_turns": 0, "microcompact.summarize_turns": 1,
@@ -103,12 +107,10 @@ def test_a_compacted_read_says_to_read_the_file_again_with_the_clis_tool(
     summaries = [text for text in out if text.startswith("[Old tool result cleared")]
     assert len(summaries) >= 2, out
     whole, partial = summaries[0], summaries[1]
-    if tool is None:
-        said = re.search(r"read them with `sed -n '1,\d+p' (\S+)`(?: for lines [^]]*,)? before",
-                         whole)  # fmt: skip
-        assert said is not None, whole
-        saved = Path(shlex.split(said.group(1))[0]).read_text("utf-8")
-        assert "ROW_0300" in saved  # the whole output is there to read
+    if tool is None:  # Codex reads with its shell: the commands that read the file
+        path = file["path"]
+        assert said_again(path, f"sed -n '1,300p' {path}") in whole
+        assert said_again(path, f"cat {path}") in partial
         return
     path = file["path"]
     assert f"[Not all of {path} is shown: read it again with {tool} before acting on it]" in whole

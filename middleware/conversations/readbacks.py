@@ -11,8 +11,11 @@ to the tool that read it back:
   could have told it, so naming it is going back for it;
 * ``recall``: the same through the proxy's ``/recall`` URL, ``chatcli-mw recall`` or an
   integration's recall tool;
-* ``reread``: a read of a file (a file-reading tool, :class:`~middleware.FileAccess`, or a
-  read command in a shell tool) whose last earlier read the model saw cut or compacted.
+* ``reread``: a read of a file (a call of a file-reading tool, or a shell command that
+  prints the file, as the plugins declare them: :class:`~middleware.FileAccess`) whose last
+  earlier read the model saw cut or compacted; a write or an edit of the file in between
+  (``Write``, ``Edit``, ``sed -i``, ``apply_patch``...) makes the next read a fresh one.
+  Two paths name the same file as :mod:`middleware.plugin.file_paths` says.
 
 Only the request's new part is looked at: the turns after the last one already looked at,
 found from the end of the history by the ids of its calls and results. A conversation seen
@@ -32,8 +35,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from middleware.conversations.files_read import files_read
-from middleware.plugin.capabilities import FileAccess
+from middleware.plugin.capabilities import FileAccess, call_arguments
+from middleware.plugin.file_paths import file_key, same_file
+from middleware.plugin.file_use import NOTHING, FileUse
 from middleware.report import Action
 from middleware.spill.layout import is_result_name
 from middleware.view import Node, ToolCall, ToolResult
@@ -87,7 +91,7 @@ class ReadBackWatch:
         self._files: OrderedDict[str, tuple[str, str]] = OrderedDict()
         #: The step that hid each call's result, as the model saw it.
         self._hidden: OrderedDict[str, str] = OrderedDict()
-        #: The last call that read each file.
+        #: The last call that read each file, by the file's normal form (:func:`file_key`).
         self._reads: OrderedDict[str, str] = OrderedDict()
         self._seen: OrderedDict[str, None] = OrderedDict()
         #: The actions of the last requests (most recent last), searched only when a call
@@ -221,19 +225,25 @@ class ReadBackWatch:
         return None
 
     def _last_read(
-        self, path: str, nodes: Sequence[Node], access: Callable[[str], FileAccess | None]
+        self, key: str, nodes: Sequence[Node], access: Callable[[str], FileAccess | None]
     ) -> str | None:
-        """The call that last read ``path``: the one this conversation saw, else one of
-        the nodes it did not look at (the latest :data:`MAX_LOOKBACK` calls before its
-        first request's new part; only calls whose arguments hold the path are read)."""
-        found = self._reads.get(path)
+        """The call that last read the file of normal form ``key``: the one this
+        conversation saw, else one of the nodes it did not look at (the latest
+        :data:`MAX_LOOKBACK` calls before its first request's new part; only calls whose
+        arguments hold the file's name are read)."""
+        found = self._reads.get(key)
+        if found is None:
+            found = next((self._reads[k] for k in reversed(self._reads) if same_file(key, k)), None)
         if found is not None or not self._unread:
             return found
+        name = key.rsplit("/", 1)[-1]
         looked = 0
         for node in reversed(nodes[: min(self._unread, len(nodes))]):
             for call in reversed(node.calls):
                 looked += 1
-                if path in call.canonical_arguments and path in files_read(call, access):
+                if name in call.canonical_arguments and any(
+                    same_file(key, file_key(file)) for file in _use(call, access).files_read
+                ):
                     return call.id
             if looked >= MAX_LOOKBACK:
                 break
@@ -278,10 +288,12 @@ class ReadBackWatch:
         ``actions``) went back for, if it did; the files it reads or writes are
         remembered."""
         told = access(call.name)
-        if told is not None and told.action == "write":
-            written = told.path(call.decoded_arguments)
-            if written is not None:
-                self._reads.pop(written, None)
+        use = NOTHING if told is None else told.use(call_arguments(call))
+        for written in use.writes + use.edits:
+            key = file_key(written)
+            for other in [k for k in self._reads if same_file(key, k)]:
+                del self._reads[other]
+        if told is not None and told.action in ("write", "edit", "patch"):
             return None
         named = self._named(call, actions)
         if named is not None:
@@ -290,12 +302,13 @@ class ReadBackWatch:
             kind = "recall" if recall else "spill_file"
             return ReadBack(kind, call.name, step, call.id, location, chars)
         found = None
-        for path in files_read(call, access):
-            last = self._last_read(path, nodes, access)
+        for path in use.files_read:
+            key = file_key(path)
+            last = self._last_read(key, nodes, access)
             hider = self._hider(last) if last is not None else None
             if hider is not None and found is None:
                 found = ReadBack("reread", call.name, hider, call.id, path, chars)
-            _remember(self._reads, path, call.id, MAX_FILES)
+            _remember(self._reads, key, call.id, MAX_FILES)
         return found
 
     def _named(self, call: ToolCall, actions: Sequence[Action]) -> tuple[str, str] | None:
@@ -305,6 +318,12 @@ class ReadBackWatch:
             if found is not None:
                 return found
         return None
+
+
+def _use(call: ToolCall, access: Callable[[str], FileAccess | None]) -> FileUse:
+    """What ``call`` reads and writes, as its tool's declaration says."""
+    told = access(call.name)
+    return NOTHING if told is None else told.use(call_arguments(call))
 
 
 def _digest(name: str) -> str | None:

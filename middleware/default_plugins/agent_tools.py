@@ -6,11 +6,22 @@ persists its ``Read``: the tool bounds its own output), and microcompaction keep
 the protected window until the file is read again or written. The agents' own bounds:
 
 * Claude Code ``Read``: 2,000 lines, at most 25,000 tokens (about 100,000 characters);
-  ``Write`` replaces a whole file (``Edit`` changes part of it: it supersedes nothing);
+  ``Write`` replaces a whole file, ``Edit`` and ``MultiEdit`` change it;
 * opencode ``read``: 2,000 lines or 50 KB (its cap, 80,000, is ChatCLI's ``read``: the
-  two share the name); ``write`` replaces a whole file;
+  two share the name); ``write`` replaces a whole file, ``edit`` changes it;
 * Gemini CLI ``read_file`` (2,000 lines of at most 2,000 characters) and
-  ``read_many_files`` (the files its ``include`` globs match); ``write_file``.
+  ``read_many_files`` (the files its ``include`` globs match); ``write_file`` and
+  ``replace`` change a file;
+* Codex CLI's ``apply_patch`` changes every file its patch names.
+
+Agents also read through their shell: Codex CLI's ``exec_command`` (``cmd``, from
+``workdir``), ``shell`` (an argument vector) and ``shell_command``, the Responses API's
+``local_shell``, Claude Code's ``Bash`` and ``PowerShell``, opencode's and SWE-agent's
+``bash``, Gemini CLI's ``run_shell_command`` (from ``directory``), and the text-protocol
+agents (mini-swe-agent's ``bash`` observations, SWE-agent's actions), whose command is
+the code block of the model's answer. A command that prints a file (``sed -n '1,200p'
+f``, ``cat f``, ``Get-Content f``) is a read of it, one that writes a file (``sed -i``,
+``> f``, ``apply_patch``) a write (:mod:`middleware.plugin.commands`).
 
 A policy's ``tools.<name>`` entry still wins over these caps.
 """
@@ -27,6 +38,14 @@ READ_TOOL_CAPS: dict[str, int] = {
     "read_many_files": 100_000,
 }
 
+
+def _shell(command: str, workdir: str | None = None) -> FileAccess:
+    """A shell tool running the POSIX command line ``command`` from ``workdir``."""
+    return FileAccess(
+        "shell", command_arguments=(command,), workdir_arguments=(workdir,) if workdir else ()
+    )
+
+
 FILE_TOOLS: dict[str, FileAccess] = {
     "Read": FileAccess("read", ("file_path",), ("offset", "limit", "pages")),
     "read": FileAccess("read", ("filePath", "file_path"), ("offset", "limit")),
@@ -39,6 +58,20 @@ FILE_TOOLS: dict[str, FileAccess] = {
     "Write": FileAccess("write", ("file_path",)),
     "write": FileAccess("write", ("filePath", "file_path")),
     "write_file": FileAccess("write", ("file_path", "path")),
+    "Edit": FileAccess("edit", ("file_path",)),
+    "MultiEdit": FileAccess("edit", ("file_path",)),
+    "edit": FileAccess("edit", ("filePath", "file_path")),
+    "replace": FileAccess("edit", ("file_path",)),
+    "apply_patch": FileAccess("patch", patch_arguments=("input", "patch")),
+    "exec_command": _shell("cmd", "workdir"),
+    "shell": _shell("command", "workdir"),
+    "shell_command": _shell("command", "workdir"),
+    "local_shell": _shell("command", "working_directory"),
+    "Bash": _shell("command"),
+    "PowerShell": FileAccess("shell", command_arguments=("command",), dialect="powershell"),
+    "bash": _shell("command", "workdir"),
+    "run_shell_command": _shell("command", "directory"),
+    "swe_agent_action": _shell("command"),
 }
 
 

@@ -136,6 +136,23 @@ def has_command_block(text: str) -> bool:
     return command >= 0 and text.find("</command>", command) >= 0
 
 
+#: A fenced block of an answer: its info string and its code.
+_FENCED = re.compile(r"^[ \t]*```([^\n`]*)\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
+#: Info strings that say a block is a shell command.
+SHELL_BLOCKS = frozenset({"bash", "sh", "shell", "console", "zsh"})
+
+
+def command_block(text: str) -> str | None:
+    """The command a text agent's answer ``text`` runs: its one fenced block marked as a
+    shell's (```` ```bash ````), else its one fenced block; ``None`` when which one runs is
+    not certain (none, or several). mini-swe-agent and SWE-agent run exactly one."""
+    blocks = _FENCED.findall(text)
+    shell = [code for info, code in blocks if info.strip().lower() in SHELL_BLOCKS]
+    if len(shell) == 1:
+        return str(shell[0])
+    return str(blocks[0][1]) if len(blocks) == 1 and not shell else None
+
+
 #: What a codec is given to read user messages as tool output: a fixed rule, auto mode, or
 #: ``None`` (never).
 TextProtocol = TextProtocolRule | AutoTextProtocol

@@ -138,16 +138,20 @@ def tool_result_cap(tool_name: str) -> ToolCap | None:
 @hookspec(firstresult=True)
 @decides_old_turns
 def tool_file_access(tool_name: str) -> FileAccess | None:
-    """Declare that a tool reads or writes files, and which argument names the file.
+    """Declare that a tool reads, writes or edits files, and which argument names the file
+    (or holds the shell command line, or the patch, that does).
 
     Return a :class:`~middleware.FileAccess`: ``FileAccess("read", ("file_path",),
-    ("offset", "limit"))`` for a tool whose results are a file's text. Microcompaction
-    keeps such a result whole in its protected window (``microcompact.protect_tokens``)
-    until the same file (or part) is read again or the file is written, and a cut or
-    compacted read tells the model to read the file again with the tool before acting
-    on it. Return ``None`` for tools the plugin does not know; the first non-``None``
-    answer wins (plugins registered later are asked first). The built-in
-    ``agent_tools`` plugin declares Claude Code's, opencode's and Gemini CLI's tools.
+    ("offset", "limit"))`` for a tool whose results are a file's text,
+    ``FileAccess("shell", command_arguments=("cmd",), workdir_arguments=("workdir",))``
+    for a shell tool (a command that prints a file is a read of it). Microcompaction
+    keeps a read whole in its protected window (``microcompact.reads``) until the same
+    file (or part) is read again or the file is written, and a cut or compacted read tells
+    the model to read the file again with the tool (a shell read: the command) before
+    acting on it. Return ``None`` for tools the plugin does not know; the first
+    non-``None`` answer wins (plugins registered later are asked first). The built-in
+    ``agent_tools`` plugin declares Claude Code's, Codex CLI's, opencode's and Gemini
+    CLI's tools, and the text-protocol agents' commands.
 
     :param tool_name: the tool's name as it appears in the tool call.
     """

@@ -16,7 +16,6 @@ import pytest
 import middleware
 from middleware.conversations import readbacks as readbacks_module
 from middleware.conversations.cleaning import Cleaned, clean_body
-from middleware.conversations.files_read import shell_reads
 from middleware.conversations.readbacks import ReadBack
 from middleware.conversations.sessions import SessionPool
 from middleware.plugin.host import PluginHost
@@ -362,18 +361,22 @@ def test_a_failing_detection_never_fails_the_request(
     ("command", "files"),
     [
         ("cat /repo/a.py", ["/repo/a.py"]),
-        ("cd /repo && sed -n '1,20p' src/a.py", ["src/a.py"]),
-        ("sed -e 's/x/y/' a.py", ["a.py"]),
+        ("cd /repo && sed -n '1,20p' src/a.py", ["/repo/src/a.py"]),
         ("head -n 50 a.log | tail -n 10", ["a.log"]),
-        ("cat a.py > b.py 2>/dev/null", ["a.py"]),
         ("nl -ba a.py; tail -5 b.py", ["a.py", "b.py"]),
-        ("grep -n def a.py", []),
+        ("grep -n def a.py", ["a.py"]),  # a search of one file prints lines of it
+        ("sed -e 's/x/y/' a.py", []),  # prints the file changed: not what it holds
+        ("cat a.py > b.py 2>/dev/null", []),  # prints nothing: copies it
         ("python3 -c 'print(1)'", []),
         ("cat 'unbalanced", []),
     ],
 )
 def test_a_shell_commands_reads_are_the_files_it_prints(command: str, files: list[str]) -> None:
-    assert shell_reads(command) == files
+    """The files a shell call reads are those its tool's declaration says
+    (middleware.plugin.commands, one source with what microcompaction protects)."""
+    bash = PluginHost.create(load_entrypoints=False).tool_file_access("Bash", [])
+    assert bash is not None
+    assert list(bash.use({"command": command}).files_read) == files
 
 
 def test_a_file_whose_read_was_compacted_read_again_in_the_shell_is_a_read_back(

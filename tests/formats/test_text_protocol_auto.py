@@ -166,9 +166,10 @@ def test_explicit_settings_win() -> None:
 
 
 def test_a_processed_history_is_recognised_again_and_left_as_it_is() -> None:
-    """Compaction rewrites the old observations; the last turns' are kept, so the output
-    is still a mini-swe-agent history and processing it again changes nothing."""
-    messages = mini([f"line {i}\n" * 400 for i in range(12)])
+    """Compaction rewrites the old observations (of commands that read no file: reads
+    are kept whole longer); the last turns' are kept, so the output is still a
+    mini-swe-agent history and processing it again changes nothing."""
+    messages = mini([f"line {i}\n" * 400 for i in range(12)], command="python check_{i}.py")
     with middleware.Pipeline.from_policy(None) as pipe:
         first = pipe.process(messages)
         assert {a.kind for a in first.report.actions} == {"summarized"}

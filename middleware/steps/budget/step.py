@@ -30,7 +30,7 @@ from middleware.policy.settings import bind
 from middleware.policy.templates import fill
 from middleware.steps.budget.line_rules import LineRule, cut_lines, line_rule, recover_line_cut
 from middleware.steps.budget.settings import BudgetSettings, TurnLimits, resolve_cap
-from middleware.steps.file_tools import FileTools
+from middleware.steps.file_tools import FileTools, answer_commands
 from middleware.steps.notices import without_notices
 from middleware.steps.previews import could_shorten, fit_preview, make_preview, recover_preview
 from middleware.steps.sizes import chars_before_turns, node_chars
@@ -107,7 +107,9 @@ class _BudgetRun:
         self._caps: dict[str | None, Cap] = {}
         self._rules: dict[str | None, LineRule | None] = {}
         #: What the tools do with files: a cut file read says to read the file again.
-        self.files = FileTools(partial(file_access, context))
+        self.files = FileTools(
+            partial(file_access, context), answer_commands(conversation, context.codec)
+        )
 
     def run(self) -> None:
         # Continuing the previous request: its turns are as it left them, the new ones

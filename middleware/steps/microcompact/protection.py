@@ -1,12 +1,14 @@
 """File reads that microcompaction keeps whole for a while: what an agent acts on next.
 
 An edit quotes lines of the file the agent read, often several turns later. A read (a
-result of a tool the plugins declare as reading a file, :class:`.FileAccess`) is
-therefore *protected*: it is not compacted before ``reads.protect_turns`` turns after its
-own, unless
+result of a tool the plugins declare as reading a file, or of a shell command that
+prints one, :class:`.FileAccess`) is therefore *protected*: it is not compacted before
+``reads.protect_turns`` turns after its own, unless
 
-* the same file, or the same part of it, is read again, or the file is written, since
-  (the read is *superseded*: the newer text is the one to act on); or
+* the same file, or a part of it holding all the read printed, is read again, or the file
+  is written, since (the read is *superseded*: the newer text is the one to act on; a
+  read of several files, by all of them); paths are compared as
+  :mod:`middleware.plugin.file_paths` says (``src/a.ts`` is ``/p/src/a.ts``); or
 * it has left the protected window: the newest ``reads.protect_tokens`` tokens of file
   reads before the boundary.
 
@@ -27,8 +29,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
+from middleware.plugin.file_paths import FileIndex
+from middleware.plugin.file_use import Part, covers
 from middleware.steps.file_tools import FileTools
-from middleware.view import CallSite, ConversationIndex
+from middleware.view import ConversationIndex
 
 
 @dataclass(frozen=True)
@@ -65,27 +69,21 @@ class Protection:
                 per_turn[turn] += chars
         before = list(accumulate(per_turn, initial=0))  # read characters before each turn
         window = int(settings.protect_tokens * chars_per_token)
-        superseding = _superseding(index.calls, tools)
+        changes = _changes(index, tools)
         for site in index.results:
-            if site.turn is None or site.call is None:
+            if site.turn is None:
                 continue
-            access = tools.access(site.call.call.name)
-            if access is None or access.action != "read":
+            use = tools.use(site)
+            if not use.reads:
                 continue
             release = site.turn + 1 + settings.protect_turns
             # The first boundary with `window` characters of reads after this one's turn.
             filled = bisect_left(before, before[site.turn + 1] + window)
             if filled < len(before):
                 release = min(release, filled)
-            arguments = site.call.call.decoded_arguments
-            file = access.path(arguments)
-            if file is not None:
-                keys = ((file, access.part(arguments)), (file, ()), (file, None))
-                later = [
-                    turn for key in keys for turn in superseding.get(key, ()) if turn > site.turn
-                ]
-                if later:
-                    release = min(release, min(later) + 1)
+            superseded = _superseded(site.turn, use.reads, changes)
+            if superseded is not None:
+                release = min(release, superseded + 1)
             self._released[(site.node, site.block)] = release
 
     def released(self, node: int, block: int) -> int:
@@ -94,21 +92,32 @@ class Protection:
         return self._released.get((node, block), 0)
 
 
-#: A file and the part of it a call reads (``()``: all of it; ``None``: the file written).
-_Key = tuple[str, tuple[tuple[str, str], ...] | None]
+#: A turn at which a file is read (with the part read) or written (``None``).
+_Change = tuple[int, Part | None]
 
 
-def _superseding(calls: Sequence[CallSite], tools: FileTools) -> dict[_Key, list[int]]:
-    """The turns at which each file, or part of it, is read, and each file written."""
-    found: dict[_Key, list[int]] = {}
-    for site in calls:
-        access = tools.access(site.call.name)
-        if access is None:
-            continue
-        arguments = site.call.decoded_arguments
-        file = access.path(arguments)
-        if file is None:
-            continue
-        key: _Key = (file, None) if access.action == "write" else (file, access.part(arguments))
-        found.setdefault(key, []).append(site.turn)
+def _changes(index: ConversationIndex, tools: FileTools) -> FileIndex[_Change]:
+    """The turns at which each file, or part of it, is read, and each file written (an
+    edit changes a part of a file: the rest of a read of it is still what the next edit
+    quotes)."""
+    found: FileIndex[_Change] = FileIndex()
+    for turn, use in tools.acts(index):
+        for file, part in use.reads:
+            found.add(file, (turn, part))
+        for file in use.writes:
+            found.add(file, (turn, None))
     return found
+
+
+def _superseded(
+    turn: int, reads: tuple[tuple[str, Part], ...], changes: FileIndex[_Change]
+) -> int | None:
+    """The turn by which every file a read of ``turn`` printed was read again (all of
+    what it printed of it) or written, if each was."""
+    latest = None
+    for file, part in reads:
+        later = [t for t, p in changes.find(file) if t > turn and (p is None or covers(p, part))]
+        if not later:
+            return None
+        latest = max(min(later), latest if latest is not None else -1)
+    return latest

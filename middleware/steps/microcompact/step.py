@@ -32,7 +32,7 @@ from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
 from middleware.session.cold_cache import CallsDigest, ColdMove
 from middleware.session.resume import Resume
-from middleware.steps.file_tools import FileTools, read_outputs
+from middleware.steps.file_tools import FileTools, answer_commands, read_outputs
 from middleware.steps.microcompact.before_spill import promised
 from middleware.steps.microcompact.inputs import clear_input
 from middleware.steps.microcompact.protection import Protection
@@ -83,9 +83,11 @@ class _Compaction:
         self.context = context
         self.conversation = conversation
         self.readings = Readings(settings, context)
-        self.tools = FileTools(partial(file_access, context))
-        #: The results of tools that read a file, by (node, block), and what each read.
-        self.reads: dict[tuple[int, int], FileRead | None] = {}
+        self.tools = FileTools(
+            partial(file_access, context), answer_commands(conversation, context.codec)
+        )
+        #: The results that are a file's text, by (node, block), and what each read.
+        self.reads: dict[tuple[int, int], FileRead] = {}
         self.protection: Protection | None = None
         self.weighing = Weighing(
             settings, self.readings, context.internal.cache, self._exempt, self._keeps
@@ -231,10 +233,11 @@ class _Compaction:
             )  # fmt: skip
 
     def _find_reads(self, index: ConversationIndex) -> None:
-        """The results of tools that read a file, and what each read."""
+        """The results that are a file's text, and what each read."""
         for site in index.results:
-            if self.tools.reads(site.tool_name):
-                self.reads[(site.node, site.block)] = self.tools.read_of(site)
+            read = self.tools.read_of(site)
+            if read is not None:
+                self.reads[(site.node, site.block)] = read
 
     def _released(self, node: int, block: int) -> int:
         return 0 if self.protection is None else self.protection.released(node, block)

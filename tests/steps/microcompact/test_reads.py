@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from session_builders import pipeline_for, tool_turn
 
 import middleware
-from middleware import FileAccess, hookimpl
+from middleware import FileAccess, FileUse, hookimpl
 from middleware.plugin.host import PluginHost
 
 #: A file's text as Claude Code's Read returns it: numbered lines.
@@ -193,6 +193,10 @@ def test_a_plugin_answering_with_a_wrong_type_is_reported_and_ignored(tmp_path: 
         ({"action": "read", "path_arguments": ()}, "at least one"),
         ({"action": "read", "path_arguments": ["p"]}, "tuple"),
         ({"action": "read", "path_arguments": ("p",), "range_arguments": ("",)}, "tuple"),
+        ({"action": "edit"}, "at least one"),
+        ({"action": "shell"}, "command_arguments"),
+        ({"action": "shell", "command_arguments": ("c",), "dialect": "fish"}, "dialect"),
+        ({"action": "patch", "patch_arguments": "input"}, "tuple"),
     ],
 )
 def test_file_access_validates_its_values(kwargs: dict[str, Any], message: str) -> None:
@@ -211,16 +215,53 @@ def test_file_access_reads_the_path_and_the_part_of_a_call() -> None:
     assert many.path({"include": ["src/a.ts", "docs/"]}) == "src/a.ts, docs/"
 
 
+def test_file_access_says_what_a_call_reads_writes_and_edits() -> None:
+    read = FileAccess("read", ("file_path",), ("offset",))
+    assert read.use({"file_path": "/a.py", "offset": 3}) == FileUse(
+        ((("/a.py", (("offset", "3"),))),)
+    )
+    assert FileAccess("write", ("path",)).use({"path": "/a.py"}) == FileUse(writes=("/a.py",))
+    assert FileAccess("edit", ("path",)).use({"path": "/a.py"}) == FileUse(edits=("/a.py",))
+    shell = FileAccess("shell", command_arguments=("cmd",), workdir_arguments=("workdir",))
+    assert shell.use({"cmd": "sed -n '1,9p' a.py", "workdir": "/p"}) == FileUse(
+        (("/p/a.py", (("lines", "1-9"),)),)
+    )
+    assert shell.use({"cmd": "sed -i s/a/b/ a.py"}) == FileUse(edits=("a.py",))
+    assert shell.use({"cmd": 42}) == shell.use("not a mapping") == FileUse()
+    assert shell.path({"cmd": "cat a.py b.py"}) == "a.py, b.py"
+    assert shell.said_arguments == ("cmd", "workdir")
+    patch = FileAccess("patch", patch_arguments=("input",))
+    text = "*** Begin Patch\n*** Add File: n.py\n+x\n*** End Patch"
+    assert patch.use(text) == patch.use({"input": text}) == FileUse(writes=("n.py",))
+
+
 def test_the_built_in_plugin_declares_the_agents_file_tools() -> None:
     host = PluginHost.create(load_entrypoints=False)
     problems: list[middleware.ProblemReport] = []
-    declared = {name: host.tool_file_access(name, problems)
-                for name in ("Read", "read", "read_file", "read_many_files",
-                             "Write", "write", "write_file", "Bash", "Edit")}  # fmt: skip
-    assert {name: (a.action if a else None) for name, a in declared.items()} == {
+    expected = {
         "Read": "read", "read": "read", "read_file": "read", "read_many_files": "read",
-        "Write": "write", "write": "write", "write_file": "write", "Bash": None, "Edit": None,
+        "Write": "write", "write": "write", "write_file": "write",
+        "Edit": "edit", "MultiEdit": "edit", "edit": "edit", "replace": "edit",
+        "apply_patch": "patch", "exec_command": "shell", "shell": "shell",
+        "shell_command": "shell", "local_shell": "shell", "Bash": "shell",
+        "PowerShell": "shell", "bash": "shell", "run_shell_command": "shell",
+        "swe_agent_action": "shell", "Grep": None, "write_stdin": None,
     }  # fmt: skip
+    declared = {name: host.tool_file_access(name, problems) for name in expected}
+    assert {name: (a.action if a else None) for name, a in declared.items()} == expected
+    shells = {name: (a.command_arguments, a.workdir_arguments, a.dialect)
+              for name, a in declared.items() if a is not None and a.action == "shell"}  # fmt: skip
+    assert shells == {
+        "exec_command": (("cmd",), ("workdir",), "sh"),
+        "shell": (("command",), ("workdir",), "sh"),
+        "shell_command": (("command",), ("workdir",), "sh"),
+        "local_shell": (("command",), ("working_directory",), "sh"),
+        "Bash": (("command",), (), "sh"),
+        "PowerShell": (("command",), (), "powershell"),
+        "bash": (("command",), ("workdir",), "sh"),
+        "run_shell_command": (("command",), ("directory",), "sh"),
+        "swe_agent_action": (("command",), (), "sh"),
+    }
     caps = {name: host.tool_result_cap(name, problems) for name in ("Read", "read_file", "read")}
     assert {name: cap.cap.max_chars for name, cap in caps.items() if cap} == {
         "Read": 100_000, "read_file": 100_000, "read": 80_000,

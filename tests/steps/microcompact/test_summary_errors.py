@@ -118,7 +118,9 @@ def test_a_log_keeps_its_error_lines_and_not_its_mentions_of_errors(tmp_path: Pa
         + "12:03:00 [error] GenServer Spotter.Sync terminating\n"
         + "** (KeyError) key :session_record not found\n"
     )  # fmt: skip
-    summary = summarise(tmp_path, "Bash", {"command": "tail -n 200 log/dev.log"}, log)
+    # A command's log (``tail -n 200 log/dev.log`` would be a read of the file: its summary
+    # says to read it again, test_shell_reads.py).
+    summary = summarise(tmp_path, "Bash", {"command": "journalctl -u spotter -n 200"}, log)
     assert "\nError line: 12:03:00 [error] GenServer Spotter.Sync terminating" in summary
     assert "0 errors so far" not in summary
 

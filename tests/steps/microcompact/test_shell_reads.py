@@ -1,0 +1,192 @@
+"""Shell reads are file reads: a command that prints a file (``sed -n '1,80p' f``, ``cat
+f``, ``Get-Content f``) is kept whole in the protected window while a command's output of
+the same age is compacted, released when the file is read again or written (by any tool,
+however the path is written) or when the window is full, and once compacted it says to
+run the command that read it again (microcompact.reads, the agent_tools declarations)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from session_builders import tool_turn
+
+import middleware
+
+#: A file's text as ``sed -n '1,80p'`` prints it: short enough for the per-result cap.
+SOURCE = "".join(f"value_{n:04d} = compute(x_{n}, y_{n})  # line {n}\n" for n in range(1, 81))
+#: A command's output of the same size.
+OUTPUT = "".join(f"test_case_{n:04d} PASSED in 0.01s [{n}%]   \n" for n in range(1, 81))
+SED = "sed -n '1,80p' /repo/app.py"
+
+
+def policy(tmp_path: Path, **microcompact: Any) -> Path:
+    """The default policy, compacting on every turn (no cache gate), in ``tmp_path``."""
+    document: dict[str, Any] = {
+        "version": 1,
+        "spill": {"root": str(tmp_path / "spill")},
+        "microcompact": {"schedule": {"rewrite_cost": 0}, **microcompact},
+    }
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "policy.yaml"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+def turn(i: int, name: str, arguments: dict[str, Any], output: str) -> list[dict[str, Any]]:
+    return tool_turn(f"toolu_{i:02d}", name, arguments, output)
+
+
+def bash(i: int, command: str = "", output: str = OUTPUT) -> list[dict[str, Any]]:
+    return turn(i, "Bash", {"command": command or f"pytest -k case_{i}"}, output)
+
+
+def history(*turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Fix the bug in app.py."}]
+    for t in turns:
+        messages += t
+    return messages
+
+
+def process(tmp_path: Path, messages: list[dict[str, Any]], **microcompact: Any) -> dict[str, str]:
+    with middleware.Pipeline.from_policy(policy(tmp_path, **microcompact), session_id="sh") as pipe:
+        out = pipe.process(messages, format="anthropic").messages
+    found = {}
+    for message in out:
+        for block in message["content"] if isinstance(message["content"], list) else ():
+            if block.get("type") == "tool_result":
+                found[block["tool_use_id"]] = block["content"]
+    return found
+
+
+def compacted(text: str) -> bool:
+    return text.startswith("[Old tool result cleared")
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("Bash", {"command": SED}),
+        ("Bash", {"command": "cd /repo && nl -ba app.py | sed -n '1,80p'"}),
+        ("exec_command", {"cmd": "sed -n '1,80p' app.py", "workdir": "/repo"}),
+        ("shell", {"command": ["bash", "-lc", "cat app.py"], "workdir": "/repo"}),
+        ("PowerShell", {"command": "Get-Content D:\\repo\\app.py -TotalCount 80"}),
+        ("run_shell_command", {"command": "head -n 80 app.py", "directory": "/repo"}),
+    ],
+)
+def test_a_shell_read_is_kept_whole_while_an_output_of_its_age_is_compacted(
+    tmp_path: Path, name: str, arguments: dict[str, Any]
+) -> None:
+    messages = history(turn(0, name, arguments, SOURCE), bash(1), *(bash(i) for i in range(2, 6)))
+    out = process(tmp_path, messages)
+    assert out["toolu_00"] == SOURCE
+    assert compacted(out["toolu_01"])  # younger, and compacted: it is no read
+
+
+EDIT = {"file_path": "/repo/app.py", "old_string": "x_1,", "new_string": "x_2,"}
+
+
+def patch(*lines: str) -> list[dict[str, Any]]:
+    """Codex's apply_patch of ``lines`` at turn 2."""
+    text = "\n".join(("*** Begin Patch", *lines, "*** End Patch"))
+    return turn(2, "apply_patch", {"input": text}, "Done!")
+
+
+@pytest.mark.parametrize(
+    ("later", "released"),
+    [
+        # read again, all of it
+        (turn(2, "Read", {"file_path": "/repo/app.py"}, SOURCE), True),
+        (bash(2, "cat app.py", SOURCE), True),  # a relative path names the file too
+        (bash(2, "sed -n '1,200p' /repo/app.py", SOURCE), True),  # lines holding all of it
+        (bash(2, "sed -n '1,40p' /repo/app.py", SOURCE[:1800]), False),  # a part of it
+        (bash(2, "grep -n compute /repo/app.py", SOURCE[:900]), False),
+        (bash(2, "cat /repo/other.py", SOURCE), False),
+        # written: replaced, created, deleted
+        (turn(2, "Write", {"file_path": "/repo/app.py", "content": "x = 1\n"}, "ok"), True),
+        (bash(2, "cat > /repo/app.py <<'EOF'\nx = 1\nEOF", ""), True),
+        (patch("*** Delete File: /repo/app.py"), True),
+        (patch("*** Add File: /repo/app.py", "+x = 1"), True),
+        # edited: the rest of the read is what the next edit quotes
+        (turn(2, "Edit", EDIT, "ok"), False),
+        (bash(2, "sed -i 's/x_1,/x_2,/' /repo/app.py", ""), False),
+        (patch("*** Update File: /repo/app.py", "@@", "-x_1,", "+x_2,"), False),
+    ],
+)
+def test_what_supersedes_a_shell_read(
+    tmp_path: Path, later: list[dict[str, Any]], released: bool
+) -> None:
+    messages = history(bash(0, SED, SOURCE), bash(1), later, *(bash(i) for i in range(3, 7)))
+    assert compacted(process(tmp_path, messages)["toolu_00"]) is released
+
+
+def test_a_shell_read_leaves_the_protected_window_when_newer_reads_fill_it(
+    tmp_path: Path,
+) -> None:
+    reads = [bash(i, f"cat /repo/m{i}.py", SOURCE) for i in range(4)]
+    messages = history(*reads, *(bash(i) for i in range(4, 8)))
+    out = process(tmp_path, messages, reads={"protect_tokens": 1_500})
+    # About 950 tokens each (4 characters a token): the reads after each of the first two
+    # fill the 1,500 tokens of the window, releasing them; the last two are kept.
+    assert [compacted(out[f"toolu_{i:02d}"]) for i in range(4)] == [True, True, False, False]
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "file", "said"),
+    [
+        ("Bash", {"command": SED}, "/repo/app.py", f'Bash (command: "{SED}")'),
+        ("exec_command", {"cmd": "sed -n '1,80p' src/app.py", "workdir": "/repo",
+                          "yield_time_ms": 1000}, "/repo/src/app.py",
+         "exec_command (cmd: \"sed -n '1,80p' src/app.py\", workdir: \"/repo\")"),
+        ("PowerShell", {"command": "gc app.py"}, "app.py", 'PowerShell (command: "gc app.py")'),
+    ],
+)  # fmt: skip
+def test_a_compacted_shell_read_says_to_run_the_command_again(
+    tmp_path: Path, name: str, arguments: dict[str, Any], file: str, said: str
+) -> None:
+    messages = history(turn(0, name, arguments, SOURCE), *(bash(i) for i in range(1, 5)))
+    summary = process(tmp_path, messages, reads={"protect_turns": 1})["toolu_00"]
+    assert compacted(summary)
+    assert f"[Not all of {file} is shown: read it again with {said} before acting on it]" in (
+        summary
+    )
+    assert "Mentions:" not in summary  # the file is what the model reads again
+
+
+def mini_swe_agent(commands: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """A mini-swe-agent history: each (command, output) one ```bash action and its
+    observation."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You run bash."},
+        {"role": "user", "content": "Fix the bug."},
+    ]
+    for i, (command, output) in enumerate(commands):
+        messages += [
+            {"role": "assistant", "content": f"THOUGHT: step {i}.\n\n```bash\n{command}\n```"},
+            {"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{output}</output>"},
+        ]
+    return messages
+
+
+def observations(tmp_path: Path, messages: list[dict[str, Any]]) -> list[str]:
+    with middleware.Pipeline.from_policy(policy(tmp_path), session_id="mini") as pipe:
+        out = pipe.process(messages, format="openai").messages
+    return [m["content"] for m in out if m["role"] == "user"][1:]
+
+
+def test_a_text_agents_shell_read_is_its_answers_command(tmp_path: Path) -> None:
+    """mini-swe-agent's observation of ``nl -ba app.py | sed -n '1,80p'`` is a read of
+    app.py: kept whole while the test output after it is compacted; its summary, once
+    released by a write of the file, says to run the command again."""
+    read = ("nl -ba app.py | sed -n '1,80p'", SOURCE)
+    tests = [(f"pytest -k case_{i}", OUTPUT) for i in range(5)]
+    kept = observations(tmp_path / "kept", mini_swe_agent([read, *tests]))
+    assert kept[0].endswith(f"{SOURCE}</output>")
+    assert compacted(kept[1])
+    write = ("printf 'x = 1\\n' > app.py", "")
+    written = observations(tmp_path / "written", mini_swe_agent([read, tests[0], write, *tests]))
+    assert compacted(written[0])
+    said = "read it again with bash (command: \"nl -ba app.py | sed -n '1,80p'\\n\")"
+    assert said in written[0]
