@@ -52,6 +52,27 @@ RUN_SEVERAL = "Run several big commands."
 SEVERAL = 6
 #: Fills the context until the agent compacts it (its own compaction), then goes on.
 FILL = "Fill the context, then go on."
+#: Runs :data:`PLAIN_COMMAND`, reads :data:`SOURCE_FILE` with :data:`SOURCE_READ` in the
+#: workdir the prompt names (``Workdir /path``), then runs short commands, one a turn, until
+#: the read comes back compacted; then runs what its summary says to read it again, one
+#: more command after that, and ends (:func:`_read_source`).
+READ_SOURCE = "Read the source file with sed."
+#: The source file of :data:`READ_SOURCE`, under the project (:func:`source_file`).
+SOURCE_FILE = "src/inventory.py"
+#: How Codex CLI's model reads a file (gpt-5.5 in the rollouts of
+#: ../shared/data/trajectories/codex: ``sed -n`` on a path relative to the ``workdir`` it
+#: gives, a first range of a few hundred lines, :func:`codex_read`).
+SOURCE_READ = f"sed -n '1,200p' {SOURCE_FILE}"
+#: A command printing 200 lines of plain output, a little shorter than the 200 lines
+#: :data:`SOURCE_READ` prints: no read of a file, a log as microcompaction sees it.
+PLAIN_COMMAND = ("python3 -c \"import sys; sys.stdout.write(''.join('check %03d: ok\\n' % i "
+                 "for i in range(1, 201)))\"")  # fmt: skip
+#: Short commands :data:`READ_SOURCE` runs at most while it waits for the read to be
+#: compacted.
+MAX_WAITING = 8
+#: What :data:`READ_SOURCE` runs after reading the file again, and its answer then.
+AFTER_READ_BACK = "echo after the read-back"
+WENT_ON = "Read the file again and went on."
 #: A tool output of 4,000 characters that are a token each (the stand-in counts every
 #: punctuation mark as one): what takes a Codex session past the compaction limit the
 #: compaction tests set, with room on either side (a request is ~9,000 tokens without it).
@@ -77,6 +98,20 @@ SAVED_TO = re.compile(r"saved to:? (\S+?)\]?\n")
 def big_output(letter: str, lines: int = 80) -> str:
     """The output of :func:`big_command`: numbered lines of 100 characters."""
     return "".join(f"row {i:04d} {letter * 90}\n" for i in range(1, lines + 1))
+
+
+def source_file(lines: int = 300) -> str:
+    """The text of :data:`SOURCE_FILE`: Python functions of four lines, each raising a
+    ``ValueError`` (lines a summary of a command's output would quote as errors)."""
+    return "".join(
+        f"def check_{i:03d}(r):\n    if r < 0:\n        raise ValueError(r)\n    return r\n"
+        for i in range(1, lines // 4 + 1)
+    )
+
+
+def plain_output() -> str:
+    """What :data:`PLAIN_COMMAND` prints."""
+    return "".join(f"check {i:03d}: ok\n" for i in range(1, 201))
 
 
 def big_command(letter: str, lines: int = 80) -> str:
@@ -226,6 +261,9 @@ class Tools:
 
     shell: Callable[[str], Call]
     read: Callable[[str, int, int], Call] | None = None
+    #: A command run in a working directory, with the arguments the agent's model gives
+    #: a read (``None``: the agent's shell takes no working directory).
+    shell_in: Callable[[str, str], Call] | None = None
 
 
 def follow(preview: str, tools: Tools) -> Call:
@@ -287,6 +325,8 @@ def scripted(tools: Tools, fmt: str) -> Callable[[str, dict[str, Any]], Reply]:
             return Reply(text="Read it again.")
         if scenario == FILL:
             return _fill(seen[start + 1 :], tools)
+        if scenario == READ_SOURCE:
+            return _read_source(seen[start].text, seen[start + 1 :], tools)
         if scenario == SLEEP:
             if after:  # the agent ran it after all (it was not killed in time)
                 return Reply(text="The slow command ended.")
@@ -316,10 +356,53 @@ def _fill(since: list[Event], tools: Tools) -> Reply:
     return Reply(text="The context was never compacted.")
 
 
+#: What a cut or compacted read says to do to read its file again: the tool, and the
+#: arguments to give it (``name: value``, each value in JSON).
+READ_IT_AGAIN = re.compile(r"read it again with (\S+?)(?: \((.*?)\))? before acting on it")
+_SAID_ARGUMENT = re.compile(r'(\w+): ("(?:[^"\\]|\\.)*"|[^,]*)(?:, |$)')
+
+
+def read_it_again(text: str) -> Call | None:
+    """The call a cut or compacted read says to make to read its file again (for a shell
+    read, the command that read it, in its working directory), or ``None``."""
+    said = READ_IT_AGAIN.search(text)
+    if said is None:
+        return None
+    given = said.group(2) or ""
+    arguments = {name: json.loads(value) for name, value in _SAID_ARGUMENT.findall(given)}
+    return Call(said.group(1), arguments)
+
+
+def _read_source(prompt: str, since: list[Event], tools: Tools) -> Reply:
+    """The model's side of :data:`READ_SOURCE` (``since``: the calls and results after
+    its prompt): the plain command, the read, short commands until the read's result
+    says how to read it again, that command, one more, an answer."""
+    workdir = re.search(r"Workdir (\S+)", prompt)
+    assert workdir is not None and tools.shell_in is not None, prompt
+    done = [e for e in since if e.kind == "result"]
+    if not done:
+        return Reply(calls=(tools.shell(PLAIN_COMMAND),))
+    if len(done) == 1:
+        return Reply(calls=(tools.shell_in(SOURCE_READ, workdir.group(1)),))
+    wanted = read_it_again(done[1].text)
+    if wanted is None:  # the read is whole yet
+        if len(done) - 2 < MAX_WAITING:
+            return Reply(calls=(tools.shell(f"echo waiting {len(done) - 1}"),))
+        return Reply(text="The read was never compacted.")
+    later = [e for e in since if e.kind == "call"][2:]
+    followed = [i for i, e in enumerate(later)
+                if (e.name, e.arguments) == (wanted.name, wanted.arguments)]  # fmt: skip
+    if not followed:
+        return Reply(calls=(wanted,))
+    if len(later) == followed[0] + 1:
+        return Reply(calls=(tools.shell(AFTER_READ_BACK),))
+    return Reply(text=WENT_ON)
+
+
 def _scenario(text: str) -> str | None:
     """The last scenario ``text`` names (Gemini CLI sends a resumed session's new prompt
     in the same content as the old one, when no model turn came between them)."""
-    prompts = (RUN_BIG, READ_AGAIN, READ_FILE, SLEEP, GO_ON, FILL, RUN_SEVERAL)
+    prompts = (RUN_BIG, READ_AGAIN, READ_FILE, SLEEP, GO_ON, FILL, RUN_SEVERAL, READ_SOURCE)
     found = {prompt: text.rfind(prompt) for prompt in prompts}
     last = max(found, key=lambda prompt: found[prompt])
     return last if found[last] >= 0 else None
@@ -483,6 +566,13 @@ def _codex_env(home: Path, project: Path, url: str) -> dict[str, str]:
     return {**base_env(home), "OPENAI_API_KEY": "sk-test"}
 
 
+def codex_read(command: str, workdir: str) -> dict[str, Any]:
+    """The arguments of an ``exec_command`` reading a file as Codex CLI's model gives them
+    (gpt-5.5 in the rollouts of ../shared/data/trajectories/codex: 1,771 of their 2,076
+    ``exec_command`` calls give these four)."""
+    return {"cmd": command, "workdir": workdir, "yield_time_ms": 10000, "max_output_tokens": 40000}
+
+
 def _codex_argv(prompt: str, resume: bool) -> list[str]:
     return [str(binary("codex")), "exec", *(["resume", "--last"] if resume else []),
             "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
@@ -597,7 +687,10 @@ AGENT_LIST = (
         "codex",
         "codex",
         "responses",
-        Tools(shell=lambda command: Call("exec_command", {"cmd": command})),
+        Tools(
+            shell=lambda command: Call("exec_command", {"cmd": command}),
+            shell_in=lambda command, workdir: Call("exec_command", codex_read(command, workdir)),
+        ),
         _codex_env,
         _codex_argv,
     ),

@@ -25,14 +25,14 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
+from agent_setup import Setup, readbacks_counted, set_up
 from agents import (
     AGENT_BY_NAME,
     AGENT_LIST,
@@ -47,7 +47,6 @@ from agents import (
     READ_FILE,
     RUN_BIG,
     SLEEP,
-    Agent,
     Run,
     base_env,
     big_output,
@@ -55,7 +54,6 @@ from agents import (
     documented_variables,
     events,
     gemini_routed_argv,
-    missing,
     results,
     routed,
     scripted,
@@ -63,11 +61,7 @@ from agents import (
     without_results,
 )
 from locations import REPO
-from prometheus_client.parser import text_string_to_metric_families
-from prompt_cache import PromptCache
-from proxy_stack import access_log, serve_process
-from servers import serving
-from stand_in import Provider, triggered
+from stand_in import triggered
 from waiting import wait_for
 
 from middleware.ledger import Usage, read_usage
@@ -77,102 +71,10 @@ from middleware.spill.layout import session_folder_name
 pytestmark = pytest.mark.slow
 
 
-@dataclass
-class Setup:
-    """One agent pointed at a ``chatcli-mw serve`` in front of the stand-in."""
-
-    agent: Agent
-    provider: Provider
-    url: str
-    log: Path
-    spill: Path
-    project: Path
-    env: dict[str, str]
-    upstream: str
-    #: Every run started, so that a test failing half-way leaves no agent running.
-    started: list[Run] = field(default_factory=list)
-
-    def run(self, prompt: str, *, resume: bool = False, timeout: float = 300) -> Run:
-        done = self.start(prompt, resume=resume).wait(timeout)
-        assert done.returncode == 0, done.explain()
-        return done
-
-    def start(self, prompt: str, *, resume: bool = False, env: dict[str, str] | None = None) -> Run:
-        run = Run(self.agent.argv(prompt, resume), self.project, {**self.env, **(env or {})})
-        self.started.append(run.start())
-        return run
-
-    def prepared(self, store: Path | None = None) -> dict[str, str]:
-        """The environment of a run with its own session store under ``store`` (for an
-        agent that cannot share one between runs at once), set up as a first run does."""
-        env = {}
-        if store is not None and self.agent.store_env is not None:
-            env[self.agent.store_env] = str(store)
-        if self.agent.prepare:
-            argv = [str(binary(self.agent.cli)), *self.agent.prepare]
-            prepared = Run(argv, self.project, {**self.env, **env}).start().wait(120)
-            assert prepared.returncode == 0, prepared.explain()
-        return env
-
-    def stop(self) -> None:
-        """Kill every run still going (what a failed assertion left behind)."""
-        for run in self.started:
-            if run.returncode is None:
-                run.kill()
-
-    def bodies(self) -> list[dict[str, Any]]:
-        """What the provider received on the agent's model route, in order."""
-        return [body for path, _, body in self.provider.accepted
-                if MODEL_ROUTE.search(path) and body.get("tools")]  # fmt: skip
-
-    def cleaned(
-        self, until: Callable[[list[dict[str, Any]]], bool] | None = None
-    ) -> list[dict[str, Any]]:
-        """The access-log lines of the requests the proxy cleaned; with ``until``, once
-        they satisfy it (a line is written after its answer has gone out), or after 10 s."""
-        deadline = time.monotonic() + 10
-        while True:
-            lines = [line for line in access_log(self.log) if line.get("session")]
-            if until is None or until(lines) or time.monotonic() > deadline:
-                return lines
-            time.sleep(0.05)
-
-
-#: The agents' model routes at the provider (Gemini's name the model in the path).
-MODEL_ROUTE = re.compile(r"^/v1/(messages|responses)$|:(stream)?[gG]enerateContent$")
-
-
-#: The model the tests name for Claude Code, priced as a policy prices one the table does
-#: not know (its read-backs then have a cost in dollars).
-PRICED = {
-    "ledger.prices.claude-stand-in": {
-        "input": 3, "output": 15, "cache_read": 0.3, "cache_write_5m": 3.75, "cache_write_1h": 6,
-    },
-}  # fmt: skip
-
-
 @pytest.fixture(params=AGENT_LIST, ids=[agent.name for agent in AGENT_LIST])
 def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
-    agent: Agent = request.param
-    why = missing(agent.cli)
-    if why is not None:
-        pytest.skip(why)
-    provider = Provider(script=scripted(agent.tools, agent.fmt), cache=PromptCache())
-    home, project, spill = tmp_path / "home", tmp_path / "project", tmp_path / "spill"
-    for folder in (home, project):
-        folder.mkdir()
-    log = tmp_path / "serve.log"
-    with (
-        serving(provider.app()) as upstream,
-        serve_process(upstream, {"spill.root": str(spill), **PRICED}, log=log) as url,
-    ):
-        env = agent.configure(home, project, url)
-        setup = Setup(agent, provider, url, log, spill, project, env, upstream)
-        try:
-            yield setup
-        finally:
-            setup.stop()
-    assert not provider.refused, [reason for _, reason, _ in provider.refused]
+    with set_up(request.param, tmp_path) as ready:
+        yield ready
 
 
 #: The scenarios where opencode on the Responses API would repeat what Codex CLI (the
@@ -278,17 +180,6 @@ def test_a_spilled_output_is_read_back_with_the_agents_own_tool_also_after_resum
     total = wait_until_billed(setup.url, len(cache.reported))
     assert total["unread"] == len(cache.unsaid) and billed.prompt > 0
     assert {kind: total["billed"][kind] for kind in said} == said
-
-
-def readbacks_counted(setup: Setup) -> dict[tuple[str, str, str], float]:
-    """The read-backs ``/metrics`` counts, by kind, step and tool."""
-    text = httpx.get(setup.url + "/metrics", timeout=30).text
-    return {
-        (sample.labels["kind"], sample.labels["step"], sample.labels["tool"]): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "chatcli_proxy_readbacks_total"
-    }
 
 
 def readbacks_shown(setup: Setup) -> list[tuple[str, str, str]]:
