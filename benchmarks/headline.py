@@ -1,7 +1,8 @@
 """The headline figures of docs/benchmarks.md and docs/presets.md, as one command prints them.
 
 Every recorded session of ../shared/data/trajectories (the development set: Claude Code
-with its subagents, mini-swe-agent, SWE-agent, tau-bench) replayed by ``chatcli-mw
+with its subagents, the newer Claude Code sessions of claude-code-more, the Codex CLI
+rollouts, mini-swe-agent, SWE-agent, tau-bench) replayed by ``chatcli-mw
 simulate`` under the default policy, ``preset:lean`` (the default before file reads were
 kept), Anthropic's ``clear_tool_uses`` with its defaults and ``preset:claude-code``, and
 printed as one Markdown table: cost and effective cost relative to no middleware, the
@@ -35,6 +36,8 @@ REPO = Path(__file__).resolve().parents[1]
 #: Each source: its name in the table and the files of the development set.
 SOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Claude Code", ("claude-code/*.jsonl", "claude-code/*/subagents/*.jsonl")),
+    ("Claude Code, more", ("claude-code-more/*.jsonl",)),
+    ("Codex CLI", ("codex/*.jsonl",)),
     ("mini-swe-agent", ("mini-swe-agent/trajs/*/*.traj.json",)),
     ("SWE-agent", ("swe-agent/**/*.traj",)),
     ("tau-bench", ("tau-bench/*.json",)),
@@ -58,10 +61,17 @@ class Row(NamedTuple):
     summary: PolicySummary
 
 
-def measure(source: str, files: Sequence[Path]) -> list[Row]:
-    """Every policy on one source's sessions (a process of its own)."""
+#: The sources whose replay takes minutes (thousands of requests): the suite checks their
+#: default row only (tests/test_headline.py), the command prints every row.
+LONG_SOURCES = frozenset({"Claude Code, more", "Codex CLI"})
+
+
+def measure(
+    source: str, files: Sequence[Path], policies: Sequence[PolicySpec] = POLICIES
+) -> list[Row]:
+    """Each of ``policies`` on one source's sessions (a process of its own)."""
     transcripts = [t for f in files for t in load_transcripts(f)]
-    summaries = simulate(transcripts, POLICIES, PRICING["anthropic-5m"], window=200_000)
+    summaries = simulate(transcripts, policies, PRICING["anthropic-5m"], window=200_000)
     return [Row(source, len(transcripts), s.requests, s) for s in summaries[1:]]
 
 

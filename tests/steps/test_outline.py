@@ -111,7 +111,7 @@ def test_a_spilled_preview_carries_the_outline_and_stays_lossless_and_idempotent
     history = [
         {"role": "user", "content": "read it"},
         {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "r1", "name": "Bash", "input": {"command": "cat a.py"}}]},
+            {"type": "tool_use", "id": "r1", "name": "Bash", "input": {"command": "./gen.sh"}}]},
         {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": "r1", "content": CODE}]},
     ]  # fmt: skip
@@ -306,7 +306,7 @@ def numbered_file(lines: int) -> str:
 def test_a_file_read_through_a_shell_is_outlined_by_its_names_not_its_errors() -> None:
     """``cat -n`` is a command, but its output is a file's content: the outline shows
     the definitions of the middle, not the lines that name errors first."""
-    text = numbered_file(400)
+    text = numbered_file(1_000)  # over the 30,000 a read through a shell keeps
     history = [
         {"role": "user", "content": "read it"},
         {"role": "assistant", "content": [

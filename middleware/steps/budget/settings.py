@@ -160,6 +160,10 @@ class TurnLimits:
         return cap
 
 
+#: Where the cap of a result comes from when nothing names its tool.
+GENERIC_CAP = "budget.max_result_chars"
+
+
 def resolve_cap(tool_name: str | None, settings: BudgetSettings, context: StepContext) -> Cap:
     """Policy override for the tool, else the tool plugin's declaration, else the
     per-result cap (raised to the floor of a subagent's report)."""
@@ -186,4 +190,4 @@ def resolve_cap(tool_name: str | None, settings: BudgetSettings, context: StepCo
     floor = settings.reports.floor(tool_name)
     if floor is not None and floor > settings.max_result_chars:
         return Cap(floor, "budget.reports.min_chars")
-    return Cap(settings.max_result_chars, "budget.max_result_chars")
+    return Cap(settings.max_result_chars, GENERIC_CAP)

@@ -29,7 +29,7 @@ from middleware.policy.quoting import prose
 from middleware.policy.settings import bind
 from middleware.policy.templates import fill
 from middleware.steps.budget.line_rules import LineRule, cut_lines, line_rule, recover_line_cut
-from middleware.steps.budget.settings import BudgetSettings, TurnLimits, resolve_cap
+from middleware.steps.budget.settings import GENERIC_CAP, BudgetSettings, TurnLimits, resolve_cap
 from middleware.steps.file_tools import FileTools, answer_commands
 from middleware.steps.notices import without_notices
 from middleware.steps.previews import could_shorten, fit_preview, make_preview, recover_preview
@@ -178,14 +178,14 @@ class _BudgetRun:
         if limits.budget is not None and sum(sizes) > limits.budget:
             return True
         for site, size in zip(sites, sizes, strict=True):
-            cap = limits.cap_for(self._cap(site.tool_name))
+            cap = limits.cap_for(self._site_cap(site))
             if cap.max_chars is not None and size > cap.max_chars:
                 return True
         return False
 
     def _candidate(self, site: ResultSite, limits: TurnLimits) -> _Candidate:
         incoming = site.result.text
-        cap = limits.cap_for(self._cap(site.tool_name))
+        cap = limits.cap_for(self._site_cap(site))
         if site.result.sealed:  # nested too deep to read: sent as it came
             return _Candidate(site, site.result, cap, True, None, incoming)
         decided = self._decided(site)
@@ -220,6 +220,21 @@ class _BudgetRun:
             lambda _: 100,
             lambda _: (text,),
         )
+
+    def _site_cap(self, site: ResultSite) -> Cap:
+        """The cap of one result: its tool's, except that a file read the tool bounds only
+        by the generic per-result cap (a shell tool's ``sed -n '1,200p' f``) is bounded as
+        a tool that opts in is, by ``budget.per_tool_default_chars``: it is what the next
+        edit quotes, and the read tools' own bounds are larger still."""
+        cap = self._cap(site.tool_name)
+        if cap.source != GENERIC_CAP or self.files.read_of(site) is None:
+            return cap
+        chars = self.settings.per_tool_default_chars
+        if cap.max_chars is not None and chars is not None and chars > cap.max_chars:
+            return Cap(
+                chars, f"budget.per_tool_default_chars (a read of a file by {site.tool_name})"
+            )
+        return cap
 
     def _cap(self, tool_name: str | None) -> Cap:
         """The tool's cap, resolved once per tool and request (a plugin's declaration is

@@ -143,7 +143,7 @@ def test_a_read_is_not_cut_below_the_read_tools_own_bound(tmp_path: Path) -> Non
     says to read the file again."""
     big = LINES * 4
     messages = history(turn(0, "Read", {"file_path": "/repo/app.py"}, big),
-                       turn(1, "Bash", {"command": "cat log"}, big))  # fmt: skip
+                       turn(1, "Bash", {"command": "./build.sh"}, big))  # fmt: skip
     out = process(tmp_path, messages)
     assert out["toolu_00"] == big
     assert len(out["toolu_01"]) <= 5000
