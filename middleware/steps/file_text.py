@@ -34,6 +34,20 @@ def is_file_text(text: str, content_type: str | None = None) -> bool:
     return kind in SOURCE_TYPES
 
 
+#: What names a log file: its suffix, or a folder of logs on its path.
+LOG_SUFFIXES = (".log", ".out", ".err")
+LOG_FOLDERS = frozenset({"log", "logs"})
+
+
+def is_log_file(path: str) -> bool:
+    """Whether the file ``path`` names is a log (``logs/worker.log``, ``/var/log/x``): a
+    read of it is a log's lines, whose errors are failures, not code."""
+    steps = [step for step in path.replace("\\", "/").lower().split("/") if step]
+    if not steps:
+        return False
+    return steps[-1].endswith(LOG_SUFFIXES) or any(step in LOG_FOLDERS for step in steps[:-1])
+
+
 def numbered(text: str) -> bool:
     """Whether most lines of the start of ``text`` are numbered as a read numbers them."""
     head = text[:HEAD_CHARS]

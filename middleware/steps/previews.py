@@ -26,7 +26,7 @@ from middleware.policy.templates import (
     template_pattern,
     with_quoted,
 )
-from middleware.steps.file_text import is_file_text
+from middleware.steps.file_text import is_file_text, is_log_file
 from middleware.steps.outline import could_be_outline, outline
 from middleware.steps.read_back import FileRead, ReadBack
 
@@ -102,10 +102,11 @@ def make_preview(
     lines = ""
     if style.outline_chars and "{outline}" in style.template:
         span = (len(head), len(text) - len(tail), style.outline_chars)
-        read = file is not None
+        # A file's lines report nothing (:mod:`.file_text`): a read's (but a log file's
+        # lines are a log's), or by its shape.
+        read = file is not None and not is_log_file(file.file)
 
         def outlined() -> str:
-            # A file's lines report nothing (:mod:`.file_text`): a read's, or by its shape.
             return outline(text, *span, reports=not (read or is_file_text(text)))
 
         if cache is None:

@@ -344,3 +344,27 @@ def test_a_declared_file_read_is_outlined_without_its_error_lines() -> None:
     assert "[ERROR] entry" in output_lines
     assert "[ERROR] entry" not in read_lines
     assert "fixture_value_" in read_lines
+
+
+def test_a_log_file_read_through_a_shell_is_outlined_by_its_errors() -> None:
+    """``cat logs/worker.log`` reads a file, but a log's lines are a log's: the outline of
+    a cut one shows its error lines first, as a command's log would."""
+    lines = [f"2026-11-20T10:{i // 60:02d}:{i % 60:02d}Z INFO worker processed job_{i}\n"
+             for i in range(2_000)]  # fmt: skip
+    for i in range(500, 1_500, 25):  # 40 failures in the middle
+        lines[i] = f"2026-11-20T10:00:00Z ERROR worker job {i} failed: KeyError: 'session'\n"
+    text = "".join(lines)
+    history = [
+        {"role": "user", "content": "read it"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "r1", "name": "Bash",
+             "input": {"command": "cat logs/worker.log"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "r1", "content": text}]},
+    ]  # fmt: skip
+    policy = middleware.load_policy(env={}, dotenv_path=False)
+    with middleware.Pipeline(policy) as pipe:
+        preview = pipe.process(history).messages[2]["content"][0]["content"]
+    shown = preview.partition(HEADING)[2].split("\n\n")[0]
+    errors = [line for line in shown.splitlines() if " ERROR worker job " in line]
+    assert len(errors) >= 20 or "more error line" in shown, preview
