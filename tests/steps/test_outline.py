@@ -303,22 +303,27 @@ def numbered_file(lines: int) -> str:
     return "".join(f"{n:>6}\t{line}\n" for n, line in enumerate(code, 1))
 
 
-def test_a_file_read_through_a_shell_is_outlined_by_its_names_not_its_errors() -> None:
-    """``cat -n`` is a command, but its output is a file's content: the outline shows
-    the definitions of the middle, not the lines that name errors first."""
-    text = numbered_file(1_000)  # over the 30,000 a read through a shell keeps
+def shell_preview(command: str, text: str) -> tuple[str, str]:
+    """The default's preview of ``text`` as Bash's output of ``command``, and the lines of
+    its outline."""
     history = [
         {"role": "user", "content": "read it"},
         {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "r1", "name": "Bash",
-             "input": {"command": "cat -n cache.go"}}]},
+            {"type": "tool_use", "id": "r1", "name": "Bash", "input": {"command": command}}]},
         {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": "r1", "content": text}]},
     ]  # fmt: skip
     policy = middleware.load_policy(env={}, dotenv_path=False)
     with middleware.Pipeline(policy) as pipe:
         preview = pipe.process(history).messages[2]["content"][0]["content"]
-    shown = preview.partition(HEADING)[2].split("\n\n")[0]
+    return preview, preview.partition(HEADING)[2].split("\n\n")[0]
+
+
+def test_a_file_read_through_a_shell_is_outlined_by_its_names_not_its_errors() -> None:
+    """``cat -n`` is a command, but its output is a file's content: the outline shows
+    the definitions of the middle, not the lines that name errors first."""
+    text = numbered_file(1_000)  # over the 30,000 a read through a shell keeps
+    preview, shown = shell_preview("cat -n cache.go", text)
     assert re.search(r"\n\d+: \d+ func openCache_\d+", shown), preview
     assert "failed to open" not in shown
     assert "more error line" not in shown
@@ -354,17 +359,6 @@ def test_a_log_file_read_through_a_shell_is_outlined_by_its_errors() -> None:
     for i in range(500, 1_500, 25):  # 40 failures in the middle
         lines[i] = f"2026-11-20T10:00:00Z ERROR worker job {i} failed: KeyError: 'session'\n"
     text = "".join(lines)
-    history = [
-        {"role": "user", "content": "read it"},
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "r1", "name": "Bash",
-             "input": {"command": "cat logs/worker.log"}}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "r1", "content": text}]},
-    ]  # fmt: skip
-    policy = middleware.load_policy(env={}, dotenv_path=False)
-    with middleware.Pipeline(policy) as pipe:
-        preview = pipe.process(history).messages[2]["content"][0]["content"]
-    shown = preview.partition(HEADING)[2].split("\n\n")[0]
+    preview, shown = shell_preview("cat logs/worker.log", text)
     errors = [line for line in shown.splitlines() if " ERROR worker job " in line]
     assert len(errors) >= 20 or "more error line" in shown, preview
