@@ -272,8 +272,8 @@ def test_an_unnamed_call_is_dropped_with_what_answers_it(tmp_path: Path) -> None
 def test_an_output_over_the_cap_is_spilled_in_its_own_key(tmp_path: Path) -> None:
     big = "".join(f"row {i:04d} {'x' * 90}\n" for i in range(1, 201))
     history = [
-        user(text("Cat it.")),
-        model(call("run_shell_command", "c1", command="cat big")),
+        user(text("Build it.")),
+        model(call("run_shell_command", "c1", command="make big")),
         user(answer("run_shell_command", {"output": big, "exit_code": 0}, "c1")),
     ]
     result = processed(history, tmp_path)
@@ -539,7 +539,7 @@ def test_a_text_agent_on_gemini_has_its_observations_budgeted(tmp_path: Path) ->
     big = "".join(f"line {i} {'x' * 60}\n" for i in range(400))
     contents = [
         {"role": "model" if m["role"] == "assistant" else "user", "parts": [text(m["content"])]}
-        for m in mini([big, "ok\n"])
+        for m in mini([big, "ok\n"], command="make step_{i}")
         if m["role"] != "system"
     ]
     result = processed(contents, tmp_path)

@@ -77,7 +77,7 @@ def test_the_footer_may_carry_more_state_lines() -> None:
 )
 def test_outputs_take_the_tool_name_of_the_explicit_rule(build: Any, tool: str) -> None:
     """Per-tool settings apply as they would with the explicit setting."""
-    messages = build(["x" * 30_000, "y" * 10, "z" * 10])
+    messages = build(["x" * 60_000, "y" * 10, "z" * 10])  # over a read's 30,000 too
     spilled = [a for a in run(messages).report.actions if a.kind == "spilled"]
     assert [a.tool_name for a in spilled] == [tool]
     capped = run(messages, **{f"tools.{tool}.max_chars": 1_000})
@@ -156,7 +156,7 @@ def test_responses_function_calls_rule_it_out() -> None:
 
 
 def test_explicit_settings_win() -> None:
-    messages = mini(["x" * 30_000, "b\n", "c\n"])
+    messages = mini(["x" * 60_000, "b\n", "c\n"])
     off = run(messages, **{"text_protocol.enabled": False})
     assert off.report.text_protocol is None and off.messages == messages
     mine = run(messages, **{"text_protocol.enabled": True, "text_protocol.tool_name": "shell"})

@@ -30,6 +30,7 @@ from middleware.policy.settings import bind
 from middleware.policy.templates import fill
 from middleware.steps.budget.line_rules import LineRule, cut_lines, line_rule, recover_line_cut
 from middleware.steps.budget.settings import GENERIC_CAP, BudgetSettings, TurnLimits, resolve_cap
+from middleware.steps.file_text import is_log_file
 from middleware.steps.file_tools import FileTools, answer_commands
 from middleware.steps.notices import without_notices
 from middleware.steps.previews import could_shorten, fit_preview, make_preview, recover_preview
@@ -227,7 +228,8 @@ class _BudgetRun:
         a tool that opts in is, by ``budget.per_tool_default_chars``: it is what the next
         edit quotes, and the read tools' own bounds are larger still."""
         cap = self._cap(site.tool_name)
-        if cap.source != GENERIC_CAP or self.files.read_of(site) is None:
+        read = self.files.read_of(site) if cap.source == GENERIC_CAP else None
+        if read is None or is_log_file(read.file):  # a log file's lines are a log's
             return cap
         chars = self.settings.per_tool_default_chars
         if cap.max_chars is not None and chars is not None and chars > cap.max_chars:

@@ -56,3 +56,10 @@ def test_a_read_over_the_per_tool_default_is_cut(tmp_path: Path) -> None:
 def test_the_policys_entry_for_the_tool_wins(tmp_path: Path) -> None:
     kept = run(tmp_path, "sed -n '1,300p' /repo/app.py", SOURCE, Bash={"max_chars": 4000})
     assert len(kept) < len(SOURCE)
+
+
+def test_a_log_files_read_keeps_a_logs_cap(tmp_path: Path) -> None:
+    """``cat logs/worker.log`` reads a file, but a log's lines are a log's: cut at the
+    generic cap as a command's output is."""
+    kept = run(tmp_path, "cat logs/worker.log", LOG)
+    assert len(kept) < len(LOG)
