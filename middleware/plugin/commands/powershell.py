@@ -13,6 +13,7 @@ from middleware.plugin.commands.syntax import (
     Script,
     Unreadable,
     Word,
+    WordReader,
     parse_tokens,
 )
 
@@ -26,15 +27,7 @@ def split(command: str) -> Script:
     return parse_tokens(_Lexer(command).run())
 
 
-class _Lexer:
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.i = 0
-        self.out: list[Word | Op] = []
-        self.word: list[str] = []
-        self.started = False
-        self.literal = True
-
+class _Lexer(WordReader):
     def run(self) -> list[Word | Op]:
         text = self.text
         while self.i < len(text):
@@ -82,16 +75,6 @@ class _Lexer:
                 self.i += 1
         self.flush()
         return self.out
-
-    def add(self, text: str, literal: bool = True) -> None:
-        self.word.append(text)
-        self.started = True
-        self.literal = self.literal and literal
-
-    def flush(self) -> None:
-        if self.started:
-            self.out.append(Word("".join(self.word), self.literal))
-        self.word, self.started, self.literal = [], False, True
 
     def single_quoted(self) -> None:
         text, i, out = self.text, self.i + 1, []

@@ -125,7 +125,11 @@ def parse_tokens(tokens: list[Word | Op]) -> Script:
     return tuple(items)
 
 
-class _Lexer:
+class WordReader:
+    """What a lexer of either dialect keeps while it reads ``text``: its position, the
+    tokens read, and the word being read (its parts, whether it has begun, whether every
+    part is literal)."""
+
     def __init__(self, text: str) -> None:
         self.text = text
         self.i = 0
@@ -133,6 +137,27 @@ class _Lexer:
         self.word: list[str] = []
         self.started = False
         self.literal = True
+
+    def add(self, text: str, literal: bool = True) -> None:
+        self.word.append(text)
+        self.started = True
+        self.literal = self.literal and literal
+
+    def take(self) -> Word | None:
+        """The word read so far (``None``: none begun), and a new one begun."""
+        word = Word("".join(self.word), self.literal) if self.started else None
+        self.word, self.started, self.literal = [], False, True
+        return word
+
+    def flush(self) -> None:
+        word = self.take()
+        if word is not None:
+            self.out.append(word)
+
+
+class _Lexer(WordReader):
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
         #: Here-documents opened on the current line: (index of the operator, delimiter).
         self.pending: list[tuple[int, str]] = []
 
@@ -179,20 +204,14 @@ class _Lexer:
         self.read_heredocs()
         return self.out
 
-    def add(self, text: str, literal: bool = True) -> None:
-        self.word.append(text)
-        self.started = True
-        self.literal = self.literal and literal
-
     def flush(self) -> None:
-        if not self.started:
+        word = self.take()
+        if word is None:
             return
-        word = Word("".join(self.word), self.literal)
         last = self.out[-1] if self.out else None
         if isinstance(last, Op) and last.op in ("<<", "<<-") and last.body is None:
             self.pending.append((len(self.out) - 1, word.text))
         self.out.append(word)
-        self.word, self.started, self.literal = [], False, True
 
     def operator(self) -> None:
         text = self.text

@@ -232,11 +232,9 @@ class _BudgetRun:
         if read is None or is_log_file(read.file):  # a log file's lines are a log's
             return cap
         chars = self.settings.per_tool_default_chars
-        if cap.max_chars is not None and chars is not None and chars > cap.max_chars:
-            return Cap(
-                chars, f"budget.per_tool_default_chars (a read of a file by {site.tool_name})"
-            )
-        return cap
+        if cap.max_chars is None or chars <= cap.max_chars:
+            return cap
+        return Cap(chars, f"budget.per_tool_default_chars (a read of a file by {site.tool_name})")
 
     def _cap(self, tool_name: str | None) -> Cap:
         """The tool's cap, resolved once per tool and request (a plugin's declaration is

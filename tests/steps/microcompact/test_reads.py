@@ -4,14 +4,14 @@ the agent's own tool (microcompact.reads, the tool_file_access hook)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from session_builders import pipeline_for, tool_turn
+from read_builders import history, policy, process, results, turn
+from session_builders import pipeline_for
 
 import middleware
 from middleware import FileAccess, FileUse, hookimpl
@@ -21,51 +21,12 @@ from middleware.plugin.host import PluginHost
 LINES = "".join(f"{n}\tvalue_{n:04d} = compute(x_{n}, y_{n})  # line {n}\n" for n in range(1, 161))
 
 
-def policy(tmp_path: Path, **microcompact: Any) -> Path:
-    """The default policy, compacting on every turn (no cache gate), in ``tmp_path``."""
-    document: dict[str, Any] = {
-        "version": 1,
-        "spill": {"root": str(tmp_path / "spill")},
-        "microcompact": {"schedule": {"rewrite_cost": 0}, **microcompact},
-    }
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    path = tmp_path / "policy.yaml"
-    path.write_text(json.dumps(document), encoding="utf-8")
-    return path
-
-
-def turn(i: int, name: str, arguments: dict[str, Any], output: str) -> list[dict[str, Any]]:
-    """One Anthropic assistant turn calling ``name``, and its result."""
-    return tool_turn(f"toolu_{i:02d}", name, arguments, output)
-
-
-def history(*turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "Fix the bug in app.py."}]
-    for t in turns:
-        messages += t
-    return messages
-
-
 def read(i: int, path: str = "/repo/app.py", **part: int) -> list[dict[str, Any]]:
     return turn(i, "Read", {"file_path": path, **part}, LINES)
 
 
 def bash(i: int) -> list[dict[str, Any]]:
     return turn(i, "Bash", {"command": f"pytest -k case_{i}"}, f"case {i}: " + "ok\n" * 400)
-
-
-def results(messages: list[dict[str, Any]]) -> dict[str, str]:
-    out = {}
-    for message in messages:
-        for block in message["content"] if isinstance(message["content"], list) else ():
-            if block.get("type") == "tool_result":
-                out[block["tool_use_id"]] = block["content"]
-    return out
-
-
-def process(tmp_path: Path, messages: list[dict[str, Any]], **microcompact: Any) -> dict[str, str]:
-    with middleware.Pipeline.from_policy(policy(tmp_path, **microcompact), session_id="rd") as pipe:
-        return results(pipe.process(messages, format="anthropic").messages)
 
 
 def test_a_read_is_kept_whole_for_protect_turns_then_summarised(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from session_builders import tool_turn
+import read_builders
+from read_builders import history, policy, turn
 
 import middleware
 
@@ -22,43 +23,12 @@ OUTPUT = "".join(f"test_case_{n:04d} PASSED in 0.01s [{n}%]   \n" for n in range
 SED = "sed -n '1,80p' /repo/app.py"
 
 
-def policy(tmp_path: Path, **microcompact: Any) -> Path:
-    """The default policy, compacting on every turn (no cache gate), in ``tmp_path``."""
-    document: dict[str, Any] = {
-        "version": 1,
-        "spill": {"root": str(tmp_path / "spill")},
-        "microcompact": {"schedule": {"rewrite_cost": 0}, **microcompact},
-    }
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    path = tmp_path / "policy.yaml"
-    path.write_text(json.dumps(document), encoding="utf-8")
-    return path
-
-
-def turn(i: int, name: str, arguments: dict[str, Any], output: str) -> list[dict[str, Any]]:
-    return tool_turn(f"toolu_{i:02d}", name, arguments, output)
-
-
 def bash(i: int, command: str = "", output: str = OUTPUT) -> list[dict[str, Any]]:
     return turn(i, "Bash", {"command": command or f"pytest -k case_{i}"}, output)
 
 
-def history(*turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "Fix the bug in app.py."}]
-    for t in turns:
-        messages += t
-    return messages
-
-
 def process(tmp_path: Path, messages: list[dict[str, Any]], **microcompact: Any) -> dict[str, str]:
-    with middleware.Pipeline.from_policy(policy(tmp_path, **microcompact), session_id="sh") as pipe:
-        out = pipe.process(messages, format="anthropic").messages
-    found = {}
-    for message in out:
-        for block in message["content"] if isinstance(message["content"], list) else ():
-            if block.get("type") == "tool_result":
-                found[block["tool_use_id"]] = block["content"]
-    return found
+    return read_builders.process(tmp_path, messages, session="sh", **microcompact)
 
 
 def compacted(text: str) -> bool:
