@@ -3,18 +3,66 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-#: The steps, in the order the host runs them.
-STEP_NAMES = ("pairing", "budget", "microcompact")
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # pragma: no cover - Python 3.10
+    from enum import Enum
+
+    class StrEnum(str, Enum):
+        """:class:`enum.StrEnum` before Python 3.11: a member is its value as text."""
+
+        def __str__(self) -> str:
+            return str.__str__(self)
+
+
+class Step(StrEnum):
+    """The built-in steps' names in reports, in the order the host runs them: the hook
+    specifications declare each step hook under one of them (:mod:`middleware.plugin.hookspecs`)."""
+
+    PAIRING = "pairing"
+    BUDGET = "budget"
+    MICROCOMPACT = "microcompact"
+
+
+class ActionKind(StrEnum):
+    """Every kind of action the built-in steps record (docs/pairing.md, docs/budget.md,
+    docs/microcompact.md). A third-party plugin records kinds of its own as plain text."""
+
+    # pairing
+    ORPHAN_DROPPED = "orphan_dropped"
+    DUPLICATE_RESULT_DROPPED = "duplicate_result_dropped"
+    DUPLICATE_CALL_DROPPED = "duplicate_call_dropped"
+    UNNAMED_CALL_DROPPED = "unnamed_call_dropped"
+    ID_GENERATED = "id_generated"
+    ID_RENAMED = "id_renamed"
+    RESULT_PAIRED_BY_POSITION = "result_paired_by_position"
+    SYNTHETIC_RESULT = "synthetic_result"
+    RESULT_RELOCATED = "result_relocated"
+    EMPTY_MESSAGE_REMOVED = "empty_message_removed"
+    USER_TURN_ADDED = "user_turn_added"
+    REASONING_DROPPED = "reasoning_dropped"
+    # budget
+    SPILLED = "spilled"
+    SPILL_FAILED = "spill_failed"
+    TRUNCATED_UNSAVED = "truncated_unsaved"
+    EMPTY_REPLACED = "empty_replaced"
+    DECISION_REPLAYED = "decision_replayed"
+    # microcompact
+    TRUNCATED = "truncated"
+    SUMMARIZED = "summarized"
+    INPUT_CLEARED = "input_cleared"
+    COMPACTION_SKIPPED = "compaction_skipped"
 
 
 #: Action kinds whose words are not "<noun> <participle>".
 _PHRASES: dict[str, tuple[str, str]] = {
-    "empty_replaced": ("empty result replaced", "empty results replaced"),
-    "reasoning_dropped": ("reasoning item dropped", "reasoning items dropped"),
+    ActionKind.EMPTY_REPLACED: ("empty result replaced", "empty results replaced"),
+    ActionKind.REASONING_DROPPED: ("reasoning item dropped", "reasoning items dropped"),
 }
 
 
@@ -145,7 +193,7 @@ class Report:
         lines = [f"format: {self.format} ({self.format_source}); policy: {self.policy}"]
         if self.text_protocol is not None:
             lines.append(f"text protocol: {self.text_protocol}")
-        for step in STEP_NAMES:
+        for step in Step:
             actions = self.by_step(step)
             if not actions:
                 lines.append(f"{step}: nothing to do")

@@ -38,14 +38,16 @@ from typing import Any
 from middleware.plugin.capabilities import FileAccess, call_arguments
 from middleware.plugin.file_paths import file_key, same_file
 from middleware.plugin.file_use import NOTHING, FileUse
-from middleware.report import Action
+from middleware.report import Action, ActionKind
 from middleware.spill.layout import is_result_name
 from middleware.view import Node, ToolCall, ToolResult
 
 #: What each kind of action that hides a text saves (all keep it at ``detail["path"]``).
-SAVING = frozenset({"spilled", "truncated", "summarized", "input_cleared"})
+SAVING = frozenset(
+    {ActionKind.SPILLED, ActionKind.TRUNCATED, ActionKind.SUMMARIZED, ActionKind.INPUT_CLEARED}
+)
 #: Those that hide a result's text (a later read of the same file is a read-back).
-HIDING = frozenset({"spilled", "truncated", "summarized"})
+HIDING = frozenset({ActionKind.SPILLED, ActionKind.TRUNCATED, ActionKind.SUMMARIZED})
 #: The recall tool the integrations offer (:mod:`middleware.integrations.recall`).
 RECALL_TOOL = "recall"
 _RECALLING = re.compile(r"/recall/|chatcli-mw\s+recall")

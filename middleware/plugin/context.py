@@ -116,11 +116,13 @@ class StepContext:
         chars_after: int = 0,
         **detail: Any,
     ) -> None:
-        """Add an action of this step to the report."""
+        """Add an action of this step to the report. ``kind`` is an
+        :class:`~middleware.report.ActionKind` for a built-in step, any text for a plugin;
+        the action holds it as plain text, so what is written of it stays the same."""
         self.internal.actions.append(
             Action(
-                self.internal.step,
-                kind,
+                str(self.internal.step),
+                str(kind),
                 tool_call_id,
                 tool_name,
                 message_index,

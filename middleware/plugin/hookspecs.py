@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 from middleware.plugin.places import Place, decides_old_turns, step
+from middleware.report import Step
 
 if TYPE_CHECKING:
     from middleware.plugin.admission import Cap
@@ -54,7 +55,7 @@ hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 
 
 @hookspec
-@step("pairing", Place.FIRST)
+@step(Step.PAIRING, Place.FIRST)
 def repair_pairing(conversation: Conversation, context: StepContext) -> None:
     """Step 1: make every tool call answered by exactly one result.
 
@@ -68,7 +69,7 @@ def repair_pairing(conversation: Conversation, context: StepContext) -> None:
 
 
 @hookspec
-@step("budget", Place.AFTER_REPAIR)
+@step(Step.BUDGET, Place.AFTER_REPAIR)
 @decides_old_turns
 def enforce_budget(conversation: Conversation, context: StepContext) -> None:
     """Step 2: bound the size of tool results (per tool, per result, per turn).
@@ -81,7 +82,7 @@ def enforce_budget(conversation: Conversation, context: StepContext) -> None:
 
 
 @hookspec
-@step("microcompact", Place.LAST)
+@step(Step.MICROCOMPACT, Place.LAST)
 @decides_old_turns
 def microcompact(conversation: Conversation, context: StepContext) -> None:
     """Step 3: shrink old tool results by age.
@@ -94,7 +95,7 @@ def microcompact(conversation: Conversation, context: StepContext) -> None:
 
 
 @hookspec
-@step("budget", Place.DISPATCH)
+@step(Step.BUDGET, Place.DISPATCH)
 def admit_outputs(
     conversation: Conversation, parallel_calls: int, context_chars: int | None, context: StepContext
 ) -> None:

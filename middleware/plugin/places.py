@@ -14,6 +14,8 @@ from enum import IntEnum
 from types import ModuleType
 from typing import TypeVar
 
+from middleware.report import Step
+
 F = TypeVar("F", bound=Callable[..., object])
 
 #: The attributes the declarations set on a specification function.
@@ -44,11 +46,11 @@ class StepSpec:
     #: The hook's name (``enforce_budget``).
     hook: str
     #: The step's name in reports (``budget``).
-    name: str
+    name: Step
     place: Place
 
 
-def step(name: str, place: Place) -> Callable[[F], F]:
+def step(name: Step, place: Place) -> Callable[[F], F]:
     """Declare a specification a step hook the host calls at ``place``, whose actions the
     report lists under ``name``."""
 

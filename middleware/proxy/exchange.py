@@ -26,6 +26,7 @@ from middleware.policy import Policy
 from middleware.proxy.errors import error_body
 from middleware.proxy.metrics import Metrics
 from middleware.proxy.observe import Projection
+from middleware.report import Step
 
 logger = logging.getLogger(__name__)
 access_logger = logging.getLogger("middleware.proxy.access")
@@ -154,7 +155,7 @@ class Exchange:
             for action in report.actions:
                 kinds[action.kind] = kinds.get(action.kind, 0) + 1
             line.update(
-                repairs=len(report.by_step("pairing")),
+                repairs=len(report.by_step(Step.PAIRING)),
                 actions=kinds,
                 chars_before=report.result_chars_before,
                 chars_after=report.result_chars_after,

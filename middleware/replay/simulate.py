@@ -25,7 +25,7 @@ from middleware.replay.costs import (
 )
 from middleware.replay.references import ReferenceIndex, answer_tokens, build_index, is_hidden
 from middleware.replay.transcripts import Transcript
-from middleware.report import Action
+from middleware.report import Action, Step
 from middleware.view import Conversation
 
 #: Name of the baseline: the requests exactly as recorded.
@@ -330,8 +330,8 @@ class _Simulation:
                         for a in result.report.actions
                         if a.message_index is not None and node_turns[a.message_index] >= recent
                     }
-                    summary.recent_compacted += "microcompact" in steps
-                    summary.recent_spilled += "budget" in steps
+                    summary.recent_compacted += Step.MICROCOMPACT in steps
+                    summary.recent_spilled += Step.BUDGET in steps
                 _count_chars(summary, result.report.actions)
             if self.progress is not None:
                 self.progress(len(requests))
@@ -461,9 +461,9 @@ def _count_chars(summary: PolicySummary, actions: Sequence[Action]) -> None:
         saved = action.chars_before - action.chars_after
         if saved < 0:
             summary.chars_added -= saved
-        elif action.step == "budget":
+        elif action.step == Step.BUDGET:
             summary.chars_spilled += saved
-        elif action.step == "microcompact":
+        elif action.step == Step.MICROCOMPACT:
             summary.chars_compacted += saved
 
 

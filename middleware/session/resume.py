@@ -21,7 +21,7 @@ from itertools import chain
 from typing import Any, Protocol, TypeVar, cast
 
 from middleware.cache import Identity
-from middleware.report import Action, ProblemReport
+from middleware.report import Action, ActionKind, ProblemReport
 from middleware.view import (
     Block,
     Conversation,
@@ -36,7 +36,7 @@ from middleware.view import (
 #: requests under the same session as the main conversation's.
 MAX_CONVERSATIONS = 8
 #: Actions whose ``age`` is counted from the latest turn.
-AGED_KINDS = frozenset({"truncated", "summarized"})
+AGED_KINDS = frozenset({ActionKind.TRUNCATED, ActionKind.SUMMARIZED})
 #: Bytes a remembered request holds for each message: its mark, its node (hollow when the
 #: steps left it as it came), its share of the steps' carried weights and actions.
 BYTES_PER_MESSAGE = 600

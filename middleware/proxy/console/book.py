@@ -32,7 +32,7 @@ from middleware.policy.settings import section
 from middleware.proxy.console.record import encoded, fitted
 from middleware.records import Records, RequestRow
 from middleware.records.store import MEMORY
-from middleware.report import Action
+from middleware.report import Action, ActionKind, Step
 
 logger = logging.getLogger(__name__)
 
@@ -79,8 +79,8 @@ READBACKS_SHARE = 4
 #: Characters of a read-back's names a record keeps at most (a path's end: the file).
 MAX_NAME_CHARS = 200
 #: Kinds that repeat a decision made by an earlier request (never new).
-_REPEATING = frozenset({"decision_replayed"})
-_COMPACTIONS = frozenset({"truncated", "summarized", "input_cleared"})
+_REPEATING = frozenset({ActionKind.DECISION_REPLAYED})
+_COMPACTIONS = frozenset({ActionKind.TRUNCATED, ActionKind.SUMMARIZED, ActionKind.INPUT_CLEARED})
 
 
 @section("proxy.console")
@@ -199,8 +199,8 @@ class ConsoleBook:
             uuid.uuid4().hex, session, now, self.records.replica, kept,
             agent=agent_of(key.source, fmt if fmt is not None else route, user_agent),
             source=key.source, format=fmt, caller=caller,
-            repairs=sum(1 for a in new if a.step == "pairing"),
-            spills=sum(1 for a in new if a.kind == "spilled"),
+            repairs=sum(1 for a in new if a.step == Step.PAIRING),
+            spills=sum(1 for a in new if a.kind == ActionKind.SPILLED),
             compactions=sum(1 for a in new if a.kind in _COMPACTIONS),
         )  # fmt: skip
         self.records.put(row)  # never waits: dropped (and counted) if the queue is full

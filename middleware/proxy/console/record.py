@@ -16,14 +16,15 @@ from typing import Any
 from middleware.conversations.cleaning import Cleaned
 from middleware.formats import get_codec
 from middleware.formats.base import Codec
-from middleware.report import Action
+from middleware.report import Action, ActionKind
 from middleware.view import Node, ToolCall, ToolResult
 
 #: Kinds of action that replace a result (or a call's input) with another text: the
 #: console shows the text the model saw instead.
 REPLACING = frozenset(
-    {"spilled", "truncated", "summarized", "truncated_unsaved", "empty_replaced",
-     "synthetic_result", "input_cleared"}
+    {ActionKind.SPILLED, ActionKind.TRUNCATED, ActionKind.SUMMARIZED,
+     ActionKind.TRUNCATED_UNSAVED, ActionKind.EMPTY_REPLACED, ActionKind.SYNTHETIC_RESULT,
+     ActionKind.INPUT_CLEARED}
 )  # fmt: skip
 #: What a dropping action's detail holds of what it dropped.
 _DROPPED_KEYS = ("content", "arguments", "removed_text")
@@ -50,7 +51,7 @@ def texts_seen(cleaned: Cleaned, actions: Sequence[Action]) -> dict[str, str]:
     messages = cleaned.messages
     if report is None or messages is None:
         return {}
-    wanted = {("call:" if a.kind == "input_cleared" else "") + a.tool_call_id
+    wanted = {("call:" if a.kind == ActionKind.INPUT_CLEARED else "") + a.tool_call_id
               for a in actions if a.kind in REPLACING}  # fmt: skip
     texts: dict[str, str] = {}
     try:
@@ -99,7 +100,9 @@ def texts_of(action: Action, texts: Mapping[str, str]) -> dict[str, str]:
     detail = action.detail
     found: dict[str, str] = {}
     if action.kind in REPLACING:
-        seen = texts.get(("call:" if action.kind == "input_cleared" else "") + action.tool_call_id)
+        seen = texts.get(
+            ("call:" if action.kind == ActionKind.INPUT_CLEARED else "") + action.tool_call_id
+        )
         if seen is not None:
             found["seen"] = seen
     for key in _DROPPED_KEYS:

@@ -28,6 +28,7 @@ from middleware.plugin.markers import hookimpl
 from middleware.policy.quoting import prose
 from middleware.policy.settings import bind
 from middleware.policy.templates import fill
+from middleware.report import ActionKind
 from middleware.steps.budget.line_rules import LineRule, cut_lines, line_rule, recover_line_cut
 from middleware.steps.budget.settings import GENERIC_CAP, BudgetSettings, TurnLimits, resolve_cap
 from middleware.steps.file_text import is_log_file
@@ -267,7 +268,11 @@ class _BudgetRun:
         replayed = result.with_text(text, original=result.text)
         self._replace(site, replayed)
         self._record(
-            "decision_replayed", site, len(result.text), len(text), made_by=decision.made_by
+            ActionKind.DECISION_REPLAYED,
+            site,
+            len(result.text),
+            len(text),
+            made_by=decision.made_by,
         )
         return replayed
 
@@ -304,7 +309,7 @@ class _BudgetRun:
             return result
         text = fill(template, {}, {"tool": site.tool_name or "tool"})
         self._replace(site, result.with_text(text))
-        self._record("empty_replaced", site, len(result.text), len(text))
+        self._record(ActionKind.EMPTY_REPLACED, site, len(result.text), len(text))
         return result.with_text(text)
 
     def _fit_turn(self, candidates: list[_Candidate], budget: int) -> None:
@@ -422,7 +427,7 @@ class _BudgetRun:
         before = len(cand.result.text)
         self._freeze(cand, preview)
         self._record(
-            "spilled",
+            ActionKind.SPILLED,
             cand.site,
             before,
             len(preview),
@@ -439,7 +444,7 @@ class _BudgetRun:
         cand.frozen = True
         if self.settings.on_spill_error == "keep":
             self._record(
-                "spill_failed",
+                ActionKind.SPILL_FAILED,
                 cand.site,
                 len(text),
                 len(text),
@@ -456,7 +461,7 @@ class _BudgetRun:
             return text
         self._freeze(cand, cut)
         self._record(
-            "truncated_unsaved",
+            ActionKind.TRUNCATED_UNSAVED,
             cand.site,
             len(text),
             len(cut),

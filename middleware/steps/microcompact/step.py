@@ -30,6 +30,7 @@ from middleware.plugin.context import (
 )
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
+from middleware.report import ActionKind
 from middleware.session.cold_cache import CallsDigest, ColdMove
 from middleware.session.resume import Resume
 from middleware.steps.file_tools import FileTools, answer_commands, read_outputs
@@ -363,7 +364,7 @@ class _Compaction:
             self.conversation.replace_block(site.node, site.block, result.with_text(new))
             self.size -= len(current) - len(new)
             self.context.record(
-                "truncated" if plan.level == "truncate" else "summarized",
+                ActionKind.TRUNCATED if plan.level == "truncate" else ActionKind.SUMMARIZED,
                 tool_call_id=result.call_id, tool_name=site.tool_name,
                 message_index=self.conversation.nodes[site.node].origin,
                 chars_before=len(current), chars_after=len(new), age=site.age, path=path,
@@ -418,7 +419,7 @@ class _Compaction:
                 cleared = clear_input(call, settings, save, self.context.internal.cache)
             except OSError as exc:
                 self.context.record(
-                    "compaction_skipped", tool_call_id=call.id, tool_name=call.name,
+                    ActionKind.COMPACTION_SKIPPED, tool_call_id=call.id, tool_name=call.name,
                     message_index=self.conversation.nodes[site.node].origin, error=str(exc),
                 )  # fmt: skip
                 continue
@@ -428,7 +429,7 @@ class _Compaction:
             self.conversation.replace_block(site.node, site.block, new_call)
             self.size -= before - after
             self.context.record(
-                "input_cleared", tool_call_id=call.id, tool_name=call.name,
+                ActionKind.INPUT_CLEARED, tool_call_id=call.id, tool_name=call.name,
                 message_index=self.conversation.nodes[site.node].origin,
                 chars_before=before, chars_after=after, age=boundary - 1 - site.turn, path=path,
             )  # fmt: skip
@@ -439,7 +440,8 @@ class _Compaction:
             return self.context.spill.save(key, text)
         except OSError as exc:
             self.context.record(
-                "compaction_skipped", tool_call_id=site.result.call_id, tool_name=site.tool_name,
+                ActionKind.COMPACTION_SKIPPED,
+                tool_call_id=site.result.call_id, tool_name=site.tool_name,
                 message_index=self.conversation.nodes[site.node].origin,
                 chars_before=len(text), chars_after=len(text), error=str(exc),
             )  # fmt: skip

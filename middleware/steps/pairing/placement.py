@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 from middleware.formats.base import Codec
 from middleware.formats.declarations import ResultPlacement
+from middleware.report import ActionKind
 from middleware.steps.pairing.plan import (
     CallEntry,
     Plan,
@@ -80,7 +81,7 @@ class Layout:
             if entry.result is None:
                 result = self.synthesize(entry)
                 self.record(
-                    "synthetic_result",
+                    ActionKind.SYNTHETIC_RESULT,
                     tool_call_id=entry.call.id,
                     tool_name=entry.call.name,
                     message_index=self.nodes[entry.node].origin,
@@ -93,7 +94,7 @@ class Layout:
     def _relocated(self, entry: ResultEntry, why: str) -> None:
         text = entry.result.text
         self.record(
-            "result_relocated",
+            ActionKind.RESULT_RELOCATED,
             tool_call_id=entry.result.call_id,
             tool_name=entry.call.call.name if entry.call else None,
             message_index=self.nodes[entry.node].origin,
@@ -199,7 +200,7 @@ class Layout:
                 out.append(node.with_blocks(others))
             else:
                 self.record(
-                    "empty_message_removed",
+                    ActionKind.EMPTY_MESSAGE_REMOVED,
                     tool_call_id="",
                     message_index=node.origin,
                     reason="every block of this user message was moved or dropped",

@@ -21,6 +21,7 @@ from typing import Any, Literal, Protocol
 
 from middleware.formats.base import Codec, unnamed
 from middleware.formats.wire.anthropic import MAX_ID_LENGTH
+from middleware.report import ActionKind
 from middleware.view import Node, ToolCall, ToolResult
 
 Fate = Literal["claimed", "orphan", "duplicate"]
@@ -189,7 +190,7 @@ def _fix_calls(
             continue
         if unnamed(block):
             record(
-                "unnamed_call_dropped",
+                ActionKind.UNNAMED_CALL_DROPPED,
                 tool_call_id=block.id,
                 tool_name=block.name,
                 message_index=node.origin,
@@ -200,7 +201,7 @@ def _fix_calls(
             continue
         if block.id and block.id in unit_seen:
             record(
-                "duplicate_call_dropped",
+                ActionKind.DUPLICATE_CALL_DROPPED,
                 tool_call_id=block.id,
                 tool_name=block.name,
                 message_index=node.origin,
@@ -212,7 +213,7 @@ def _fix_calls(
         if not block.id:
             final = pool.take(generated_id(rules.codec, node.origin, bi, block))
             record(
-                "id_generated",
+                ActionKind.ID_GENERATED,
                 tool_call_id=final,
                 tool_name=block.name,
                 message_index=node.origin,
@@ -228,7 +229,7 @@ def _fix_calls(
                 reason = "tool call ids must be unique across the conversation"
             if reason is not None:
                 record(
-                    "id_renamed",
+                    ActionKind.ID_RENAMED,
                     tool_call_id=final,
                     tool_name=block.name,
                     message_index=node.origin,
@@ -253,7 +254,7 @@ def _fix_calls(
     plan.assistant_nodes[ni] = None
     if not rules.codec.calls_are_items:  # a call item is the call, reported as dropped
         record(
-            "empty_message_removed",
+            ActionKind.EMPTY_MESSAGE_REMOVED,
             tool_call_id="",
             message_index=node.origin,
             reason="every tool call of this assistant message was dropped and nothing else "
@@ -327,7 +328,7 @@ def _pair_idless(
     entry.fate, entry.call = "claimed", call
     entry.result = replace(entry.result, call_id=call.call.id)
     record(
-        "result_paired_by_position",
+        ActionKind.RESULT_PAIRED_BY_POSITION,
         tool_call_id=call.call.id,
         tool_name=call.call.name,
         message_index=nodes[entry.node].origin,
@@ -447,7 +448,7 @@ def _record_drops(plan: Plan, nodes: Sequence[Node], region: Region, record: Rec
             block = entry.result
             duplicate = entry.fate == "duplicate"
             record(
-                "duplicate_result_dropped" if duplicate else "orphan_dropped",
+                ActionKind.DUPLICATE_RESULT_DROPPED if duplicate else ActionKind.ORPHAN_DROPPED,
                 tool_call_id=block.call_id,
                 tool_name=entry.call.call.name if duplicate and entry.call else None,
                 message_index=nodes[ti].origin,

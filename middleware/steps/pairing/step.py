@@ -32,6 +32,7 @@ from middleware.formats.base import Codec
 from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind, section
+from middleware.report import ActionKind
 from middleware.steps.pairing.placement import Layout
 from middleware.steps.pairing.plan import CallEntry, Recorder, Rules, make_plan
 from middleware.steps.pairing.valid import already_paired
@@ -100,7 +101,7 @@ def keep_user_turn(nodes: list[Node], laid_out: list[Node], codec: Codec, record
         return
     laid_out.append(codec.user_node(KEPT_TURN_TEXT))
     record(
-        "user_turn_added",
+        ActionKind.USER_TURN_ADDED,
         tool_call_id="",
         message_index=None,
         text=KEPT_TURN_TEXT,
@@ -130,7 +131,7 @@ def drop_stranded_reasoning(nodes: list[Node], record: Recorder) -> list[Node]:
             continue
         raw = node.raw
         record(
-            "reasoning_dropped",
+            ActionKind.REASONING_DROPPED,
             tool_call_id=str(raw.get("id", "")),
             message_index=node.origin,
             item=raw,
