@@ -24,12 +24,22 @@ f``, ``cat f``, ``Get-Content f``) is a read of it, one that writes a file (``se
 ``> f``, ``apply_patch``) a write (:mod:`middleware.plugin.commands`).
 
 A policy's ``tools.<name>`` entry still wins over these caps.
+
+The tools' roles (read, write, edit, execute: :data:`TOOL_ROLES`) are declared here and
+nowhere else: the policy schema's default ``microcompact.inputs.tools`` and
+``microcompact.exempt_tools`` are the lists :func:`input_clearing_tools` and
+:func:`exempt_tools` give (tests/steps/test_tool_roles.py checks them, and the docs' lists).
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 from middleware.plugin.capabilities import FileAccess, ToolCap
 from middleware.plugin.markers import hookimpl
+
+#: What a tool does: reads files, writes whole files, edits parts of them, or executes.
+Role = Literal["read", "write", "edit", "execute"]
 
 #: What a read tool returns at most, in characters: the tool's own bound.
 READ_TOOL_CAPS: dict[str, int] = {
@@ -73,6 +83,41 @@ FILE_TOOLS: dict[str, FileAccess] = {
     "run_shell_command": _shell("command", "directory"),
     "swe_agent_action": _shell("command"),
 }
+
+#: The role of each kind of file access: a patch edits files (and may add or delete some),
+#: a shell executes.
+ROLE_OF_ACCESS: dict[str, Role] = {
+    "read": "read", "write": "write", "edit": "edit", "patch": "edit", "shell": "execute",
+}  # fmt: skip
+
+#: Tools with a role but no file access declared: Claude Code's ``NotebookEdit``, and the
+#: generic names ChatCLI's docs' promise is about ("results from write and execution tools
+#: are preserved"; docs/microcompact.md, "Deliberate differences from ChatCLI").
+OTHER_TOOLS: dict[str, Role] = {
+    "NotebookEdit": "edit", "write": "write", "edit": "edit", "patch": "edit",
+    "exec": "execute", "execute": "execute",
+}  # fmt: skip
+
+#: Every known tool's role.
+TOOL_ROLES: dict[str, Role] = {
+    **{name: ROLE_OF_ACCESS[access.action] for name, access in FILE_TOOLS.items()},
+    **OTHER_TOOLS,
+}
+
+
+def input_clearing_tools() -> frozenset[str]:
+    """The tools whose old inputs microcompaction clears by default: those that write or
+    edit files, whose inputs hold the text written."""
+    return frozenset(name for name, role in TOOL_ROLES.items() if role in ("write", "edit"))
+
+
+def exempt_tools() -> frozenset[str]:
+    """The tools whose results microcompaction leaves by default: those that write or edit
+    files (their results are short confirmations), and the generic execute tools of
+    ChatCLI's promise. An agent's own shell tool is not one: its output is what compaction
+    is for."""
+    generic = {name for name, role in OTHER_TOOLS.items() if role == "execute"}
+    return input_clearing_tools() | generic
 
 
 @hookimpl(trylast=True)
