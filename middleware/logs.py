@@ -199,10 +199,11 @@ def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
     if args.exc_value is None or issubclass(args.exc_type, SystemExit):
         return
     logging.getLogger(__name__).error(
-        "uncaught %s in thread %s", args.exc_type.__name__,
+        "uncaught %s in thread %s",
+        args.exc_type.__name__,
         args.thread.name if args.thread is not None else "?",
         exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
-    )  # fmt: skip
+    )
 
 
 #: Seconds between two lines of the same kind.

@@ -143,9 +143,15 @@ class ToolResult:
     def _with(self, content: str | tuple[Any, ...], original: str | None) -> ToolResult:
         # The constructor, not dataclasses.replace: every request rewrites many results.
         return ToolResult(
-            self.call_id, content, self.is_error, self.raw, self.text_protocol, self.tool_name,
-            self.original if original is None else original, self.sealed,
-        )  # fmt: skip
+            self.call_id,
+            content,
+            self.is_error,
+            self.raw,
+            self.text_protocol,
+            self.tool_name,
+            self.original if original is None else original,
+            self.sealed,
+        )
 
 
 @dataclass(frozen=True)

@@ -262,9 +262,13 @@ class DerivedCache:
     def stats(self) -> CacheStats:
         with self._lock:
             return CacheStats(
-                self._hits, self._misses, self._evictions, len(self._entries), self._bytes,
+                self._hits,
+                self._misses,
+                self._evictions,
+                len(self._entries),
+                self._bytes,
                 self.max_bytes,
-            )  # fmt: skip
+            )
 
 
 _ABSENT = object()

@@ -63,9 +63,11 @@ def add_ledger(commands: Subcommands) -> None:
         ],
     )
     ledger.add_argument(
-        "words", nargs="*", metavar="SESSION | import FILE...",
+        "words",
+        nargs="*",
+        metavar="SESSION | import FILE...",
         help="one session's ledger; or 'import' and the ledger files to move in",
-    )  # fmt: skip
+    )
     ledger.add_argument("--db", metavar="URL", help="the records database (default: ledger.url)")
     ledger.add_argument("--url", help="a running proxy (default: proxy.host and proxy.port)")
     ledger.add_argument(
@@ -77,8 +79,13 @@ def add_ledger(commands: Subcommands) -> None:
         "--by", choices=DIMENSIONS, help="sum by caller (key), tag, agent, model, day or replica"
     )
     ledger.add_argument("--key", metavar="DIGEST", help="only the answers of this caller")
-    ledger.add_argument("--tag", action="append", default=[], metavar="NAME=VALUE",
-                        help="only the answers so tagged (repeat: all of them)")  # fmt: skip
+    ledger.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="only the answers so tagged (repeat: all of them)",
+    )
     ledger.add_argument("--agent", help="only the answers of this agent (as the console names it)")
     ledger.add_argument("--model", help="only the answers of this model")
     ledger.add_argument("--limit", type=int, default=20, metavar="N", help="sessions listed")
@@ -179,8 +186,11 @@ def _read(ledger: Ledger | FileLedger, args: argparse.Namespace, where: str) -> 
         return {"total": ledger.total(), "sessions": ledger.recent(max(args.limit, 0))}
     total = ledger.total(args.filters)
     if args.by:
-        return {"total": total, "by": args.by,
-                "groups": ledger.by(args.by, args.filters)[: max(args.limit, 0)]}  # fmt: skip
+        return {
+            "total": total,
+            "by": args.by,
+            "groups": ledger.by(args.by, args.filters)[: max(args.limit, 0)],
+        }
     return {"total": total, "sessions": ledger.recent(max(args.limit, 0), args.filters)}
 
 
@@ -203,8 +213,9 @@ def _from_proxy(settings: ProxySettings, args: argparse.Namespace) -> Any:
     if not base.startswith(("http://", "https://")):
         raise InputError(f"--url {args.url!r} is not an http:// or https:// address")
     if args.session:
-        return _get(f"{base}/sessions/{quote(args.session, safe='')}",
-                    args.token or settings.recall_token)  # fmt: skip
+        return _get(
+            f"{base}/sessions/{quote(args.session, safe='')}", args.token or settings.recall_token
+        )
     query: list[tuple[str, str]] = [("limit", str(max(args.limit, 0)))]
     for name in ("by", "key", "agent", "model"):
         if getattr(args, name):
@@ -219,8 +230,10 @@ def _import(args: argparse.Namespace, records: RecordSettings) -> int:
         raise InputError("ledger import takes the ledger files to move in: ledger import FILE...")
     url = args.db or records.database
     if url is None:
-        raise InputError("ledger.url is null (records kept in memory): name the database to "
-                         "import into with --db URL")  # fmt: skip
+        raise InputError(
+            "ledger.url is null (records kept in memory): name the database to "
+            "import into with --db URL"
+        )
     done = import_files(_reading(url), [Path(file) for file in files])
     sys.stdout.write(
         f"{done.read:,} answers read from {len(files)} file(s): {done.new:,} imported into "

@@ -181,17 +181,30 @@ def plot(files: list[str], session: str | None, path: Path) -> str:
     money.set_ylabel("US dollars, running total")
     saved = without[-1] - billed[-1]
     share = f" ({saved / without[-1]:.0%})" if without[-1] else ""
-    money.set_title(f"billed ${billed[-1]:,.2f}, estimated without ${without[-1]:,.2f}: "
-                    f"saved ${saved:,.2f}{share}", fontsize=10)  # fmt: skip
+    money.set_title(
+        f"billed ${billed[-1]:,.2f}, estimated without ${without[-1]:,.2f}: "
+        f"saved ${saved:,.2f}{share}",
+        fontsize=10,
+    )
     money.legend(fontsize=8, loc="upper left")
     bottom = [0] * len(entries)
     for index, (kind, label) in enumerate(_KINDS):
         heights = [getattr(e.billed, kind) for e in entries]
-        tokens.bar(calls, heights, bottom=bottom, width=1.0, label=f"billed: {label}",
-                   color=style(index)["color"])  # fmt: skip
+        tokens.bar(
+            calls,
+            heights,
+            bottom=bottom,
+            width=1.0,
+            label=f"billed: {label}",
+            color=style(index)["color"],
+        )
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-    tokens.plot(calls, [e.without.prompt for e in entries], label="estimated without: prompt",
-                **style(0, baseline=True))  # fmt: skip
+    tokens.plot(
+        calls,
+        [e.without.prompt for e in entries],
+        label="estimated without: prompt",
+        **style(0, baseline=True),
+    )
     thousands(tokens.yaxis)
     tokens.set_ylabel("prompt tokens of the request")
     tokens.set_xlabel("request, in the order billed")
@@ -205,5 +218,9 @@ def plot(files: list[str], session: str | None, path: Path) -> str:
     return said
 
 
-_KINDS = (("cache_read", "cache read"), ("cache_write_5m", "cache write 5m"),
-          ("cache_write_1h", "cache write 1h"), ("input", "input"))  # fmt: skip
+_KINDS = (
+    ("cache_read", "cache read"),
+    ("cache_write_5m", "cache write 5m"),
+    ("cache_write_1h", "cache write 1h"),
+    ("input", "input"),
+)

@@ -13,8 +13,18 @@ LINE_STYLES = ("-", "--", ":", "-.")
 #: or as long as the dashes of the series drawn in them (:func:`over_baseline`).
 DASH = 4.0
 #: The ten colours of matplotlib's ``tab10``, in its order.
-COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-           "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")  # fmt: skip
+COLOURS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
 
 
 def pyplot(option: str = "--plot") -> Any:
@@ -47,8 +57,12 @@ def over_baseline(look: dict[str, Any], place: int, count: int) -> dict[str, Any
     """How the ``place``-th (from 1) of ``count`` series equal to the baseline's, and the
     baseline itself (``place`` 0), are drawn: each its own dash in turn, in its own colour
     and above the other series, so none of them hides another."""
-    return {**look, "linestyle": _dashes(place, count + 1), "linewidth": 1.6,
-            "zorder": 3 + (place > 0)}  # fmt: skip
+    return {
+        **look,
+        "linestyle": _dashes(place, count + 1),
+        "linewidth": 1.6,
+        "zorder": 3 + (place > 0),
+    }
 
 
 def _dashes(place: int, lines: int) -> tuple[float, tuple[float, float]]:

@@ -58,10 +58,11 @@ def _plugins(args: argparse.Namespace) -> int:
     if args.json:
         listing: dict[str, Any] = {"plugins": [info.__dict__ for info in infos]}
         listing["tool_caps"] = {
-            tool: None if d is None else {"plugin": d.plugin, "max_chars": d.cap.max_chars,
-                                          "exempt": d.cap.exempt}
+            tool: None
+            if d is None
+            else {"plugin": d.plugin, "max_chars": d.cap.max_chars, "exempt": d.cap.exempt}
             for tool, d in caps.items()
-        }  # fmt: skip
+        }
         listing["in_effect"] = {"policy": policy.name, **effect}
         print(json.dumps(listing, indent=2))
     else:
@@ -72,10 +73,15 @@ def _plugins(args: argparse.Namespace) -> int:
             if declared is None:
                 print(f"tool {tool}: no plugin declares a cap")
                 continue
-            what = "exempt" if declared.cap.exempt else (
-                f"{declared.cap.max_chars:,} chars" if declared.cap.max_chars
-                else "the per-tool default"
-            )  # fmt: skip
+            what = (
+                "exempt"
+                if declared.cap.exempt
+                else (
+                    f"{declared.cap.max_chars:,} chars"
+                    if declared.cap.max_chars
+                    else "the per-tool default"
+                )
+            )
             print(f"tool {tool}: {what}, declared by {declared.plugin}")
         for tool, cap in effect.items():
             print(f"tool {tool} under policy {policy.name}: {cap}")

@@ -137,10 +137,15 @@ def run_simulate(args: argparse.Namespace) -> int:
 
         counter = PluginHost.create().token_counter(approximate_tokens)
         summaries = simulate(
-            transcripts, specs, PRICING[args.pricing], window=args.window,
-            count_tokens=counter, progress=advance, readback_factor=args.readback_factor,
+            transcripts,
+            specs,
+            PRICING[args.pricing],
+            window=args.window,
+            count_tokens=counter,
+            progress=advance,
+            readback_factor=args.readback_factor,
             clock=not args.no_clock,
-        )  # fmt: skip
+        )
     if args.json:
         print(
             json.dumps(
@@ -160,8 +165,11 @@ def run_simulate(args: argparse.Namespace) -> int:
         notes = [f"{t.name}: {note}" for t in transcripts for note in t.notes]
         notes += [f"skipped {file}: {reason}" for file, reason in skipped.items()]
         clock = "no clock" if args.no_clock else "the recorded clock"
-        print(render_table(summaries, len(transcripts), f"{args.pricing} ({clock})",
-                           args.window, notes))  # fmt: skip
+        print(
+            render_table(
+                summaries, len(transcripts), f"{args.pricing} ({clock})", args.window, notes
+            )
+        )
         if args.per_session:
             print()
             print(render_sessions(summaries))

@@ -219,9 +219,13 @@ class Codec(ABC):
         if not rule.matches(result.text, previous):
             return node
         return Node(
-            node.role, (result,), raw=node.raw, origin=node.origin, meta=node.meta,
+            node.role,
+            (result,),
+            raw=node.raw,
+            origin=node.origin,
+            meta=node.meta,
             raw_chars=node.raw_chars,
-        )  # fmt: skip
+        )
 
     # -- per-format parts --------------------------------------------------------------
 
@@ -388,8 +392,12 @@ def part_types(message: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]
     content = message.get("content")
     if not isinstance(content, list):
         return []
-    return [(kind, part) for part in content if isinstance(part, dict)
-            if (kind := string_of(part.get("type"))) is not None]  # fmt: skip
+    return [
+        (kind, part)
+        for part in content
+        if isinstance(part, dict)
+        if (kind := string_of(part.get("type"))) is not None
+    ]
 
 
 def count_of(mapping: Mapping[str, Any], key: str) -> int:

@@ -27,9 +27,16 @@ class ResultPlacement(Enum):
 
 #: What the proxy answers by itself, in the shape of the provider the client talks to.
 ErrorKind = Literal[
-    "too_large", "not_processed", "upstream_unreachable", "not_found", "forbidden",
-    "request_timeout", "overloaded", "bad_request", "not_json",
-]  # fmt: skip
+    "too_large",
+    "not_processed",
+    "upstream_unreachable",
+    "not_found",
+    "forbidden",
+    "request_timeout",
+    "overloaded",
+    "bad_request",
+    "not_json",
+]
 
 
 class Provider(ABC):

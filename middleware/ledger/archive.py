@@ -89,8 +89,11 @@ def _read_sums(ledger: Ledger, path: Path) -> int:
         ledger.restore(head.get("totals"), totals=True)
     except ValueError:
         if sums_path(path).exists():
-            logger.warning("%s does not hold the ledger's sums: every part of %s is read",
-                           sums_path(path), path)  # fmt: skip
+            logger.warning(
+                "%s does not hold the ledger's sums: every part of %s is read",
+                sums_path(path),
+                path,
+            )
         return 0
     skipped = head.get("skipped")
     ledger.skipped += skipped if isinstance(skipped, int) and skipped > 0 else 0

@@ -66,7 +66,15 @@ def tags_of(value: str | None) -> tuple[tuple[str, str], ...]:
             continue
         kept[name] = tag
     if refused:
-        _log(logging.WARNING, "tags", "%d tags of a request's %s header were left out: a tag "
-             "is name=value, the name of letters, digits, _ . - (%d at most), %d tags a "
-             "request", refused, TAGS_HEADER, MAX_TAG_NAME, MAX_TAGS)  # fmt: skip
+        _log(
+            logging.WARNING,
+            "tags",
+            "%d tags of a request's %s header were left out: a tag "
+            "is name=value, the name of letters, digits, _ . - (%d at most), %d tags a "
+            "request",
+            refused,
+            TAGS_HEADER,
+            MAX_TAG_NAME,
+            MAX_TAGS,
+        )
     return tuple(kept.items())

@@ -73,8 +73,16 @@ def answer_of(record: dict[str, Any]) -> AnswerRow | None:
             entry = Entry.from_record(record)
         except ValueError:
             return None
-    return answer_row(key, now=when, session=session, fmt=fmt, entry=entry, model=None,
-                      replica=IMPORTED, who=Caller())  # fmt: skip
+    return answer_row(
+        key,
+        now=when,
+        session=session,
+        fmt=fmt,
+        entry=entry,
+        model=None,
+        replica=IMPORTED,
+        who=Caller(),
+    )
 
 
 def _records(path: Path, done: Imported) -> Iterator[dict[str, Any]]:

@@ -136,8 +136,11 @@ class Journal:
         except queue.Full:
             self.dropped += 1
             if self.dropped == 1 or self.dropped % 1000 == 0:
-                logger.error("the ledger file %s is not keeping up: %d lines dropped",
-                             self.path, self.dropped)  # fmt: skip
+                logger.error(
+                    "the ledger file %s is not keeping up: %d lines dropped",
+                    self.path,
+                    self.dropped,
+                )
 
     def close(self, timeout: float = CLOSE_SECONDS) -> None:
         """Write what waits (for up to ``timeout`` seconds) and stop."""
@@ -168,8 +171,12 @@ class Journal:
             except OSError as exc:
                 self.failed += 1
                 if self.failed == 1 or self.failed % 1000 == 0:
-                    logger.error("cannot write the ledger file %s (%d lines lost): %s",
-                                 self.path, self.failed, exc)  # fmt: skip
+                    logger.error(
+                        "cannot write the ledger file %s (%d lines lost): %s",
+                        self.path,
+                        self.failed,
+                        exc,
+                    )
                 self._close_file()  # opened again for the next line
         self._close_file()
         if lock is not None:

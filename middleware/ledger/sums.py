@@ -103,14 +103,15 @@ class Entry:
                 _amount(record.get("dollars_without"), MAX_DOLLARS),
                 _count(record.get("expected_read"), MAX_TOKENS),
                 record.get("observed") is True,
-                None if record.get("projected") is None
+                None
+                if record.get("projected") is None
                 else _usage(record["projected"], MAX_TOKENS),
                 _amount(record.get("dollars_projected"), MAX_DOLLARS),
                 read_text(record.get("refused")),
                 _whole(record.get("readbacks", 0), MAX_TOKENS),
                 _whole(record.get("readback_tokens", 0), MAX_TOKENS),
                 _amount(record.get("dollars_readback"), MAX_DOLLARS),
-            )  # fmt: skip
+            )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a ledger entry: {exc}") from exc
 

@@ -78,8 +78,13 @@ class FileAccess:
                 "FileAccess.action must be 'read', 'write', 'edit', 'shell' or 'patch', "
                 f"got {self.action!r}"
             )
-        for field_name in ("path_arguments", "range_arguments", "command_arguments",
-                           "workdir_arguments", "patch_arguments"):  # fmt: skip
+        for field_name in (
+            "path_arguments",
+            "range_arguments",
+            "command_arguments",
+            "workdir_arguments",
+            "patch_arguments",
+        ):
             names = getattr(self, field_name)
             if not isinstance(names, tuple) or not all(
                 isinstance(name, str) and name for name in names

@@ -2,7 +2,7 @@
 whether a third-party implementation of a hook decides what old turns become.
 
 The specifications carry both (:mod:`.hookspecs`) and the host reads them off
-(:data:`.host.STEPS`, :meth:`.host.PluginHost.decides_old_turns`), so the pipeline runs
+(:data:`.step_calls.STEPS`, :meth:`.host.PluginHost.decides_old_turns`), so the pipeline runs
 the steps in their places without knowing them by name or position.
 """
 

@@ -162,8 +162,12 @@ def coerce(raw: str, schema: Mapping[str, Any], variable: str) -> Any:
             raise _invalid(variable, raw, f"{_expected(schema)} ({NUMBER_RANGE})")
         mantissa = re.split("[eE]", text)[0]
         if value == 0 and any(digit in mantissa for digit in "123456789"):  # 1e-400
-            raise _invalid(variable, raw, f"{_expected(schema)} (it is too small to "
-                           "tell from 0: write 0, or a number above 1e-300)")  # fmt: skip
+            raise _invalid(
+                variable,
+                raw,
+                f"{_expected(schema)} (it is too small to "
+                "tell from 0: write 0, or a number above 1e-300)",
+            )
     elif "boolean" in types:
         if text.lower() not in _TRUE | _FALSE:
             raise _invalid(variable, raw, "true or false")

@@ -49,11 +49,14 @@ Lines = dict[str, tuple[int, int]]
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _TAG_KINDS = {
-    "tag:yaml.org,2002:int": "a number", "tag:yaml.org,2002:float": "a number",
-    "tag:yaml.org,2002:bool": "true/false", "tag:yaml.org,2002:null": "null",
-    "tag:yaml.org,2002:timestamp": "a date", "tag:yaml.org,2002:seq": "a list",
+    "tag:yaml.org,2002:int": "a number",
+    "tag:yaml.org,2002:float": "a number",
+    "tag:yaml.org,2002:bool": "true/false",
+    "tag:yaml.org,2002:null": "null",
+    "tag:yaml.org,2002:timestamp": "a date",
+    "tag:yaml.org,2002:seq": "a list",
     "tag:yaml.org,2002:map": "a mapping",
-}  # fmt: skip
+}
 #: Longest schema message kept (the instance it quotes is cut first).
 _MAX_MESSAGE = 300
 #: Policy texts kept parsed (:func:`_parsed`): the embedded default, the presets and a

@@ -159,8 +159,11 @@ def _checked(document: dict[str, Any], origins: Mapping[str, str], source: str) 
         except (re.error, RecursionError, OverflowError, ValueError) as exc:
             where = origins.get("text_protocol.pattern", source)
             reason = exc if isinstance(exc, re.error) else "nested or repeated too deeply"
-            raise PolicyError(f"invalid regular expression ({reason}; set by {where})",
-                              source=source, path="$.text_protocol.pattern") from None  # fmt: skip
+            raise PolicyError(
+                f"invalid regular expression ({reason}; set by {where})",
+                source=source,
+                path="$.text_protocol.pattern",
+            ) from None
     return document
 
 
@@ -174,8 +177,11 @@ def validate_policy_file(path: str | Path) -> list[PolicyError]:
     _merge(document, read_policy_file(default_policy_path())[0])
     errors: list[PolicyError] = []
     for layer, lines, file in layered:
-        errors.extend(e for e in schema_errors(layer, source=file, lines=lines)
-                      if "is a required property" not in e.detail or file == str(path))  # fmt: skip
+        errors.extend(
+            e
+            for e in schema_errors(layer, source=file, lines=lines)
+            if "is a required property" not in e.detail or file == str(path)
+        )
         _merge(document, layer)
     document.pop("extends", None)
     if not errors:
@@ -208,9 +214,13 @@ def _read_with_extends(path: Path, seen: set[Path]) -> list[tuple[dict[str, Any]
     if base is not None:
         if not isinstance(base, str):
             line, column = lines.get("$.extends", (None, None))
-            raise PolicyError("`extends` must be a file path, `preset:NAME` or `default`",
-                              source=str(path),
-                              line=line, column=column, path="$.extends")  # fmt: skip
+            raise PolicyError(
+                "`extends` must be a file path, `preset:NAME` or `default`",
+                source=str(path),
+                line=line,
+                column=column,
+                path="$.extends",
+            )
         if base.startswith(PRESET_PREFIX):
             layers.extend(_read_with_extends(resolve_policy_path(base), seen))
         elif base != "default":

@@ -91,8 +91,9 @@ def upgrade(engine: sa.Engine, where: str, migrations: Sequence[Migration] = MIG
             step(connection)
         if found < known:
             connection.execute(sa.update(META).where(META.c.name == _NAME).values(value=str(known)))
-            logger.info("records database %s upgraded from schema version %d to %d",
-                        where, found, known)  # fmt: skip
+            logger.info(
+                "records database %s upgraded from schema version %d to %d", where, found, known
+            )
     return found
 
 

@@ -186,8 +186,13 @@ class Outbox:
                 if is_unreachable(exc):
                     raise
                 self.counts.refused += 1
-                self._log(logging.ERROR, "refused", "%s refused a record (%s): it is left "
-                          "out", self.where, exc.orig)  # fmt: skip
+                self._log(
+                    logging.ERROR,
+                    "refused",
+                    "%s refused a record (%s): it is left out",
+                    self.where,
+                    exc.orig,
+                )
             else:
                 self.counts.written += 1
 
@@ -195,8 +200,13 @@ class Outbox:
         self.counts.reachable = False
         said = str(getattr(exc, "orig", None) or exc).strip().splitlines()
         self.counts.error = said[0][:300] if said else type(exc).__name__
-        self._log(logging.ERROR, "away", "cannot send records to %s (%s): they wait in the "
-                  "outbox and are sent when it answers", self.where, self.counts.error)  # fmt: skip
+        self._log(
+            logging.ERROR,
+            "away",
+            "cannot send records to %s (%s): they wait in the outbox and are sent when it answers",
+            self.where,
+            self.counts.error,
+        )
 
     def _back(self) -> None:
         if not self.counts.reachable:

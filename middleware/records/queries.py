@@ -133,10 +133,16 @@ def totals(store: RecordStore, filters: Filters = Filters()) -> dict[str, Any]:
         # Each bound its own select: SQLite reads min() or max() from the index only when
         # a query asks for one of them (both at once scan every answer).
         time = ANSWERS.c.time
-        bounds = (row.get("first"), row.get("last")) if filters else connection.execute(
-            sa.select(sa.select(sa.func.min(time)).scalar_subquery(),
-                      sa.select(sa.func.max(time)).scalar_subquery())
-        ).one()  # fmt: skip
+        bounds = (
+            (row.get("first"), row.get("last"))
+            if filters
+            else connection.execute(
+                sa.select(
+                    sa.select(sa.func.min(time)).scalar_subquery(),
+                    sa.select(sa.func.max(time)).scalar_subquery(),
+                )
+            ).one()
+        )
     sums = {name: row[name] or 0 for name in SUMS}
     return {**sums, "sessions": count, "first": bounds[0], "last": bounds[1]}
 
@@ -306,18 +312,21 @@ def _filtered(connection: sa.Connection, limit: int, filters: Filters) -> list[d
         .limit(limit)
     )
     rows = [dict(row._mapping) for row in connection.execute(query)]
-    described = {
-        row.session: row._mapping
-        for row in connection.execute(
-            sa.select(s.c.session, *(s.c[n] for n in _DESCRIBED)).where(
-                s.c.session.in_([row["session"] for row in rows])
+    described = (
+        {
+            row.session: row._mapping
+            for row in connection.execute(
+                sa.select(s.c.session, *(s.c[n] for n in _DESCRIBED)).where(
+                    s.c.session.in_([row["session"] for row in rows])
+                )
             )
-        )
-    } if rows else {}  # fmt: skip
+        }
+        if rows
+        else {}
+    )
     empty = dict.fromkeys(_DESCRIBED)
     return [{**empty, **described.get(row["session"], {}), **row} for row in rows]
 
 
 #: What a session's row says of it beside its sums (kept as they are when sums are filtered).
-_DESCRIBED = ("agent", "source", "format", "caller", "requests", "repairs", "spills",
-              "compactions")  # fmt: skip
+_DESCRIBED = ("agent", "source", "format", "caller", "requests", "repairs", "spills", "compactions")

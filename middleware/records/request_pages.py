@@ -56,10 +56,13 @@ def request_page(
         counted = sa.select(s.c.requests).where(s.c.session == name).scalar_subquery()
         kept, first, last, after_newest, total = connection.execute(
             sa.select(
-                sa.func.count(), sa.func.min(r.c.seq), sa.func.max(r.c.seq),
-                later.where(others.c.seq > (newest or 0)).scalar_subquery(), counted,
+                sa.func.count(),
+                sa.func.min(r.c.seq),
+                sa.func.max(r.c.seq),
+                later.where(others.c.seq > (newest or 0)).scalar_subquery(),
+                counted,
             ).where(r.c.session == name)
-        ).one()  # fmt: skip
+        ).one()
     total = int(total or 0)
     for place, row in enumerate(rows):
         row["n"] = total - int(after_newest) - place

@@ -53,23 +53,42 @@ class AnswerRow:
     @property
     def size(self) -> int:
         """Bytes it holds, about (what the writer's bound counts)."""
-        names = (self.key, self.session, self.model, self.priced_as, self.request, self.agent,
-                 self.refused)  # fmt: skip
+        names = (
+            self.key,
+            self.session,
+            self.model,
+            self.priced_as,
+            self.request,
+            self.agent,
+            self.refused,
+        )
         return 400 + sum(len(n) for n in names if n) + sum(len(a) + len(b) for a, b in self.tags)
 
     def row(self) -> dict[str, Any]:
         """The ``answers`` row."""
         row: dict[str, Any] = {
-            "key": self.key, "time": self.time, "day": day_of(self.time),
-            "session": self.session, "request": self.request, "replica": self.replica,
-            "agent": self.agent, "caller": self.caller, "format": self.format,
-            "model": self.model, "priced_as": self.priced_as, "unread": self.unread,
-            "dollars": self.dollars, "dollars_without": self.dollars_without,
-            "expected_read": self.expected_read, "observed": self.observed,
-            "dollars_projected": self.dollars_projected, "refused": self.refused,
-            "readbacks": self.readbacks, "readback_tokens": self.readback_tokens,
+            "key": self.key,
+            "time": self.time,
+            "day": day_of(self.time),
+            "session": self.session,
+            "request": self.request,
+            "replica": self.replica,
+            "agent": self.agent,
+            "caller": self.caller,
+            "format": self.format,
+            "model": self.model,
+            "priced_as": self.priced_as,
+            "unread": self.unread,
+            "dollars": self.dollars,
+            "dollars_without": self.dollars_without,
+            "expected_read": self.expected_read,
+            "observed": self.observed,
+            "dollars_projected": self.dollars_projected,
+            "refused": self.refused,
+            "readbacks": self.readbacks,
+            "readback_tokens": self.readback_tokens,
             "dollars_readback": self.dollars_readback,
-        }  # fmt: skip
+        }
         for kind in TOKEN_KINDS:
             row[f"billed_{kind}"] = self.billed.get(kind, 0)
             row[f"without_{kind}"] = self.without.get(kind, 0)
@@ -111,9 +130,13 @@ class RequestRow:
     def row(self) -> dict[str, Any]:
         """The ``requests`` row."""
         return {
-            "key": self.key, "session": self.session, "time": self.time,
-            "replica": self.replica, "record": self.record, "bytes": len(self.record),
-        }  # fmt: skip
+            "key": self.key,
+            "session": self.session,
+            "time": self.time,
+            "replica": self.replica,
+            "record": self.record,
+            "bytes": len(self.record),
+        }
 
 
 def day_of(when: float) -> str:

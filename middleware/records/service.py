@@ -85,8 +85,11 @@ class Records:
         store = RecordStore.open(url, away_ok=settings.remote)
         outbox = None
         if settings.remote:
-            outbox = Outbox(state_folder() / f"outbox-{_file_name(replica)}.sqlite", store,
-                            linger_seconds=SEND_LINGER_SECONDS)  # fmt: skip
+            outbox = Outbox(
+                state_folder() / f"outbox-{_file_name(replica)}.sqlite",
+                store,
+                linger_seconds=SEND_LINGER_SECONDS,
+            )
         writer = RecordWriter(outbox if outbox is not None else store, settings.held_bytes)
         records = cls(store, writer, replica, outbox)
         records.settings = settings
@@ -126,10 +129,9 @@ class Records:
             "error": None if error is None else redact_urls(error),
             "held_bytes": self.writer.held + self.writer.sink.held,
             "dropped": self.writer.counts.dropped,
-            "refused": self.writer.counts.refused + (
-                self.outbox.counts.refused if self.outbox is not None else 0
-            ),
-        }  # fmt: skip
+            "refused": self.writer.counts.refused
+            + (self.outbox.counts.refused if self.outbox is not None else 0),
+        }
 
     def _knock(self) -> None:
         """Try the database once more, in a thread of its own (one at a time): a health
@@ -154,8 +156,11 @@ class Records:
         before = None if settings.keep_days is None else now - settings.keep_days * 86400
         removed = prune(self.store(), before=before, most_bytes=settings.console_bytes)
         if removed:
-            logger.info("removed %d console records of %s past ledger.keep_days or "
-                        "ledger.console_bytes", removed, self._store.where)  # fmt: skip
+            logger.info(
+                "removed %d console records of %s past ledger.keep_days or ledger.console_bytes",
+                removed,
+                self._store.where,
+            )
         return removed
 
     def prune_every(self, seconds: float = PRUNE_SECONDS) -> None:

@@ -77,9 +77,12 @@ class RecordStore:
                 store.close()
                 raise
             said = str(exc.orig or exc).strip().splitlines()
-            logger.warning("the records database %s does not answer (%s): records wait for "
-                           "it, and its schema is checked when it answers", store.where,
-                           redact_urls(said[0] if said else type(exc).__name__))  # fmt: skip
+            logger.warning(
+                "the records database %s does not answer (%s): records wait for "
+                "it, and its schema is checked when it answers",
+                store.where,
+                redact_urls(said[0] if said else type(exc).__name__),
+            )
         except BaseException:
             store.close()
             raise
@@ -245,13 +248,17 @@ _ADD_TO_SESSION = (
     .where(_S.c.session == sa.bindparam("at_session", type_=sa.String))
     .values(
         {
-            **{n: _S.c[n] + sa.bindparam(f"add_{n}", type_=_S.c[n].type)
-               for n in (*_REQUEST_COUNTS, *SUMS)},
-            **{n: sa.func.coalesce(sa.bindparam(f"set_{n}", type_=sa.String), _S.c[n])
-               for n in _REQUEST_NAMES},
+            **{
+                n: _S.c[n] + sa.bindparam(f"add_{n}", type_=_S.c[n].type)
+                for n in (*_REQUEST_COUNTS, *SUMS)
+            },
+            **{
+                n: sa.func.coalesce(sa.bindparam(f"set_{n}", type_=sa.String), _S.c[n])
+                for n in _REQUEST_NAMES
+            },
         }
     )
-)  # fmt: skip
+)
 
 
 def _lock_sessions(connection: sa.Connection, spans: dict[str, tuple[float, float]]) -> None:
@@ -364,13 +371,19 @@ def _engine(url: str) -> sa.Engine:
             raise MissingExtraError("postgres", "psycopg[binary]>=3.1", "ledger.url") from exc
         return sa.create_engine(
             parsed.set(drivername="postgresql+psycopg"),
-            pool_pre_ping=True, pool_size=4, max_overflow=4, pool_timeout=10,
+            pool_pre_ping=True,
+            pool_size=4,
+            max_overflow=4,
+            pool_timeout=10,
             # No server-side prepared statements (psycopg prepares a query run 5 times):
             # a pooler in transaction mode (PgBouncer) hands each transaction another
             # server connection, where they do not exist (docs/scaling.md).
-            connect_args={"connect_timeout": CONNECT_SECONDS, "application_name": "chatcli-mw",
-                          "prepare_threshold": None},
-        )  # fmt: skip
+            connect_args={
+                "connect_timeout": CONNECT_SECONDS,
+                "application_name": "chatcli-mw",
+                "prepare_threshold": None,
+            },
+        )
     raise PolicyError(
         f"ledger.url: {redact_urls(url)!r} names a {backend} database; the records go to "
         "SQLite (sqlite:///PATH) or PostgreSQL (postgresql://USER@HOST/DATABASE)"

@@ -124,10 +124,17 @@ ANSWER_TAGS = sa.Table(
 SUMS_ADDED_IN_2 = tuple(column.name for column in _sums_2())
 #: The running sums of a session's row and a day's (what each answer adds to them).
 SUMS = (
-    "answers", "unread", "unpriced", "dollars", "dollars_without", "expected_read",
-    "read_when_expected", *(f"billed_{k}" for k in TOKEN_KINDS),
-    *(f"without_{k}" for k in TOKEN_KINDS), *SUMS_ADDED_IN_2,
-)  # fmt: skip
+    "answers",
+    "unread",
+    "unpriced",
+    "dollars",
+    "dollars_without",
+    "expected_read",
+    "read_when_expected",
+    *(f"billed_{k}" for k in TOKEN_KINDS),
+    *(f"without_{k}" for k in TOKEN_KINDS),
+    *SUMS_ADDED_IN_2,
+)
 
 
 def _sums() -> list[sa.Column[object]]:

@@ -115,10 +115,16 @@ class RecordWriter:
                 self._changed.notify_all()
                 return True
         if full:
-            self._log(logging.ERROR, "dropped", "a record was dropped: %s does not keep up "
-                      "and %d bytes of records wait already (ledger.held_bytes); %d dropped "
-                      "since the start", self.sink.where, self.held_bytes,
-                      self.counts.dropped)  # fmt: skip
+            self._log(
+                logging.ERROR,
+                "dropped",
+                "a record was dropped: %s does not keep up "
+                "and %d bytes of records wait already (ledger.held_bytes); %d dropped "
+                "since the start",
+                self.sink.where,
+                self.held_bytes,
+                self.counts.dropped,
+            )
         return False
 
     def flush(self, timeout: float) -> bool:
@@ -142,8 +148,13 @@ class RecordWriter:
             self._changed.notify_all()
         self._thread.join(max(0.0, min(timeout, 1.0)))
         if left:
-            logger.error("%d records were not written to %s before the proxy stopped: it "
-                         "did not answer within %g s", left, self.sink.where, timeout)  # fmt: skip
+            logger.error(
+                "%d records were not written to %s before the proxy stopped: it "
+                "did not answer within %g s",
+                left,
+                self.sink.where,
+                timeout,
+            )
         return written and not left
 
     # -- the writing thread -------------------------------------------------------------
@@ -208,8 +219,13 @@ class RecordWriter:
         self.sink.write(answers, requests)
         self.counts.written += len(batch)
         if not self.counts.reachable:
-            self._log(logging.WARNING, "back", "%s answers again: writing the %d records "
-                      "held", self.sink.where, len(self._queue) + len(batch))  # fmt: skip
+            self._log(
+                logging.WARNING,
+                "back",
+                "%s answers again: writing the %d records held",
+                self.sink.where,
+                len(self._queue) + len(batch),
+            )
         self.counts.reachable, self.counts.error, self.counts.since = True, None, None
 
     def _away(self, exc: BaseException) -> None:
@@ -217,15 +233,26 @@ class RecordWriter:
             self.counts.since = time.time()
         self.counts.reachable = False
         self.counts.error = _said(exc)
-        self._log(logging.ERROR, "away", "cannot write records to %s (%s): they wait, up to "
-                  "%d bytes (ledger.held_bytes), and are written when it answers",
-                  self.sink.where, self.counts.error, self.held_bytes)  # fmt: skip
+        self._log(
+            logging.ERROR,
+            "away",
+            "cannot write records to %s (%s): they wait, up to "
+            "%d bytes (ledger.held_bytes), and are written when it answers",
+            self.sink.where,
+            self.counts.error,
+            self.held_bytes,
+        )
 
     def _refused(self, exc: sa.exc.DBAPIError) -> None:
         self.counts.refused += 1
-        self._log(logging.ERROR, "refused", "%s refused a record (%s): it is left out; %d "
-                  "refused since the start", self.sink.where, _said(exc),
-                  self.counts.refused)  # fmt: skip
+        self._log(
+            logging.ERROR,
+            "refused",
+            "%s refused a record (%s): it is left out; %d refused since the start",
+            self.sink.where,
+            _said(exc),
+            self.counts.refused,
+        )
 
 
 def is_unreachable(exc: sa.exc.DBAPIError) -> bool:

@@ -170,8 +170,13 @@ def _restart(payload: Mapping[str, Any], stamp: Any, number: int) -> Segment:
         # Codex before replacement_history rebuilt the history from the user's messages
         # and this summary; the replay keeps the summary alone.
         summary = str(payload.get("message") or "")
-        items = [{"type": "message", "role": "user",
-                  "content": [{"type": "input_text", "text": summary}]}]  # fmt: skip
+        items = [
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": summary}],
+            }
+        ]
         note = (
             f"restarted at the compacted line {number}, which has no replacement_history: "
             "from its summary alone (Codex also kept the user's messages)"

@@ -76,9 +76,16 @@ class ReadBack:
     file_template: str | None
 
     def instruction(
-        self, text: str, location: str, head_end: int, tail_start: int, *, session: str,
-        total_lines: int, file: FileRead | None = None,
-    ) -> str:  # fmt: skip
+        self,
+        text: str,
+        location: str,
+        head_end: int,
+        tail_start: int,
+        *,
+        session: str,
+        total_lines: int,
+        file: FileRead | None = None,
+    ) -> str:
         """The sentence for ``text`` saved at ``location``, of which the preview shows
         ``text[:head_end]`` and ``text[tail_start:]`` (``total_lines`` lines in all): the
         read of ``file`` again, for a result of a file-reading tool."""

@@ -110,11 +110,20 @@ class AnthropicCodec(Codec):
         return valid_id(call_id)
 
     #: Content block types only Anthropic Messages has.
-    BLOCKS: ClassVar[frozenset[str]] = frozenset({
-        "tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use",
-        "web_search_tool_result", "document", "search_result", "mcp_tool_use",
-        "mcp_tool_result",
-    })  # fmt: skip
+    BLOCKS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "tool_use",
+            "tool_result",
+            "thinking",
+            "redacted_thinking",
+            "server_tool_use",
+            "web_search_tool_result",
+            "document",
+            "search_result",
+            "mcp_tool_use",
+            "mcp_tool_result",
+        }
+    )
 
     def signals(self, message: Mapping[str, Any]) -> list[tuple[str, bool]]:
         """Its content blocks (an ``image`` with a ``source``)."""
@@ -135,23 +144,37 @@ class AnthropicCodec(Codec):
         return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
 
     def answer_calls(self, answer: Mapping[str, Any]) -> list[AnswerCall]:
-        return [AnswerCall(b["id"], b["name"], b.get("input") or {})
-                for b in answer.get("content") or [] if b.get("type") == "tool_use"]  # fmt: skip
+        return [
+            AnswerCall(b["id"], b["name"], b.get("input") or {})
+            for b in answer.get("content") or []
+            if b.get("type") == "tool_use"
+        ]
 
     def answer_without_calls(self, answer: Mapping[str, Any], name: str) -> dict[str, Any]:
-        kept = [b for b in answer["content"]
-                if not (b.get("type") == "tool_use" and b.get("name") == name)]  # fmt: skip
+        kept = [
+            b
+            for b in answer["content"]
+            if not (b.get("type") == "tool_use" and b.get("name") == name)
+        ]
         return {**answer, "content": kept}
 
     def continued(
         self, body: Mapping[str, Any], answer: Mapping[str, Any], results: list[tuple[str, str]]
     ) -> dict[str, Any]:
-        return {**body, "messages": [
-            *body["messages"],
-            {"role": "assistant", "content": answer["content"]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id,
-                                          "content": text} for call_id, text in results]},
-        ]}  # fmt: skip
+        return {
+            **body,
+            "messages": [
+                *body["messages"],
+                {"role": "assistant", "content": answer["content"]},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": call_id, "content": text}
+                        for call_id, text in results
+                    ],
+                },
+            ],
+        }
 
     def usage_counts(self, usage: Mapping[str, Any]) -> UsageCounts | None:
         """Cache writes split by lifetime (``cache_creation.ephemeral_1h_input_tokens``:

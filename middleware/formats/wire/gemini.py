@@ -61,8 +61,13 @@ class GoogleAI(Provider):
     default_upstream: ClassVar[str] = "https://generativelanguage.googleapis.com"
     #: Its API versions (google-genai's ``api_version``; ``v1beta1`` is Vertex AI's) and
     #: the SDKs' file uploads (``/upload/v1beta/files``).
-    api_prefixes: ClassVar[tuple[str, ...]] = ("/v1beta/", "/v1/", "/v1beta1/", "/v1alpha/",
-                                               "/upload/")  # fmt: skip
+    api_prefixes: ClassVar[tuple[str, ...]] = (
+        "/v1beta/",
+        "/v1/",
+        "/v1beta1/",
+        "/v1alpha/",
+        "/upload/",
+    )
     #: The proxy's situations -> Google's HTTP status names (``google.rpc.Code``).
     STATUSES: ClassVar[dict[str, tuple[int, str]]] = {
         "too_large": (413, "INVALID_ARGUMENT"),
@@ -113,10 +118,17 @@ class GeminiCodec(Codec):
     result_placement: ClassVar[ResultPlacement] = ResultPlacement.NEXT_MESSAGE
 
     #: Part fields only Gemini has.
-    PARTS: ClassVar[frozenset[str]] = frozenset({
-        "functionCall", "functionResponse", "inlineData", "fileData", "thoughtSignature",
-        "executableCode", "codeExecutionResult",
-    })  # fmt: skip
+    PARTS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "functionCall",
+            "functionResponse",
+            "inlineData",
+            "fileData",
+            "thoughtSignature",
+            "executableCode",
+            "codeExecutionResult",
+        }
+    )
 
     def signals(self, message: Mapping[str, Any]) -> list[tuple[str, bool]]:
         """``parts`` instead of ``content``, the ``model`` role, its part fields."""
@@ -126,8 +138,13 @@ class GeminiCodec(Codec):
         parts = message.get("parts")
         if isinstance(parts, list) and "content" not in message:
             out.append(("'parts' field", True))
-            out += [(f"{key!r} part", True) for part in parts if isinstance(part, dict)
-                    for key in part if key in self.PARTS]  # fmt: skip
+            out += [
+                (f"{key!r} part", True)
+                for part in parts
+                if isinstance(part, dict)
+                for key in part
+                if key in self.PARTS
+            ]
         return out
 
     # -- reading ---------------------------------------------------------------------------
@@ -224,14 +241,20 @@ class GeminiCodec(Codec):
     # -- answers (an integration answering some calls itself) ------------------------------
 
     def tool_definition(self, tool: ToolSpec) -> dict[str, Any]:
-        return {"functionDeclarations": [{"name": tool.name, "description": tool.description,
-                                          "parameters": tool.parameters}]}  # fmt: skip
+        return {
+            "functionDeclarations": [
+                {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+            ]
+        }
 
     def declared_tool_names(self, tool: Mapping[str, Any]) -> list[Any]:
         """Every function a ``Tool`` declares (Gemini CLI declares all of its in one)."""
         declarations = tool.get("functionDeclarations")
-        return [d.get("name") for d in declarations if isinstance(d, Mapping)] if isinstance(
-            declarations, list) else []  # fmt: skip
+        return (
+            [d.get("name") for d in declarations if isinstance(d, Mapping)]
+            if isinstance(declarations, list)
+            else []
+        )
 
     def answer_calls(self, answer: Mapping[str, Any]) -> list[AnswerCall]:
         """The first candidate's calls (an id-less call is named by its position)."""
@@ -240,16 +263,25 @@ class GeminiCodec(Codec):
             call = part.get("functionCall")
             if isinstance(call, dict):
                 uid = call.get("id")
-                out.append(AnswerCall(view_id(uid) if isinstance(uid, str) and uid
-                                      else f"{POSITION_PREFIX}answer:{k}",
-                                      call.get("name") or "", call.get("args") or {}))  # fmt: skip
+                out.append(
+                    AnswerCall(
+                        view_id(uid)
+                        if isinstance(uid, str) and uid
+                        else f"{POSITION_PREFIX}answer:{k}",
+                        call.get("name") or "",
+                        call.get("args") or {},
+                    )
+                )
         return out
 
     def answer_without_calls(self, answer: Mapping[str, Any], name: str) -> dict[str, Any]:
         candidates = list(answer["candidates"])
         content = dict(candidates[0]["content"])
-        content["parts"] = [p for p in content.get("parts") or []
-                            if (p.get("functionCall") or {}).get("name") != name]  # fmt: skip
+        content["parts"] = [
+            p
+            for p in content.get("parts") or []
+            if (p.get("functionCall") or {}).get("name") != name
+        ]
         candidates[0] = {**candidates[0], "content": content}
         return {**answer, "candidates": candidates}
 
@@ -264,11 +296,14 @@ class GeminiCodec(Codec):
             if (real_id := wire_id(call_id)) is not None:
                 response["id"] = real_id
             responses.append({"functionResponse": response})
-        return {**body, "contents": [
-            *body["contents"],
-            {"role": "model", "parts": parts},
-            {"role": "user", "parts": responses},
-        ]}  # fmt: skip
+        return {
+            **body,
+            "contents": [
+                *body["contents"],
+                {"role": "model", "parts": parts},
+                {"role": "user", "parts": responses},
+            ],
+        }
 
     def opening(self, body: Mapping[str, Any]) -> Any | None:
         """The call ids of the first reply once there is one with ids (unique to their

@@ -131,8 +131,13 @@ def violations(contents: Sequence[dict[str, Any]]) -> list[Violation]:
         responses = _parts(content, "functionResponse")
         for k, call in enumerate(calls):
             if blank_name(call.get("name")):
-                out.append(Violation(i, "empty_name", f"contents[{i}].parts[{k}]: "
-                                     "function call name must not be empty"))  # fmt: skip
+                out.append(
+                    Violation(
+                        i,
+                        "empty_name",
+                        f"contents[{i}].parts[{k}]: function call name must not be empty",
+                    )
+                )
         if responses:
             previous = contents[i - 1] if i else None
             called = (
@@ -158,6 +163,12 @@ def violations(contents: Sequence[dict[str, Any]]) -> list[Violation]:
         for answer in answers:
             uid = answer.get("id")
             if ids and uid and uid not in ids:
-                out.append(Violation(i + 1, "orphan_result", f"function response id {uid!r} "
-                                     "matches no function call of the turn before it"))  # fmt: skip
+                out.append(
+                    Violation(
+                        i + 1,
+                        "orphan_result",
+                        f"function response id {uid!r} "
+                        "matches no function call of the turn before it",
+                    )
+                )
     return sorted(out, key=lambda v: v.index)

@@ -120,8 +120,11 @@ class OpenAIChatCodec(Codec):
             out.append((f"role {role!r}", role not in self.SHARED_ROLES))
         if "tool_calls" in message:
             out.append(("'tool_calls' field", True))
-        out += [(f"{kind!r} content part", True) for kind, _ in part_types(message)
-                if kind in self.PARTS]  # fmt: skip
+        out += [
+            (f"{kind!r} content part", True)
+            for kind, _ in part_types(message)
+            if kind in self.PARTS
+        ]
         return out
 
     def violations(self, messages: Sequence[dict[str, Any]]) -> list[Violation]:
@@ -131,8 +134,14 @@ class OpenAIChatCodec(Codec):
         return _violations(messages)
 
     def tool_definition(self, tool: ToolSpec) -> dict[str, Any]:
-        return {"type": "function", "function": {"name": tool.name, "description":
-                tool.description, "parameters": tool.parameters}}  # fmt: skip
+        return {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+            },
+        }
 
     def answer_calls(self, answer: Mapping[str, Any]) -> list[AnswerCall]:
         """The first choice's calls."""
@@ -155,12 +164,17 @@ class OpenAIChatCodec(Codec):
         self, body: Mapping[str, Any], answer: Mapping[str, Any], results: list[tuple[str, str]]
     ) -> dict[str, Any]:
         message = dict(answer["choices"][0]["message"])
-        return {**body, "messages": [
-            *body["messages"],
-            {k: v for k, v in message.items() if v is not None or k == "content"},
-            *({"role": "tool", "tool_call_id": call_id, "content": text}
-              for call_id, text in results),
-        ]}  # fmt: skip
+        return {
+            **body,
+            "messages": [
+                *body["messages"],
+                {k: v for k, v in message.items() if v is not None or k == "content"},
+                *(
+                    {"role": "tool", "tool_call_id": call_id, "content": text}
+                    for call_id, text in results
+                ),
+            ],
+        }
 
     def usage_counts(self, usage: Mapping[str, Any]) -> UsageCounts | None:
         return cached_prompt_usage(

@@ -140,8 +140,9 @@ def _select_string(words: Sequence[Word]) -> Effect:
 
 
 _SLS_VALUED = frozenset({"pattern", "path", "literalpath", "context", "encoding"})
-_SLS_FLAGS = frozenset({"simplematch", "casesensitive", "allmatches", "notmatch", "raw",
-                        "noemphasis"})  # fmt: skip
+_SLS_FLAGS = frozenset(
+    {"simplematch", "casesensitive", "allmatches", "notmatch", "raw", "noemphasis"}
+)
 
 
 def _location(words: Sequence[Word]) -> Effect:
@@ -168,8 +169,9 @@ def _writing(
         path = next((named[k] for k in sorted(path_names) if k in named), None)
         if path is None and positional and positional[0].literal:
             path = positional[0].text
-        return Effect(kind, narrow=passing if kind == FILTER else None,
-                      writes=(path,) if path else ())  # fmt: skip
+        return Effect(
+            kind, narrow=passing if kind == FILTER else None, writes=(path,) if path else ()
+        )
 
     return effect_of
 

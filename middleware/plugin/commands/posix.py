@@ -149,9 +149,11 @@ def _tail(args: list[Word], command: Simple) -> Effect:
 
 
 _HEAD_TAIL = Table(
-    "qvzfF", "ncs", frozenset({"quiet", "silent", "verbose", "follow", "retry", "zero-terminated"}),
+    "qvzfF",
+    "ncs",
+    frozenset({"quiet", "silent", "verbose", "follow", "retry", "zero-terminated"}),
     frozenset({"lines", "bytes", "sleep-interval", "pid", "max-unchanged-stats"}),
-)  # fmt: skip
+)
 
 
 def _count(options: Options, default: str) -> str:
@@ -268,8 +270,11 @@ def _apply_patch(args: list[Word], command: Simple) -> Effect:
     texts = [r.target.text for r in command.redirects if r.op in ("<<", "<<-", "<<<")]
     texts += [w.text for w in args]
     uses = [patch_use(text) for text in texts]
-    return Effect(OTHER, writes=tuple(f for u in uses for f in u.writes),
-                  edits=tuple(f for u in uses for f in u.edits))  # fmt: skip
+    return Effect(
+        OTHER,
+        writes=tuple(f for u in uses for f in u.writes),
+        edits=tuple(f for u in uses for f in u.edits),
+    )
 
 
 def _cd(args: list[Word], command: Simple) -> Effect:

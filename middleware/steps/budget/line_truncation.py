@@ -76,9 +76,17 @@ def truncate_tail(text: str, limits: LineLimits) -> Truncation:
     if not kept:
         end = _byte_suffix(lines[-1], limits.max_bytes)
         return Truncation(
-            end, True, "bytes", total, total_bytes, 1, byte_length(end), total, total,
+            end,
+            True,
+            "bytes",
+            total,
+            total_bytes,
+            1,
+            byte_length(end),
+            total,
+            total,
             last_line_partial=True,
-        )  # fmt: skip
+        )
     kept.reverse()
     first = total - len(kept) + 1
     return Truncation(
