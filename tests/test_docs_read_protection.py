@@ -17,21 +17,34 @@ PHRASE = (
     "whole for up to `protect_turns` turns ({turns}) while among the newest "
     "`protect_tokens` tokens ({tokens}) of file reads"
 )
+#: And for a read of a part of a file, after it.
+PART_PHRASE = (
+    "for up to `protect_part_turns` turns ({turns}) while among the newest "
+    "`protect_part_tokens` tokens ({tokens})"
+)
 #: A claim of how long a read stays whole, however worded.
 CLAIM = re.compile(r"whole\s+for\s+(?:up\s+to\s+)?\S+\s+turns")
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
-def phrase() -> re.Pattern[str]:
-    turns = default_of("microcompact.reads.protect_turns")
-    tokens = default_of("microcompact.reads.protect_tokens")
-    words = PHRASE.format(turns=turns, tokens=f"{tokens:,}").split(" ")
+def phrase(template: str = PHRASE, key: str = "protect") -> re.Pattern[str]:
+    turns = default_of(f"microcompact.reads.{key}_turns")
+    tokens = default_of(f"microcompact.reads.{key}_tokens")
+    words = template.format(turns=turns, tokens=f"{tokens:,}").split(" ")
     return re.compile(r"\s+".join(map(re.escape, words)))
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/proxy.md", "docs/presets.md"])
+@pytest.mark.parametrize(
+    "doc", ["README.md", "docs/proxy.md", "docs/presets.md", "docs/plugins.md"]
+)
 def test_the_docs_that_promise_reads_whole_give_both_bounds(doc: str) -> None:
-    assert phrase().search((REPO / doc).read_text("utf-8")), f"{doc} does not say {PHRASE!r}"
+    text = (REPO / doc).read_text("utf-8")
+    whole = phrase().search(text)
+    assert whole, f"{doc} does not say {PHRASE!r}"
+    part = phrase(PART_PHRASE, "protect_part").search(text, whole.end())
+    assert part and part.start() - whole.end() < 200, (
+        f"{doc} does not say, after it, {PART_PHRASE!r}"
+    )
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])

@@ -91,7 +91,8 @@ def test_a_compacted_read_says_to_read_the_file_again_with_the_clis_tool(
     names the command that read the file."""
     body, file = recorded(cli)
     out = outputs(cleaned(body, tmp_path, **{
-        "microcompact.reads.protect_turns": 0, "microcompact.summarize_turns": 1,
+        "microcompact.reads.protect_turns": 0, "microcompact.reads.protect_part_turns": 0,
+        "microcompact.summarize_turns": 1,
         "microcompact.truncate_turns": 1, "microcompact.schedule.rewrite_cost": 0,
     }))  # fmt: skip
     _, tool, part = CLIS[cli]

@@ -330,6 +330,11 @@ def _choose(
 
 def _shown(line: str) -> str:
     """A line as the outline shows it: its runs of spaces squeezed, which fits more lines
-    in the outline; but pytest's ``>`` line, the code that raised, keeps its spacing (the
-    model copies it into its fix)."""
-    return line.strip() if line.startswith(">") else " ".join(line.split())
+    in the outline; but pytest's ``>`` line, the code that raised, and its ``E`` lines, the
+    failure's own words, keep their spacing: the model copies them (into its fix, into a
+    search), and spaces inside a value the assertion compares are part of the value."""
+    if line.startswith(">"):
+        return line.strip()
+    if line.startswith("E ") and line[2:].strip():
+        return line.rstrip()
+    return " ".join(line.split())

@@ -247,6 +247,8 @@ COMPACTING = {
     "microcompact.summarize_turns": 1,
     "microcompact.reads.protect_turns": 1,
     "microcompact.reads.protect_tokens": 0,
+    "microcompact.reads.protect_part_turns": 1,
+    "microcompact.reads.protect_part_tokens": 0,
 }
 
 

@@ -45,12 +45,13 @@ from waiting import wait_for
 #: Slow (seconds each): `-m "not slow"` leaves it out of a quick run.
 pytestmark = pytest.mark.slow
 
-#: Turns a read is kept whole at most: 3 instead of the default 10, so that the read is
-#: compacted three turns after its own rather than ten (each turn sends the whole history
-#: again). The plain output is compacted at age 2 (``microcompact.truncate_turns`` and
-#: ``summarize_turns``, the defaults), inside those three turns: the difference shows all
-#: the same. The read, under 4,000 characters, is far inside the window of reads
-#: (``reads.protect_tokens``, 5,000 tokens), which therefore does not release it first.
+#: Turns a read is kept whole at most: 3 instead of the default 20 for a part of a file
+#: (``sed -n`` prints one), so that the read is compacted three turns after its own rather
+#: than twenty (each turn sends the whole history again). The plain output is compacted at
+#: age 2 (``microcompact.truncate_turns`` and ``summarize_turns``, the defaults), inside
+#: those three turns: the difference shows all the same. The read, under 4,000
+#: characters, is far inside the window of reads (``reads.protect_part_tokens``, 40,000
+#: tokens), which therefore does not release it first.
 PROTECT_TURNS = 3
 #: The test's policy: the default, with :data:`PROTECT_TURNS`, and the rewrite cost of the
 #: session's provider: Codex's model here, gpt-5.5 on OpenAI, bills no cache writes (the
@@ -60,6 +61,7 @@ PROTECT_TURNS = 3
 #: plain output.
 POLICY = {
     "microcompact.reads.protect_turns": PROTECT_TURNS,
+    "microcompact.reads.protect_part_turns": PROTECT_TURNS,  # sed -n reads a part
     "microcompact.schedule.rewrite_cost": 0,
 }
 #: How Codex CLI wraps a command's output for the model.

@@ -291,6 +291,23 @@ def test_pytests_raising_line_is_an_error_and_keeps_its_spacing() -> None:
     assert raised in shown  # not "> original.expand_dims(..."
 
 
+def test_pytests_failure_lines_keep_their_spacing() -> None:
+    """pytest's ``E`` lines are the failure's own words: the model copies them, and the
+    spaces inside a value the assertion compares are part of the value ('a  b' is not
+    'a b')."""
+    failure = [
+        "E       AssertionError: assert 'total:  3 items' == 'total: 3 items'",
+        "E         - total: 3 items",
+        "E         + total:  3 items",
+    ]
+    report = [f"filler line number {n} of the run" for n in range(60)]
+    text = "\n".join([*report[:30], *failure, *report[30:]]) + "\n"
+    start = text.index("filler line number 5 ")
+    shown = outline(text, start, len(text) - 100, 3_000)
+    for line in failure:
+        assert line in shown
+
+
 def numbered_file(lines: int) -> str:
     """``cat -n`` of a Go file whose middle returns errors on many lines: code that names
     failures, not failures."""

@@ -3,14 +3,20 @@
 An edit quotes lines of the file the agent read, often several turns later. A read (a
 result of a tool the plugins declare as reading a file, or of a shell command that
 prints one, :class:`.FileAccess`) is therefore *protected*: it is not compacted before
-``reads.protect_turns`` turns after its own, unless
+``reads.protect_turns`` turns after its own (a read of a part of a file, such as ``sed -n
+'1,200p'``, a ``Read`` with an offset or a ``grep`` of one file: ``reads.protect_part_turns``),
+unless
 
 * the same file, or a part of it holding all the read printed, is read again, or the file
   is written, since (the read is *superseded*: the newer text is the one to act on; a
   read of several files, by all of them); paths are compared as
   :mod:`middleware.plugin.file_paths` says (``src/a.ts`` is ``/p/src/a.ts``); or
 * it has left the protected window: the newest ``reads.protect_tokens`` tokens of file
-  reads before the boundary.
+  reads before the boundary (``reads.protect_part_tokens`` for a read of a part).
+
+A part is kept longer than a whole file because the agent chose those lines to act on and
+they are small to keep: the recorded Codex sessions, which read by line ranges through the
+shell, quote their reads mostly 11 to 27 turns later.
 
 Protection ends early rather than late on purpose: compacting a result rewrites
 everything after it, uncached, so a read kept long and then compacted costs both the
@@ -30,7 +36,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from middleware.plugin.file_paths import FileIndex
-from middleware.plugin.file_use import Part, covers
+from middleware.plugin.file_use import WHOLE, Part, covers
 from middleware.steps.file_tools import FileTools
 from middleware.view import ConversationIndex
 
@@ -43,8 +49,23 @@ class ReadSettings:
     protect_turns: int
     #: Tokens of the newest reads the protected window holds.
     protect_tokens: int
+    #: The same two bounds for a read of a part of a file.
+    protect_part_turns: int
+    protect_part_tokens: int
     #: Distinctive tokens the summary of a read keeps.
     mentions: int
+
+    @property
+    def protects(self) -> bool:
+        """Whether any read is protected (``protect_turns`` 0: none, parts neither)."""
+        return self.protect_turns > 0
+
+    def bounds(self, reads: tuple[tuple[str, Part], ...]) -> tuple[int, int]:
+        """The turns and tokens a read of ``reads`` (each file and the part printed) is
+        protected for: a part's, when it printed a part of every file it read."""
+        if all(part != WHOLE for _, part in reads):
+            return self.protect_part_turns, self.protect_part_tokens
+        return self.protect_turns, self.protect_tokens
 
 
 class Protection:
@@ -61,14 +82,13 @@ class Protection:
         tools: FileTools,
     ) -> None:
         self._released: dict[tuple[int, int], int] = {}
-        if not settings.protect_turns:
+        if not settings.protects:
             return
         per_turn = [0] * index.turn_count
         for turn, chars in zip(node_turns, outputs, strict=True):
             if turn >= 0:
                 per_turn[turn] += chars
         before = list(accumulate(per_turn, initial=0))  # read characters before each turn
-        window = int(settings.protect_tokens * chars_per_token)
         changes = _changes(index, tools)
         for site in index.results:
             if site.turn is None:
@@ -76,9 +96,12 @@ class Protection:
             use = tools.use(site)
             if not use.reads:
                 continue
-            release = site.turn + 1 + settings.protect_turns
-            # The first boundary with `window` characters of reads after this one's turn.
-            filled = bisect_left(before, before[site.turn + 1] + window)
+            turns, tokens = settings.bounds(use.reads)
+            if not turns:
+                continue
+            release = site.turn + 1 + turns
+            # The first boundary with the window's characters of reads after this one's turn.
+            filled = bisect_left(before, before[site.turn + 1] + int(tokens * chars_per_token))
             if filled < len(before):
                 release = min(release, filled)
             superseded = _superseded(site.turn, use.reads, changes)

@@ -227,7 +227,7 @@ class _Compaction:
         window (``outputs``: characters of reads per message, as they came)."""
         self._find_reads(index)
         s = self.settings
-        if self.reads and s.reads.protect_turns:
+        if self.reads and s.reads.protects:
             self.protection = Protection(
                 s.reads, s.chars_per_token, index,
                 outputs=outputs, node_turns=node_turns, tools=self.tools,

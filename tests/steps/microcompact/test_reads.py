@@ -124,7 +124,8 @@ def test_a_third_party_plugin_declares_a_read_tool(tmp_path: Path) -> None:
 
     messages = history(turn(0, "view_file", {"path": "src/x.rs", "start": 3}, LINES),
                        *(bash(i) for i in range(1, 13)))  # fmt: skip
-    pipe = pipeline_for(policy(tmp_path, schedule={"rewrite_cost": 0}), ViewFile(),
+    pipe = pipeline_for(policy(tmp_path, schedule={"rewrite_cost": 0},
+                               reads={"protect_part_turns": 10}), ViewFile(),
                         session_id="vf")  # fmt: skip
     with pipe:
         out = results(pipe.process(messages, format="anthropic").messages)

@@ -117,7 +117,9 @@ def test_a_compacted_shell_read_says_to_run_the_command_again(
     tmp_path: Path, name: str, arguments: dict[str, Any], file: str, said: str
 ) -> None:
     messages = history(turn(0, name, arguments, SOURCE), *(bash(i) for i in range(1, 5)))
-    summary = process(tmp_path, messages, reads={"protect_turns": 1})["toolu_00"]
+    summary = process(tmp_path, messages, reads={"protect_turns": 1, "protect_part_turns": 1})[
+        "toolu_00"
+    ]
     assert compacted(summary)
     assert f"[Not all of {file} is shown: read it again with {said} before acting on it]" in (
         summary
@@ -201,3 +203,36 @@ def test_a_codex_read_is_kept_until_a_patch_deletes_the_file(tmp_path: Path) -> 
     gone = codex_outputs(tmp_path / "gone", codex([read, tests[0], delete, *tests[1:]]))
     assert compacted(gone["c0"])
     assert 'exec_command (cmd: "sed -n \'1,80p\' app.py", workdir: "/repo")' in gone["c0"]
+
+
+@pytest.mark.parametrize(
+    ("command", "part"),
+    [
+        (SED, True),
+        ("head -n 80 /repo/app.py", True),
+        ("grep -n compute /repo/app.py", True),
+        ("tail -n 80 /repo/app.py", True),
+        ("cat /repo/app.py", False),
+        ("nl -ba /repo/app.py", False),
+    ],
+)
+def test_a_read_of_a_part_of_a_file_is_kept_for_the_turns_of_a_part(
+    tmp_path: Path, command: str, part: bool
+) -> None:
+    messages = history(bash(0, command, SOURCE), *(bash(i) for i in range(1, 8)))
+    longer = process(tmp_path / "a", messages, reads={"protect_turns": 2, "protect_part_turns": 12})
+    assert compacted(longer["toolu_00"]) is not part
+    shorter = process(
+        tmp_path / "b", messages, reads={"protect_turns": 12, "protect_part_turns": 2}
+    )
+    assert compacted(shorter["toolu_00"]) is part
+
+
+def test_a_read_of_a_part_leaves_its_own_protected_window(tmp_path: Path) -> None:
+    reads = [bash(i, f"sed -n '1,80p' /repo/m{i}.py", SOURCE) for i in range(4)]
+    messages = history(*reads, *(bash(i) for i in range(4, 8)))
+    out = process(
+        tmp_path, messages, reads={"protect_tokens": 100_000, "protect_part_tokens": 1_500}
+    )
+    # As in the window of whole reads above: the first two are released, the last two kept.
+    assert [compacted(out[f"toolu_{i:02d}"]) for i in range(4)] == [True, True, False, False]
