@@ -27,6 +27,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from session_builders import tool_turn  # noqa: E402
 
 import middleware  # noqa: E402
+from middleware.conversations import engine  # noqa: E402
 from middleware.conversations.sessions import SessionPool  # noqa: E402
 from middleware.plugin.host import PluginHost  # noqa: E402
 
@@ -38,9 +39,9 @@ def timed(pool: SessionPool, policy: Any, messages: list[Any]) -> tuple[float, f
     body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": messages}
     state = pool.conversation("p", policy, "bench")
     started = time.perf_counter()
-    result = state.process(body, "anthropic", None)
+    result = engine.process(state, body, "anthropic")
     cleaned = time.perf_counter()
-    found = state.read_backs(result)
+    found = state.read_backs(result.parsed, result.report.actions)
     return cleaned - started, time.perf_counter() - cleaned, len(found)
 
 

@@ -25,8 +25,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"formats", "spill", "session", "records"}),
     frozenset({"plugin", "ledger"}),
     frozenset({"steps", "default_plugins"}),
-    frozenset({"pipeline"}),
-    frozenset({"conversations"}),
+    frozenset({"conversations"}),  # a conversation's state, the engine over it, the pool
+    frozenset({"pipeline"}),  # the library's facade over one policy source and one state
     frozenset({"replay", "proxy", "integrations"}),
     frozenset({"__init__"}),  # the public surface: middleware.Pipeline, middleware.load_policy...
     frozenset({"cli"}),

@@ -16,7 +16,7 @@ from middleware.policy.settings import bind
 
 if TYPE_CHECKING:
     from middleware.cli.common import Subcommands
-    from middleware.proxy.policies import PolicySource
+    from middleware.policy.source import PolicySource
 
 #: Command-line options and the ``proxy`` keys they set (they win over the policy).
 OPTIONS = {

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from middleware.conversations import engine
+from middleware.conversations.engine import ProcessResult
 from middleware.conversations.keys import (
     DIGESTED,
     RunPart,
@@ -29,7 +31,6 @@ from middleware.errors import FormatError, HistoryError, InputError
 from middleware.formats import get_codec, jsonio
 from middleware.formats.bodies import read_body
 from middleware.ledger import Footprint, footprint
-from middleware.pipeline import ProcessResult
 from middleware.policy import Policy
 from middleware.records.tables import REFUSAL
 from middleware.report import Report
@@ -127,7 +128,7 @@ def clean_body(
     started = time.perf_counter()
     try:
         state = pool.conversation(policy[0], policy[1], key.session)
-        result = state.process(body.document, fmt, now)
+        result = engine.process(state, body.document, fmt, now=now)
     except (HistoryError, FormatError) as exc:
         # Not a conversation the pipeline can read: the provider will say what is wrong.
         logger.info("leaving this %s body as it was: %s", fmt, exc)
@@ -145,7 +146,7 @@ def clean_body(
     readbacks: tuple[ReadBack, ...] = ()
     readback_error = None
     try:
-        readbacks = state.read_backs(result)
+        readbacks = state.read_backs(result.parsed, result.report.actions)
     except Exception as exc:  # never the reason a request fails
         logger.exception("could not tell the read-backs of a request of session %s", key.session)
         readback_error = exc

@@ -1,6 +1,6 @@
-"""The conversations live in a process: one :class:`~.state.ConversationState` (one
-pipeline, one spill workspace, one set of frozen decisions) per policy and session, as
-:mod:`.keys` names the session.
+"""The conversations live in a process: one :class:`~.state.ConversationState` (its
+policy snapshot, one spill workspace, one set of frozen decisions) per policy and
+session, as :mod:`.keys` names the session.
 
 What a conversation keeps in memory between requests (the requests it may continue, its
 frozen decisions) is held under a byte budget: over it, the sessions used least recently forget
@@ -22,7 +22,6 @@ from typing import Protocol
 from middleware.cache import CacheSettings, DerivedCache
 from middleware.cache.allocator import give_back
 from middleware.conversations.state import ConversationState
-from middleware.pipeline import Pipeline
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy
 from middleware.policy.settings import bind, section, setting
@@ -72,7 +71,7 @@ class SessionPool:
     max_bytes: int | None = None
     #: Times a session's state was forgotten to stay under ``max_bytes``.
     evictions: int = 0
-    #: Memory held beside the pipelines and counted in ``max_bytes`` (shed first).
+    #: Memory held beside the conversations and counted in ``max_bytes`` (shed first).
     shares: Shares | None = None
     #: Least recently used first.
     _entries: OrderedDict[tuple[str, str], ConversationState] = field(default_factory=OrderedDict)
@@ -84,14 +83,9 @@ class SessionPool:
         settings = bind(policy, SessionSettings)
         return cls(host, settings.idle_seconds, max_bytes=settings.memory_bytes)
 
-    def pipeline(self, policy_key: str, policy: Policy, session: str) -> Pipeline:
-        """The pipeline of ``session`` under the policy named ``policy_key``, on the
-        policy's latest snapshot (:meth:`conversation`'s)."""
-        return self.conversation(policy_key, policy, session).pipeline
-
     def conversation(self, policy_key: str, policy: Policy, session: str) -> ConversationState:
-        """The state of ``session`` under the policy named ``policy_key``, its pipeline on
-        the policy's latest snapshot: a request of it comes in."""
+        """The state of ``session`` under the policy named ``policy_key``, on the policy's
+        latest snapshot: a request of it comes in."""
         key = (policy_key, session)
         with self._lock:
             now = self.clock()
@@ -105,8 +99,8 @@ class SessionPool:
                     self.cache = DerivedCache(bind(policy, CacheSettings).max_bytes)
                 state = ConversationState.open(self.host, key, policy, self.cache, now)
                 self._entries[key] = state
-            elif state.pipeline.policy is not policy:
-                state.pipeline.replace_policy(policy)
+            elif state.policy is not policy:
+                state.policy = policy  # for the requests that start from now on
             self._entries.move_to_end(key)
             state.last_used = now
             state.requests += 1

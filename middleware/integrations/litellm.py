@@ -30,6 +30,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the extras test
 
 import anyio.to_thread
 
+from middleware.conversations import engine
 from middleware.conversations.keys import session_of
 from middleware.conversations.sessions import SessionPool
 from middleware.errors import FormatError, HistoryError
@@ -71,7 +72,7 @@ class ChatcliCallback(CustomLogger):
         )
         try:
             conversation = self.pool.conversation("litellm", self.policy, str(session))
-            result = conversation.process(history, fmt, None)
+            result = engine.process(conversation, history, fmt)
             self.pool.trim()  # what this request left counts now, not at the next one
         except (HistoryError, FormatError) as exc:
             logger.info("sent a request's history as it was: %s", exc)

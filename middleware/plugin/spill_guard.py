@@ -56,6 +56,22 @@ class GuardedSpillStore:
         self._limits = limits
         self._time_limit = time_limit
 
+    #: A plugin's store remembers nothing in the shared cache (its contents may change
+    #: behind it), keeps no record or readings of the session, and holds nothing.
+    token: None = None
+    local: None = None
+
+    @property
+    def provided(self) -> SpillStore:
+        """The store as the plugin returned it."""
+        return self.store
+
+    def sync(self) -> None:
+        """Nothing to sync: the plugin's store saves as it sees fit."""
+
+    def hold(self, seconds: float) -> None:
+        """Nothing to hold: a plugin's store keeps its own."""
+
     def reporting_to(
         self, problems: list[ProblemReport], time_limit: float | None
     ) -> GuardedSpillStore:

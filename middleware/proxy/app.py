@@ -50,6 +50,7 @@ from middleware.ledger.callers import TAGS_HEADER, caller_of, tags_of
 from middleware.plugin.host import PluginHost
 from middleware.policy.secrets import redact_urls
 from middleware.policy.settings import bind
+from middleware.policy.source import PolicySource
 from middleware.proxy.admission import ByteGate, NotAdmitted
 from middleware.proxy.clients import allowed
 from middleware.proxy.console.book import ConsoleBook, ConsoleSettings, Note, agent_of
@@ -59,7 +60,7 @@ from middleware.proxy.exchange import Exchange
 from middleware.proxy.metrics import Metrics
 from middleware.proxy.observe import Observer, Projection
 from middleware.proxy.origin import OwnOrigin, declares_json, request_path
-from middleware.proxy.policies import PolicyCatalog, PolicySource, status_fields
+from middleware.proxy.policies import PolicyCatalog, status_fields
 from middleware.proxy.settings import ProxySettings
 from middleware.proxy.upstream import (
     REQUEST_DROPPED,

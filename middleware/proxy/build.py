@@ -12,8 +12,9 @@ from middleware.cache import allocator
 from middleware.plugin.host import PluginHost
 from middleware.policy import Override
 from middleware.policy.settings import bind
+from middleware.policy.source import PolicySource
 from middleware.proxy.app import Proxy, create_app
-from middleware.proxy.policies import PolicyCatalog, PolicySource
+from middleware.proxy.policies import PolicyCatalog
 from middleware.proxy.settings import ProxySettings
 from middleware.spill import SpillSettings, open_root
 from middleware.spill.stores import check_local_folder

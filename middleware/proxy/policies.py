@@ -1,6 +1,7 @@
 """The policies a proxy serves: its own (hot-reloaded when it is a file) and those a request
 selects with the path prefix ``/policy/NAME/``: a shipped preset (``preset:pi``) or a file
-``NAME.yaml`` of the configured folder. A name is never a path."""
+``NAME.yaml`` of the configured folder. A name is never a path. Each is a
+:class:`~middleware.policy.source.PolicySource`."""
 
 from __future__ import annotations
 
@@ -9,17 +10,15 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from middleware.errors import MiddlewareError
 from middleware.plugin.host import PluginHost
-from middleware.policy import Policy, load_policy
-from middleware.policy.reload import PolicyStatus, PolicyWatcher
+from middleware.policy.reload import PolicyStatus
 from middleware.policy.resources import PRESET_PREFIX, preset_names
-from middleware.report import ProblemReport
+from middleware.policy.source import PolicySource
 
 logger = logging.getLogger(__name__)
 
@@ -40,55 +39,6 @@ def status_fields(status: PolicyStatus) -> dict[str, Any]:
         "last_error": status.last_error,
         "rejected_edits": status.rejected,
     }
-
-
-class PolicySource:
-    """One policy, watched when it is a file: every valid edit is swapped in (and the
-    ``policy_reloaded`` hooks told, once), an invalid one keeps the last good policy and
-    shows in :attr:`status`."""
-
-    def __init__(
-        self, key: str, path: str | Path | None, host: PluginHost, overrides: dict[str, Any]
-    ) -> None:
-        self.key = key
-        self._host = host
-        self._followers: list[Callable[[Policy], None]] = []
-        self._watcher: PolicyWatcher | None = None
-        self._problems: tuple[ProblemReport, ...] = ()
-        if path is None:
-            self._policy = load_policy(None, overrides=overrides)
-        else:
-            self._watcher = PolicyWatcher(path, self._swapped, overrides=overrides)
-            self._policy = self._watcher.policy
-            self._watcher.start()
-
-    @property
-    def policy(self) -> Policy:
-        """The snapshot new requests use."""
-        return self._policy
-
-    @property
-    def status(self) -> PolicyStatus:
-        if self._watcher is None:
-            return PolicyStatus(self._policy.source, 1, self._policy.digest)
-        return replace(self._watcher.status, plugin_problems=self._problems)
-
-    def follow(self, told: Callable[[Policy], None]) -> None:
-        """Have ``told`` called with each policy swapped in, after the plugins' hooks (how
-        the command that configured the logs follows ``proxy.log.level``)."""
-        self._followers.append(told)
-
-    def _swapped(self, new: Policy) -> None:
-        old, self._policy = self._policy, new
-        problems: list[ProblemReport] = []
-        self._host.policy_reloaded(old, new, problems)
-        self._problems = tuple(problems)
-        for told in self._followers:
-            told(new)
-
-    def close(self) -> None:
-        if self._watcher is not None:
-            self._watcher.stop()
 
 
 @dataclass

@@ -391,6 +391,10 @@ class ObjectWorkspace:
         self.horizon = hold
         self._closed = False
 
+    #: No workspace on this machine: the session's record and readings are kept in
+    #: memory only.
+    local: None = None
+
     def location(self, key: str, content: str, *, suffix: str = ".txt") -> str:
         """Where :meth:`save` would store ``content`` (nothing is written)."""
         return self.root.location(self.folder, spill_file_name(key, content, suffix))
@@ -435,11 +439,3 @@ class ObjectWorkspace:
         if not self._closed:
             self._closed = True
             self.root.holds.release(self.folder, self.horizon)
-
-
-def hold_session(store: object, seconds: float) -> None:
-    """Say that the session of ``store`` (a pipeline's spill store) is in use and may be
-    for ``seconds`` more, if ``store`` keeps holds (an object store's workspace): what a
-    session pool calls with each request, with its idle horizon."""
-    if isinstance(store, ObjectWorkspace):
-        store.hold(seconds)

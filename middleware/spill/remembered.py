@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from middleware.cache import DerivedCache
+from middleware.spill.workspace import SpillWorkspace
 
 #: What an entry costs besides the text it keeps alive (key, location).
 _ENTRY_BYTES = 300
@@ -25,6 +26,11 @@ class _Store(Protocol):
     def load(self, location: str) -> str | None: ...
 
     def close(self) -> None: ...
+
+    @property
+    def local(self) -> SpillWorkspace | None: ...
+
+    def hold(self, seconds: float) -> object: ...
 
 
 class RememberedStore:
@@ -40,8 +46,23 @@ class RememberedStore:
         self.cache = cache
         #: Names this instance's entries (not the instance: a closed store is not kept
         #: alive by the cache); steps key what they verified against this store by it.
-        self.token = object()
+        self.token: object | None = object()
         self._closed = False
+
+    @property
+    def provided(self) -> _Store:
+        """The workspace it remembers for."""
+        return self.store
+
+    @property
+    def local(self) -> SpillWorkspace | None:
+        """The workspace on this machine keeping the record and readings (a local one)."""
+        return self.store.local
+
+    def hold(self, seconds: float) -> None:
+        """Tell the workspace the session is in use for ``seconds`` more (an object
+        store's keeps a hold for ``gc``)."""
+        self.store.hold(seconds)
 
     def save(self, key: str, content: str, *, suffix: str = ".txt") -> str:
         if self._closed:  # the store says why it refuses

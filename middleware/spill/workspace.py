@@ -147,6 +147,15 @@ class SpillWorkspace:
         self._unsynced: list[Path] = []
         self._syncing: dict[Path, Future[None]] = {}
 
+    @property
+    def local(self) -> SpillWorkspace:
+        """The workspace on this machine keeping the session's record and readings beside
+        its files: this one."""
+        return self
+
+    def hold(self, seconds: float) -> None:
+        """Nothing to hold: only an object store's workspace keeps holds for ``gc``."""
+
     def location(self, key: str, content: str, *, suffix: str = ".txt") -> str:
         """Where :meth:`save` would store ``content`` (nothing is written)."""
         return str(self.results_dir / spill_file_name(key, content, suffix))

@@ -14,6 +14,7 @@ import pytest
 
 from middleware import Pipeline, Policy, load_policy
 from middleware.cache import DerivedCache
+from middleware.conversations import engine
 from middleware.conversations.sessions import SessionPool
 from middleware.plugin.host import PluginHost
 
@@ -30,11 +31,11 @@ def test_a_session_idle_too_long_gets_a_new_pipeline_on_its_next_request(tmp_pat
     clock = Clock()
     pool = SessionPool(PluginHost.create(load_entrypoints=False), 60, clock)
     policy = load_policy(None, overrides={"spill.root": str(tmp_path)}, dotenv_path=False)
-    first = pool.pipeline("default", policy, "s")
+    first = pool.conversation("default", policy, "s")
     clock.now = 59
-    assert pool.pipeline("default", policy, "s") is first
+    assert pool.conversation("default", policy, "s") is first
     clock.now = 59 + 61  # idle longer than the pool keeps it: gc may have removed its files
-    renewed = pool.pipeline("default", policy, "s")
+    renewed = pool.conversation("default", policy, "s")
     assert renewed is not first and len(pool) == 1
     pool.close()
 
@@ -42,12 +43,12 @@ def test_a_session_idle_too_long_gets_a_new_pipeline_on_its_next_request(tmp_pat
 def test_ending_a_session_releases_its_pipelines_under_every_policy(tmp_path: Path) -> None:
     pool = SessionPool(PluginHost.create(load_entrypoints=False), 3600)
     policy = load_policy(None, overrides={"spill.root": str(tmp_path)}, dotenv_path=False)
-    pool.pipeline("default", policy, "s")
-    pool.pipeline("strict", policy, "s")
-    other = pool.pipeline("default", policy, "t")
+    pool.conversation("default", policy, "s")
+    pool.conversation("strict", policy, "s")
+    other = pool.conversation("default", policy, "t")
     assert pool.end("s") == 2
     assert pool.end("s") == 0
-    assert len(pool) == 1 and pool.pipeline("default", policy, "t") is other
+    assert len(pool) == 1 and pool.conversation("default", policy, "t") is other
     pool.close()
 
 
@@ -81,9 +82,9 @@ def test_over_its_budget_the_pool_forgets_the_sessions_used_least_recently(
 ) -> None:
     pool = SessionPool(PluginHost.create(load_entrypoints=False), 3600)
     policy = busy_policy(tmp_path)
-    pipes = {name: pool.pipeline("default", policy, name) for name in ("a", "b", "c")}
+    pipes = {name: pool.conversation("default", policy, name) for name in ("a", "b", "c")}
     for name, pipe in pipes.items():
-        pipe.process(conversation(name, 6), format="anthropic")
+        engine.process(pipe, conversation(name, 6), format="anthropic")
     held = {name: pipe.held_bytes for name, pipe in pipes.items()}
     assert all(held.values()) and pool.held_bytes == sum(held.values())
     pool.max_bytes = 2 * max(held.values())  # room for two
@@ -92,9 +93,9 @@ def test_over_its_budget_the_pool_forgets_the_sessions_used_least_recently(
     assert pipes["b"].held_bytes == held["b"] and pipes["c"].held_bytes == held["c"]
     # a comes back (the same pipeline: its spill workspace stays open) and b is now the
     # least recently used: its state goes when a's request has made a's again
-    assert pool.pipeline("default", policy, "a") is pipes["a"]
-    pipes["a"].process(conversation("a", 6), format="anthropic")
-    assert pipes["a"].continued == 0  # processed in full, as after a restart
+    assert pool.conversation("default", policy, "a") is pipes["a"]
+    engine.process(pipes["a"], conversation("a", 6), format="anthropic")
+    assert pipes["a"].continuations.continued == 0  # processed in full, as after a restart
     assert pipes["a"].held_bytes == held["a"]
     pool.trim()
     assert pipes["b"].held_bytes == 0 and pipes["c"].held_bytes == held["c"]
@@ -105,14 +106,14 @@ def test_over_its_budget_the_pool_forgets_the_sessions_used_least_recently(
 def test_the_budget_is_kept_as_each_request_starts(tmp_path: Path) -> None:
     pool = SessionPool(PluginHost.create(load_entrypoints=False), 3600)
     policy = busy_policy(tmp_path)
-    first = pool.pipeline("default", policy, "a")
-    first.process(conversation("a", 6), format="anthropic")
+    first = pool.conversation("default", policy, "a")
+    engine.process(first, conversation("a", 6), format="anthropic")
     pool.max_bytes = first.held_bytes - 1  # even the one session is over it
-    pool.pipeline("default", policy, "b")
+    pool.conversation("default", policy, "b")
     assert first.held_bytes == 0 and pool.evictions == 1
     pool.max_bytes = None  # no bound
-    first.process(conversation("a", 7), format="anthropic")
-    pool.pipeline("default", policy, "b")
+    engine.process(first, conversation("a", 7), format="anthropic")
+    pool.conversation("default", policy, "b")
     assert first.held_bytes > 0 and pool.evictions == 1
     pool.close()
 
@@ -134,8 +135,8 @@ def test_sessions_whose_state_was_forgotten_answer_as_if_it_was_kept(
         seen = outputs[label] = []
         for turns in range(2, 12):
             for name in ("a", "b", "c"):
-                pipe = pool.pipeline("default", policy, name)
-                result = pipe.process(conversation(name, turns), format="anthropic")
+                pipe = pool.conversation("default", policy, name)
+                result = engine.process(pipe, conversation(name, turns), format="anthropic")
                 report = json.loads(result.report.to_json())
                 for action in report["actions"]:
                     if freeze and action["kind"] in ("decision_replayed", "spilled"):
@@ -163,16 +164,25 @@ def test_a_forgotten_session_decides_again_as_a_restarted_process_would(
     kept = SessionPool(host, 3600)
     forgotten = SessionPool(host, 3600, max_bytes=0)
     for pool in (kept, forgotten):
-        pool.pipeline("default", before, "s").process(conversation("s", 4), format="anthropic")
+        engine.process(
+            pool.conversation("default", before, "s"), conversation("s", 4), format="anthropic"
+        )
         pool.trim()
     later = conversation("s", 5)
-    kept_out = kept.pipeline("default", after, "s").process(later, format="anthropic").output
-    forgot_out = forgotten.pipeline("default", after, "s").process(later, format="anthropic")
+    kept_out = engine.process(
+        kept.conversation("default", after, "s"), later, format="anthropic"
+    ).output
+    forgot_out = engine.process(
+        forgotten.conversation("default", after, "s"), later, format="anthropic"
+    )
     with Pipeline(after, host=host, session_id="s", cache=DerivedCache(0)) as restarted:
         assert forgot_out.output == restarted.process(later, format="anthropic").output
     assert forgot_out.output != kept_out
-    for pipe in (kept.pipeline("default", after, "s"), forgotten.pipeline("default", after, "s")):
-        store = pipe.spill
+    for pipe in (
+        kept.conversation("default", after, "s"),
+        forgotten.conversation("default", after, "s"),
+    ):
+        store = pipe.spill.provided
         for action in (a for a in forgot_out.report.actions if a.kind == "spilled"):
             assert store.load(action.detail["path"]) is not None
     kept.close()
@@ -182,12 +192,12 @@ def test_a_forgotten_session_decides_again_as_a_restarted_process_would(
 def test_ending_a_session_lets_its_pipeline_and_state_be_collected(tmp_path: Path) -> None:
     pool = SessionPool(PluginHost.create(load_entrypoints=False), 3600)
     policy = busy_policy(tmp_path)
-    ended = pool.pipeline("default", policy, "s")
-    ended.process(conversation("s", 8), format="anthropic")
-    other = pool.pipeline("default", policy, "t")
-    other.process(conversation("t", 8), format="anthropic")
-    ((previous, _),) = ended.parts.continuations._by_opening.values()
-    refs = [weakref.ref(x) for x in (ended, previous, previous.nodes[-1], ended.spill)]
+    ended = pool.conversation("default", policy, "s")
+    engine.process(ended, conversation("s", 8), format="anthropic")
+    other = pool.conversation("default", policy, "t")
+    engine.process(other, conversation("t", 8), format="anthropic")
+    ((previous, _),) = ended.continuations._by_opening.values()
+    refs = [weakref.ref(x) for x in (ended, previous, previous.nodes[-1], ended.spill.provided)]
     keys = [pickle.dumps(message, 5) for message in conversation("s", 8)]  # the cache's keys
     assert all(("message", key) in pool.cache for key in keys)  # type: ignore[operator]
     del ended, previous
@@ -197,5 +207,5 @@ def test_ending_a_session_lets_its_pipeline_and_state_be_collected(tmp_path: Pat
     cache = pool.cache
     assert cache is not None
     assert not any(("message", key) in cache for key in keys)
-    assert other.process(conversation("t", 9), format="anthropic").continued
+    assert engine.process(other, conversation("t", 9), format="anthropic").continued
     pool.close()

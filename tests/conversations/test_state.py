@@ -1,5 +1,5 @@
-"""A conversation's state owns what its pipeline keeps between requests: the pipeline uses
-the parts, the state closes them (issue 37, item 1)."""
+"""A conversation's state owns what is kept between its requests: the engine uses the
+parts, the state closes them (issue 37, item 1; issue 47, item 1)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 import middleware
 from middleware.cache import DerivedCache
+from middleware.conversations import engine
 from middleware.conversations.state import ConversationState
 from middleware.plugin.host import PluginHost
 from middleware.spill.layout import session_folder_name
@@ -27,21 +28,20 @@ def spilling(session: str) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def test_the_state_closes_the_parts_its_pipeline_only_uses(tmp_path: Path) -> None:
+def test_the_state_closes_the_parts_the_engine_only_uses(tmp_path: Path) -> None:
     policy = middleware.load_policy(
         None, env={}, dotenv_path=False, overrides={"spill.root": str(tmp_path)}
     )
     host = PluginHost.create(load_entrypoints=False)
     state = ConversationState.open(host, ("p", "s"), policy, DerivedCache(1 << 24), 0.0)
-    result = state.process(spilling("s"), "anthropic", None)
+    result = engine.process(state, spilling("s"), "anthropic")
     assert any(action.kind == "spilled" for action in result.report.actions)
     folder = tmp_path / session_folder_name("s")
     assert folder.is_dir() and state.held_bytes > 0
-    state.pipeline.close()  # the pipeline alone: the session's parts stay open
-    assert state.held_bytes > 0 and state.parts.spill.load(state.parts.spill.save("k", "kept"))
-    with pytest.raises(RuntimeError, match="closed"):
-        state.process(spilling("s"), "anthropic", None)
+    assert state.spill.load(state.spill.save("k", "kept"))  # the engine left them open
     state.close()  # the state: its workspace released (removed, as spill.keep is false)
+    with pytest.raises(RuntimeError, match="closed"):
+        engine.process(state, spilling("s"), "anthropic")
     assert not folder.exists()
     assert state.held_bytes == 0  # an answer on its way holds the state, not its memory
 
@@ -52,6 +52,6 @@ def test_a_pipeline_on_its_own_opens_and_closes_its_parts(tmp_path: Path) -> Non
     )
     with middleware.Pipeline(policy, session_id="alone") as pipe:
         pipe.process(spilling("alone"), format="anthropic")
-        assert pipe.parts.session_id == "alone" and pipe.held_bytes == pipe.parts.held_bytes
+        assert pipe.state.session == "alone" and pipe.held_bytes == pipe.state.held_bytes
         assert (tmp_path / session_folder_name("alone")).is_dir()
     assert not (tmp_path / session_folder_name("alone")).exists()

@@ -14,6 +14,7 @@ from recall_model import RECALL_SAID, recalling
 from stand_in import Call, Provider, Reply
 
 import middleware
+from middleware.conversations import engine
 from middleware.integrations.sdk import cleaner_of
 
 UNANSWERED = [
@@ -108,7 +109,7 @@ def test_a_failing_pipeline_sends_the_request_as_it_was(
     def bug(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(middleware.Pipeline, "process", bug)
+    monkeypatch.setattr(engine, "process", bug)
     with (
         middleware.wrap(anthropic.Anthropic(base_url=url, **KW)) as client,
         pytest.raises(anthropic.BadRequestError),  # the provider's verdict, not ours

@@ -24,7 +24,7 @@ from proxy_stack import running
 from stand_in import Provider
 from waiting import wait_for
 
-import middleware
+from middleware.conversations import engine
 from middleware.proxy.admission import ByteGate, NotAdmitted
 
 
@@ -208,15 +208,15 @@ class SlowCleaning:
 def slow_cleaning(monkeypatch: pytest.MonkeyPatch) -> Iterator[SlowCleaning]:
     slow_one = SlowCleaning()
     started, release = slow_one.started, slow_one.release
-    process = middleware.Pipeline.process
+    process = engine.process
 
-    def slow(self: middleware.Pipeline, *args: Any, **kwargs: Any) -> Any:
+    def slow(*args: Any, **kwargs: Any) -> Any:
         if not started.is_set():
             started.set()
             release.wait(timeout=60)
-        return process(self, *args, **kwargs)
+        return process(*args, **kwargs)
 
-    monkeypatch.setattr(middleware.Pipeline, "process", slow)
+    monkeypatch.setattr(engine, "process", slow)
     yield slow_one
     release.set()
 

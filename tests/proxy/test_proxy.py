@@ -17,6 +17,7 @@ from stand_in import Provider
 from waiting import wait_for
 
 import middleware
+from middleware.conversations import engine
 from middleware.spill.layout import session_folder_name
 from middleware.spill.local import LocalRoot
 from middleware.spill.retention import collect, forget
@@ -154,7 +155,7 @@ def broken_pipeline(monkeypatch: pytest.MonkeyPatch) -> None:
     def bug(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a bug in a step")
 
-    monkeypatch.setattr(middleware.Pipeline, "process", bug)
+    monkeypatch.setattr(engine, "process", bug)
 
 
 @pytest.mark.usefixtures("broken_pipeline")

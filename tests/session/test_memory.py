@@ -52,7 +52,7 @@ def policy(root: Path, **overrides: Any) -> middleware.Policy:
 
 
 def remembered(pipe: middleware.Pipeline) -> list[Previous]:
-    return [previous for previous, _ in pipe.parts.continuations._by_opening.values()]
+    return [previous for previous, _ in pipe.state.continuations._by_opening.values()]
 
 
 def walked(roots: list[Any]) -> Iterator[Any]:

@@ -19,6 +19,7 @@ from session_builders import tool_session
 
 from middleware import load_policy
 from middleware.cli.app import main
+from middleware.conversations import engine
 from middleware.conversations.sessions import SessionPool
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy
@@ -133,8 +134,8 @@ def test_gc_with_a_shorter_idle_leaves_a_session_a_proxy_serves_and_says_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     pool, policy, _, clocks = serving
-    pipe = pool.pipeline("default", policy, "live")
-    result = pipe.process(tool_session(("bash", OUTPUT)))
+    state = pool.conversation("default", policy, "live")
+    result = engine.process(state, tool_session(("bash", OUTPUT)))
     (spilled,) = [a.detail["path"] for a in result.report.actions if a.kind == "spilled"]
     # gc in a process of its own, with a policy whose sessions idle 60 s, 10 minutes later
     gc = gc_root(s3, bucket, "held")
@@ -165,7 +166,7 @@ def test_a_session_in_use_keeps_its_hold_while_it_saves_nothing_new(
     pool, policy, root, clocks = serving
     counting: Counting = root._fs
     history = tool_session(("bash", OUTPUT))
-    pool.pipeline("default", policy, "busy").process(history)
+    engine.process(pool.conversation("default", policy, "busy"), history)
     root.settle(30)
     assert sorted(counting.take()) == sorted(
         [("pipe_file", "marker"), ("pipe_file", "hold"), ("cat_file", "c0"),
@@ -175,7 +176,7 @@ def test_a_session_in_use_keeps_its_hold_while_it_saves_nothing_new(
     per_request = []
     for _ in range(12):
         clocks.advance(1800)
-        pool.pipeline("default", policy, "busy").process(history)
+        engine.process(pool.conversation("default", policy, "busy"), history)
         root.settle(30)
         per_request.append(counting.take())
         found = gc.sessions()
@@ -208,7 +209,7 @@ def test_a_session_that_spills_nothing_has_no_folder_hold_or_store_call(
     counting: Counting = root._fs
     history = tool_session(("bash", "3 files\n"))
     for _ in range(3):
-        pool.pipeline("default", policy, "quiet").process(history)
+        engine.process(pool.conversation("default", policy, "quiet"), history)
         clocks.advance(1800)
     assert pool.end("quiet") == 1
     root.settle(30)
