@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from failing_store import ProvidesFailingStore
 from locations import REPO
 from pairing_builders import A, Call, Msg, R, Res, U, build, calls, results
 
 import middleware
 from middleware.plugin.host import STEPS, PluginHost
-from middleware.plugin.markers import hookimpl
 from middleware.plugin.places import Place
 from middleware.report import Action, ActionKind, Step
 
@@ -41,25 +41,6 @@ EVERY_TURN: dict[str, Any] = {
 
 
 # -- the steps record declared kinds, and every declared kind is recorded ----------------
-
-
-class FailingStore:
-    """A spill store whose disk is full."""
-
-    def save(self, key: str, content: str, *, suffix: str = ".txt") -> str:
-        raise OSError(28, "No space left on device")
-
-    def load(self, location: str) -> str | None:
-        return None
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-
-class ProvidesFailingStore:
-    @hookimpl
-    def spill_store(self) -> FailingStore:
-        return FailingStore()
 
 
 def pipeline(overrides: dict[str, Any], *plugins: object) -> middleware.Pipeline:

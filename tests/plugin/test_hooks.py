@@ -169,7 +169,7 @@ def test_hook_tool_file_access() -> None:
     numbered = "".join(f"{n:>5}  row_{n} = load(source_{n})\n" for n in range(1, 200))
     history: list[dict[str, Any]] = [{"role": "user", "content": "fix it"}]
     calls = [("view_file", {"path": "src/app.rs", "start": 10}, numbered)]
-    calls += [("ls", {"dir": str(i)}, f"listing {i}\n" * 300) for i in range(12)]
+    calls += [("ls", {"dir": str(i)}, f"listing {i}\n" * 300) for i in range(22)]
     for i, (tool, arguments, output) in enumerate(calls):
         history += [
             {"role": "assistant", "content": None, "tool_calls": [

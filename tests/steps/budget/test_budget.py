@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from failing_store import ProvidesFailingStore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from locations import REPO
@@ -233,23 +234,6 @@ def test_context_aware_ceiling_depends_only_on_what_came_before(tmp_path: Path) 
     longer = [*first, *turn(("t3", "bash", "c" * 100))]
     again = pipe.process(longer)
     assert again.messages[: len(first)] == pipe.process(first).messages  # stable prefix
-
-
-class FailingStore:
-    def save(self, key: str, content: str, *, suffix: str = ".txt") -> str:
-        raise OSError(28, "No space left on device")
-
-    def load(self, location: str) -> str | None:
-        return None
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-
-class ProvidesFailingStore:
-    @hookimpl
-    def spill_store(self) -> FailingStore:
-        return FailingStore()
 
 
 def test_when_the_spill_fails_the_result_is_kept_whole_by_default(tmp_path: Path) -> None:
