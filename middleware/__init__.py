@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from middleware.__about__ import __version__
 from middleware.errors import (
@@ -32,17 +32,31 @@ from middleware.plugin.admission import Admission, Cap, ToolOutput
 from middleware.plugin.capabilities import DeclaredCap, FileAccess, SpillStore, ToolCap
 from middleware.plugin.context import StepContext
 from middleware.plugin.file_use import FileUse
+from middleware.plugin.host import PluginHost
 from middleware.plugin.markers import hookimpl
 from middleware.policy import Policy, load_policy, validate_policy_file
 from middleware.policy.resources import preset_names
-from middleware.report import Action, LoopAlert, ProblemReport, Report, SealedBlock
+from middleware.report import (
+    Action,
+    ActionKind,
+    LoopAlert,
+    ProblemReport,
+    Report,
+    SealedBlock,
+    Step,
+)
 from middleware.session.decisions import Decision, DecisionLedger
+from middleware.spill import SpillError
 from middleware.view import Conversation, ConversationIndex, Node, Opaque, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from middleware.integrations.sdk import Cleaner
 
 ClientT = TypeVar("ClientT")
 
 __all__ = [
     "Action",
+    "ActionKind",
     "Admission",
     "Cap",
     "Conversation",
@@ -63,13 +77,16 @@ __all__ = [
     "Opaque",
     "Pipeline",
     "PluginError",
+    "PluginHost",
     "Policy",
     "PolicyError",
     "ProblemReport",
     "ProcessResult",
     "Report",
     "SealedBlock",
+    "SpillError",
     "SpillStore",
+    "Step",
     "StepContext",
     "ToolCall",
     "ToolCap",
@@ -78,6 +95,7 @@ __all__ = [
     "Violation",
     "__version__",
     "check_history",
+    "cleaner_of",
     "detect_format",
     "hookimpl",
     "load_policy",
@@ -96,6 +114,14 @@ def wrap(
     from middleware.integrations.sdk import wrap as wrap_client  # noqa: PLC0415 - needs httpx
 
     return wrap_client(client, policy, session_id, recall_tool=recall_tool)
+
+
+def cleaner_of(client: Any) -> Cleaner:
+    """What a client :func:`wrap` returned cleans with: its ledger, its last request's
+    report, its conversations (see :func:`middleware.integrations.sdk.cleaner_of`)."""
+    from middleware.integrations.sdk import cleaner_of as of  # noqa: PLC0415 - as wrap()
+
+    return of(client)
 
 
 def __getattr__(name: str) -> Any:

@@ -10,6 +10,7 @@ subfolder's modules in parentheses right after the subfolder's name (``pairing/
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
@@ -138,3 +139,44 @@ def test_a_subfolder_in_parentheses_is_read_as_its_modules(tmp_path: Path) -> No
     modules, missing = named_in(tmp_path, "a.py (what it does), sub/ (b.py, c.py); d/")
     assert modules == {tmp_path / "a.py", tmp_path / "sub" / "b.py"}
     assert missing == [str(tmp_path / "sub" / "c.py"), f"{tmp_path / 'd'}/"]
+
+
+def one_request() -> str:
+    text = DOC.read_text(encoding="utf-8")
+    start = text.index("```text\n", text.index("\n## One request\n")) + len("```text\n")
+    return text[start : text.index("\n```", start)]
+
+
+#: What a proxied body, or one a wrapped client sends, crosses, in order, and what the
+#: diagram calls there (issue 47, item 6): from the two hosts' entries to the ledger, the
+#: resume and cold-cache branches included.
+PATH_OF_A_REQUEST = [
+    ("proxy/app.py", "proxy.app:Proxy.forward"),
+    ("integrations/sdk.py", "integrations.sdk:Cleaner.prepare"),
+    ("conversations/front.py", "conversations.front:Conversations.request"),
+    ("conversations/cleaning.py", "conversations.cleaning:clean_body"),
+    ("conversations/engine.py", "conversations.engine:process"),
+    ("session/cold_cache.py", "session.cold_cache:SessionCache.request"),
+    ("steps/pairing/", "plugin.step_calls:StepCalls.run_step"),
+    ("session/resume.py", "session.resume:Continuations.run"),
+    ("steps/microcompact/", "session.cold_cache:SessionCache.made"),
+    ("proxy/upstream.py", "proxy.app:Proxy._relay"),
+    ("ledger/", "conversations.state:ConversationState.answered"),
+]
+
+
+def test_one_request_follows_a_body_from_the_hosts_to_the_ledger() -> None:
+    diagram = one_request()
+    at = 0
+    for room, dotted in PATH_OF_A_REQUEST:
+        found = diagram.find(room, at)
+        assert found >= 0, f"the One request diagram names {room} after the rooms before it"
+        at = found
+        module, _, attributes = dotted.partition(":")
+        target: object = importlib.import_module(f"middleware.{module}")
+        for name in attributes.split("."):
+            assert hasattr(target, name), f"{dotted} is gone: the diagram names it"
+            target = getattr(target, name)
+        assert attributes.split(".")[-1] in diagram, dotted
+    for branch in ("does it continue the previous request", "on a cold cache"):
+        assert branch in diagram

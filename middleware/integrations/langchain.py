@@ -46,6 +46,9 @@ from middleware.policy.settings import bind
 from middleware.report import Report
 from middleware.spill import SpillSettings
 
+#: The public names (tests/test_public_surface.py pins them).
+__all__ = ["ChatcliMiddleware", "recall_tool_for"]
+
 logger = logging.getLogger(__name__)
 
 #: Where a converted message remembers which LangChain message it came from (never sent).

@@ -39,6 +39,10 @@ from middleware.plugin.host import PluginHost
 from middleware.policy import Policy, load_policy
 from middleware.report import Report
 
+#: The public names (tests/test_public_surface.py pins them); ``proxy_handler_instance`` is
+#: made on first use (:func:`__getattr__`).
+__all__ = ["ChatcliCallback", "completion", "proxy_handler_instance"]  # noqa: F822 - __getattr__
+
 logger = logging.getLogger(__name__)
 
 #: LiteLLM call types whose request carries a Responses ``input``.

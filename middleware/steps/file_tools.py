@@ -74,20 +74,20 @@ class FileTools:
         access, tool, arguments = call
         return FileRead.of(tool, ", ".join(use.files_read), arguments, access.said_arguments)
 
-    def acts(self, index: ConversationIndex) -> Iterator[tuple[int, FileUse]]:
+    def acts(self, index: ConversationIndex) -> Iterator[tuple[int, int, FileUse]]:
         """Each call of the history that reads or writes a file (a text-protocol result
-        stands for its command), with its turn."""
+        stands for its command), with its node and turn."""
         for call in index.calls:
             use = self.call_use(call.call)
             if use.reads or use.writes:
-                yield call.turn, use
+                yield call.node, call.turn, use
         if self._commands is None:
             return
         for site in index.results:
             if site.result.text_protocol and site.turn is not None:
                 use = self.use(site)
                 if use.reads or use.writes:
-                    yield site.turn, use
+                    yield site.node, site.turn, use
 
     def _call(self, site: ResultSite) -> _Call | None:
         if site.call is not None:

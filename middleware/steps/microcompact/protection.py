@@ -34,10 +34,12 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import NamedTuple
 
 from middleware.plugin.file_paths import FileIndex
-from middleware.plugin.file_use import WHOLE, Part, covers
+from middleware.plugin.file_use import WHOLE, FileUse, Part, covers
 from middleware.steps.file_tools import FileTools
+from middleware.steps.read_back import FileRead
 from middleware.view import ConversationIndex
 
 
@@ -68,6 +70,52 @@ class ReadSettings:
         return self.protect_turns, self.protect_tokens
 
 
+class ReadSite(NamedTuple):
+    """A result that is a file's text: where it is, its turn, the read it answers and
+    each file it printed with the part printed."""
+
+    node: int
+    block: int
+    turn: int | None
+    read: FileRead
+    parts: tuple[tuple[str, Part], ...]
+
+
+class FileActs(NamedTuple):
+    """What the calls of a conversation's first messages do with files, asked of the
+    plugins once per call: the results that are a file's text, and each call that reads
+    or writes a file (its node, turn and use; a text-protocol result stands for its
+    command). A call's use depends on the call alone, so a request that continues the
+    previous one of its session finds them for its new messages only
+    (:class:`.Carried`)."""
+
+    reads: tuple[ReadSite, ...] = ()
+    acts: tuple[tuple[int, int, FileUse], ...] = ()
+
+    def extended(self, index: ConversationIndex, tools: FileTools) -> FileActs:
+        """These, and those of the messages ``index`` covers (which come after them)."""
+        return FileActs(
+            self.reads + tuple(reads_of(index, tools)), self.acts + tuple(tools.acts(index))
+        )
+
+    def up_to(self, node: int) -> FileActs:
+        """What was found of the messages before ``node`` alone."""
+        return FileActs(
+            tuple(read for read in self.reads if read.node < node),
+            tuple(act for act in self.acts if act[0] < node),
+        )
+
+
+def reads_of(index: ConversationIndex, tools: FileTools) -> list[ReadSite]:
+    """The results among ``index``'s that are a file's text."""
+    found = []
+    for site in index.results:
+        read = tools.read_of(site)
+        if read is not None:
+            found.append(ReadSite(site.node, site.block, site.turn, read, tools.use(site).reads))
+    return found
+
+
 class Protection:
     """The release of every protected result of one request."""
 
@@ -75,36 +123,36 @@ class Protection:
         self,
         settings: ReadSettings,
         chars_per_token: float,
-        index: ConversationIndex,
+        files: FileActs,
         *,
+        turns: int,
         outputs: Sequence[int],
         node_turns: Sequence[int],
-        tools: FileTools,
     ) -> None:
+        """``files``: what the request's calls do with files; ``turns``: its turn
+        count; ``outputs`` and ``node_turns``: the characters of reads in, and the turn
+        of, every message."""
         self._released: dict[tuple[int, int], int] = {}
         if not settings.protects:
             return
-        per_turn = [0] * index.turn_count
+        per_turn = [0] * turns
         for turn, chars in zip(node_turns, outputs, strict=True):
             if turn >= 0:
                 per_turn[turn] += chars
         before = list(accumulate(per_turn, initial=0))  # read characters before each turn
-        changes = _changes(index, tools)
-        for site in index.results:
+        changes = _changes(files)
+        for site in files.reads:
             if site.turn is None:
                 continue
-            use = tools.use(site)
-            if not use.reads:
+            bounded_turns, tokens = settings.bounds(site.parts)
+            if not bounded_turns:
                 continue
-            turns, tokens = settings.bounds(use.reads)
-            if not turns:
-                continue
-            release = site.turn + 1 + turns
+            release = site.turn + 1 + bounded_turns
             # The first boundary with the window's characters of reads after this one's turn.
             filled = bisect_left(before, before[site.turn + 1] + int(tokens * chars_per_token))
             if filled < len(before):
                 release = min(release, filled)
-            superseded = _superseded(site.turn, use.reads, changes)
+            superseded = _superseded(site.turn, site.parts, changes)
             if superseded is not None:
                 release = min(release, superseded + 1)
             self._released[(site.node, site.block)] = release
@@ -119,12 +167,12 @@ class Protection:
 _Change = tuple[int, Part | None]
 
 
-def _changes(index: ConversationIndex, tools: FileTools) -> FileIndex[_Change]:
+def _changes(files: FileActs) -> FileIndex[_Change]:
     """The turns at which each file, or part of it, is read, and each file written (an
     edit changes a part of a file: the rest of a read of it is still what the next edit
     quotes)."""
     found: FileIndex[_Change] = FileIndex()
-    for turn, use in tools.acts(index):
+    for _, turn, use in files.acts:
         for file, part in use.reads:
             found.add(file, (turn, part))
         for file in use.writes:

@@ -17,6 +17,7 @@ from itertools import accumulate
 from typing import NamedTuple
 
 from middleware.session.cold_cache import ColdCache
+from middleware.steps.microcompact.protection import FileActs
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.view import Node
 
@@ -73,8 +74,9 @@ class Decided(NamedTuple):
 class Carried(NamedTuple):
     """What the schedule weighed on a request, for the next request of the session to
     start from when it only adds turns: every result's and call input's :class:`Gain`, the
-    size and turn of every message before compaction, the boundary, and the messages
-    before compaction (to compact again from when the boundary moves).
+    size and turn of every message before compaction, the boundary, what the calls do
+    with files (so the protected window is found without asking of the old calls again),
+    and the messages before compaction (to compact again from when the boundary moves).
 
     A summary's gain is weighed once its result is old enough to be summarised, an
     input's once it is old enough to be cleared (weighing reads the whole text):
@@ -93,6 +95,8 @@ class Carried(NamedTuple):
     boundary: int
     #: The schedule's decisions for good (:class:`Decided`).
     decided: Decided
+    #: What the calls do with files, as they came (:class:`.FileActs`).
+    files: FileActs
     before: tuple[Node, ...]
 
     def up_to(self, node: int) -> Carried:
@@ -110,6 +114,7 @@ class Carried(NamedTuple):
             self.node_turns[:node],
             self.boundary,
             self.decided.up_to(self.node_turns[node]),
+            self.files.up_to(node),
             self.before[:node],
         )
 

@@ -36,7 +36,7 @@ from middleware.session.resume import Resume
 from middleware.steps.file_tools import FileTools, answer_commands, read_outputs
 from middleware.steps.microcompact.before_spill import promised
 from middleware.steps.microcompact.inputs import clear_input
-from middleware.steps.microcompact.protection import Protection
+from middleware.steps.microcompact.protection import FileActs, Protection, reads_of
 from middleware.steps.microcompact.readings import Readings
 from middleware.steps.microcompact.schedule import (
     WARM,
@@ -109,13 +109,14 @@ class _Compaction:
         sizes = [node_chars(node, self.context.codec) for node in self.conversation.nodes]
         outputs = read_outputs(index.results, len(sizes), 0, self.tools)
         turns = index.node_turns
-        self._protect(index, outputs, turns)
+        files = FileActs().extended(index, self.tools)
+        self._protect(files, outputs, turns, index.turn_count)
         results, later_summaries = self.weighing.results(index.results, index.turn_count)
         inputs, later_inputs = self.weighing.inputs(index.calls, index.turn_count)
         boundary, decided = self._boundary(results + inputs, sizes, turns, index.turn_count)
         weighed = Carried(
             tuple(results), tuple(inputs), tuple(later_summaries), tuple(later_inputs),
-            tuple(sizes), tuple(outputs), turns, boundary, decided, (),
+            tuple(sizes), tuple(outputs), turns, boundary, decided, files, (),
         )  # fmt: skip
         self._compact(index, weighed)
 
@@ -154,7 +155,7 @@ class _Compaction:
     def summarize_requested(self, requested: set[tuple[int, int]]) -> None:
         """Summarise the results promised to the budget step (compaction before spill)."""
         index = self.conversation.index()
-        self._find_reads(index)
+        self.reads = {(read.node, read.block): read.read for read in reads_of(index, self.tools)}
         self._apply(
             [
                 _Plan(site, "summarize")
@@ -188,7 +189,10 @@ class _Compaction:
             read_outputs(new.results, len(added_nodes), start, self.tools)
         )
         turns = carried.node_turns + new.node_turns
-        self._protect(self.conversation.index(), outputs, turns)
+        # What the old calls do with files was found by the requests before: only the new
+        # part is asked about (the whole conversation is indexed again only to compact it).
+        files = carried.files.extended(new, self.tools)
+        self._protect(files, outputs, turns, new.turn_count)
         weighed_on = self.weighing.carried_on(carried, new.turn_count)
         if weighed_on is None:
             resume.refuse()
@@ -207,7 +211,7 @@ class _Compaction:
         )
         weighed = Carried(
             tuple(results), tuple(inputs), tuple(later_summaries), tuple(later_inputs),
-            sizes, outputs, turns, moved, decided, (),
+            sizes, outputs, turns, moved, decided, files, (),
         )  # fmt: skip
         if moved == carried.boundary and resume.from_turn >= moved:
             # The new turns are all after the boundary: too young to compact.
@@ -221,24 +225,17 @@ class _Compaction:
         self._compact(self.conversation.index(), weighed)
 
     def _protect(
-        self, index: ConversationIndex, outputs: Sequence[int], node_turns: Sequence[int]
+        self, files: FileActs, outputs: Sequence[int], node_turns: Sequence[int], turns: int
     ) -> None:
-        """Find the file reads among the results and when each leaves the protected
+        """Note the file reads among the results and when each leaves the protected
         window (``outputs``: characters of reads per message, as they came)."""
-        self._find_reads(index)
+        self.reads = {(read.node, read.block): read.read for read in files.reads}
         s = self.settings
         if self.reads and s.reads.protects:
             self.protection = Protection(
-                s.reads, s.chars_per_token, index,
-                outputs=outputs, node_turns=node_turns, tools=self.tools,
+                s.reads, s.chars_per_token, files,
+                turns=turns, outputs=outputs, node_turns=node_turns,
             )  # fmt: skip
-
-    def _find_reads(self, index: ConversationIndex) -> None:
-        """The results that are a file's text, and what each read."""
-        for site in index.results:
-            read = self.tools.read_of(site)
-            if read is not None:
-                self.reads[(site.node, site.block)] = read
 
     def _released(self, node: int, block: int) -> int:
         return 0 if self.protection is None else self.protection.released(node, block)
