@@ -1,5 +1,6 @@
 """One request body from the wire, cleaned: bytes in, bytes out, never the reason the
-request fails.
+request fails (or a history a host holds as objects, cleaned the same way: objects in,
+objects out).
 
 A body that is not JSON, or not a conversation, is left as it was; one the pipeline cannot
 process is left as it was too, with the error kept for the caller to count or refuse. A
@@ -29,7 +30,7 @@ from middleware.conversations.sessions import SessionPool
 from middleware.conversations.state import ConversationState
 from middleware.errors import FormatError, HistoryError, InputError
 from middleware.formats import get_codec, jsonio
-from middleware.formats.bodies import read_body
+from middleware.formats.bodies import RequestBody, read_body
 from middleware.ledger import Footprint, footprint
 from middleware.policy import Policy
 from middleware.records.tables import REFUSAL
@@ -42,6 +43,8 @@ logger = logging.getLogger(__name__)
 class Cleaned:
     """What became of one request body."""
 
+    #: The body to send (empty for a history a host holds as objects: its
+    #: :attr:`messages` go, or, when they are ``None``, the history as it came).
     body: bytes
     session: SessionKey | None = None
     report: Report | None = None
@@ -119,10 +122,46 @@ def clean_body(
         return Cleaned(raw, untouched="not JSON")
     if body is None:
         return Cleaned(raw, untouched="not a conversation")
+    return _clean(body, raw, fmt, headers, pool, policy, session, now)
+
+
+def clean_history(
+    history: list[Any],
+    fmt: str,
+    pool: SessionPool,
+    policy: tuple[str, Policy],
+    *,
+    session: str | None = None,
+    now: float | None = None,
+) -> Cleaned:
+    """A history in wire format ``fmt`` that a host holds as objects, not bytes
+    (LangChain's messages read as Chat Completions ones, LiteLLM's ``messages`` or
+    ``input``), cleaned as :func:`clean_body` cleans a body's (its parameters are the
+    same): what goes is the result's :attr:`~Cleaned.messages` (``None``: the history as
+    it came), and its :attr:`~Cleaned.body` is empty."""
+    key = get_codec(fmt).history_key
+    body = RequestBody({key: history}, key, history, fmt)
+    return _clean(body, None, fmt, {}, pool, policy, session, now)
+
+
+def _clean(  # noqa: PLR0917 (one request's parts, as the two callers name them)
+    body: RequestBody,
+    raw: bytes | None,
+    fmt: str,
+    headers: Mapping[str, str],
+    pool: SessionPool,
+    policy: tuple[str, Policy],
+    session: str | None,
+    now: float | None,
+) -> Cleaned:
+    """Run the pipeline of ``body``'s conversation on it: :func:`clean_body` with the body
+    read (``raw``: its bytes, sent as they came unless a step changed the history;
+    ``None``: a history held as objects, whose result is its messages)."""
+    came = raw if raw is not None else b""
     codec = get_codec(body.format_hint) if body.format_hint is not None else None
     key = SessionKey(session, "given") if session else session_of(headers, body.document, codec)
     if not isinstance(body.history, list):  # a Responses request of one plain text
-        return Cleaned(raw, key, untouched="no message list")
+        return Cleaned(came, key, untouched="no message list")
     part = run_part(headers, body.document, codec) if key.source in DIGESTED else None
     side = part is not None and part.side
     started = time.perf_counter()
@@ -132,14 +171,14 @@ def clean_body(
     except (HistoryError, FormatError) as exc:
         # Not a conversation the pipeline can read: the provider will say what is wrong.
         logger.info("leaving this %s body as it was: %s", fmt, exc)
-        return Cleaned(raw, key, untouched="not a conversation", beside=side, part=part)
+        return Cleaned(came, key, untouched="not a conversation", beside=side, part=part)
     except Exception as exc:  # a bug or a broken plugin: never the reason a request fails
         logger.exception("could not process this %s request of session %s", fmt, key.session)
-        return Cleaned(raw, key, error=exc, seconds=time.perf_counter() - started,
+        return Cleaned(came, key, error=exc, seconds=time.perf_counter() - started,
                        beside=side, part=part)  # fmt: skip
     seconds = time.perf_counter() - started
-    body_out = raw
-    if result.changed:
+    body_out = came
+    if result.changed and raw is not None:
         body_out = jsonio.wire(result.output)
     refused = _refusal(body.history, result)
     footprints = _footprints(body.history, result, refused is not None)

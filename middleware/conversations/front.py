@@ -1,6 +1,7 @@
-"""What a host (the proxy, a wrapped SDK client) does with conversations: a request comes
-in and is cleaned by its conversation, an answer comes back and is billed to it (which
-also tells its prompt cache what was read), a conversation ends.
+"""What a host (the proxy, a wrapped SDK client, LangChain's middleware, LiteLLM's
+callback) does with conversations: a request comes in and is cleaned by its conversation
+at the time it is sent, an answer comes back and is billed to it (which also tells its
+prompt cache what was read), a conversation ends.
 
 Everything a conversation keeps between those calls is its
 :class:`~middleware.conversations.state.ConversationState`, held by the pool
@@ -13,8 +14,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
-from middleware.conversations.cleaning import Cleaned, as_it_came, clean_body
+from middleware.conversations.cleaning import Cleaned, as_it_came, clean_body, clean_history
 from middleware.conversations.sessions import SessionPool, SessionSettings
 from middleware.ledger import Caller, Ledger, LedgerSettings, UsageReader
 from middleware.ledger.sums import Entry
@@ -86,6 +88,26 @@ class Conversations:
             noted(cleaned_body)
         self.pool.trim()
         return cleaned_body
+
+    def history(
+        self,
+        history: list[Any],
+        fmt: str,
+        policy: tuple[str, Policy],
+        *,
+        session: str | None = None,
+        now: float | None = None,
+    ) -> Cleaned:
+        """A request comes in from a host that holds it as objects (LangChain's messages,
+        LiteLLM's arguments): its ``history``, in wire format ``fmt``, cleaned by its
+        conversation as :meth:`request` cleans a body (at ``now``, else the ledger's time,
+        so a request after the prompt cache went cold finds it cold), then the pool is
+        trimmed. What goes is the result's ``messages`` (``None``: the history as it
+        came: :func:`.clean_history`)."""
+        when = self.ledger.clock() if now is None else now
+        cleaned = clean_history(history, fmt, self.pool, policy, session=session, now=when)
+        self.pool.trim()
+        return cleaned
 
     def answer(
         self,
