@@ -25,7 +25,6 @@ import json
 import logging
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from types import ModuleType
@@ -42,6 +41,7 @@ from middleware.ledger.sums import Entry
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy, load_policy
 from middleware.policy.settings import bind
+from middleware.policy.source import PolicySource
 from middleware.spill import SpillSettings
 
 logger = logging.getLogger(__name__)
@@ -66,22 +66,46 @@ def billed_route(method: str, path: str) -> str | None:
 RECALL_ROUNDS = 8
 
 
-@dataclass
+#: The keys of a wrapped client's policies: of their sources, and in its pool.
+WRAPPED, RECALL = "wrapped", "recall"
+
+
 class Cleaner:
-    """What a wrapped client cleans with: one policy, one pipeline per conversation, and
-    (with ``tool_policy``) the recall tool."""
+    """What a wrapped client cleans with: its policy's source (a file watched, or a policy
+    loaded: :mod:`middleware.policy.source`, as the proxy and :class:`~middleware.Pipeline`
+    hold theirs), one conversation's state per session, and (with ``tool_policy``) the
+    source of the recall tool's policy, whose previews name the tool."""
 
-    policy: Policy
-    session_id: str | None = None
-    host: PluginHost = field(default_factory=PluginHost.create)
-    #: The policy of requests offered the recall tool (its previews name the tool).
-    tool_policy: Policy | None = None
-
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        policy: Policy | PolicySource,
+        session_id: str | None = None,
+        host: PluginHost | None = None,
+        tool_policy: Policy | PolicySource | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.host = host if host is not None else PluginHost.create()
+        #: Where every request's policy comes from: the snapshot it reads when it starts.
+        self.source = policy if isinstance(policy, PolicySource) else PolicySource(WRAPPED, policy)
+        #: Where the policy of requests offered the recall tool comes from.
+        self.tool_source = (
+            PolicySource(RECALL, tool_policy) if isinstance(tool_policy, Policy) else tool_policy
+        )
         #: What is kept of each conversation between its requests, and the ledger.
         self.conversations = Conversations.open(self.host, self.policy)
+        self.source.follow(self.conversations.follow)  # the budget of a reloaded policy
         #: What became of the last request the client sent (its report, if processed).
         self.last: Cleaned | None = None
+
+    @property
+    def policy(self) -> Policy:
+        """The policy snapshot the requests that start now use."""
+        return self.source.policy
+
+    @property
+    def tool_policy(self) -> Policy | None:
+        """The policy of requests offered the recall tool (``None``: none is offered)."""
+        return self.tool_source.policy if self.tool_source is not None else None
 
     @property
     def pool(self) -> SessionPool:
@@ -116,15 +140,15 @@ class Cleaner:
         fmt = routed.codec.name
         if not routed.cleaned:  # only billed: as it came
             cleaned = self.conversations.request(
-                raw, fmt, headers, ("wrapped", self.policy), session=self.session_id,
+                raw, fmt, headers, (self.source.key, self.policy), session=self.session_id,
                 cleaned=False,
             )  # fmt: skip
             self.last = cleaned
             return raw, None, cleaned
         agents = parsed if parsed is not None else self._parsed(path, raw)
         with_tool = recall.offered(fmt, agents) if agents is not None else None
-        policy = ("recall", self.tool_policy) if with_tool and self.tool_policy else (
-            "wrapped", self.policy)  # fmt: skip
+        source = self.tool_source if with_tool and self.tool_source else self.source
+        policy = (source.key, source.policy)
         sent = with_tool if with_tool is not None else parsed
         cleaned = self.conversations.request(
             raw if sent is None else json.dumps(sent).encode("utf-8"),
@@ -167,7 +191,11 @@ class Cleaner:
         return recall.follow_up(fmt, sent, answer, results), answer
 
     def close(self) -> None:
+        """Close the conversations and the ledger, and stop watching the policy."""
         self.conversations.close()
+        self.source.close()
+        if self.tool_source is not None:
+            self.tool_source.close()
 
 
 def wrap(
@@ -176,6 +204,7 @@ def wrap(
     session_id: str | None = None,
     *,
     recall_tool: bool = False,
+    watch: bool = False,
 ) -> ClientT:
     """A copy of ``client`` (``anthropic.Anthropic``, ``AsyncAnthropic``, ``openai.OpenAI``,
     ``AsyncOpenAI`` or a variant, ``google.genai.Client``) whose Messages, Chat
@@ -190,10 +219,14 @@ def wrap(
     :param recall_tool: offer the model a ``recall`` tool on requests that are not streamed
         and declare tools, have their previews name it, and answer its calls in the
         transport (see the module docstring).
+    :param watch: ``policy`` is a file to watch: every valid edit is swapped in for the
+        requests that start after it (an invalid one keeps the last good policy, said in
+        ``cleaner_of(client).source.status``), as the proxy and ``Pipeline`` watch theirs.
+    :raises TypeError: ``watch`` without the path of a policy file.
     """
     genai = getattr(client, "_api_client", None)
     if genai is not None and hasattr(genai, "_http_options"):
-        copied: ClientT = _genai_copy(client, _cleaner(policy, session_id, recall_tool))
+        copied: ClientT = _genai_copy(client, _cleaner(policy, session_id, recall_tool, watch))
         return copied
     inner = getattr(client, "_client", None)
     with_options = getattr(client, "with_options", None)
@@ -202,7 +235,7 @@ def wrap(
             f"wrap() takes a client of the official anthropic, openai or google-genai SDK, "
             f"got {type(client).__name__}"
         )
-    cleaner = _cleaner(policy, session_id, recall_tool)
+    cleaner = _cleaner(policy, session_id, recall_tool, watch)
     http = _module_of(inner)
     is_async = isinstance(inner, http.AsyncClient)
     transport = getattr(inner, "_transport", None) or (
@@ -218,11 +251,25 @@ def wrap(
 
 
 def _cleaner(
-    policy: str | Path | Policy | None, session_id: str | None, recall_tool: bool
+    policy: str | Path | Policy | None, session_id: str | None, recall_tool: bool, watch: bool
 ) -> Cleaner:
-    loaded = policy if isinstance(policy, Policy) else load_policy(policy)
-    tool_policy = recall.tool_policy(policy) if recall_tool else None
-    return Cleaner(loaded, session_id, tool_policy=tool_policy)
+    """The cleaner of a wrapped client: its policy loaded, or its file watched (the plugins'
+    ``policy_reloaded`` hooks told once per edit, by the source of the wrapped policy)."""
+    if not watch:
+        loaded = policy if isinstance(policy, Policy) else load_policy(policy)
+        return Cleaner(
+            loaded, session_id, tool_policy=recall.tool_policy(policy) if recall_tool else None
+        )
+    if not isinstance(policy, (str, Path)):
+        raise TypeError("watch=True needs the path of a policy file")
+    host = PluginHost.create()
+    source = PolicySource(WRAPPED, policy, host)
+    try:
+        tools = PolicySource(RECALL, policy, overrides=recall.TOOL_FORM) if recall_tool else None
+    except BaseException:
+        source.close()
+        raise
+    return Cleaner(source, session_id, host, tools)
 
 
 def _genai_copy(client: Any, cleaner: Cleaner) -> Any:
