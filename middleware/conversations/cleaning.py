@@ -28,8 +28,10 @@ from middleware.conversations.readbacks import ReadBack
 from middleware.conversations.sessions import SessionPool
 from middleware.conversations.state import ConversationState
 from middleware.errors import FormatError, HistoryError, InputError
-from middleware.formats import get_codec, jsonio
-from middleware.formats.bodies import read_body
+from middleware.formats import jsonio
+from middleware.formats.base import Codec
+from middleware.formats.bodies import body_in
+from middleware.formats.requests import wire_request
 from middleware.ledger import Footprint, footprint
 from middleware.policy import Policy
 from middleware.records.tables import REFUSAL
@@ -93,7 +95,7 @@ class Cleaned:
 
 def clean_body(
     raw: bytes,
-    fmt: str,
+    codec: Codec,
     headers: Mapping[str, str],
     pool: SessionPool,
     policy: tuple[str, Policy],
@@ -101,8 +103,9 @@ def clean_body(
     session: str | None = None,
     now: float | None = None,
 ) -> Cleaned:
-    """Run the pipeline of the body's conversation on ``raw``, a request body in wire
-    format ``fmt``.
+    """Run the pipeline of the body's conversation on ``raw``, a request body in
+    ``codec``'s wire format (its route's), read once: the codec keys, parses and checks
+    it, and no format is looked up by its name.
 
     :param headers: the request's headers, names in lower case (they may name the session).
     :param policy: the policy's key in ``pool`` and its current snapshot.
@@ -113,13 +116,11 @@ def clean_body(
     if headers.get("content-encoding", "identity").lower() != "identity":
         return Cleaned(raw, untouched="compressed body")
     try:
-        document = jsonio.loads(raw)
-        body = read_body(document, fmt)
+        body = body_in(jsonio.loads(raw), codec)
     except (InputError, FormatError):
         return Cleaned(raw, untouched="not JSON")
     if body is None:
         return Cleaned(raw, untouched="not a conversation")
-    codec = get_codec(body.format_hint) if body.format_hint is not None else None
     key = SessionKey(session, "given") if session else session_of(headers, body.document, codec)
     if not isinstance(body.history, list):  # a Responses request of one plain text
         return Cleaned(raw, key, untouched="no message list")
@@ -128,20 +129,20 @@ def clean_body(
     started = time.perf_counter()
     try:
         state = pool.conversation(policy[0], policy[1], key.session)
-        result = engine.process(state, body.document, fmt, now=now)
+        result = engine.process_request(state, wire_request(body, codec), now=now)
     except (HistoryError, FormatError) as exc:
         # Not a conversation the pipeline can read: the provider will say what is wrong.
-        logger.info("leaving this %s body as it was: %s", fmt, exc)
+        logger.info("leaving this %s body as it was: %s", codec.name, exc)
         return Cleaned(raw, key, untouched="not a conversation", beside=side, part=part)
     except Exception as exc:  # a bug or a broken plugin: never the reason a request fails
-        logger.exception("could not process this %s request of session %s", fmt, key.session)
+        logger.exception("could not process this %s request of session %s", codec.name, key.session)
         return Cleaned(raw, key, error=exc, seconds=time.perf_counter() - started,
                        beside=side, part=part)  # fmt: skip
     seconds = time.perf_counter() - started
     body_out = raw
     if result.changed:
         body_out = jsonio.wire(result.output)
-    refused = _refusal(body.history, result)
+    refused = _refusal(codec, body.history, result)
     footprints = _footprints(body.history, result, refused is not None)
     readbacks: tuple[ReadBack, ...] = ()
     readback_error = None
@@ -168,11 +169,11 @@ def clean_body(
 
 
 def as_it_came(
-    raw: bytes, fmt: str, headers: Mapping[str, str], *, session: str | None = None
+    raw: bytes, codec: Codec, headers: Mapping[str, str], *, session: str | None = None
 ) -> Cleaned:
     """``raw``, a body of a route that is billed but not cleaned (:attr:`.Route.cleaned`),
     as it came, with what its bill needs: its session, the model it names, and, for a
-    history in wire format ``fmt`` (a compaction's), its footprint, the same as sent and
+    history in ``codec``'s wire format (a compaction's), its footprint, the same as sent and
     as it came (its estimate without the middleware then differs from its bill only by
     what the cleaned requests before it changed of the prompt cache it reads). A body
     with no history is filed under the session its request names, if it names one."""
@@ -184,11 +185,11 @@ def as_it_came(
         return Cleaned(raw)
     model = document.get("model")
     model = model if isinstance(model, str) and model else None
-    body = read_body(document, fmt)
+    body = body_in(document, codec)
     if body is None:  # no history: an embedding, a completion of a prompt
         key = SessionKey(session, "given") if session else named_session(headers, document)
         return Cleaned(raw, key, model=model, beside=True)
-    key = SessionKey(session, "given") if session else session_of(headers, document, get_codec(fmt))
+    key = SessionKey(session, "given") if session else session_of(headers, document, codec)
     footprints = None
     if isinstance(body.history, list):
         try:
@@ -199,13 +200,13 @@ def as_it_came(
     return Cleaned(raw, key, footprints=footprints, model=model)
 
 
-def _refusal(history: list[Any], result: ProcessResult) -> str | None:
+def _refusal(codec: Codec, history: list[Any], result: ProcessResult) -> str | None:
     """The provider's 400 the request as it came would have met, which its repairs spared
     it (``None``: none did, or it would have gone through: its first broken rule)."""
     if result.repaired is None:
         return None
     try:
-        broken = get_codec(result.format).violations(history)
+        broken = codec.violations(history)
     except Exception:  # never the reason a request fails: counted as not refused
         logger.exception("could not check a repaired request against its provider's rules")
         return None

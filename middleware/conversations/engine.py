@@ -85,20 +85,47 @@ def process(
         policy = state.policy  # one snapshot for the whole call
         memo = MessageMemo(state.cache, bind(policy, CacheSettings).max_message_bytes)
         request = read_request(messages, format, continuation=continuation, known=memo.known)
-        if request.text_input:  # a body whose history is plain text (Responses' input)
-            assert request.body is not None  # only a body has a text history
-            why = f"the request body's {request.body.key!r} text"
-            report = Report(request.format, why, policy.name)
-            return ProcessResult([], report, messages)
-        cold = state.prompt_cache.request(bind(policy, CacheLifetime).seconds, now)
-        result = _process(state, policy, request, memo, cold)
-        state.prompt_cache.made(cold)
-        state.spill.sync()  # every file a preview names is on disk before it leaves
-        restored, output = request.output(result.messages)
-        return ProcessResult(
-            restored, result.report, output, result.continued, result.input_marks,
-            result.repaired, result.parsed,
-        )  # fmt: skip
+        return _run(state, policy, request, memo, now=now, given=messages)
+
+
+def process_request(
+    state: ConversationState, request: Request, *, now: float | None = None
+) -> ProcessResult:
+    """:func:`process` for a request its host has read already, with its codec (the
+    proxy reads a body once: :func:`~middleware.formats.requests.wire_request`)."""
+    assert request.body is not None  # a host reads a body, never a bare list
+    with state.running(), request_scope():
+        policy = state.policy  # one snapshot for the whole call
+        memo = MessageMemo(state.cache, bind(policy, CacheSettings).max_message_bytes)
+        memo.known(request.history)  # one cache lookup for the messages seen before
+        return _run(state, policy, request, memo, now=now, given=request.body.document)
+
+
+def _run(
+    state: ConversationState,
+    policy: Policy,
+    request: Request,
+    memo: MessageMemo,
+    *,
+    now: float | None,
+    given: Any,
+) -> ProcessResult:
+    """One read request of ``state``'s conversation through the steps (``given``: what
+    the caller handed over, returned as it is for a history of plain text)."""
+    if request.text_input:  # a body whose history is plain text (Responses' input)
+        assert request.body is not None  # only a body has a text history
+        why = f"the request body's {request.body.key!r} text"
+        report = Report(request.format, why, policy.name)
+        return ProcessResult([], report, given)
+    cold = state.prompt_cache.request(bind(policy, CacheLifetime).seconds, now)
+    result = _process(state, policy, request, memo, cold)
+    state.prompt_cache.made(cold)
+    state.spill.sync()  # every file a preview names is on disk before it leaves
+    restored, output = request.output(result.messages)
+    return ProcessResult(
+        restored, result.report, output, result.continued, result.input_marks,
+        result.repaired, result.parsed,
+    )  # fmt: skip
 
 
 def step_context(
@@ -156,7 +183,7 @@ def _process(
         fmt, why = detection.format, detection.evidence or "ambiguous"
     else:
         fmt, why = format, request.format_source or "given"
-    codec = get_codec(fmt)
+    codec = request.codec if request.codec is not None else get_codec(fmt)
     conversation = codec.parse(messages, text_protocol_rule(policy), memo)
     report = Report(
         format=fmt, format_source=why, policy=policy.name,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from middleware.conversations.cleaning import Cleaned, as_it_came, clean_body
 from middleware.conversations.sessions import SessionPool, SessionSettings
+from middleware.formats.base import Codec
 from middleware.ledger import Caller, Ledger, LedgerSettings, UsageReader
 from middleware.ledger.sums import Entry
 from middleware.plugin.host import PluginHost
@@ -61,7 +62,7 @@ class Conversations:
     def request(
         self,
         raw: bytes,
-        fmt: str,
+        codec: Codec,
         headers: Mapping[str, str],
         policy: tuple[str, Policy],
         *,
@@ -70,18 +71,19 @@ class Conversations:
         noted: Callable[[Cleaned], None] | None = None,
         cleaned: bool = True,
     ) -> Cleaned:
-        """A request body comes in: cleaned by its conversation's pipeline
-        (:func:`.clean_body`, at ``now``, else the ledger's time), shown to ``noted`` (the
-        proxy's console keeps its record then, which the budget counts), then the pool is
-        trimmed to its budget (what this request left counts now, not at the next one).
+        """A request body in ``codec``'s format comes in: cleaned by its conversation's
+        pipeline (:func:`.clean_body`, at ``now``, else the ledger's time), shown to
+        ``noted`` (the proxy's console keeps its record then, which the budget counts), then
+        the pool is trimmed to its budget (what this request left counts now, not at the
+        next one).
         Without ``cleaned`` (a route only billed), it goes as it came (:func:`.as_it_came`)."""
         if not cleaned:
-            kept = as_it_came(raw, fmt, headers, session=session)
+            kept = as_it_came(raw, codec, headers, session=session)
             if noted is not None:
                 noted(kept)
             return kept
         when = self.ledger.clock() if now is None else now
-        cleaned_body = clean_body(raw, fmt, headers, self.pool, policy, session=session, now=when)
+        cleaned_body = clean_body(raw, codec, headers, self.pool, policy, session=session, now=when)
         if noted is not None:
             noted(cleaned_body)
         self.pool.trim()

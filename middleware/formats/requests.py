@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from middleware.errors import HistoryError
+from middleware.formats.base import Codec
 from middleware.formats.bodies import RequestBody, history_fields, read_body
 from middleware.formats.structure import MAX_DEPTH
 
@@ -35,6 +36,9 @@ class Request:
     #: Why the body chose the format, when it did.
     format_source: str | None
     continuation: bool
+    #: The format's codec, when the caller had it (a proxy route's: :func:`wire_request`);
+    #: ``None``: looked up by :attr:`format`.
+    codec: Codec | None = None
 
     @property
     def text_input(self) -> bool:
@@ -95,6 +99,19 @@ def read_request(
             for item, seen in zip(originals, known(originals), strict=True)
         ]
     return Request(history, originals, body, fmt, source if fmt != format else None, continuation)
+
+
+def wire_request(body: RequestBody, codec: Codec) -> Request:
+    """A request body read from the wire (:func:`.bodies.body_in`), in ``codec``'s
+    format: plain JSON data already, so no element is walked for SDK objects, and its
+    codec goes with it."""
+    continuation = body.continues_stored_state
+    if isinstance(body.history, str):  # a Responses input of plain text
+        return Request([], [], body, codec.name, None, continuation, codec)
+    if not isinstance(body.history, list):
+        raise HistoryError(f"expected a list of messages, got {type(body.history).__name__}")
+    history = list(body.history)
+    return Request(history, history, body, codec.name, None, continuation, codec)
 
 
 #: Types ``plain`` returns as they are without looking further.

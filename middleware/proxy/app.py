@@ -343,7 +343,7 @@ class Proxy:
             return _who(headers, caller, cleaned, fmt, noting(cleaned))
 
         cleaned = self.conversations.request(
-            raw, fmt, headers, (source.key, source.policy), now=now, noted=noted,
+            raw, route.codec, headers, (source.key, source.policy), now=now, noted=noted,
             cleaned=route.cleaned,
         )  # fmt: skip
         note = notes[0]
