@@ -110,7 +110,7 @@ class Conversations:
         try:
             entry = self.ledger.record(
                 cleaned.session.session if cleaned is not None and cleaned.session else None,
-                reader.fmt,
+                reader.codec,
                 reader.usage,
                 reader.model or (cleaned.model if cleaned is not None else None),
                 bind(policy, LedgerSettings),

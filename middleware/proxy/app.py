@@ -240,7 +240,7 @@ class Proxy:
         exchange = Exchange(
             self.metrics, self.conversations, self.settings.access_log, request, route_label,
             provider, cleaned, source.policy, started,
-            billed=route.codec.name if route is not None and route.billed else None,
+            billed=route.codec if route is not None and route.billed else None,
             upstream=redact_urls(upstream),
             console_seconds=None if note is None else note.seconds,
             who=_who(lowered, caller, cleaned, route.codec.name if route is not None else None,
