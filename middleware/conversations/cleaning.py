@@ -129,7 +129,7 @@ def clean_body(
     started = time.perf_counter()
     try:
         state = pool.conversation(policy[0], policy[1], key.session)
-        result = engine.process_request(state, wire_request(body, codec), now=now)
+        result = engine.process(state, wire_request(body, codec), now=now)
     except (HistoryError, FormatError) as exc:
         # Not a conversation the pipeline can read: the provider will say what is wrong.
         logger.info("leaving this %s body as it was: %s", codec.name, exc)

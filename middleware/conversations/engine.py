@@ -80,25 +80,21 @@ def process(
     now: float | None = None,
 ) -> ProcessResult:
     """Run the steps on ``messages``, one request of ``state``'s conversation, as
-    :meth:`.Pipeline.process` says (its parameters are the same)."""
+    :meth:`.Pipeline.process` says (its parameters are the same), or on a
+    :class:`~middleware.formats.requests.Request` its host read already, with its codec
+    (the proxy reads a body once: :func:`~middleware.formats.requests.wire_request`;
+    ``format`` and ``continuation`` are then the request's own)."""
     with state.running(), request_scope():
         policy = state.policy  # one snapshot for the whole call
         memo = MessageMemo(state.cache, bind(policy, CacheSettings).max_message_bytes)
-        request = read_request(messages, format, continuation=continuation, known=memo.known)
-        return _run(state, policy, request, memo, now=now, given=messages)
-
-
-def process_request(
-    state: ConversationState, request: Request, *, now: float | None = None
-) -> ProcessResult:
-    """:func:`process` for a request its host has read already, with its codec (the
-    proxy reads a body once: :func:`~middleware.formats.requests.wire_request`)."""
-    assert request.body is not None  # a host reads a body, never a bare list
-    with state.running(), request_scope():
-        policy = state.policy  # one snapshot for the whole call
-        memo = MessageMemo(state.cache, bind(policy, CacheSettings).max_message_bytes)
-        memo.known(request.history)  # one cache lookup for the messages seen before
-        return _run(state, policy, request, memo, now=now, given=request.body.document)
+        if isinstance(messages, Request):
+            request = messages
+            memo.known(request.history)  # one cache lookup for the messages seen before
+            given = request.body.document if request.body is not None else request.originals
+        else:
+            request = read_request(messages, format, continuation=continuation, known=memo.known)
+            given = messages
+        return _run(state, policy, request, memo, now=now, given=given)
 
 
 def _run(
