@@ -115,7 +115,8 @@ class Cleaner:
         fmt = routed.codec.name
         if not routed.cleaned:  # only billed: as it came
             cleaned = self.conversations.request(
-                raw, fmt, headers, (self.source.key, self.policy), session=self.session_id,
+                raw, routed.codec, headers, (self.source.key, self.policy),
+                session=self.session_id,
                 cleaned=False,
             )  # fmt: skip
             self.last = cleaned
@@ -127,7 +128,7 @@ class Cleaner:
         sent = with_tool if with_tool is not None else parsed
         cleaned = self.conversations.request(
             raw if sent is None else json.dumps(sent).encode("utf-8"),
-            fmt, headers, policy, session=self.session_id,
+            routed.codec, headers, policy, session=self.session_id,
         )  # fmt: skip
         self.last = cleaned
         if cleaned.error is not None:

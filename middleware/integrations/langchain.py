@@ -45,6 +45,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the extras test
 import anyio.to_thread
 
 from middleware.conversations.front import Conversations
+from middleware.formats import get_codec
 from middleware.integrations import recall
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy, load_policy
@@ -95,7 +96,7 @@ class ChatcliMiddleware(AgentMiddleware):
         """``messages`` as the model should see them."""
         plain = [_to_chat(message, i) for i, message in enumerate(messages)]
         cleaned = self.conversations.history(
-            plain, "openai", (KEY, self.policy), session=self.session_id
+            plain, get_codec("openai"), (KEY, self.policy), session=self.session_id
         )
         self.last_report = cleaned.report
         if cleaned.messages is None or cleaned.report is None or not cleaned.report.changed:

@@ -35,6 +35,7 @@ import anyio.to_thread
 
 from middleware.conversations.front import Conversations
 from middleware.conversations.sessions import SessionPool
+from middleware.formats import get_codec
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy, load_policy
 from middleware.report import Report
@@ -78,7 +79,7 @@ class ChatcliCallback(CustomLogger):
             return dict(data)
         session = data.get("litellm_session_id")
         cleaned = self.conversations.history(
-            history, fmt, (KEY, self.policy), session=str(session) if session else None
+            history, get_codec(fmt), (KEY, self.policy), session=str(session) if session else None
         )
         if cleaned.messages is None:  # not processed: why is logged
             return dict(data)
