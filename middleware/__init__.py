@@ -106,14 +106,19 @@ __all__ = [
 
 
 def wrap(
-    client: ClientT, policy: Any = None, session_id: str | None = None, *, recall_tool: bool = False
+    client: ClientT,
+    policy: Any = None,
+    session_id: str | None = None,
+    *,
+    recall_tool: bool = False,
+    watch: bool = False,
 ) -> ClientT:
-    """A copy of an ``anthropic`` or ``openai`` SDK client whose model requests have their
-    history cleaned first, offering the model a ``recall`` tool if asked (see
-    :func:`middleware.integrations.sdk.wrap`)."""
+    """A copy of an ``anthropic``, ``openai`` or ``google-genai`` SDK client whose model
+    requests have their history cleaned first, offering the model a ``recall`` tool if
+    asked, its policy file watched if asked (see :func:`middleware.integrations.sdk.wrap`)."""
     from middleware.integrations.sdk import wrap as wrap_client  # noqa: PLC0415 - needs httpx
 
-    return wrap_client(client, policy, session_id, recall_tool=recall_tool)
+    return wrap_client(client, policy, session_id, recall_tool=recall_tool, watch=watch)
 
 
 def cleaner_of(client: Any) -> Cleaner:

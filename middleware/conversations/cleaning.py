@@ -1,5 +1,6 @@
 """One request body from the wire, cleaned: bytes in, bytes out, never the reason the
-request fails.
+request fails (or a history a host holds as objects, cleaned the same way: objects in,
+objects out).
 
 A body that is not JSON, or not a conversation, is left as it was; one the pipeline cannot
 process is left as it was too, with the error kept for the caller to count or refuse. A
@@ -28,8 +29,10 @@ from middleware.conversations.readbacks import ReadBack
 from middleware.conversations.sessions import SessionPool
 from middleware.conversations.state import ConversationState
 from middleware.errors import FormatError, HistoryError, InputError
-from middleware.formats import get_codec, jsonio
-from middleware.formats.bodies import read_body
+from middleware.formats import jsonio
+from middleware.formats.base import Codec
+from middleware.formats.bodies import RequestBody, body_in
+from middleware.formats.requests import wire_request
 from middleware.ledger import Footprint, footprint
 from middleware.policy import Policy
 from middleware.records.tables import REFUSAL
@@ -42,6 +45,8 @@ logger = logging.getLogger(__name__)
 class Cleaned:
     """What became of one request body."""
 
+    #: The body to send (empty for a history a host holds as objects: its
+    #: :attr:`messages` go, or, when they are ``None``, the history as it came).
     body: bytes
     session: SessionKey | None = None
     report: Report | None = None
@@ -93,7 +98,7 @@ class Cleaned:
 
 def clean_body(
     raw: bytes,
-    fmt: str,
+    codec: Codec,
     headers: Mapping[str, str],
     pool: SessionPool,
     policy: tuple[str, Policy],
@@ -101,8 +106,9 @@ def clean_body(
     session: str | None = None,
     now: float | None = None,
 ) -> Cleaned:
-    """Run the pipeline of the body's conversation on ``raw``, a request body in wire
-    format ``fmt``.
+    """Run the pipeline of the body's conversation on ``raw``, a request body in
+    ``codec``'s wire format (its route's), read once: the codec keys, parses and checks
+    it, and no format is looked up by its name.
 
     :param headers: the request's headers, names in lower case (they may name the session).
     :param policy: the policy's key in ``pool`` and its current snapshot.
@@ -113,35 +119,72 @@ def clean_body(
     if headers.get("content-encoding", "identity").lower() != "identity":
         return Cleaned(raw, untouched="compressed body")
     try:
-        document = jsonio.loads(raw)
-        body = read_body(document, fmt)
+        body = body_in(jsonio.loads(raw), codec)
     except (InputError, FormatError):
         return Cleaned(raw, untouched="not JSON")
     if body is None:
         return Cleaned(raw, untouched="not a conversation")
-    codec = get_codec(body.format_hint) if body.format_hint is not None else None
+    return _clean(body, raw, codec, headers, pool, policy, session, now)
+
+
+def clean_history(
+    history: list[Any],
+    codec: Codec,
+    pool: SessionPool,
+    policy: tuple[str, Policy],
+    *,
+    session: str | None = None,
+    now: float | None = None,
+) -> Cleaned:
+    """A history in ``codec``'s wire format that a host holds as objects, not bytes
+    (LangChain's messages read as Chat Completions ones, LiteLLM's ``messages`` or
+    ``input``), cleaned as :func:`clean_body` cleans a body's (its parameters are the
+    same; the host looked its codec up once): what goes is the result's
+    :attr:`~Cleaned.messages` (``None``: the history as it came), and its
+    :attr:`~Cleaned.body` is empty."""
+    key = codec.history_key
+    body = RequestBody({key: history}, key, history, codec.name)
+    return _clean(body, None, codec, {}, pool, policy, session, now)
+
+
+def _clean(  # noqa: PLR0917 (one request's parts, as the two callers name them)
+    body: RequestBody,
+    raw: bytes | None,
+    codec: Codec,
+    headers: Mapping[str, str],
+    pool: SessionPool,
+    policy: tuple[str, Policy],
+    session: str | None,
+    now: float | None,
+) -> Cleaned:
+    """Run the pipeline of ``body``'s conversation on it with ``codec``: :func:`clean_body`
+    with the body read (``raw``: its bytes, plain JSON, sent as they came unless a step
+    changed the history; ``None``: a history held as objects, which the engine reads as
+    SDK objects may be, and whose result is its messages)."""
+    came = raw if raw is not None else b""
     key = SessionKey(session, "given") if session else session_of(headers, body.document, codec)
     if not isinstance(body.history, list):  # a Responses request of one plain text
-        return Cleaned(raw, key, untouched="no message list")
+        return Cleaned(came, key, untouched="no message list")
     part = run_part(headers, body.document, codec) if key.source in DIGESTED else None
     side = part is not None and part.side
     started = time.perf_counter()
     try:
         state = pool.conversation(policy[0], policy[1], key.session)
-        result = engine.process(state, body.document, fmt, now=now)
+        given = wire_request(body, codec) if raw is not None else body.document
+        result = engine.process(state, given, codec, now=now)
     except (HistoryError, FormatError) as exc:
         # Not a conversation the pipeline can read: the provider will say what is wrong.
-        logger.info("leaving this %s body as it was: %s", fmt, exc)
-        return Cleaned(raw, key, untouched="not a conversation", beside=side, part=part)
+        logger.info("leaving this %s body as it was: %s", codec.name, exc)
+        return Cleaned(came, key, untouched="not a conversation", beside=side, part=part)
     except Exception as exc:  # a bug or a broken plugin: never the reason a request fails
-        logger.exception("could not process this %s request of session %s", fmt, key.session)
-        return Cleaned(raw, key, error=exc, seconds=time.perf_counter() - started,
+        logger.exception("could not process this %s request of session %s", codec.name, key.session)
+        return Cleaned(came, key, error=exc, seconds=time.perf_counter() - started,
                        beside=side, part=part)  # fmt: skip
     seconds = time.perf_counter() - started
-    body_out = raw
-    if result.changed:
+    body_out = came
+    if result.changed and raw is not None:
         body_out = jsonio.wire(result.output)
-    refused = _refusal(body.history, result)
+    refused = _refusal(codec, body.history, result)
     footprints = _footprints(body.history, result, refused is not None)
     readbacks: tuple[ReadBack, ...] = ()
     readback_error = None
@@ -168,11 +211,11 @@ def clean_body(
 
 
 def as_it_came(
-    raw: bytes, fmt: str, headers: Mapping[str, str], *, session: str | None = None
+    raw: bytes, codec: Codec, headers: Mapping[str, str], *, session: str | None = None
 ) -> Cleaned:
     """``raw``, a body of a route that is billed but not cleaned (:attr:`.Route.cleaned`),
     as it came, with what its bill needs: its session, the model it names, and, for a
-    history in wire format ``fmt`` (a compaction's), its footprint, the same as sent and
+    history in ``codec``'s wire format (a compaction's), its footprint, the same as sent and
     as it came (its estimate without the middleware then differs from its bill only by
     what the cleaned requests before it changed of the prompt cache it reads). A body
     with no history is filed under the session its request names, if it names one."""
@@ -184,11 +227,11 @@ def as_it_came(
         return Cleaned(raw)
     model = document.get("model")
     model = model if isinstance(model, str) and model else None
-    body = read_body(document, fmt)
+    body = body_in(document, codec)
     if body is None:  # no history: an embedding, a completion of a prompt
         key = SessionKey(session, "given") if session else named_session(headers, document)
         return Cleaned(raw, key, model=model, beside=True)
-    key = SessionKey(session, "given") if session else session_of(headers, document, get_codec(fmt))
+    key = SessionKey(session, "given") if session else session_of(headers, document, codec)
     footprints = None
     if isinstance(body.history, list):
         try:
@@ -199,13 +242,13 @@ def as_it_came(
     return Cleaned(raw, key, footprints=footprints, model=model)
 
 
-def _refusal(history: list[Any], result: ProcessResult) -> str | None:
+def _refusal(codec: Codec, history: list[Any], result: ProcessResult) -> str | None:
     """The provider's 400 the request as it came would have met, which its repairs spared
     it (``None``: none did, or it would have gone through: its first broken rule)."""
     if result.repaired is None:
         return None
     try:
-        broken = get_codec(result.format).violations(history)
+        broken = codec.violations(history)
     except Exception:  # never the reason a request fails: counted as not refused
         logger.exception("could not check a repaired request against its provider's rules")
         return None

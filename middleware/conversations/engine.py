@@ -74,31 +74,55 @@ class ProcessResult:
 def process(
     state: ConversationState,
     messages: Any,
-    format: str = "auto",
+    format: str | Codec = "auto",
     *,
     continuation: bool = False,
     now: float | None = None,
 ) -> ProcessResult:
     """Run the steps on ``messages``, one request of ``state``'s conversation, as
-    :meth:`.Pipeline.process` says (its parameters are the same)."""
+    :meth:`.Pipeline.process` says (its parameters are the same; ``format`` may be the
+    codec itself, which a host holds: then no format is looked up by name), or on a
+    :class:`~middleware.formats.requests.Request` its host read already, with its codec
+    (the proxy reads a body once: :func:`~middleware.formats.requests.wire_request`;
+    ``format`` and ``continuation`` are then the request's own)."""
     with state.running(), request_scope():
         policy = state.policy  # one snapshot for the whole call
         memo = MessageMemo(state.cache, bind(policy, CacheSettings).max_message_bytes)
-        request = read_request(messages, format, continuation=continuation, known=memo.known)
-        if request.text_input:  # a body whose history is plain text (Responses' input)
-            assert request.body is not None  # only a body has a text history
-            why = f"the request body's {request.body.key!r} text"
-            report = Report(request.format, why, policy.name)
-            return ProcessResult([], report, messages)
-        cold = state.prompt_cache.request(bind(policy, CacheLifetime).seconds, now)
-        result = _process(state, policy, request, memo, cold)
-        state.prompt_cache.made(cold)
-        state.spill.sync()  # every file a preview names is on disk before it leaves
-        restored, output = request.output(result.messages)
-        return ProcessResult(
-            restored, result.report, output, result.continued, result.input_marks,
-            result.repaired, result.parsed,
-        )  # fmt: skip
+        if isinstance(messages, Request):
+            request = messages
+            memo.known(request.history)  # one cache lookup for the messages seen before
+            given = request.body.document if request.body is not None else request.originals
+        else:
+            request = read_request(messages, format, continuation=continuation, known=memo.known)
+            given = messages
+        return _run(state, policy, request, memo, now=now, given=given)
+
+
+def _run(
+    state: ConversationState,
+    policy: Policy,
+    request: Request,
+    memo: MessageMemo,
+    *,
+    now: float | None,
+    given: Any,
+) -> ProcessResult:
+    """One read request of ``state``'s conversation through the steps (``given``: what
+    the caller handed over, returned as it is for a history of plain text)."""
+    if request.text_input:  # a body whose history is plain text (Responses' input)
+        assert request.body is not None  # only a body has a text history
+        why = f"the request body's {request.body.key!r} text"
+        report = Report(request.format, why, policy.name)
+        return ProcessResult([], report, given)
+    cold = state.prompt_cache.request(bind(policy, CacheLifetime).seconds, now)
+    result = _process(state, policy, request, memo, cold)
+    state.prompt_cache.made(cold)
+    state.spill.sync()  # every file a preview names is on disk before it leaves
+    restored, output = request.output(result.messages)
+    return ProcessResult(
+        restored, result.report, output, result.continued, result.input_marks,
+        result.repaired, result.parsed,
+    )  # fmt: skip
 
 
 def step_context(
@@ -156,7 +180,7 @@ def _process(
         fmt, why = detection.format, detection.evidence or "ambiguous"
     else:
         fmt, why = format, request.format_source or "given"
-    codec = get_codec(fmt)
+    codec = request.codec if request.codec is not None else get_codec(fmt)
     conversation = codec.parse(messages, text_protocol_rule(policy), memo)
     report = Report(
         format=fmt, format_source=why, policy=policy.name,

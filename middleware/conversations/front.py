@@ -1,6 +1,7 @@
-"""What a host (the proxy, a wrapped SDK client) does with conversations: a request comes
-in and is cleaned by its conversation, an answer comes back and is billed to it (which
-also tells its prompt cache what was read), a conversation ends.
+"""What a host (the proxy, a wrapped SDK client, LangChain's middleware, LiteLLM's
+callback) does with conversations: a request comes in and is cleaned by its conversation
+at the time it is sent, an answer comes back and is billed to it (which also tells its
+prompt cache what was read), a conversation ends.
 
 Everything a conversation keeps between those calls is its
 :class:`~middleware.conversations.state.ConversationState`, held by the pool
@@ -13,9 +14,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
-from middleware.conversations.cleaning import Cleaned, as_it_came, clean_body
+from middleware.conversations.cleaning import Cleaned, as_it_came, clean_body, clean_history
 from middleware.conversations.sessions import SessionPool, SessionSettings
+from middleware.formats.base import Codec
 from middleware.ledger import Caller, Ledger, LedgerSettings, UsageReader
 from middleware.ledger.sums import Entry
 from middleware.plugin.host import PluginHost
@@ -61,7 +64,7 @@ class Conversations:
     def request(
         self,
         raw: bytes,
-        fmt: str,
+        codec: Codec,
         headers: Mapping[str, str],
         policy: tuple[str, Policy],
         *,
@@ -70,22 +73,43 @@ class Conversations:
         noted: Callable[[Cleaned], None] | None = None,
         cleaned: bool = True,
     ) -> Cleaned:
-        """A request body comes in: cleaned by its conversation's pipeline
-        (:func:`.clean_body`, at ``now``, else the ledger's time), shown to ``noted`` (the
-        proxy's console keeps its record then, which the budget counts), then the pool is
-        trimmed to its budget (what this request left counts now, not at the next one).
+        """A request body in ``codec``'s format comes in: cleaned by its conversation's
+        pipeline (:func:`.clean_body`, at ``now``, else the ledger's time), shown to
+        ``noted`` (the proxy's console keeps its record then, which the budget counts), then
+        the pool is trimmed to its budget (what this request left counts now, not at the
+        next one).
         Without ``cleaned`` (a route only billed), it goes as it came (:func:`.as_it_came`)."""
         if not cleaned:
-            kept = as_it_came(raw, fmt, headers, session=session)
+            kept = as_it_came(raw, codec, headers, session=session)
             if noted is not None:
                 noted(kept)
             return kept
         when = self.ledger.clock() if now is None else now
-        cleaned_body = clean_body(raw, fmt, headers, self.pool, policy, session=session, now=when)
+        cleaned_body = clean_body(raw, codec, headers, self.pool, policy, session=session, now=when)
         if noted is not None:
             noted(cleaned_body)
         self.pool.trim()
         return cleaned_body
+
+    def history(
+        self,
+        history: list[Any],
+        codec: Codec,
+        policy: tuple[str, Policy],
+        *,
+        session: str | None = None,
+        now: float | None = None,
+    ) -> Cleaned:
+        """A request comes in from a host that holds it as objects (LangChain's messages,
+        LiteLLM's arguments): its ``history``, in ``codec``'s wire format (the host looks
+        it up once, at its entry), cleaned by its conversation as :meth:`request` cleans a
+        body (at ``now``, else the ledger's time, so a request after the prompt cache went
+        cold finds it cold), then the pool is trimmed. What goes is the result's
+        ``messages`` (``None``: the history as it came: :func:`.clean_history`)."""
+        when = self.ledger.clock() if now is None else now
+        cleaned = clean_history(history, codec, self.pool, policy, session=session, now=when)
+        self.pool.trim()
+        return cleaned
 
     def answer(
         self,
@@ -108,7 +132,7 @@ class Conversations:
         try:
             entry = self.ledger.record(
                 cleaned.session.session if cleaned is not None and cleaned.session else None,
-                reader.fmt,
+                reader.codec,
                 reader.usage,
                 reader.model or (cleaned.model if cleaned is not None else None),
                 bind(policy, LedgerSettings),

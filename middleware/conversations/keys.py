@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from middleware.formats.base import Codec
+from middleware.formats.openings import CALL_IDS, message_opening
 
 #: Request headers that name the agent's session, first match wins. Codex CLI sends
 #: ``session-id`` (and its ``thread-id``, the same for a main session); opencode sends
@@ -48,17 +49,9 @@ DIGESTED = ("opening", "call_ids")
 #: Characters of a session id kept; a longer one is cut (its folder name carries a digest
 #: of the whole id, :func:`middleware.spill.layout.session_folder_name`).
 MAX_ID_CHARS = 256
-#: Keys dropped wherever they appear in what the fallback digest reads: markers a client
-#: moves or renumbers between the requests of one conversation.
-MOVED_MARKERS = frozenset({"cache_control", "id", "status"})
-#: The key of what :meth:`.Codec.opening` gives for a conversation known by its first
-#: reply's call ids alone (``{"calls": [...]}``), not by its opening.
-CALL_IDS = "calls"
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CLAUDE_CODE_USER = re.compile(r"session_([0-9A-Za-z-]{8,64})")
-_SYSTEM_ROLES = ("system", "developer")
-_USER_TYPES = (None, "message")
 
 
 @dataclass(frozen=True)
@@ -107,17 +100,16 @@ def session_of(
     headers: Mapping[str, str], body: Mapping[str, Any], codec: Codec | None = None
 ) -> SessionKey:
     """The conversation ``body`` belongs to (``headers`` with lower-case names), a
-    request in ``codec``'s format when it is known (:meth:`.Codec.opening`)."""
+    request in ``codec``'s format when it is known (what its conversations repeat is the
+    format's to say: :meth:`.Codec.opening`)."""
     named = named_session(headers, body)
     if named is not None:
         return named
     opening = codec.opening(body) if codec is not None else None
-    if opening is not None:
-        by_calls = isinstance(opening, Mapping) and set(opening) == {CALL_IDS}
-        return SessionKey(
-            "conv-" + _digest(_normal(opening)), "call_ids" if by_calls else "opening"
-        )
-    return SessionKey("conv-" + _conversation_digest(body, codec), "opening")
+    if opening is None:  # no format known, or nothing in it: the shared reading
+        opening = message_opening(body, codec.name if codec is not None else None)
+    by_calls = isinstance(opening, Mapping) and set(opening) == {CALL_IDS}
+    return SessionKey("conv-" + _digest(opening), "call_ids" if by_calls else "opening")
 
 
 def named_session(headers: Mapping[str, str], body: Mapping[str, Any]) -> SessionKey | None:
@@ -166,93 +158,7 @@ def _metadata_session(metadata: Any) -> str | None:
     return match.group(1) if match else None
 
 
-def _conversation_digest(body: Mapping[str, Any], codec: Codec | None) -> str:
-    """A digest of what every request of a conversation repeats: its format (``codec``'s,
-    when it is known), the system prompt (Anthropic ``system``, Responses
-    ``instructions``, or the first system or developer message), the first user message
-    and, when the history has one, the first reply."""
-    history = body.get("messages", body.get("input"))
-    items = history if isinstance(history, list) else [history]
-    system: Any = body.get("system", body.get("instructions"))
-    first_user: Any = None
-    reply: list[Any] = []
-    for item in items:
-        if first_user is None:
-            if isinstance(item, str):
-                first_user = item
-                continue
-            if not isinstance(item, Mapping):
-                continue
-            role = item.get("role")
-            if system is None and role in _SYSTEM_ROLES:
-                system = item.get("content")
-            elif role == "user" and item.get("type") in _USER_TYPES:
-                first_user = item.get("content")
-            continue
-        if not isinstance(item, Mapping):
-            continue
-        if item.get("role") in ("user", *_SYSTEM_ROLES) and item.get("type") in _USER_TYPES:
-            if reply:
-                break
-            continue
-        if item.get("role") == "tool" or str(item.get("type", "")).endswith("_output"):
-            break  # a result closes the reply's turn
-        reply.append(item)
-    opening = [_normal(system), _normal(first_user)]
-    if reply:
-        opening.append(_reply_identity(reply))
-    return _digest(opening if codec is None else {"format": codec.name, "opening": opening})
-
-
 def _digest(opening: Any) -> str:
+    """The digest of an opening, as a format gave it (:meth:`.Codec.opening`)."""
     text = json.dumps(opening, sort_keys=True, ensure_ascii=True, default=str)
     return hashlib.sha256(text.encode("ascii")).hexdigest()[:20]
-
-
-def _reply_identity(items: list[Mapping[str, Any]]) -> Any:
-    """What the first reply is known by: the ids of its tool calls (the provider made them,
-    and a client sends them back unchanged, or pairing would fail), else its text (thinking
-    and reasoning, which some clients drop from old turns, are left out)."""
-    ids: list[Any] = []
-    texts: list[str] = []
-    for item in items:
-        if isinstance(item.get("call_id"), str):  # a Responses function call
-            ids.append(item["call_id"])
-        calls = item.get("tool_calls")  # Chat Completions
-        ids += (
-            [c.get("id") for c in calls if isinstance(c, Mapping)]
-            if isinstance(calls, list)
-            else []
-        )
-        content = item.get("content")
-        blocks = content if isinstance(content, list) else [content]
-        for block in blocks:
-            if isinstance(block, Mapping) and block.get("type") in ("tool_use", "server_tool_use"):
-                ids.append(block.get("id"))
-            text = _text_of(block)
-            if text is not None:
-                texts.append(text)
-    return ids if ids else "".join(texts)
-
-
-def _normal(value: Any) -> Any:
-    """``value`` without the markers clients move between turns, and a list of text
-    blocks read as its text (a client may send a system prompt as a string on one turn
-    and as a marked block on the next)."""
-    if isinstance(value, Mapping):
-        return {k: _normal(v) for k, v in value.items() if k not in MOVED_MARKERS}
-    if isinstance(value, list):
-        texts = [_text_of(block) for block in value]
-        if value and all(text is not None for text in texts):
-            return "".join(t for t in texts if t is not None)
-        return [_normal(v) for v in value]
-    return value
-
-
-def _text_of(block: Any) -> str | None:
-    if isinstance(block, str):
-        return block
-    if isinstance(block, Mapping) and block.get("type") in ("text", "input_text", "output_text"):
-        text = block.get("text")
-        return text if isinstance(text, str) else None
-    return None

@@ -20,6 +20,7 @@ from middleware.formats.declarations import (
     UsageCounts,
     Violation,
 )
+from middleware.formats.openings import message_opening
 from middleware.formats.structure import TooDeep, check_message, cut_deep
 from middleware.formats.text_protocol import AutoTextProtocol, TextProtocol, TextProtocolRule
 from middleware.view import Block, Conversation, Node, Opaque, ToolCall, ToolResult, is_text_part
@@ -92,12 +93,14 @@ class Codec(ABC):
 
     def opening(self, body: Mapping[str, Any]) -> Any | None:
         """What every request of one conversation in this format repeats (its opening, or
-        its first reply's call ids), digested into the session key of a client that names
-        no session: ``{"calls": [ids]}`` for a conversation known by those ids alone
-        (its requests are then logged as keyed by ``call_ids``, not ``opening``);
-        ``None``: the reading of ``messages``/``input`` the other formats share
-        (:mod:`middleware.conversations.keys`)."""
-        return None
+        its first reply's call ids), as the session key of a client that names no session
+        digests it (:mod:`middleware.conversations.keys`), made normal once
+        (:func:`.openings.normal`): a mapping with the one key :data:`.openings.CALL_IDS`
+        for a conversation known by those ids alone (its requests are then logged as keyed
+        by ``call_ids``, not ``opening``); ``None``: nothing to know it by in this format
+        (the shared reading is then digested). By default the reading the formats of
+        role-message histories share (:func:`.openings.message_opening`)."""
+        return message_opening(body, self.name)
 
     def said(self, body: Mapping[str, Any]) -> tuple[tuple[str, ...], int] | None:
         """What a request's history says, in order (the user's and the model's texts,

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from middleware.formats.base import Codec
 from middleware.formats.registry import CODECS, get_codec
 
 
@@ -62,14 +63,20 @@ def read_body(document: Any, format: str = "auto") -> RequestBody | None:
     if not isinstance(document, Mapping):
         return None
     if format != "auto":
-        key = get_codec(format).history_key
-        if key not in document:
-            return None
-        return RequestBody(document, key, document[key], format)
+        return body_in(document, get_codec(format))
     for key, hint in HISTORY_KEYS.items():
         if key in document:
             return RequestBody(document, key, document[key], hint)
     return None
+
+
+def body_in(document: Any, codec: Codec) -> RequestBody | None:
+    """The history of a request body in ``codec``'s format (the route it came on says
+    so), or ``None`` when ``document`` is not a mapping with that format's history field."""
+    if not isinstance(document, Mapping) or codec.history_key not in document:
+        return None
+    key = codec.history_key
+    return RequestBody(document, key, document[key], codec.name)
 
 
 def history_fields() -> str:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from middleware.errors import HistoryError
-from middleware.formats.bodies import RequestBody, history_fields, read_body
+from middleware.formats.base import Codec
+from middleware.formats.bodies import RequestBody, body_in, history_fields, read_body
 from middleware.formats.structure import MAX_DEPTH
 
 
@@ -35,6 +36,9 @@ class Request:
     #: Why the body chose the format, when it did.
     format_source: str | None
     continuation: bool
+    #: The format's codec, when the caller had it (a proxy route's: :func:`wire_request`);
+    #: ``None``: looked up by :attr:`format`.
+    codec: Codec | None = None
 
     @property
     def text_input(self) -> bool:
@@ -56,20 +60,23 @@ class Request:
 
 def read_request(
     value: Any,
-    format: str = "auto",
+    format: str | Codec = "auto",
     *,
     continuation: bool = False,
     known: Callable[[Sequence[Any]], list[bool]] | None = None,
 ) -> Request:
     """Read what ``process()`` was given. ``known(items)`` says which elements are
     messages seen before as plain JSON data, which are then not walked for SDK objects
-    again.
+    again. ``format`` may be the codec itself (a host that holds one): it then goes with
+    the request, and no format is looked up by name.
 
     :raises HistoryError: ``value`` is neither a message list nor a request body.
     """
+    codec = format if isinstance(format, Codec) else None
+    format = codec.name if codec is not None else str(format)
     body = None
     if isinstance(value, Mapping):
-        body = read_body(value, format)
+        body = body_in(value, codec) if codec is not None else read_body(value, format)
         if body is None:
             fields = history_fields()
             raise HistoryError(
@@ -80,7 +87,7 @@ def read_request(
         fmt = body.format_hint if format == "auto" and body.format_hint else format
         continuation = continuation or body.continues_stored_state
         if isinstance(body.history, str):
-            return Request([], [], body, fmt, source, continuation)
+            return Request([], [], body, fmt, source, continuation, codec)
         items = body.history
     else:
         source, fmt, items = None, format, value
@@ -94,7 +101,22 @@ def read_request(
             item if seen else plain(item)
             for item, seen in zip(originals, known(originals), strict=True)
         ]
-    return Request(history, originals, body, fmt, source if fmt != format else None, continuation)
+    return Request(
+        history, originals, body, fmt, source if fmt != format else None, continuation, codec
+    )
+
+
+def wire_request(body: RequestBody, codec: Codec) -> Request:
+    """A request body read from the wire (:func:`.bodies.body_in`), in ``codec``'s
+    format: plain JSON data already, so no element is walked for SDK objects, and its
+    codec goes with it."""
+    continuation = body.continues_stored_state
+    if isinstance(body.history, str):  # a Responses input of plain text
+        return Request([], [], body, codec.name, None, continuation, codec)
+    if not isinstance(body.history, list):
+        raise HistoryError(f"expected a list of messages, got {type(body.history).__name__}")
+    history = list(body.history)
+    return Request(history, history, body, codec.name, None, continuation, codec)
 
 
 #: Types ``plain`` returns as they are without looking further.

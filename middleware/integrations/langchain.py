@@ -9,6 +9,11 @@ step changed is the agent's own object; a changed one is a copy of it with the n
 cleaned, so the spill files named in it hold everything cut. With ``recall_tool=True`` the
 agent is also given a ``recall`` tool that reads lines of a spilled output, and previews
 say to use it: an agent without file tools still reaches what was cut.
+
+Each model call is cleaned by its conversation as the proxy and :func:`middleware.wrap`
+clean a request (:class:`~middleware.conversations.front.Conversations`), at the time it
+is made: a call after the prompt cache went cold may be rewritten for free. A history the
+pipeline cannot process goes to the model as it was, and the failure is logged.
 """
 
 from __future__ import annotations
@@ -39,8 +44,10 @@ except ImportError as exc:  # pragma: no cover - exercised by the extras test
 
 import anyio.to_thread
 
+from middleware.conversations.front import Conversations
+from middleware.formats import get_codec
 from middleware.integrations import recall
-from middleware.pipeline import Pipeline
+from middleware.plugin.host import PluginHost
 from middleware.policy import Policy, load_policy
 from middleware.policy.settings import bind
 from middleware.report import Report
@@ -53,6 +60,8 @@ logger = logging.getLogger(__name__)
 
 #: Where a converted message remembers which LangChain message it came from (never sent).
 _ORIGIN = "_chatcli_origin"
+#: The key of the middleware's policy in its pool.
+KEY = "langchain"
 
 
 class ChatcliMiddleware(AgentMiddleware):
@@ -77,21 +86,26 @@ class ChatcliMiddleware(AgentMiddleware):
             loaded = recall.tool_policy(policy)
         else:
             loaded = policy if isinstance(policy, Policy) else load_policy(policy)
-        self.pipeline = Pipeline(loaded, session_id=session_id or f"lc-{uuid.uuid4().hex[:12]}")
+        self.policy = loaded
+        self.session_id = session_id or f"lc-{uuid.uuid4().hex[:12]}"
+        #: The conversation's state, and the ledger whose clock says when a call is made.
+        self.conversations = Conversations.open(PluginHost.create(), loaded)
         #: The tools the agent is given besides its own (LangChain reads this).
-        self.tools: list[BaseTool] = [recall_tool_for(self.pipeline)] if recall_tool else []
-        #: The report of the last model call.
+        self.tools: list[BaseTool] = [recall_tool_for(loaded)] if recall_tool else []
+        #: The report of the last model call (``None``: it went as it was).
         self.last_report: Report | None = None
 
     def clean(self, messages: Sequence[BaseMessage]) -> list[Any]:
         """``messages`` as the model should see them."""
         plain = [_to_chat(message, i) for i, message in enumerate(messages)]
-        result = self.pipeline.process(plain, format="openai")
-        self.last_report = result.report
-        if not result.changed:
+        cleaned = self.conversations.history(
+            plain, get_codec("openai"), (KEY, self.policy), session=self.session_id
+        )
+        self.last_report = cleaned.report
+        if cleaned.messages is None or cleaned.report is None or not cleaned.report.changed:
             return list(messages)
         by_plain = {id(p): m for p, m in zip(plain, messages, strict=True)}
-        return [by_plain.get(id(out)) or _from_chat(out, messages) for out in result.messages]
+        return [by_plain.get(id(out)) or _from_chat(out, messages) for out in cleaned.messages]
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
@@ -105,13 +119,13 @@ class ChatcliMiddleware(AgentMiddleware):
         return await handler(request.override(messages=cleaned))
 
     def close(self) -> None:
-        """Release the spill workspace (its files go unless ``spill.keep``)."""
-        self.pipeline.close()
+        """Release the spill workspace (its files go unless ``spill.keep``) and the ledger."""
+        self.conversations.close()
 
 
-def recall_tool_for(pipeline: Pipeline) -> BaseTool:
-    """A ``recall`` tool reading lines of the outputs ``pipeline`` spilled."""
-    settings = bind(pipeline.policy, SpillSettings)
+def recall_tool_for(policy: Policy) -> BaseTool:
+    """A ``recall`` tool reading lines of the outputs spilled under ``policy``."""
+    settings = bind(policy, SpillSettings)
 
     def read(path: str, offset: int = 1, limit: int = recall.DEFAULT_LIMIT) -> str:
         return recall.read(settings, {"path": path, "offset": offset, "limit": limit})

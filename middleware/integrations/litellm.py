@@ -9,8 +9,11 @@ In Python, ``litellm.callbacks = [ChatcliCallback()]`` cleans ``litellm.acomplet
 ``litellm.aresponses`` calls (LiteLLM lets a callback change an asynchronous request only),
 and :func:`completion` is ``litellm.completion`` with the history cleaned first.
 
-A request the pipeline cannot process goes as it was, and the failure is logged: the
-callback is never the reason a request fails.
+Each request is cleaned by its conversation as the proxy and :func:`middleware.wrap` clean
+one (:class:`~middleware.conversations.front.Conversations`), at the time it is sent: a
+request after the prompt cache went cold may be rewritten for free. A request the pipeline
+cannot process goes as it was, and the failure is logged: the callback is never the reason
+a request fails.
 """
 
 from __future__ import annotations
@@ -30,10 +33,8 @@ except ImportError as exc:  # pragma: no cover - exercised by the extras test
 
 import anyio.to_thread
 
-from middleware.conversations import engine
-from middleware.conversations.keys import session_of
+from middleware.conversations.front import Conversations
 from middleware.conversations.sessions import SessionPool
-from middleware.errors import FormatError, HistoryError
 from middleware.formats import get_codec
 from middleware.plugin.host import PluginHost
 from middleware.policy import Policy, load_policy
@@ -47,6 +48,8 @@ logger = logging.getLogger(__name__)
 
 #: LiteLLM call types whose request carries a Responses ``input``.
 RESPONSES_CALLS = frozenset({"responses", "aresponses"})
+#: The key of the callback's policy in its pool.
+KEY = "litellm"
 
 
 class ChatcliCallback(CustomLogger):
@@ -59,33 +62,33 @@ class ChatcliCallback(CustomLogger):
     def __init__(self, policy: str | Path | Policy | None = None) -> None:
         super().__init__()
         self.policy = policy if isinstance(policy, Policy) else load_policy(policy)
-        self.pool = SessionPool.for_policy(PluginHost.create(), self.policy)
+        #: The conversations' state, and the ledger whose clock says when a request is sent.
+        self.conversations = Conversations.open(PluginHost.create(), self.policy)
         #: The report of the last request cleaned.
         self.last_report: Report | None = None
 
+    @property
+    def pool(self) -> SessionPool:
+        """One conversation's state per session, under the policy's byte budget."""
+        return self.conversations.pool
+
     def clean(self, data: Mapping[str, Any], call_type: str = "completion") -> dict[str, Any]:
-        """``data`` (a request's keyword arguments) with its history cleaned; a new dict."""
+        """``data`` (a request's keyword arguments) with its history cleaned; a new dict.
+        Its session is ``litellm_session_id``, else found from the history's opening."""
         key, fmt = (
             ("input", "responses") if str(call_type) in RESPONSES_CALLS else ("messages", "openai")
         )
         history = data.get(key)
         if not isinstance(history, list):
             return dict(data)
-        session = (
-            data.get("litellm_session_id") or session_of({}, {key: history}, get_codec(fmt)).session
+        session = data.get("litellm_session_id")
+        cleaned = self.conversations.history(
+            history, get_codec(fmt), (KEY, self.policy), session=str(session) if session else None
         )
-        try:
-            conversation = self.pool.conversation("litellm", self.policy, str(session))
-            result = engine.process(conversation, history, fmt)
-            self.pool.trim()  # what this request left counts now, not at the next one
-        except (HistoryError, FormatError) as exc:
-            logger.info("sent a request's history as it was: %s", exc)
+        if cleaned.messages is None:  # not processed: why is logged
             return dict(data)
-        except Exception:  # never the reason a request fails
-            logger.exception("could not clean a LiteLLM request; it goes as it was")
-            return dict(data)
-        self.last_report = result.report
-        return {**data, key: result.messages}
+        self.last_report = cleaned.report
+        return {**data, key: cleaned.messages}
 
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
@@ -103,7 +106,7 @@ class ChatcliCallback(CustomLogger):
         return await anyio.to_thread.run_sync(self.clean, kwargs, _call_name(call_type))
 
     def close(self) -> None:
-        self.pool.close()
+        self.conversations.close()
 
 
 def completion(*args: Any, callback: ChatcliCallback | None = None, **kwargs: Any) -> Any:

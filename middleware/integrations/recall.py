@@ -37,6 +37,8 @@ PARAMETERS: dict[str, Any] = {
 TOOL = ToolSpec(NAME, DESCRIPTION, PARAMETERS)
 #: Lines read when the model names no limit.
 DEFAULT_LIMIT = 200
+#: The override of a policy whose previews name the tool.
+TOOL_FORM = {"recall.form": "tool"}
 
 
 def read(settings: SpillSettings, arguments: Mapping[str, Any]) -> str:
@@ -77,7 +79,7 @@ def tool_policy(policy: str | Path | Policy | None) -> Policy:
     """The policy whose previews name the tool (``recall.form: tool``): ``policy`` loaded
     with that override, or a loaded one that sets it already."""
     if not isinstance(policy, Policy):
-        return load_policy(policy, overrides={"recall.form": "tool"})
+        return load_policy(policy, overrides=TOOL_FORM)
     if bind(policy, ReadBack).form != "tool":
         raise ValueError(
             "the recall tool needs previews that name it: set recall.form: tool in the "

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from middleware.formats import get_codec
+from middleware.formats.base import Codec
 from middleware.ledger.archive import rotate
 from middleware.ledger.estimate import (
     Footprint,
@@ -34,7 +34,7 @@ from middleware.ledger.sums import (
     SessionLedger,
     name,
 )
-from middleware.ledger.usage import Usage
+from middleware.ledger.usage import Usage, codec_of
 from middleware.records import AnswerRow, Records, answer_key, queries
 from middleware.records.queries import Filters
 from middleware.session.cold_cache import still_cached
@@ -100,7 +100,7 @@ class Ledger:
     def record(
         self,
         session: str | None,
-        fmt: str,
+        fmt: Codec | str,
         usage: Usage | None,
         model: str | None,
         settings: LedgerSettings,
@@ -117,6 +117,7 @@ class Ledger:
         """Bill one answer of ``session`` (``None``: in the totals only; ``usage``
         ``None``: its usage was not read).
 
+        :param fmt: the answer's wire format: its codec, or its name.
         :param footprints: the request unprocessed (repaired only, if it was ``refused``)
             and cleaned (``None``: forwarded as it came, so it would have cost what it was
             billed).
@@ -132,6 +133,7 @@ class Ledger:
             what the proxy hid (:mod:`middleware.conversations.readbacks`).
         """
         now = self.clock() if now is None else now
+        codec = codec_of(fmt)
         session = None if session is None else name(session)
         model = None if model is None else name(model)
         who = who if who is not None else Caller()
@@ -144,7 +146,7 @@ class Ledger:
             entry = None
             if usage is not None:
                 without, expected = usage, None
-                writes = get_codec(fmt).cache_writes_billed
+                writes = codec.cache_writes_billed
                 before = state.before
                 # Nothing is expected from a cache the lifetime says has expired.
                 warm = still_cached(settings.cache_lifetime_seconds, state.last, now)
@@ -198,14 +200,14 @@ class Ledger:
                 state.before = footprints
             state.last = now
         key = answer_key(
-            get_codec(fmt).provider.name, who.response_id,
+            codec.provider.name, who.response_id,
             self.records.replica, self._started, next(self._count), session, now, who.request,
         )  # fmt: skip
-        row = answer_row(key, now=now, session=session, fmt=fmt, entry=entry, model=model,
+        row = answer_row(key, now=now, session=session, fmt=codec.name, entry=entry, model=model,
                    replica=self.records.replica, who=who)  # fmt: skip
         self.records.put(row)
         if self.journal is not None:
-            line = {"time": now, "session": session, "format": fmt, "key": key}
+            line = {"time": now, "session": session, "format": codec.name, "key": key}
             self.journal.write({**line, **entry.record()} if entry else {**line, "unread": True})
         return entry
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from middleware.formats import get_codec
+from middleware.formats.base import Codec
 
 logger = logging.getLogger(__name__)
 
@@ -76,13 +77,19 @@ class Usage:
         }
 
 
-def read_usage(fmt: str, usage: Any) -> Usage | None:
+def codec_of(fmt: Codec | str) -> Codec:
+    """``fmt`` itself, or the codec of the format it names (a caller that holds the codec,
+    the proxy, has it looked up by no name)."""
+    return fmt if isinstance(fmt, Codec) else get_codec(fmt)
+
+
+def read_usage(fmt: Codec | str, usage: Any) -> Usage | None:
     """The :class:`Usage` of a provider's ``usage`` object in wire format ``fmt`` (as its
     codec reads it: :meth:`.Codec.usage_counts`), or ``None`` if it is not one (absent,
     ``null``, or of another shape)."""
     if not isinstance(usage, Mapping):
         return None
-    counts = get_codec(fmt).usage_counts(usage)
+    counts = codec_of(fmt).usage_counts(usage)
     return None if counts is None else Usage(*counts)
 
 
@@ -94,9 +101,12 @@ class UsageReader:
     :data:`MAX_INFLATED_BYTES`: a bomb is read no further, and its usage is ``None``);
     another encoding is not read (``usage`` stays ``None``)."""
 
-    def __init__(self, fmt: str, content_type: str = "", content_encoding: str = "") -> None:
-        self.fmt = fmt
-        self._codec = get_codec(fmt)
+    def __init__(
+        self, fmt: Codec | str, content_type: str = "", content_encoding: str = ""
+    ) -> None:
+        #: The answer's format (its name: :attr:`fmt`).
+        self.codec = codec_of(fmt)
+        self.fmt = self.codec.name
         self.streamed = "event-stream" in content_type.lower()
         encoding = content_encoding.strip().lower()
         self._decoder: Any = None
@@ -143,7 +153,7 @@ class UsageReader:
         if not self.streamed and self._buffer:
             self._read_document(bytes(self._buffer))
             self._buffer.clear()
-        return read_usage(self.fmt, self._fields) if self._fields else None
+        return read_usage(self.codec, self._fields) if self._fields else None
 
     def _inflate(self, chunk: bytes) -> bytes | None:
         """``chunk`` inflated, no further than its bounds (``None`` past them, or if it
@@ -226,9 +236,9 @@ class UsageReader:
             return
         if not isinstance(event, Mapping):
             return
-        found = self._codec.event_usage(event)
+        found = self.codec.event_usage(event)
         if found is not None:
-            self._take(*found, self._codec.event_id(event))
+            self._take(*found, self.codec.event_id(event))
 
     def _read_document(self, data: bytes) -> None:
         try:
@@ -236,7 +246,7 @@ class UsageReader:
         except ValueError:
             return
         if isinstance(document, Mapping):
-            self._take(*self._codec.answer_usage(document), self._codec.answer_id(document))
+            self._take(*self.codec.answer_usage(document), self.codec.answer_id(document))
 
     def _take(self, usage: Any, model: Any, answer_id: Any = None) -> None:
         if isinstance(model, str) and model:

@@ -240,7 +240,7 @@ class Proxy:
         exchange = Exchange(
             self.metrics, self.conversations, self.settings.access_log, request, route_label,
             provider, cleaned, source.policy, started,
-            billed=route.codec.name if route is not None and route.billed else None,
+            billed=route.codec if route is not None and route.billed else None,
             upstream=redact_urls(upstream),
             console_seconds=None if note is None else note.seconds,
             who=_who(lowered, caller, cleaned, route.codec.name if route is not None else None,
@@ -343,7 +343,7 @@ class Proxy:
             return _who(headers, caller, cleaned, fmt, noting(cleaned))
 
         cleaned = self.conversations.request(
-            raw, fmt, headers, (source.key, source.policy), now=now, noted=noted,
+            raw, route.codec, headers, (source.key, source.policy), now=now, noted=noted,
             cleaned=route.cleaned,
         )  # fmt: skip
         note = notes[0]

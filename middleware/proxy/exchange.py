@@ -18,6 +18,7 @@ from middleware.conversations.cleaning import Cleaned
 from middleware.conversations.front import Conversations
 from middleware.conversations.joining import Waiting
 from middleware.conversations.keys import SessionKey
+from middleware.formats.base import Codec
 from middleware.formats.declarations import Provider
 from middleware.ledger import Caller, UsageReader
 from middleware.ledger.sums import Entry
@@ -36,8 +37,9 @@ access_logger = logging.getLogger("middleware.proxy.access")
 class Exchange:
     """The callbacks a :class:`~middleware.proxy.upstream.Relay` makes for one request.
 
-    ``billed`` is the wire format of a model call whose answer is billed (``None`` for a
-    request that is not one: a token count, a listing, anything forwarded as it came).
+    ``billed`` is the codec of a model call whose answer is billed, its route's (``None``
+    for a request that is not one: a token count, a listing, anything forwarded as it
+    came).
     """
 
     metrics: Metrics
@@ -49,7 +51,7 @@ class Exchange:
     cleaned: Cleaned
     policy: Policy
     started: float
-    billed: str | None = None
+    billed: Codec | None = None
     upstream: str = ""
     status: int | None = None
     reader: UsageReader | None = field(default=None, repr=False)

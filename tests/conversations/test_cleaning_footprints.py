@@ -12,6 +12,7 @@ import middleware
 from middleware.conversations import cleaning
 from middleware.conversations.cleaning import clean_body
 from middleware.conversations.sessions import SessionPool
+from middleware.formats import get_codec
 from middleware.plugin.host import PluginHost
 
 
@@ -35,7 +36,8 @@ def test_a_failing_footprint_never_fails_the_request(
 
     monkeypatch.setattr(cleaning, "footprint", broken)
     with caplog.at_level(logging.ERROR):
-        cleaned = clean_body(json.dumps(body).encode(), "anthropic", {}, pool, ("p", policy))
+        raw = json.dumps(body).encode()
+        cleaned = clean_body(raw, get_codec("anthropic"), {}, pool, ("p", policy))
     pool.close()
     assert cleaned.error is None and cleaned.report is not None and cleaned.footprints is None
     assert len(cleaned.body) < 20_000  # cleaned all the same: the output was spilled

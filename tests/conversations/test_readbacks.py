@@ -18,6 +18,7 @@ from middleware.conversations import readbacks as readbacks_module
 from middleware.conversations.cleaning import Cleaned, clean_body
 from middleware.conversations.readbacks import ReadBack
 from middleware.conversations.sessions import SessionPool
+from middleware.formats import get_codec
 from middleware.plugin.host import PluginHost
 
 #: A shell output far over the default result cap: spilled by the budget step.
@@ -132,7 +133,9 @@ class Session:
 
     def send(self, events: list[Event]) -> Cleaned:
         raw = json.dumps(body(self.fmt, events)).encode()
-        cleaned = clean_body(raw, self.fmt, {}, self.pool, ("p", self.policy), session="s")
+        cleaned = clean_body(
+            raw, get_codec(self.fmt), {}, self.pool, ("p", self.policy), session="s"
+        )
         assert cleaned.error is None and cleaned.report is not None, cleaned
         return cleaned
 

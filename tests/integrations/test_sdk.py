@@ -4,6 +4,7 @@ history cleaned, whatever method sent it; the client is otherwise the same (issu
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -12,6 +13,7 @@ import pytest
 from agents import events
 from recall_model import RECALL_SAID, recalling
 from stand_in import Call, Provider, Reply
+from waiting import wait_for
 
 import middleware
 from middleware.conversations import engine
@@ -265,3 +267,35 @@ def test_recall_beside_the_agents_own_tools_is_taken_out_of_the_answer(
                                             tools=tools)  # fmt: skip
     assert [c.function.name for c in answer.choices[0].message.tool_calls] == ["build"]
     client.close()
+
+
+WATCHED = "version: 1\nname: {name}\nproxy:\n  session_memory_bytes: {memory}\n"
+
+
+def test_a_watched_policy_file_is_one_source_every_request_reads(
+    provider: tuple[Provider, str], tmp_path: Path
+) -> None:
+    """wrap(client, path, watch=True): every valid edit of the file is swapped in for the
+    requests that follow, the recall tool's policy too, and the pool follows its budget."""
+    _, url = provider
+    path = tmp_path / "policy.yaml"
+    path.write_text(WATCHED.format(name="one", memory=1_000_000), encoding="utf-8")
+    with anthropic.Anthropic(base_url=url, **KW) as plain:
+        client = middleware.wrap(plain, path, recall_tool=True, watch=True)
+        cleaner = cleaner_of(client)
+        args: dict[str, Any] = {"model": "m", "max_tokens": 9, "messages": UNANSWERED}
+        client.messages.create(**args)
+        assert cleaner.last is not None and cleaner.last.report is not None
+        assert cleaner.last.report.policy == "one" and cleaner.pool.max_bytes == 1_000_000
+        path.write_text(WATCHED.format(name="two", memory=2_000_000), encoding="utf-8")
+        assert wait_for(lambda: cleaner.source.policy.name == "two")
+        assert cleaner.source.status.generation == 2 and cleaner.pool.max_bytes == 2_000_000
+        assert wait_for(
+            lambda: cleaner.tool_policy is not None and cleaner.tool_policy.name == "two"
+        )
+        assert cleaner.tool_policy is not None and cleaner.tool_policy.get("recall.form") == "tool"
+        client.messages.create(**args)
+        assert cleaner.last.report is not None and cleaner.last.report.policy == "two"
+        cleaner.close()  # stops watching
+    with pytest.raises(TypeError, match="watch=True needs the path of a policy file"):
+        middleware.wrap(plain, middleware.load_policy(None), watch=True)

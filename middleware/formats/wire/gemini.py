@@ -28,6 +28,7 @@ from middleware.formats.declarations import (
     UsageCounts,
     Violation,
 )
+from middleware.formats.openings import CALL_IDS, normal
 from middleware.formats.text_protocol import TextProtocol
 from middleware.formats.wire.gemini_turns import (
     POSITION_PREFIX,
@@ -326,11 +327,11 @@ class GeminiCodec(Codec):
             call.get("id") for part in reply if isinstance(call := part.get("functionCall"), dict)
         ]
         if ids and all(isinstance(uid, str) and uid for uid in ids):
-            return {"calls": ids}
+            return normal({CALL_IDS: ids})
         texts = [
             p["text"] for p in reply if isinstance(p.get("text"), str) and not p.get("thought")
         ]
-        return [body.get("systemInstruction"), first_user, "".join(texts)]
+        return normal([body.get("systemInstruction"), first_user, "".join(texts)])
 
     def said(self, body: Mapping[str, Any]) -> tuple[tuple[str, ...], int] | None:
         """The contents' texts (thoughts left out) and call ids, in order. Gemini CLI's

@@ -24,6 +24,7 @@ from middleware import load_policy
 from middleware.conversations.cleaning import Cleaned, clean_body
 from middleware.conversations.keys import session_of
 from middleware.conversations.sessions import SessionPool
+from middleware.formats import get_codec
 from middleware.formats.routes import proxy_route
 from middleware.ledger import Caller, Ledger, LedgerSettings, Usage
 from middleware.plugin.host import PluginHost
@@ -40,6 +41,8 @@ from middleware.proxy.console.record import longest_run, with_texts
 from middleware.records import Records, RecordSettings, queries
 from middleware.records.tables import REQUESTS
 
+#: The codec the proxy carries for an Anthropic route.
+ANTHROPIC = get_codec("anthropic")
 RECORDED = {
     "claude-code-2.1.197.json": "Claude Code",
     "codex-0.171.0.json": "Codex",
@@ -88,7 +91,7 @@ def cleaned(pool: SessionPool, policy: Policy, session: str, outputs: list[str])
         result = {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": output}
         messages.append({"role": "user", "content": [result]})
     body = json.dumps({"model": "m", "max_tokens": 1, "messages": messages}).encode()
-    return clean_body(body, "anthropic", {"x-chatcli-session": session}, pool, ("p", policy))
+    return clean_body(body, ANTHROPIC, {"x-chatcli-session": session}, pool, ("p", policy))
 
 
 def interrupted(pool: SessionPool, policy: Policy, session: str, calls: int) -> Cleaned:
@@ -99,7 +102,7 @@ def interrupted(pool: SessionPool, policy: Policy, session: str, calls: int) -> 
     messages = [{"role": "user", "content": "Go."}, {"role": "assistant", "content": made},
                 {"role": "user", "content": "Go on."}]  # fmt: skip
     body = json.dumps({"model": "m", "max_tokens": 1, "messages": messages}).encode()
-    return clean_body(body, "anthropic", {"x-chatcli-session": session}, pool, ("p", policy))
+    return clean_body(body, ANTHROPIC, {"x-chatcli-session": session}, pool, ("p", policy))
 
 
 def fitted(
