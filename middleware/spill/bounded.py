@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from middleware.logs import IntervalLog
-from middleware.spill.layout import SpillError
+from middleware.spill.layout import SpillError, is_result_name, verified_text
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +72,26 @@ def read_bounded(path: Path, max_bytes: int | None, *, private: bool) -> bytes |
     if max_bytes is not None and len(data) > max_bytes:  # grew while it was read
         raise Refused(f"{path} grew past its {max_bytes:,} bytes")
     return data
+
+
+def read_result(path: Path, max_bytes: int | None = None, *, said: bool = False) -> str | None:
+    """The content of a result file a workspace saved at ``path``, or ``None`` for
+    anything else (missing; refused: a link, not a regular file, over ``max_bytes``, a
+    content that does not match the digest in its name). With ``said``, a refusal is
+    said in the log (a result read back to work on; recall, which answers that there is
+    no such result, says nothing more)."""
+    if not is_result_name(path.name):
+        return None
+    try:
+        data = read_bounded(path, max_bytes, private=False)
+        text = None if data is None else verified_text(path.name, data)
+        if data is not None and text is None:
+            raise Refused(f"{path} does not hold what its name's digest says")
+    except Refused as exc:
+        if said:
+            say_refused("result", str(exc))
+        return None
+    return text
 
 
 def private_file(info: os.stat_result) -> bool:

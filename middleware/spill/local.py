@@ -8,9 +8,10 @@ import shutil
 import stat
 from pathlib import Path
 
+from middleware.spill.bounded import read_result
 from middleware.spill.layout import MARKER, RESULTS, is_result_name, is_session_folder
+from middleware.spill.leases import LEASES, leases_held
 from middleware.spill.roots import SessionFolder
-from middleware.spill.workspace import LEASES, leases_held, read_result
 
 logger = logging.getLogger(__name__)
 

@@ -7,9 +7,8 @@ Nothing is ever written outside the workspace or through a symbolic link.
 
 A saved file is visible at once (written to a temporary name, then renamed) but synced to
 disk only by :meth:`SpillWorkspace.sync`, which a pipeline calls before it returns the
-previews that name the files: the files of one request are synced together, in parallel,
-instead of one after another as they are written (a request that spills 50 results waited
-for 50 ``fsync`` calls in a row).
+previews that name the files: the files of one request are synced together
+(:mod:`middleware.spill.syncing`).
 
 Several pipelines may share a workspace (the same session id, in one process or several):
 each holds a lease in it while open, and the folder is removed when the last one closes,
@@ -22,22 +21,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shutil
-import socket
-import stat
-import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
 from middleware.cache.kept import MAX_READING_BYTES
-from middleware.spill.bounded import Refused, private_file, read_bounded, say_refused
+from middleware.spill.bounded import Refused, private_file, read_bounded, read_result, say_refused
 from middleware.spill.layout import (
     MARKER,
     MAX_ID_CHARS,
@@ -46,21 +39,23 @@ from middleware.spill.layout import (
     RESULTS,
     SpillError,
     is_reading_name,
-    is_result_name,
     session_folder_name,
     spill_file_name,
-    verified_text,
 )
-
-if sys.platform != "win32":
-    import fcntl
+from middleware.spill.leases import LEASES, lease_name, leases_held
+from middleware.spill.private_files import (
+    lock_file,
+    make_private_dir,
+    replace_private,
+    write_private,
+)
+from middleware.spill.syncing import PendingSyncs
 
 __all__ = [
     "MARKER",
     "MAX_ID_CHARS",
     "SpillError",
     "SpillWorkspace",
-    "read_result",
     "session_folder_name",
     "spill_file_name",
 ]
@@ -79,8 +74,6 @@ MAX_RESULT_BYTES = 64 << 20
 #: Bytes of the folder's marker (``keep`` or ``remove``).
 MAX_MARKER_BYTES = 64
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-LEASES = ".leases"
 #: The file every process locks while it reads, merges and writes a session's record.
 RECORD_LOCK = ".session.lock"
 #: How long a process waits for another to finish writing the record before it gives up
@@ -88,38 +81,10 @@ RECORD_LOCK = ".session.lock"
 #: for one record, or for all of those written together as the proxy stops or a session
 #: ends (a process stopped while it holds their locks delays that by this much in all).
 RECORD_LOCK_SECONDS = 5.0
-#: Files synced at once: a journaling file system commits concurrent syncs together.
-SYNC_THREADS = 16
-_syncing_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _sync_pool() -> ThreadPoolExecutor:
-    global _syncing_pool  # noqa: PLW0603 - one pool for the process, made when first needed
-    with _pool_lock:
-        if _syncing_pool is None:
-            _syncing_pool = ThreadPoolExecutor(SYNC_THREADS, thread_name_prefix="chatcli-sync")
-        return _syncing_pool
-
-
-def read_result(path: Path, max_bytes: int | None = None, *, said: bool = False) -> str | None:
-    """The content of a result file a workspace saved at ``path``, or ``None`` for
-    anything else (missing; refused: a link, not a regular file, over ``max_bytes``, a
-    content that does not match the digest in its name). With ``said``, a refusal is
-    said in the log (a result read back to work on; recall, which answers that there is
-    no such result, says nothing more)."""
-    if not is_result_name(path.name):
-        return None
-    try:
-        data = read_bounded(path, max_bytes, private=False)
-        text = None if data is None else verified_text(path.name, data)
-        if data is not None and text is None:
-            raise Refused(f"{path} does not hold what its name's digest says")
-    except Refused as exc:
-        if said:
-            say_refused("result", str(exc))
-        return None
-    return text
+_FOR_WHOM = (
+    "for a record, or for all those written as the proxy stops or a session ends; a process "
+    "stopped while writing one?"
+)
 
 
 class SpillWorkspace:
@@ -144,8 +109,7 @@ class SpillWorkspace:
         #: Whether this workspace made (or checked) the folder of readings.
         self._readings_ready = False
         #: Files written and not synced yet, and the syncs under way (:meth:`sync`).
-        self._unsynced: list[Path] = []
-        self._syncing: dict[Path, Future[None]] = {}
+        self._syncs = PendingSyncs(self.results_dir)
 
     @property
     def local(self) -> SpillWorkspace:
@@ -179,8 +143,7 @@ class SpillWorkspace:
                 Path(tmp).unlink(missing_ok=True)
                 raise
             self._remember(target)
-            with self._lock:
-                self._unsynced.append(target)
+            self._syncs.add(target)
         except OSError as exc:
             if isinstance(exc, SpillError):
                 raise
@@ -194,31 +157,7 @@ class SpillWorkspace:
 
         :raises SpillError: the file system refused to sync one.
         """
-        with self._lock:
-            todo, self._unsynced = self._unsynced, []
-            for path in todo:
-                if path not in self._syncing:
-                    self._syncing[path] = _sync_pool().submit(_sync_file, path)
-            waiting = list(self._syncing.items())
-        if not waiting:
-            return
-        failed: list[str] = []
-        for path, future in waiting:
-            try:
-                future.result()
-            except OSError as exc:
-                failed.append(f"{path.name}: {exc}")
-        with self._lock:
-            for path, future in waiting:
-                if self._syncing.get(path) is future:
-                    del self._syncing[path]
-        if todo and os.name != "nt":  # the folder's entries: the renames themselves
-            try:
-                _sync_file(self.results_dir, directory=True)
-            except OSError as exc:
-                failed.append(f"{self.results_dir}: {exc}")
-        if failed:
-            raise SpillError(f"cannot sync spilled output to disk: {'; '.join(failed)}")
+        self._syncs.sync()
 
     def load(self, location: str) -> str | None:
         """The content of a file this workspace saved, or ``None`` for anything else (a
@@ -259,12 +198,9 @@ class SpillWorkspace:
         try:
             self._prepare()
             if not self._readings_ready:
-                try:
-                    folder.mkdir(mode=0o700)
-                except FileExistsError:
-                    _check_private_dir(folder)
+                make_private_dir(folder)
                 self._readings_ready = True
-            _replace_private(folder, f"{name}.json", content)
+            replace_private(folder, f"{name}.json", content)
         except OSError as exc:  # a SpillError too: a closed or unsafe workspace
             logger.info("reading %s not kept in %s: %s", name, folder, exc)
 
@@ -324,7 +260,8 @@ class SpillWorkspace:
         path = self.session_dir / RECORD_LOCK
         fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
-            _lock_file(fd, path, time.monotonic() + RECORD_LOCK_SECONDS if until is None else until)
+            until = time.monotonic() + RECORD_LOCK_SECONDS if until is None else until
+            lock_file(fd, path, until, f"{RECORD_LOCK_SECONDS:g} s {_FOR_WHOM}")
             yield True
         finally:
             os.close(fd)  # releases the lock
@@ -337,7 +274,7 @@ class SpillWorkspace:
             or unsafe workspace).
         """
         self._prepare()
-        _replace_private(self.session_dir, RECORD, content)
+        replace_private(self.session_dir, RECORD, content)
 
     def close(self) -> None:
         """End this workspace's use of the folder; safe to call more than once."""
@@ -349,7 +286,7 @@ class SpillWorkspace:
             if lease is None:
                 return  # never used the folder (or was refused): nothing of ours there
             lease.unlink(missing_ok=True)
-            if self._others_hold_leases():
+            if leases_held(self.session_dir):
                 return
             try:
                 found = read_bounded(self.session_dir / MARKER, MAX_MARKER_BYTES, private=True)
@@ -376,22 +313,14 @@ class SpillWorkspace:
             if self._lease is not None and self._lease.exists():
                 return
             self.session_dir.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            created = False
-            try:
-                self.session_dir.mkdir(mode=0o700)
-                created = True
-            except FileExistsError:
-                _check_private_dir(self.session_dir)
+            created = make_private_dir(self.session_dir)
             for folder in (self.results_dir, self.session_dir / LEASES):
-                try:
-                    folder.mkdir(mode=0o700)
-                except FileExistsError:
-                    _check_private_dir(folder)
+                make_private_dir(folder)
             marker = self.session_dir / MARKER
             if created or (self.keep and marker.exists()):
-                _write_private(marker, "keep" if self.keep else "remove")
-            lease = self.session_dir / LEASES / f"{_host()}-{os.getpid()}-{uuid.uuid4().hex}"
-            _write_private(lease, "")
+                write_private(marker, "keep" if self.keep else "remove")
+            lease = self.session_dir / LEASES / lease_name()
+            write_private(lease, "")
             self._lease = lease
 
     def _holds(self, target: Path, data: bytes) -> bool:
@@ -415,101 +344,3 @@ class SpillWorkspace:
     def _remember(self, target: Path) -> None:
         info = os.lstat(target)
         self._known[target] = (info.st_ino, info.st_size, info.st_mtime_ns)
-
-    def _others_hold_leases(self) -> bool:
-        return leases_held(self.session_dir)
-
-
-def leases_held(session_dir: Path) -> bool:
-    """Whether an open workspace uses the folder (leases of processes of this host that no
-    longer run are stale and removed)."""
-    try:
-        leases = list((session_dir / LEASES).iterdir())
-    except OSError:
-        return False
-    alive = False
-    for lease in leases:
-        host, _, rest = lease.name.rpartition("-")[0].rpartition("-")
-        pid = int(rest) if rest.isdigit() else None
-        if host == _host() and pid is not None and not _pid_alive(pid):
-            lease.unlink(missing_ok=True)
-            continue
-        alive = True
-    return alive
-
-
-def _host() -> str:
-    return _UNSAFE.sub("_", socket.gethostname()) or "host"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # exists, but not ours to signal
-    return True
-
-
-def _replace_private(folder: Path, name: str, content: str) -> None:
-    """Write ``content`` to ``folder/name``, private and whole (a reader never sees part
-    of it), never through a planted link."""
-    tmp = folder / f".partial-{uuid.uuid4().hex}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(content)
-        os.replace(tmp, folder / name)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _lock_file(fd: int, path: Path, until: float) -> None:
-    """Lock the file open as ``fd`` for this open file (threads of one process exclude
-    each other too), waiting until ``until`` (``time.monotonic()``) at most for the one
-    who holds it."""
-    if sys.platform == "win32":
-        return
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= until:
-                raise SpillError(
-                    f"cannot lock {path}: another process held it past the deadline "
-                    f"({RECORD_LOCK_SECONDS:g} s for a record, or for all those written as "
-                    "the proxy stops or a session ends; a process stopped while writing one?)"
-                ) from None
-            time.sleep(0.01)
-
-
-def _sync_file(path: Path, *, directory: bool = False) -> None:
-    flags = os.O_RDONLY if directory else os.O_RDWR
-    fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-
-
-def _check_private_dir(folder: Path) -> None:
-    info = os.lstat(folder)
-    if stat.S_ISLNK(info.st_mode):
-        raise SpillError(f"refusing to use {folder}: it is a symbolic link")
-    if not stat.S_ISDIR(info.st_mode):
-        raise SpillError(f"refusing to use {folder}: it is not a folder")
-    if hasattr(os, "getuid") and info.st_uid != os.getuid():
-        raise SpillError(f"refusing to use {folder}: it belongs to another user")
-    if info.st_mode & 0o077:
-        raise SpillError(
-            f"refusing to use {folder}: other users can access it (mode {info.st_mode & 0o777:o})"
-        )

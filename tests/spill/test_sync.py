@@ -11,7 +11,7 @@ import pytest
 
 import middleware
 from middleware.errors import MiddlewareError
-from middleware.spill import workspace
+from middleware.spill import syncing, workspace
 
 
 def big_turn(count: int) -> list[dict[str, Any]]:
@@ -35,13 +35,13 @@ def policy(root: Path) -> middleware.Policy:
 def synced(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, str]]:
     """Each path synced, with the thread that synced it."""
     seen: list[tuple[Path, str]] = []
-    real = workspace._sync_file
+    real = syncing.sync_file
 
     def record(path: Path, *, directory: bool = False) -> None:
         seen.append((path, threading.current_thread().name))
         real(path, directory=directory)
 
-    monkeypatch.setattr(workspace, "_sync_file", record)
+    monkeypatch.setattr(syncing, "sync_file", record)
     return seen
 
 
@@ -79,7 +79,7 @@ def test_a_file_the_disk_refuses_to_sync_fails_the_call(
     def refuse(path: Path, *, directory: bool = False) -> None:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(workspace, "_sync_file", refuse)
+    monkeypatch.setattr(syncing, "sync_file", refuse)
     with (
         middleware.Pipeline.from_policy(policy(tmp_path)) as pipe,
         pytest.raises(MiddlewareError, match="cannot sync spilled output"),
