@@ -17,7 +17,8 @@ says; for ``spill.retry_after_seconds`` after a failure, new saves fail at once 
 find nothing, so a store that is down costs one timeout, not one per result. Every call
 has a deadline (``spill.timeout_seconds``, retries included): a store that accepts
 connections and never answers fails like one that is down. The call runs on the root's
-own threads, so a hung store never takes the threads that serve requests.
+own threads, so a hung store never takes the threads that serve requests
+(:mod:`middleware.spill.store_calls`).
 
 Nothing here removes a session's objects when a pipeline closes: replicas share them.
 ``chatcli-mw gc`` and the proxy's ``DELETE /sessions/{id}`` do, through
@@ -27,24 +28,21 @@ each process keeps a *hold* in the folders it uses (:mod:`middleware.spill.holds
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import logging
-import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 from middleware.spill.holds import HOLD_SECONDS, Background, Holds, HoldStore
+from middleware.spill.known_objects import KnownObjects
 from middleware.spill.layout import (
     MARKER,
     RESULTS,
     SHARED,
     SpillError,
     SpillKey,
-    SpillTimeout,
     describe,
     is_result_name,
     is_session_folder,
@@ -55,6 +53,7 @@ from middleware.spill.layout import (
 )
 from middleware.spill.listing import folders_in, remove_folder, written_in
 from middleware.spill.roots import SessionFolder
+from middleware.spill.store_calls import StoreCalls
 
 logger = logging.getLogger(__name__)
 
@@ -64,17 +63,6 @@ ATOMIC_PUT = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "memory
 #: multipart upload) and a read one GET (no HEAD first).
 S3_WRITE = {"chunksize": 2**32}
 S3_READ = {"max_concurrency": 1}
-#: Seconds a process trusts that an object it saved or read is still there; ``gc``
-#: removes only sessions idle for much longer.
-KNOWN_SECONDS = 600.0
-KNOWN_ENTRIES = 100_000
-#: Bytes of read results kept in memory per root (they never change).
-CACHE_BYTES = 32 * 2**20
-#: Threads a root calls its store on: calls of a store that hangs hold these, never the
-#: threads that serve requests.
-STORE_THREADS = 8
-
-T = TypeVar("T")
 
 
 class ObjectRoot:
@@ -101,17 +89,11 @@ class ObjectRoot:
         self._conditional = s3
         self._write_options: Mapping[str, Any] = S3_WRITE if s3 else {}
         self._read_options: Mapping[str, Any] = S3_READ if s3 else {}
-        self.retry_after = retry_after
         self._clock = clock
-        self._lock = threading.Lock()
-        self._known: OrderedDict[str, float] = OrderedDict()
-        self._cache: OrderedDict[str, tuple[str, int]] = OrderedDict()
-        self._cached_bytes = 0
-        self._down: tuple[float, str] | None = None
-        self.timeout = timeout
-        self._calls = concurrent.futures.ThreadPoolExecutor(
-            STORE_THREADS, thread_name_prefix="chatcli-store"
-        )
+        #: The objects saved or read lately, and the small ones' texts.
+        self._known = KnownObjects()
+        #: The calls to the store, each within its deadline, and whether it is down.
+        self._calls = StoreCalls(self.url, retry_after=retry_after, timeout=timeout, clock=clock)
         #: This process's holds in the folders under the root (``wall``: their POSIX times).
         self.holds = Holds(self._hold_store(), clock=clock, wall=wall)
 
@@ -136,9 +118,9 @@ class ObjectRoot:
         holding the folder for ``hold`` seconds more; return its URL."""
         location = self.location(folder, name)
         path = self._path(folder, RESULTS, name)
-        if self._knows(path):
+        if self._known.knows(path, self._clock()):
             return location
-        self._check_up(f"cannot save spilled output to {location}")
+        self._calls.check_up(f"cannot save spilled output to {location}")
         data = content.encode("utf-8", "surrogatepass")
 
         def write() -> None:
@@ -152,10 +134,10 @@ class ObjectRoot:
                 return  # there already: nothing written that could be left behind
             self.holds.wrote(folder, hold)
 
-        self._within(write, f"cannot save spilled output to {location}")
-        self._up()
-        self._remember(path)
-        self._keep(path, content, len(data))
+        self._calls.within(write, f"cannot save spilled output to {location}")
+        self._calls.up()
+        self._known.remember(path, self._clock())
+        self._known.keep(path, content, len(data))
         return location
 
     # -- holds -------------------------------------------------------------------------
@@ -195,8 +177,12 @@ class ObjectRoot:
         except Exception as exc:
             self._put(path, data)  # raises if the store itself fails
             self._conditional = False
-            logger.info("the spill store %s refused a conditional write (%s): writing "
-                        "without the condition from now on", self.url, describe(exc))  # fmt: skip
+            logger.info(
+                "the spill store %s refused a conditional write (%s): writing without the "
+                "condition from now on",
+                self.url,
+                describe(exc),
+            )
 
     def _put(self, path: str, data: bytes) -> None:
         if self._atomic:
@@ -226,13 +212,8 @@ class ObjectRoot:
         """:meth:`read`, from memory when this process saved or read it lately: what the
         steps use to recognise their own previews on every request (a result never
         changes under its name; only retention removes it)."""
-        path = self._path(folder, RESULTS, name)
-        with self._lock:
-            cached = self._cache.get(path)
-            if cached is not None:
-                self._cache.move_to_end(path)
-                return cached[0]
-        return self.read(folder, name)
+        cached = self._known.cached(self._path(folder, RESULTS, name))
+        return cached if cached is not None else self.read(folder, name)
 
     def read(self, folder: str, name: str) -> str | None:
         """The result ``name`` of ``folder`` if a store saved it (the digest matches),
@@ -243,41 +224,36 @@ class ObjectRoot:
         if not is_session_folder(folder) or not is_result_name(name):
             return None
         path = self._path(folder, RESULTS, name)
-        self._check_up(f"cannot read {self.location(folder, name)}")
-        data = self._within(lambda: self._get(path), f"cannot read {self.location(folder, name)}")
-        self._up()
+        doing = f"cannot read {self.location(folder, name)}"
+        self._calls.check_up(doing)
+        data = self._calls.within(lambda: self._get(path), doing)
+        self._calls.up()
         if data is None:
             return None
         text = verified_text(name, data)
         if text is not None:
-            self._remember(path)
-            self._keep(path, text, len(data))
+            self._known.remember(path, self._clock())
+            self._known.keep(path, text, len(data))
         return text
-
-    def _keep(self, path: str, text: str, size: int) -> None:
-        if size > CACHE_BYTES // 4:
-            return
-        with self._lock:
-            if path in self._cache:
-                return
-            self._cache[path] = (text, size)
-            self._cached_bytes += size
-            while self._cached_bytes > CACHE_BYTES:
-                _, (_, old) = self._cache.popitem(last=False)
-                self._cached_bytes -= old
 
     # -- retention -----------------------------------------------------------------------
 
     def sessions(self) -> list[SessionFolder]:
         """The folders under the root that hold a marker, with their newest object's time."""
-        return self._within(lambda: folders_in(self._fs, self._base, self.url),
-                            f"cannot list the sessions of {self.url}", down=False)  # fmt: skip
+        return self._calls.within(
+            lambda: folders_in(self._fs, self._base, self.url),
+            f"cannot list the sessions of {self.url}",
+            down=False,
+        )
 
     def remove(self, folder: str) -> bool:
         """Remove what a store wrote in ``folder`` (see :func:`remove_folder`), and forget
         it here."""
-        removed = self._within(lambda: remove_folder(self._fs, self._base, self.url, folder),
-                               f"cannot remove {self.url}/{folder}", down=False)  # fmt: skip
+        removed = self._calls.within(
+            lambda: remove_folder(self._fs, self._base, self.url, folder),
+            f"cannot remove {self.url}/{folder}",
+            down=False,
+        )
         if not removed:
             return False
         self.holds.forget(folder)
@@ -286,94 +262,17 @@ class ObjectRoot:
 
     def _forget(self, folder: str) -> None:
         """Forget that anything is stored in ``folder``: it was removed."""
-        prefix = self._path(folder) + "/"
-        with self._lock:
-            for path in [p for p in self._known if p.startswith(prefix)]:
-                del self._known[path]
-            for path in [p for p in self._cache if p.startswith(prefix)]:
-                self._cached_bytes -= self._cache.pop(path)[1]
+        self._known.forget(self._path(folder) + "/")
 
     # -- helpers -------------------------------------------------------------------------
-
-    def _within(self, call: Callable[[], T], doing: str, *, down: bool = True) -> T:
-        """``call()`` on the root's threads, within ``timeout`` seconds in all; any
-        failure, or the deadline missed, is a :class:`SpillError` (and, with ``down``, the
-        store counts as down). A call that misses it runs on in its thread: the request
-        does not wait for it."""
-        try:
-            future = self._calls.submit(call)
-        except RuntimeError as exc:  # shut down: the process is ending
-            raise SpillError(f"{doing}: the spill store is closed ({exc})") from exc
-        try:
-            return future.result(timeout=self.timeout)
-        except concurrent.futures.TimeoutError:
-            future.cancel()  # if it has not started: never run it late
-            reason = TimeoutError(f"no answer within {self.timeout:g} s (spill.timeout_seconds)")
-            if down:
-                self._failed(doing, reason)
-            raise SpillTimeout(f"{doing}: {describe(reason)}") from None
-        except SpillError:
-            raise
-        except Exception as exc:  # any backend's error: botocore's are not OSErrors
-            raise (
-                self._failed(doing, exc) if down else SpillError(f"{doing}: {describe(exc)}")
-            ) from exc
 
     def _path(self, *parts: str) -> str:
         return "/".join((self._base, *parts))
 
-    def _knows(self, path: str) -> bool:
-        now = self._clock()
-        with self._lock:
-            seen = self._known.get(path)
-            if seen is None or now - seen > KNOWN_SECONDS:
-                return False
-            self._known.move_to_end(path)
-            return True
-
-    def _remember(self, path: str) -> None:
-        with self._lock:
-            self._known[path] = self._clock()
-            self._known.move_to_end(path)
-            while len(self._known) > KNOWN_ENTRIES:
-                self._known.popitem(last=False)
-
-    def _check_up(self, doing: str) -> None:
-        """Raise at once while the store counts as down (``spill.retry_after_seconds``)."""
-        with self._lock:
-            down = self._down
-        if down is None:
-            return
-        since = self._clock() - down[0]
-        if since >= self.retry_after:
-            return
-        raise SpillError(
-            f"{doing}: the spill store failed {since:.0f} s ago ({down[1]}); it is tried "
-            f"again {self.retry_after - since:.0f} s from now (spill.retry_after_seconds)"
-        )
-
-    def _up(self) -> None:
-        """The store answered: it no longer counts as down."""
-        with self._lock:
-            if self._down is not None:
-                logger.info("the spill store %s answers again", self.url)
-            self._down = None
-
     @property
     def trouble(self) -> str | None:
         """Why the store counts as down now, or ``None`` (for health checks)."""
-        with self._lock:
-            down = self._down
-        if down is None or self._clock() - down[0] >= self.retry_after:
-            return None
-        return f"failed {self._clock() - down[0]:.0f} s ago: {down[1]}"
-
-    def _failed(self, doing: str, exc: BaseException) -> SpillError:
-        """Count the store as down from now, and say what failed."""
-        reason = describe(exc)
-        with self._lock:
-            self._down = (self._clock(), reason)
-        return SpillError(f"{doing}: {reason} (check spill.url and the store's credentials)")
+        return self._calls.trouble
 
 
 class ObjectWorkspace:
