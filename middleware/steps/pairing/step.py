@@ -33,8 +33,9 @@ from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind, section
 from middleware.report import ActionKind
+from middleware.steps.pairing.analysis import make_plan
 from middleware.steps.pairing.placement import Layout
-from middleware.steps.pairing.plan import CallEntry, Recorder, Rules, make_plan
+from middleware.steps.pairing.plan import CallEntry, Recorder, Rules
 from middleware.steps.pairing.valid import already_paired
 from middleware.view import Conversation, Node, ToolResult
 

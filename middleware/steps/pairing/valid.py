@@ -1,6 +1,6 @@
 """Pairing repair, the shortcut: a history that is already paired as the format wants.
 
-Nearly every request an agent sends is valid, and the analysis (:mod:`.plan`) and the
+Nearly every request an agent sends is valid, and the analysis (:mod:`.analysis`) and the
 layout (:mod:`.placement`) would build their tables only to hand back the same nodes. One
 walk decides that first, in a stricter form than the repair needs (every call named, with
 an id no other call has and, for Anthropic, one the API accepts; each assistant message

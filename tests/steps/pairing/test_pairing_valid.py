@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from middleware.formats import get_codec
 from middleware.replay.transcripts import load_transcripts
+from middleware.steps.pairing.analysis import make_plan
 from middleware.steps.pairing.placement import Layout
-from middleware.steps.pairing.plan import CallEntry, Rules, make_plan
+from middleware.steps.pairing.plan import CallEntry, Rules
 from middleware.steps.pairing.step import keep_user_turn
 from middleware.steps.pairing.valid import already_paired
 from middleware.view import Node, ToolResult
