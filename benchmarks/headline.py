@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from middleware.replay.costs import PRICING
-from middleware.replay.simulate import PolicySpec, PolicySummary, simulate
+from middleware.replay.simulate import PolicySpec, simulate
+from middleware.replay.summaries import PolicySummary
 from middleware.replay.transcripts import load_transcripts
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories"

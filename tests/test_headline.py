@@ -81,7 +81,7 @@ def documented(doc: Path) -> list[str]:
 
 
 def test_a_row_gives_each_figure_and_counts_the_sessions_over_raw() -> None:
-    from middleware.replay.simulate import PolicySummary, SessionFigures
+    from middleware.replay.summaries import PolicySummary, SessionFigures
 
     headline = HEADLINE
     summary = PolicySummary("default", requests=1234, cost=70.0, raw_cost=100.0,

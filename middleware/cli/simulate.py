@@ -16,7 +16,8 @@ from middleware.plugin.host import PluginHost
 from middleware.policy import load_policy
 from middleware.policy.resources import data_dir, preset_names
 from middleware.replay.costs import PRICING, approximate_tokens
-from middleware.replay.simulate import PolicySpec, PolicySummary, SessionSeries, simulate
+from middleware.replay.simulate import PolicySpec, simulate
+from middleware.replay.summaries import PolicySummary, SessionSeries
 from middleware.replay.transcripts import READS, SUFFIXES, read_transcripts
 
 if TYPE_CHECKING:

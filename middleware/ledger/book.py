@@ -314,7 +314,7 @@ def _read_back(
     billed: Usage, writes: bool, readbacks: Sequence[int], repeated: int, body_chars: int
 ) -> Usage:
     """What reading back what the proxy hid cost, as simulate charges a forced re-read
-    (:func:`middleware.replay.simulate.readback_cost`): one more request, the one before
+    (:func:`middleware.replay.costs.readback_cost`): one more request, the one before
     (``repeated`` prompt tokens) read from the cache again, and each result read back
     written to it (``readbacks``: their characters, at the tokens per character the
     provider counted for this request)."""

@@ -169,3 +169,9 @@ def _expired(pricing: Pricing, times: Sequence[float | None], k: int) -> bool:
         return False
     now, before = times[k], times[k - 1]
     return now is not None and before is not None and now - before > pricing.lifetime
+
+
+def readback_cost(pricing: Pricing, request_tokens: int, result_tokens: int) -> float:
+    """What reading a hidden result back costs: one more request whose prefix (the request
+    as sent) comes from the cache, plus the result's full text written again."""
+    return pricing.read * request_tokens + pricing.write * result_tokens

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +23,11 @@ from middleware.replay.costs import (
     approximate_tokens,
     request_costs,
 )
-from middleware.replay.references import ReferenceIndex, answer_tokens, build_index, is_hidden
+from middleware.replay.hidden import Causes, HiddenResults
+from middleware.replay.references import answer_tokens, build_index
+from middleware.replay.summaries import PolicySummary, SessionFigures, SessionSeries
 from middleware.replay.transcripts import Transcript
 from middleware.report import Action, Step
-from middleware.view import Conversation
 
 #: Name of the baseline: the requests exactly as recorded.
 RAW = "none"
@@ -42,160 +43,6 @@ class PolicySpec:
 
     name: str
     path: str | Path | None
-
-
-@dataclass
-class SessionSeries:
-    """Per-request figures of one transcript under one policy (for plots)."""
-
-    tokens: list[int] = field(default_factory=list)
-    #: Cumulative cost, and cumulative effective cost: each read-back charged at the
-    #: request where the hidden result was first missed.
-    costs: list[float] = field(default_factory=list)
-    effective: list[float] = field(default_factory=list)
-    #: Whether the transcript recorded times, and whether they priced the cache's expiry
-    #: (not with ``clock=False``): without, the cache never expired.
-    timestamps: bool = False
-    clock: bool = False
-
-
-@dataclass
-class SessionFigures:
-    """One session under one policy."""
-
-    cost: float = 0.0
-    raw_cost: float = 0.0
-    readback_cost: float = 0.0
-    references: int = 0
-    hidden: int = 0
-    quotes: int = 0
-    quotes_hidden: int = 0
-    #: Hidden quotes by what hid their result and by the tool that gave the text.
-    quotes_hidden_by: dict[str, dict[str, int]] = field(default_factory=dict)
-    rereads: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        raw = self.raw_cost or 1.0
-        return {
-            "relative_cost": round(self.cost / raw, 4),
-            "relative_effective_cost": round((self.cost + self.readback_cost) / raw, 4),
-            "references": self.references,
-            "hidden": self.hidden,
-            "quotes": self.quotes,
-            "quotes_hidden": self.quotes_hidden,
-            "quotes_hidden_by": sorted_by_cause(self.quotes_hidden_by),
-            "forced_rereads": self.rereads,
-        }
-
-
-def sorted_by_cause(by: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-    """A cause -> tool -> count table with both levels in name order (stable JSON)."""
-    return {cause: dict(sorted(tools.items())) for cause, tools in sorted(by.items())}
-
-
-def readback_cost(pricing: Pricing, request_tokens: int, result_tokens: int) -> float:
-    """What reading a hidden result back costs: one more request whose prefix (the request
-    as sent) comes from the cache, plus the result's full text written again."""
-    return pricing.read * request_tokens + pricing.write * result_tokens
-
-
-@dataclass
-class PolicySummary:
-    """What one policy did over all transcripts."""
-
-    name: str
-    requests: int = 0
-    tokens: int = 0
-    cached_tokens: int = 0
-    cost: float = 0.0
-    raw_cost: float = 0.0
-    peak_tokens: int = 0
-    over_window: int = 0
-    #: Characters the budget step removed from the last request of each session (saved in
-    #: the spill store), what compaction removed, and what the steps added (the text of an
-    #: empty result, notices): counted apart, so none of them hides another.
-    chars_spilled: int = 0
-    chars_compacted: int = 0
-    chars_added: int = 0
-    #: Requests in which microcompaction changed a result of the last two assistant turns
-    #: (it never should), and in which the budget step spilled one (by design).
-    recent_compacted: int = 0
-    recent_spilled: int = 0
-    references: int = 0
-    hidden: int = 0
-    #: Requests that found the cache expired (sent longer than its lifetime after the
-    #: previous one, by the transcript's clock).
-    expired: int = 0
-    #: What reading hidden outputs back would cost (:func:`readback_cost`), the same unit
-    #: as ``cost``.
-    readback_cost: float = 0.0
-    #: Hidden references by the action that hid their result (``step:kind``).
-    hidden_by: dict[str, int] = field(default_factory=dict)
-    #: The independent measure (:mod:`.quotes`): lines the model's tool inputs quote from
-    #: earlier results, those the policy removed (also by the action that hid their result
-    #: and the tool that gave the text, as ``hidden_by`` for references), and the edits
-    #: that quote a removed line (forced re-reads), by the tool whose result it was taken
-    #: from.
-    quotes: int = 0
-    quotes_hidden: int = 0
-    quotes_hidden_by: dict[str, dict[str, int]] = field(default_factory=dict)
-    rereads: dict[str, int] = field(default_factory=dict)
-    #: Per session: cost, raw cost, read-back cost, references, hidden.
-    sessions: dict[str, SessionFigures] = field(default_factory=dict)
-    series: dict[str, SessionSeries] = field(default_factory=dict)
-
-    @property
-    def relative_cost(self) -> float:
-        return self.cost / self.raw_cost if self.raw_cost else 1.0
-
-    @property
-    def relative_effective_cost(self) -> float:
-        """Cost plus read-back cost, relative to no middleware."""
-        return (self.cost + self.readback_cost) / self.raw_cost if self.raw_cost else 1.0
-
-    @property
-    def cache_hit_ratio(self) -> float:
-        return self.cached_tokens / self.tokens if self.tokens else 0.0
-
-    @property
-    def hidden_rate(self) -> float:
-        return self.hidden / self.references if self.references else 0.0
-
-    @property
-    def quotes_hidden_rate(self) -> float:
-        return self.quotes_hidden / self.quotes if self.quotes else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "policy": self.name,
-            "requests": self.requests,
-            "relative_cost": round(self.relative_cost, 4),
-            "cost": round(self.cost, 1),
-            "raw_cost": round(self.raw_cost, 1),
-            "cache_hit_ratio": round(self.cache_hit_ratio, 4),
-            "requests_after_expiry": self.expired,
-            "peak_request_tokens": self.peak_tokens,
-            "requests_over_window": self.over_window,
-            "chars_spilled": self.chars_spilled,
-            "chars_compacted": self.chars_compacted,
-            "chars_added": self.chars_added,
-            "recent_results_uncompacted": self.recent_compacted == 0,
-            "requests_with_recent_results_compacted": self.recent_compacted,
-            "requests_with_recent_results_spilled": self.recent_spilled,
-            "references": self.references,
-            "hidden_references": self.hidden,
-            "hidden_rate": round(self.hidden_rate, 4),
-            "readback_cost": round(self.readback_cost, 1),
-            "relative_effective_cost": round(self.relative_effective_cost, 4),
-            "hidden_by": dict(sorted(self.hidden_by.items())),
-            "quotes": self.quotes,
-            "quotes_hidden": self.quotes_hidden,
-            "quotes_hidden_rate": round(self.quotes_hidden_rate, 4),
-            "quotes_hidden_by": sorted_by_cause(self.quotes_hidden_by),
-            "forced_rereads": sum(self.rereads.values()),
-            "forced_rereads_by_tool": dict(sorted(self.rereads.items())),
-            "sessions": {name: figures.to_dict() for name, figures in self.sessions.items()},
-        }
 
 
 def simulate(
@@ -215,12 +62,20 @@ def simulate(
     (:func:`~middleware.replay.costs.request_costs`); without, it never expires.
 
     A hidden reference is charged what reading its result back costs
-    (:func:`readback_cost`, times ``readback_factor``), once per result and session: the
-    model that read it back has it again."""
+    (:func:`~middleware.replay.costs.readback_cost`, times ``readback_factor``), once per
+    result and session: the model that read it back has it again
+    (:class:`~middleware.replay.hidden.HiddenResults`)."""
     with tempfile.TemporaryDirectory(prefix="chatcli-simulate-") as spill_root:
-        run = _Simulation(policies, pricing=pricing, window=window, count_tokens=count_tokens,
-                          spill_root=spill_root, progress=progress,
-                          readback_factor=readback_factor, clock=clock)  # fmt: skip
+        run = _Simulation(
+            policies,
+            pricing=pricing,
+            window=window,
+            count_tokens=count_tokens,
+            spill_root=spill_root,
+            progress=progress,
+            readback_factor=readback_factor,
+            clock=clock,
+        )
         for transcript in transcripts:
             run.replay(transcript)
     return run.summaries
@@ -288,21 +143,39 @@ class _Simulation:
             list(map(Serializer(), requests)), self.pricing, self.count_tokens, times
         )
         raw_total = sum(c.cost for c in raw_costs)
-        self._charge(self.summaries[0], transcript.name, raw_costs, raw_total,
-                     readbacks=[0.0] * len(raw_costs), timestamps=timestamps)  # fmt: skip
+        self._charge(
+            self.summaries[0],
+            transcript.name,
+            raw_costs,
+            raw_total,
+            readbacks=[0.0] * len(raw_costs),
+            timestamps=timestamps,
+        )
         self.summaries[0].references += sum(len(a) for a in answers)
         self.summaries[0].quotes += sum(len(q) for q in quoting)
 
         for spec, summary in zip(self.policies, self.summaries[1:], strict=True):
             # A temporary local store, whatever store the policy names; the provider's
             # cache, the one the replay is priced with.
-            layered = {**overrides, "spill.url": None, "spill.root": self.spill_root,
-                       "ledger.cache_lifetime_seconds": self._lifetime}  # fmt: skip
+            layered = {
+                **overrides,
+                "spill.url": None,
+                "spill.root": self.spill_root,
+                "ledger.cache_lifetime_seconds": self._lifetime,
+            }
             policy = self._policy(spec.path, layered)
             texts: list[str] = []
             readbacks: list[float] = []  # what each request charged for reading back
             figures = summary.sessions.setdefault(transcript.name, SessionFigures())
-            read_back: set[tuple[int, int]] = set()  # results already read back
+            hiding = HiddenResults(
+                summary,
+                figures,
+                full,
+                refs_index,
+                pricing=self.pricing,
+                count_tokens=self.count_tokens,
+                factor=self.readback_factor,
+            )
             session = _session_id(transcript.name)
             serialize = Serializer()
             with Pipeline(policy, host=self._host, session_id=session) as pipe:
@@ -311,18 +184,9 @@ class _Simulation:
                     result = pipe.process(request, format=transcript.format, now=now)
                     text = serialize(result.messages)
                     texts.append(text)
-                    hidden = [token for token in sorted(refs) if is_hidden(token, text)]
-                    summary.references += len(refs)
-                    summary.hidden += len(hidden)
-                    figures.references += len(refs)
-                    figures.hidden += len(hidden)
                     causes = Causes(full, result.report.actions)
-                    charged = self._read_back(
-                        summary, figures, full=full, refs_index=refs_index, hidden=hidden,
-                        text=text, causes=causes, read_back=read_back,
-                    )  # fmt: skip
-                    charged += self._quotes(summary, figures, full, quotes, text=text,
-                                            causes=causes, read_back=read_back)  # fmt: skip
+                    charged = hiding.references(refs, text, causes)
+                    charged += hiding.quotes(quotes, text, causes)
                     readbacks.append(charged)
                     recent = node_turns[len(request) - 1] - 1  # last two turns: >= recent
                     steps = {
@@ -336,91 +200,16 @@ class _Simulation:
             if self.progress is not None:
                 self.progress(len(requests))
             costs = request_costs(texts, self.pricing, self.count_tokens, times)
-            self._charge(summary, transcript.name, costs, raw_total, readbacks=readbacks,
-                         timestamps=timestamps)  # fmt: skip
+            self._charge(
+                summary,
+                transcript.name,
+                costs,
+                raw_total,
+                readbacks=readbacks,
+                timestamps=timestamps,
+            )
             figures.cost += sum(c.cost for c in costs)
             figures.raw_cost += raw_total
-
-    def _read_back(
-        self,
-        summary: PolicySummary,
-        figures: SessionFigures,
-        *,
-        full: Conversation,
-        refs_index: ReferenceIndex,
-        hidden: list[str],
-        text: str,
-        causes: Causes,
-        read_back: set[tuple[int, int]],
-    ) -> float:
-        """Attribute each hidden reference to what hid its result, and charge reading the
-        result back the first time one of its references is hidden in the session; returns
-        what this request charged."""
-        charged = 0.0
-        for token in hidden:
-            where = refs_index.source.get(token)
-            if where is None:
-                continue
-            cause = causes.of(where)
-            summary.hidden_by[cause] = summary.hidden_by.get(cause, 0) + 1
-            if where in read_back:
-                continue
-            read_back.add(where)
-            charged += self._charge_read_back(summary, figures, full, where, text)
-        return charged
-
-    def _quotes(
-        self,
-        summary: PolicySummary,
-        figures: SessionFigures,
-        full: Conversation,
-        quotes: Sequence[quoted.Quote],
-        *,
-        text: str,
-        causes: Causes,
-        read_back: set[tuple[int, int]],
-    ) -> float:
-        """Count the request's quotes the policy hid (by what hid their result and the
-        tool that gave the text) and the edits they force to read again, and charge reading
-        each result back once, as for hidden references; returns what this request
-        charged."""
-        hidden = [quote for quote in quotes if quoted.is_hidden(quote, text)]
-        summary.quotes += len(quotes)
-        summary.quotes_hidden += len(hidden)
-        figures.quotes += len(quotes)
-        figures.quotes_hidden += len(hidden)
-        for quote in hidden:
-            cause = causes.of(quote.source)
-            for table in (summary.quotes_hidden_by, figures.quotes_hidden_by):
-                tools = table.setdefault(cause, {})
-                tools[quote.source_tool] = tools.get(quote.source_tool, 0) + 1
-        forced = {(q.call_id, q.source_tool) for q in hidden if q.in_edit}
-        for _, tool in forced:
-            summary.rereads[tool] = summary.rereads.get(tool, 0) + 1
-        figures.rereads += len(forced)
-        charged = 0.0
-        for quote in hidden:
-            if quote.source not in read_back:
-                read_back.add(quote.source)
-                charged += self._charge_read_back(summary, figures, full, quote.source, text)
-        return charged
-
-    def _charge_read_back(
-        self,
-        summary: PolicySummary,
-        figures: SessionFigures,
-        full: Conversation,
-        where: tuple[int, int],
-        text: str,
-    ) -> float:
-        """Charge what reading the result at ``where`` back costs (once per session: the
-        callers keep count); returns the charge."""
-        block = full.nodes[where[0]].blocks[where[1]]
-        size = self.count_tokens(getattr(block, "text", ""))
-        charge = self.readback_factor * readback_cost(self.pricing, self.count_tokens(text), size)
-        summary.readback_cost += charge
-        figures.readback_cost += charge
-        return charge
 
     def _charge(
         self,
@@ -469,34 +258,6 @@ def _count_chars(summary: PolicySummary, actions: Sequence[Action]) -> None:
 
 def _session_id(name: str) -> str:
     return "sim-" + "".join(c if c.isalnum() else "-" for c in name)[:48]
-
-
-#: The cause of a hidden result no action of the request names.
-OTHER = "other"
-
-
-class Causes:
-    """What hid a result in one processed request, for hidden references and hidden
-    quotes alike: ``step:kind`` of the last action of the request's report on the result
-    (by its call id, or by its message for a text-protocol output), :data:`OTHER` when
-    none names it. Indexed once per request: a request can hide hundreds of quotes."""
-
-    def __init__(self, full: Conversation, actions: Sequence[Action]) -> None:
-        self._full = full
-        self._by_call: dict[str, str] = {}
-        self._by_message: dict[int, str] = {}
-        for action in actions:  # the last action on a result wins
-            cause = f"{action.step}:{action.kind}"
-            self._by_call[action.tool_call_id] = cause
-            if action.message_index is not None:
-                self._by_message[action.message_index] = cause
-
-    def of(self, where: tuple[int, int]) -> str:
-        """What hid the result at ``where``, (message, block) of the full conversation."""
-        call_id = getattr(self._full.nodes[where[0]].blocks[where[1]], "call_id", "")
-        if call_id:
-            return self._by_call.get(call_id, OTHER)
-        return self._by_message.get(where[0], OTHER)
 
 
 def _sent_at(times: Sequence[float | None], count: int) -> list[float]:

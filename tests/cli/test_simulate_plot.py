@@ -14,7 +14,8 @@ from locations import REPO
 from middleware.cli.plotting import over_baseline, style
 from middleware.cli.simulate import COST_UNIT, draw
 from middleware.replay.costs import PRICING
-from middleware.replay.simulate import PolicySpec, PolicySummary, simulate
+from middleware.replay.simulate import PolicySpec, simulate
+from middleware.replay.summaries import PolicySummary
 from middleware.replay.transcripts import Transcript
 
 pytest.importorskip("matplotlib")

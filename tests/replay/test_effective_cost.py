@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from middleware.replay.costs import PRICING
-from middleware.replay.simulate import PolicySpec, PolicySummary, readback_cost, simulate
+from middleware.replay.costs import PRICING, readback_cost
+from middleware.replay.simulate import PolicySpec, simulate
+from middleware.replay.summaries import PolicySummary
 from middleware.replay.transcripts import Transcript
 
 PRICING_5M = PRICING["anthropic-5m"]

@@ -127,7 +127,7 @@ def test_one_cause_for_a_result_whether_a_reference_or_a_quote_finds_it_hidden()
     """The last action on a result is its cause (by call id; by message for an output of
     the text protocol, which has none); a result no action names was hidden by something
     else (``other``)."""
-    from middleware.replay.simulate import OTHER, Causes
+    from middleware.replay.hidden import OTHER, Causes
     from middleware.report import Action
 
     full = get_codec("anthropic").parse(conversation())
