@@ -16,7 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from middleware.cli.simulate import policy_specs, render_table
+from middleware.cli.simulate import policy_specs
+from middleware.cli.simulate_views import render_table
 from middleware.replay.costs import PRICING
 from middleware.replay.simulate import simulate
 from middleware.replay.transcripts import load_transcripts

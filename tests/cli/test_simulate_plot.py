@@ -12,7 +12,7 @@ import pytest
 from locations import REPO
 
 from middleware.cli.plotting import over_baseline, style
-from middleware.cli.simulate import COST_UNIT, draw
+from middleware.cli.simulate_views import COST_UNIT, draw
 from middleware.replay.costs import PRICING
 from middleware.replay.simulate import PolicySpec, simulate
 from middleware.replay.summaries import PolicySummary

@@ -106,7 +106,7 @@ def test_a_text_protocol_agent_quotes_with_the_code_of_its_answer() -> None:
 def test_hidden_quotes_are_told_by_what_hid_their_result_and_the_tool() -> None:
     """Issue 35, item 5: the spilled output is the cause, the command that printed the
     file the tool; in the summary, its JSON, each session's, and the text table's line."""
-    from middleware.cli.simulate import render_sessions, render_table
+    from middleware.cli.simulate_views import render_sessions, render_table
 
     transcript = Transcript("q", "claude-code", "anthropic", conversation("Bash"))
     raw, capped = simulate([transcript], [PolicySpec("cap", None)], PRICING["anthropic-5m"])
