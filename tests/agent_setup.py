@@ -14,7 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
-from agents import Agent, Run, binary, missing, scripted
+from agent_runs import Run
+from agent_script import scripted
+from agents import Agent, binary, missing
 from prometheus_client.parser import text_string_to_metric_families
 from prompt_cache import PromptCache
 from proxy_stack import access_log, serve_process

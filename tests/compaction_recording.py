@@ -1,8 +1,8 @@
 """What Codex CLI sends when it compacts its own context: the real CLI (tests/agents.py, set
 up as docs/proxy.md says) pointed straight at the provider stand-in with a low
-auto-compaction limit, driven through :data:`agents.FILL` (an output that takes the session
+auto-compaction limit, driven through :data:`agent_script.FILL` (an output that takes the session
 past the limit in the middle of a turn, the remote compaction v2 request, the rest of the
-turn) and resumed once (:data:`agents.GO_ON`). Every request the stand-in receives is kept
+turn) and resumed once (:data:`agent_script.GO_ON`). Every request the stand-in receives is kept
 (method, path, headers, body) with the output items it answered, and trimmed for
 tests/recorded/codex-<version>-compaction.json (both by tests/recording.py): long prompts
 and the tools' schemas cut short, while the model's items, the tool outputs, the
@@ -20,7 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agents import AGENT_BY_NAME, FILL, FILL_COMMAND, GO_ON, scripted
+from agent_script import FILL, FILL_COMMAND, GO_ON, scripted
+from agents import AGENT_BY_NAME
 from locations import RECORDED
 from prompt_cache import PromptCache
 from recording import Recorder, run_cli, trim

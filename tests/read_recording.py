@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents import AGENT_BY_NAME, Agent, Event, events
+from agent_events import Event, events
+from agents import AGENT_BY_NAME, Agent
 from locations import RECORDED
 from recording import (
     HISTORY,  # noqa: F401 (tests/test_recorded_reads.py's)
@@ -263,7 +264,7 @@ def script(fmt: str, calls: list[Call]) -> Callable[[str, dict[str, Any]], Reply
 
 
 def model_events(fmt: str, body: dict[str, Any]) -> list[Event]:
-    """:func:`agents.events`, a Responses freeform call and its output counted too (the
+    """:func:`agent_events.events`, a Responses freeform call and its output counted too (the
     call's arguments ``{FREEFORM: input}``)."""
     if fmt != "responses" or not isinstance(body.get("input"), list):
         return events(fmt, body)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agents import events
+from agent_events import events
 from stand_in import Call, Reply
 
 RECALL_SAID = re.compile(r"recall tool \(path (\S+), offset (\d+), limit (\d+)\)")

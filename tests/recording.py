@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agents import Run
+from agent_runs import Run
 
 #: Strings longer than this outside what is kept whole are cut short.
 KEEP_CHARS = 200

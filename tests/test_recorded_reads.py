@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import PINNED, Event, missing
+from agent_events import Event
+from agents import PINNED, missing
 from read_recording import (
     EDITED,
     FILE_NAME,

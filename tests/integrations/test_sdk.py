@@ -10,7 +10,7 @@ from typing import Any
 import anthropic
 import openai
 import pytest
-from agents import events
+from agent_events import events
 from recall_model import RECALL_SAID, recalling
 from stand_in import Call, Provider, Reply
 from waiting import wait_for

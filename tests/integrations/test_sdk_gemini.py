@@ -9,7 +9,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from agents import events
+from agent_events import events
 from recall_model import RECALL_SAID, recalling
 from stand_in import Provider
 

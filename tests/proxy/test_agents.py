@@ -32,33 +32,31 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from agent_events import events, results, without_results
+from agent_runs import Run, base_env, wait_for_file
+from agent_script import (
+    CODEX_COMPACT_AT,
+    FILL,
+    GO_ON,
+    LINES_SAID,
+    READ_AGAIN,
+    READ_FILE,
+    RUN_BIG,
+    SLEEP,
+    big_output,
+    routed,
+    scripted,
+)
 from agent_setup import Setup, readbacks_counted, set_up
 from agents import (
     AGENT_BY_NAME,
     AGENT_LIST,
     AGENTS,
-    CODEX_COMPACT_AT,
-    FILL,
-    GO_ON,
-    LINES_SAID,
     NPM_PACKAGES,
     PINNED,
-    READ_AGAIN,
-    READ_FILE,
-    RUN_BIG,
-    SLEEP,
-    Run,
-    base_env,
-    big_output,
     binary,
     documented_variables,
-    events,
     gemini_routed_argv,
-    results,
-    routed,
-    scripted,
-    wait_for_file,
-    without_results,
 )
 from locations import REPO
 from stand_in import triggered

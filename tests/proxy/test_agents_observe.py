@@ -11,17 +11,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agents import (
-    AGENT_LIST,
-    RUN_SEVERAL,
-    SEVERAL,
-    Agent,
-    Run,
-    big_output,
-    missing,
-    results,
-    scripted,
-)
+from agent_events import results
+from agent_runs import Run
+from agent_script import RUN_SEVERAL, SEVERAL, big_output, scripted
+from agents import AGENT_LIST, Agent, missing
 from prompt_cache import PromptCache
 from proxy_stack import serve_process
 from servers import serving

@@ -23,22 +23,20 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from agent_setup import Setup, readbacks_counted, set_up
-from agents import (
+from agent_events import Event, events
+from agent_script import (
     AFTER_READ_BACK,
-    AGENT_BY_NAME,
     PLAIN_COMMAND,
     READ_SOURCE,
     SOURCE_FILE,
     SOURCE_READ,
     WENT_ON,
-    Event,
-    codex_read,
-    events,
     plain_output,
     read_it_again,
     source_file,
 )
+from agent_setup import Setup, readbacks_counted, set_up
+from agents import AGENT_BY_NAME, codex_read
 from stand_in import Call
 from waiting import wait_for
 

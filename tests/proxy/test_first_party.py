@@ -28,21 +28,10 @@ from typing import Any
 
 import mcp_stand_in
 import pytest
-from agents import (
-    AGENT_BY_NAME,
-    CODEX_COMPACT_AT,
-    CODEX_SUMMARY,
-    DOCUMENTED_URL,
-    FILL,
-    Run,
-    base_env,
-    binary,
-    documented,
-    documented_variables,
-    events,
-    missing,
-    scripted,
-)
+from agent_events import CODEX_SUMMARY, events
+from agent_runs import Run, base_env
+from agent_script import CODEX_COMPACT_AT, FILL, scripted
+from agents import AGENT_BY_NAME, DOCUMENTED_URL, binary, documented, documented_variables, missing
 from prompt_cache import PromptCache
 from proxy_stack import serve_process
 from servers import serving

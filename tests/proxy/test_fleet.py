@@ -20,7 +20,9 @@ import anthropic
 import httpx
 import openai
 import pytest
-from agents import AGENT_LIST, Run, missing, scripted
+from agent_runs import Run
+from agent_script import scripted
+from agents import AGENT_LIST, missing
 from balancer import Balancer
 from database import PostgresServer
 from prompt_cache import PromptCache

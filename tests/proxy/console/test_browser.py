@@ -24,16 +24,9 @@ from typing import Any
 
 import httpx
 import pytest
-from agents import (
-    AGENT_BY_NAME,
-    RUN_BIG,
-    big_output,
-    events,
-    missing,
-    results,
-    scripted,
-    without_results,
-)
+from agent_events import events, results, without_results
+from agent_script import RUN_BIG, big_output, scripted
+from agents import AGENT_BY_NAME, missing
 from prompt_cache import PromptCache
 from servers import serving
 from stand_in import Provider
