@@ -10,7 +10,9 @@ Every other path and method under a provider's API (``/v1/...``, ``/v1beta/...``
 forwarded untouched; any other path is answered 404. ``/policy/NAME/`` in front of a path selects
 another policy. ``GET /healthz``, ``/metrics``, ``/recall/{session}/{file}``,
 ``GET /sessions``, ``GET /sessions/{session}`` and ``DELETE /sessions/{session}`` are the
-proxy's own, held to the proxy's own origin (:mod:`middleware.proxy.origin`).
+proxy's own (:mod:`middleware.proxy.own_routes`), held to the proxy's own origin
+(:mod:`middleware.proxy.origin`). A model request's body is cleaned by
+:mod:`middleware.proxy.cleaner`.
 
 The proxy is never the reason a request fails: a body that is not JSON, or not a
 conversation, goes through untouched; one the pipeline cannot process goes through
@@ -21,9 +23,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
 import anyio.to_thread
@@ -33,28 +35,26 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from middleware.cache.allocator import give_back
 from middleware.conversations.cleaning import Cleaned
 from middleware.conversations.front import Conversations
 from middleware.conversations.joining import Lobby
-from middleware.conversations.keys import named_session
 from middleware.conversations.sessions import SessionPool
 from middleware.errors import MiddlewareError
 from middleware.formats.declarations import ErrorKind, Provider
-from middleware.formats.routes import Routed, providers, proxy_route
-from middleware.ledger import Caller, Ledger
-from middleware.ledger.callers import TAGS_HEADER, caller_of, tags_of
+from middleware.formats.routes import providers, proxy_route
+from middleware.ledger import Ledger
+from middleware.ledger.callers import caller_of
 from middleware.plugin.host import PluginHost
 from middleware.policy.secrets import redact_urls
 from middleware.policy.settings import bind
-from middleware.policy.source import PolicySource
 from middleware.proxy.admission import ByteGate, NotAdmitted
-from middleware.proxy.console.book import ConsoleBook, ConsoleSettings, Note, agent_of
+from middleware.proxy.cleaner import RequestCleaner, who
+from middleware.proxy.console.book import ConsoleBook, ConsoleSettings
 from middleware.proxy.console.pages import console_routes
 from middleware.proxy.errors import error_body
 from middleware.proxy.exchange import Exchange
 from middleware.proxy.metrics import Metrics
-from middleware.proxy.observe import Observer, Projection
+from middleware.proxy.observe import Observer
 from middleware.proxy.origin import OwnOrigin, declares_json, request_path
 from middleware.proxy.own_routes import OwnRoutes
 from middleware.proxy.policies import PolicyCatalog
@@ -73,9 +73,6 @@ logger = logging.getLogger(__name__)
 
 #: The answer header naming the session a cleaned request was filed under.
 SESSION_ANSWER_HEADER = "x-chatcli-session"
-#: Memory a request takes while it is cleaned, for each byte of its body (measured: five
-#: to six times the body at its peak).
-TRANSIENT_BYTES_PER_BYTE = 4
 
 
 @dataclass
@@ -102,6 +99,8 @@ class Proxy:
     #: ``/healthz``, ``/metrics``, ``/recall``, ``/sessions``: the routes that are not the
     #: forwarding path.
     own: OwnRoutes = field(init=False)
+    #: What runs the pipeline on a model request's body and counts what it did.
+    cleaner: RequestCleaner = field(init=False)
     upstream: Upstream | None = None
 
     def __post_init__(self) -> None:
@@ -116,6 +115,9 @@ class Proxy:
         console = bind(self.catalog.default.policy, ConsoleSettings)
         self.console = ConsoleBook(self.records, console.request_bytes) if console.enabled else None
         self.conversations.pool.shares = self.console
+        self.cleaner = RequestCleaner(
+            self.catalog, self.conversations, self.metrics, self.console, self.observer, self.lobby
+        )
         self.own = OwnRoutes(self.catalog, self.conversations, self.metrics)
 
     @property
@@ -198,7 +200,7 @@ class Proxy:
         lowered = {k.lower(): v for k, v in request.headers.items()}
         caller = caller_of(lowered, request.query_params)
         if route is not None and route.cleaned and self.settings.observing:
-            cleaned, projection = self._observe(body, route, lowered, source, caller)
+            cleaned, projection = self.cleaner.observe(body, route, lowered, source, caller)
         elif route is not None:
             settings = self.settings
             self.cleaning.limit = settings.cleaning_bytes  # as reloaded
@@ -206,7 +208,7 @@ class Proxy:
             try:
                 async with self.cleaning.admitted(len(body), settings.cleaning_wait_seconds):
                     cleaned, note, late = await anyio.to_thread.run_sync(
-                        self._clean, body, route, lowered, source, caller
+                        self.cleaner.clean, body, route, lowered, source, caller
                     )
             except NotAdmitted as exc:
                 self.metrics.passthrough.labels("busy").inc()
@@ -231,7 +233,7 @@ class Proxy:
             billed=route.codec if route is not None and route.billed else None,
             upstream=redact_urls(upstream),
             console_seconds=None if note is None else note.seconds,
-            who=_who(lowered, caller, cleaned, route.codec.name if route is not None else None,
+            who=who(lowered, caller, cleaned, route.codec.name if route is not None else None,
                      note),
             projection=projection,
         )  # fmt: skip
@@ -268,93 +270,6 @@ class Proxy:
                 return None
             chunks.append(chunk)
         return b"".join(chunks)
-
-    def _observe(
-        self,
-        raw: bytes,
-        route: Routed,
-        headers: Mapping[str, str],
-        source: PolicySource,
-        caller: str | None,
-    ) -> tuple[Cleaned, Projection]:
-        """Observe mode: ``raw`` goes as it came, and the pipeline runs on it beside the
-        request (:mod:`.observe`). The request is filed under the session it names until
-        its projection finds its conversation."""
-        settings = self.settings
-
-        def project() -> tuple[Cleaned, Caller]:
-            cleaned, note, _ = self._clean(raw, route, headers, source, caller, observed=True)
-            return cleaned, _who(headers, caller, cleaned, route.codec.name, note)
-
-        projection = self.observer.submit(
-            len(raw), project, seconds=settings.observe_seconds, max_bytes=settings.observe_bytes
-        )
-        return Cleaned(raw, named_session(headers, {}), observed=True), projection
-
-    def _clean(  # noqa: PLR0917 (one request's parts)
-        self,
-        raw: bytes,
-        route: Routed,
-        headers: Mapping[str, str],
-        source: PolicySource,
-        caller: str | None,
-        observed: bool = False,
-    ) -> tuple[Cleaned, Note | None, Callable[[Cleaned], Caller]]:
-        """Run the pipeline on one request body (in a worker thread; a route only billed
-        goes as it came), count what it did, and record what the console shows of it
-        (``caller``: the digest of its API key); with what records it and says who asked
-        once it is filed, for a request that waits for its conversation (its record is
-        made then, and a request of a conversation files what waited for it first).
-        ``observed``: the request goes as it came (observe mode), and what the steps made
-        of it is what they would have sent."""
-        fmt = route.codec.name
-        self.conversations.follow(self.catalog.default.policy)  # as reloaded
-        now = self.ledger.clock()
-        notes: list[Note | None] = [None]
-
-        def noting(cleaned: Cleaned) -> Note | None:  # (finding the texts the model saw
-            if self.console is None:  # may parse it)
-                return None
-            shown = replace(cleaned, observed=True) if observed else cleaned
-            return self.console.note(shown, route=fmt, user_agent=headers.get("user-agent", ""),
-                                     now=now, caller=caller)  # fmt: skip
-
-        def noted(cleaned: Cleaned) -> None:
-            if observed:  # nothing waits: a projection is filed as it is found
-                notes[0] = noting(cleaned)
-                return
-            if cleaned.part is not None and cleaned.session is not None and not cleaned.waits:
-                self.lobby.claim(cleaned.session, cleaned.part, caller)
-            notes[0] = None if cleaned.waits else noting(cleaned)
-
-        def late(cleaned: Cleaned) -> Caller:
-            return _who(headers, caller, cleaned, fmt, noting(cleaned))
-
-        cleaned = self.conversations.request(
-            raw, route.codec, headers, (source.key, source.policy), now=now, noted=noted,
-            cleaned=route.cleaned,
-        )  # fmt: skip
-        note = notes[0]
-        if observed:  # what went upstream is the body as it came
-            cleaned = replace(cleaned, body=raw, observed=True)
-        # What the request took while it was cleaned (the body parsed, the messages' exact
-        # copies, the body written) is freed once it is answered: the allocator is asked to
-        # give it back then, when that adds up to enough.
-        give_back(TRANSIENT_BYTES_PER_BYTE * len(raw))
-        if cleaned.untouched is not None:
-            self.metrics.passthrough.labels(cleaned.untouched).inc()
-        if cleaned.error is not None:
-            self.metrics.failures.labels(type(cleaned.error).__name__).inc()
-        if cleaned.report is not None:
-            self.metrics.process_seconds.observe(cleaned.seconds)
-            if not observed:  # what the steps did, not what they would have done
-                self.metrics.record_report(cleaned.report)
-        if cleaned.continued:
-            self.metrics.continued.inc()
-        self.metrics.record_readbacks(cleaned.readbacks)
-        if cleaned.readback_error is not None:
-            self.metrics.readback_errors.inc()
-        return cleaned, note, late
 
     def _answer(
         self, route: str, provider: Provider, status: int, kind: ErrorKind, message: str
@@ -396,26 +311,6 @@ def create_app(proxy: Proxy) -> Starlette:
         ],
         middleware=[Middleware(OwnOrigin, policy=lambda: proxy.catalog.default.policy)],
         lifespan=lifespan,
-    )
-
-
-def _who(
-    headers: Mapping[str, str],
-    caller: str | None,
-    cleaned: Cleaned,
-    fmt: str | None,
-    note: Note | None,
-) -> Caller:
-    """Who asked (``caller``: a digest of the API key), the request's ``x-chatcli-tags``,
-    the agent its session is told to be and the console's record of it, for the ledger
-    (``headers``: the request's, with lower-case names)."""
-    key = cleaned.session
-    agent = None if key is None else agent_of(key.source, fmt, headers.get("user-agent", ""))
-    return Caller(
-        caller=caller,
-        tags=tags_of(headers.get(TAGS_HEADER)),
-        agent=agent,
-        request=None if note is None else note.key,
     )
 
 
