@@ -17,9 +17,11 @@ MAX_CLASS_LINES = 300
 #: The folders whose rooms are kept small, their subfolders included.
 KEPT_SMALL = (
     "middleware/cli",
+    "middleware/proxy",
     "middleware/replay",
     "middleware/spill",
     "middleware/steps/budget",
+    "middleware/steps/microcompact",
     "middleware/steps/pairing",
     "middleware/view",
 )

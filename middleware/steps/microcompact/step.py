@@ -18,26 +18,17 @@ from __future__ import annotations
 import logging
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import partial
 
-from middleware.cache import Identity
-from middleware.plugin.context import (
-    StepContext,
-    file_access,
-    plugin_content_type,
-    plugin_summary,
-)
+from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
-from middleware.report import ActionKind
 from middleware.session.cold_cache import CallsDigest, ColdMove
 from middleware.session.resume import Resume
-from middleware.steps.file_tools import FileTools, answer_commands, read_outputs
+from middleware.steps.file_tools import read_outputs
 from middleware.steps.microcompact.before_spill import promised
-from middleware.steps.microcompact.inputs import clear_input
 from middleware.steps.microcompact.protection import FileActs, Protection, reads_of
 from middleware.steps.microcompact.readings import Readings
+from middleware.steps.microcompact.rewrite import Plan, Rewrite
 from middleware.steps.microcompact.schedule import (
     WARM,
     Carried,
@@ -49,17 +40,10 @@ from middleware.steps.microcompact.schedule import (
 )
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.steps.microcompact.weighing import Weighing
-from middleware.steps.read_back import FileRead
 from middleware.steps.sizes import node_chars
-from middleware.view import CallSite, Conversation, ConversationIndex, ResultSite, ToolCall
+from middleware.view import Conversation, ConversationIndex, ResultSite, ToolCall
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class _Plan:
-    site: ResultSite
-    level: str  # "truncate" | "summarize"
 
 
 @hookimpl(tryfirst=True)
@@ -78,24 +62,16 @@ class _Compaction:
     def __init__(
         self, settings: MicrocompactSettings, context: StepContext, conversation: Conversation
     ) -> None:
-        self.size = 0  # characters of the request, kept up to date as results shrink
         self.recent: set[tuple[int, int]] = set()  # the last keep_results results
         self.settings = settings
         self.context = context
         self.conversation = conversation
         self.readings = Readings(settings, context)
-        self.tools = FileTools(
-            partial(file_access, context), answer_commands(conversation, context.codec)
-        )
-        #: The results that are a file's text, by (node, block), and what each read.
-        self.reads: dict[tuple[int, int], FileRead] = {}
+        self.rewrite = Rewrite(settings, context, conversation, self.readings)
+        self.tools = self.rewrite.tools
         self.protection: Protection | None = None
         self.weighing = Weighing(
-            settings, self.readings, context.internal.cache, self._exempt, self._keeps
-        )
-        host = context.internal.host
-        self._plugins_summarize = host.implements("summarize_result") or host.implements(
-            "detect_content_type"
+            settings, self.readings, context.internal.cache, self._exempt, self.rewrite.keeps
         )
 
     def run(self) -> None:
@@ -125,40 +101,46 @@ class _Compaction:
         the protected window)."""
         s = self.settings
         turns = index.turn_count
-        self.size = sum(weighed.sizes)
+        self.rewrite.size = sum(weighed.sizes)
         if not s.keep_results and s.window_tokens is None:  # nothing else decides: the next
             # request of the session can continue from here, or from before compaction
             before = tuple(self.conversation.nodes)
             self.context.internal.carry = weighed._replace(before=before)
-        self._apply(
+        self.rewrite.apply(
             self._plan(
                 index.results, weighed.boundary, s.truncate_turns, s.summarize_turns, protected=True
             )
         )
-        self._clear_inputs(index.calls, weighed.boundary)
+        self.rewrite.clear_inputs(index.calls, weighed.boundary)
         window = s.window_tokens
-        if window is None or self.size <= window * s.chars_per_token:
+        if window is None or self.rewrite.size <= window * s.chars_per_token:
             return
         # Over the window: compact up to the latest turn, then summarise everything
         # older than the last two turns whatever its size.
         for min_size in (s.min_content, 1):
             results = self.conversation.index().results
-            self._apply(self._plan(results, turns, s.truncate_turns, s.summarize_turns, min_size))
-            if self.size <= window * s.chars_per_token:
+            self.rewrite.apply(
+                self._plan(results, turns, s.truncate_turns, s.summarize_turns, min_size)
+            )
+            if self.rewrite.size <= window * s.chars_per_token:
                 return
             results = self.conversation.index().results
-            self._apply(self._plan(results, turns, s.truncate_turns, s.truncate_turns, min_size))
-            if self.size <= window * s.chars_per_token:
+            self.rewrite.apply(
+                self._plan(results, turns, s.truncate_turns, s.truncate_turns, min_size)
+            )
+            if self.rewrite.size <= window * s.chars_per_token:
                 return
         logger.warning("request still over the %d-token window after compaction", window)
 
     def summarize_requested(self, requested: set[tuple[int, int]]) -> None:
         """Summarise the results promised to the budget step (compaction before spill)."""
         index = self.conversation.index()
-        self.reads = {(read.node, read.block): read.read for read in reads_of(index, self.tools)}
-        self._apply(
+        self.rewrite.reads = {
+            (read.node, read.block): read.read for read in reads_of(index, self.tools)
+        }
+        self.rewrite.apply(
             [
-                _Plan(site, "summarize")
+                Plan(site, "summarize")
                 for site in index.results
                 if (site.node, site.block) in requested
                 and self.readings.compacted_to(site.result.text) != "summarize"
@@ -229,9 +211,9 @@ class _Compaction:
     ) -> None:
         """Note the file reads among the results and when each leaves the protected
         window (``outputs``: characters of reads per message, as they came)."""
-        self.reads = {(read.node, read.block): read.read for read in files.reads}
+        self.rewrite.reads = {(read.node, read.block): read.read for read in files.reads}
         s = self.settings
-        if self.reads and s.reads.protects:
+        if self.rewrite.reads and s.reads.protects:
             self.protection = Protection(
                 s.reads, s.chars_per_token, files,
                 turns=turns, outputs=outputs, node_turns=node_turns,
@@ -239,14 +221,6 @@ class _Compaction:
 
     def _released(self, node: int, block: int) -> int:
         return 0 if self.protection is None else self.protection.released(node, block)
-
-    def _keeps(self, node: int, block: int) -> tuple[int, int]:
-        """How many mentions and error lines the summary of the result at ``node``,
-        ``block`` keeps at most: a file read's lines are code, not failures."""
-        s = self.settings
-        if (node, block) in self.reads:
-            return s.reads.mentions, 0
-        return s.mentions, s.error_lines
 
     def _boundary(
         self,
@@ -308,7 +282,7 @@ class _Compaction:
         min_size: int | None = None,
         *,
         protected: bool = False,
-    ) -> list[_Plan]:
+    ) -> list[Plan]:
         """What to compact at ``boundary``, by age (and, ``protected``, the results'
         releases from the protected window)."""
         minimum = self.settings.min_content if min_size is None else min_size
@@ -329,7 +303,7 @@ class _Compaction:
                 continue
             if self.readings.original_size(site.result) < minimum:
                 continue
-            plans.append(_Plan(site, level))
+            plans.append(Plan(site, level))
         return plans
 
     def _exempt(self, site: ResultSite) -> bool:
@@ -338,108 +312,3 @@ class _Compaction:
         if site.result.is_error and self.settings.keep_errors:
             return True
         return site.tool_name is not None and site.tool_name in self.settings.exempt_tools
-
-    def _apply(self, plans: list[_Plan]) -> None:
-        for plan in plans:
-            site = plan.site
-            result = site.result
-            current = result.text
-            # Work from the full text: the budget step hands it on when it spilled the
-            # result in this call; a result compacted earlier names its file. The pointer
-            # then names the same file and the counts are the original's.
-            text = self.readings.full_text(site.result)
-            path = self._save(site, text)
-            if path is None:
-                continue
-            file = self.reads.get((site.node, site.block))
-            if plan.level == "truncate":
-                new = self.settings.truncate(text, path, self.context.session_id, file)
-            else:
-                new = self._summary(text, site, path, file)
-            if new is None or len(new) >= len(current):
-                continue
-            self.conversation.replace_block(site.node, site.block, result.with_text(new))
-            self.size -= len(current) - len(new)
-            self.context.record(
-                ActionKind.TRUNCATED if plan.level == "truncate" else ActionKind.SUMMARIZED,
-                tool_call_id=result.call_id, tool_name=site.tool_name,
-                message_index=self.conversation.nodes[site.node].origin,
-                chars_before=len(current), chars_after=len(new), age=site.age, path=path,
-            )  # fmt: skip
-
-    def _summary(self, text: str, site: ResultSite, path: str, file: FileRead | None) -> str | None:
-        """The summary of ``text``, saved at ``path`` (for a file read, ``file``: the
-        summary says to read the file again). Plugins that summarise or name content types
-        are asked every time (their answer is theirs to cache); without them, the summary
-        depends on the text, the path, the read and the policy alone and is made once,
-        however many requests carry the result."""
-        tool_name = site.tool_name
-        keeps = self._keeps(site.node, site.block)
-
-        def built_in(kind: str | None = None) -> str | None:
-            found, errors, detected, _ = self.readings.parts(text, *keeps)
-            return self.settings.summarize(
-                text, path, kind or detected, list(found), list(errors),
-                session=self.context.session_id, file=file,
-            )  # fmt: skip
-
-        if self._plugins_summarize:
-            kind = plugin_content_type(self.context, text, tool_name)
-            content_type = kind or self.readings.parts(text, *keeps).content_type
-            found = plugin_summary(self.context, text, tool_name, content_type, path)
-            return found if found is not None else built_in(kind)
-        return self.context.internal.cache.derive(
-            ("summary", Identity(self.context.policy), text, path, file),
-            built_in,
-            lambda summary: 0 if summary is None else len(summary),
-            (text,),
-        )
-
-    def _clear_inputs(self, calls: tuple[CallSite, ...], boundary: int) -> None:
-        """Clear the long strings of old calls' inputs (:mod:`.inputs`), from
-        ``inputs.clear_turns``, before the same boundary as results."""
-        settings = self.settings.inputs
-        if not settings.tools:
-            return
-        for site in calls:
-            if boundary - 1 - site.turn < settings.clear_turns:
-                continue
-            call = self.conversation.nodes[site.node].blocks[site.block]
-            if not isinstance(call, ToolCall) or call.sealed:
-                continue
-            key = f"{call.id or call.name}-input"
-
-            def save(text: str, key: str = key) -> str:
-                return self.context.spill.save(key, text, suffix=".json")
-
-            try:
-                cleared = clear_input(call, settings, save, self.context.internal.cache)
-            except OSError as exc:
-                self.context.record(
-                    ActionKind.COMPACTION_SKIPPED, tool_call_id=call.id, tool_name=call.name,
-                    message_index=self.conversation.nodes[site.node].origin, error=str(exc),
-                )  # fmt: skip
-                continue
-            if cleared is None:
-                continue
-            new_call, path, before, after = cleared
-            self.conversation.replace_block(site.node, site.block, new_call)
-            self.size -= before - after
-            self.context.record(
-                ActionKind.INPUT_CLEARED, tool_call_id=call.id, tool_name=call.name,
-                message_index=self.conversation.nodes[site.node].origin,
-                chars_before=before, chars_after=after, age=boundary - 1 - site.turn, path=path,
-            )  # fmt: skip
-
-    def _save(self, site: ResultSite, text: str) -> str | None:
-        key = site.result.call_id or site.tool_name or "result"
-        try:
-            return self.context.spill.save(key, text)
-        except OSError as exc:
-            self.context.record(
-                ActionKind.COMPACTION_SKIPPED,
-                tool_call_id=site.result.call_id, tool_name=site.tool_name,
-                message_index=self.conversation.nodes[site.node].origin,
-                chars_before=len(text), chars_after=len(text), error=str(exc),
-            )  # fmt: skip
-            return None

@@ -26,7 +26,7 @@ from proxy_stack import running, serve_process
 from stand_in import Provider
 from waiting import wait_for
 
-from middleware.proxy import app
+from middleware.proxy import own_routes
 
 
 def billed(url: str, session: str = SESSION) -> int:
@@ -115,7 +115,7 @@ def test_a_database_that_does_not_answer_gets_a_503_and_holds_up_nothing_else(
     """The console's reads run in a worker thread within a time bound: while the database
     hangs (a lock another client holds), its pages answer 503 saying so, and the proxy
     answers everything else meanwhile."""
-    monkeypatch.setattr(app, "READ_SECONDS", 3.0)
+    monkeypatch.setattr(own_routes, "READ_SECONDS", 3.0)
     with running(provider, tmp_path, **{"ledger.url": postgres_url}) as stack:
         send_to(stack.url, spilled_turn())
         assert wait_for(lambda: billed(stack.url) == 1)
