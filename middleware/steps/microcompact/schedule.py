@@ -214,8 +214,7 @@ def boundary(
     breaks: it reclaims at least ``min_reclaim_tokens`` more than the current boundary,
     and enough compared with what the rewrite re-sends uncached (everything after the
     first result that changes) to pay back within the turns the session is expected to go
-    on for (``rewrite_cost``, ``expected_turns_factor``, ``expected_turns_min``,
-    ``expected_turns_max``), and at
+    on for (``rewrite_cost``, ``expected_turns_factor``, ``expected_turns_min``), and at
     least ``min_reclaim_ratio`` times it. On a cold cache the rewrite is free: only the
     trigger and ``min_reclaim_tokens`` apply (``cold.none``: to every candidate;
     ``cold.now``: to the latest, which is then in the result's ``cold`` moves; a candidate
@@ -249,10 +248,8 @@ def boundary(
         rewritten = max(chars - starts[first_changed] - gain, 1)
         # Removing `gain` saves its reading on every later request; re-sending `rewritten`
         # uncached costs rewrite_cost times reading it once. A session that has lasted
-        # `candidate` turns is expected to last about as long again, and no rewrite is
-        # bet on more than `expected_turns_max` turns.
-        lindy = max(s.expected_turns_factor * candidate, s.expected_turns_min)
-        expected = min(lindy, s.expected_turns_max) + 1
+        # `candidate` turns is expected to last about as long again.
+        expected = max(s.expected_turns_factor * candidate, s.expected_turns_min) + 1
         needed = max(s.min_reclaim_ratio, s.rewrite_cost / expected)
         return gain >= needed * rewritten
 

@@ -195,23 +195,3 @@ def test_a_cold_cache_pays_for_a_move_the_warm_one_does_not() -> None:
     # The record replays the move.
     recorded = ColdCache(moved=frozenset({10}))
     assert boundary(s, table, sizes, node_turns, 10, cold=recorded).turn == 10
-
-
-def test_no_rewrite_is_bet_on_more_than_expected_turns_max() -> None:
-    """Sixty turns in, one old 40,000-character result whose compaction saves 32,000 and
-    re-sends 78,800 uncached (a ratio of 0.41): a session that has lasted 60 turns is
-    expected to last 30 more, which would pay for it (11.5 / 31 = 0.37), but
-    ``expected_turns_max`` bets on 22 at most (11.5 / 23 = 0.5): no move."""
-    node_turns = [-1] + [turn for turn in range(60) for _ in (0, 1)]
-    sizes = [1_000] + [200, 1_000] * 60
-    sizes[2] = 40_000
-    items = [Gain(0, 2, 32_000, 32_000)]
-    unbounded = _settings(step_turns=60, expected_turns_max=1_000)
-    ages = (unbounded.truncate_turns, unbounded.summarize_turns, unbounded.inputs.clear_turns)
-    table = TurnGains(items, 60, *ages)
-    rewritten = sum(sizes) - sum(sizes[:2]) - 32_000
-    assert 11.5 / 31 < 32_000 / rewritten < 11.5 / 23
-    assert boundary(unbounded, table, sizes, node_turns, 60).turn == 60
-    bounded = _settings(step_turns=60)
-    assert bounded.expected_turns_max == 22  # the default
-    assert boundary(bounded, table, sizes, node_turns, 60).turn == 0
