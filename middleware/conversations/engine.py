@@ -28,7 +28,8 @@ from middleware.policy import Policy
 from middleware.policy.settings import bind
 from middleware.report import Report, SealedBlock
 from middleware.session.cold_cache import CacheLifetime, ColdRequest
-from middleware.session.resume import Previous, Resume, copies
+from middleware.session.previous import Previous
+from middleware.session.resume import Resume, copies
 from middleware.view import Conversation, Node, ToolCall, ToolResult
 
 

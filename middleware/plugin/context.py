@@ -21,7 +21,8 @@ from middleware.plugin.settings import time_limit
 from middleware.plugin.spill_guard import GuardedSpillStore
 from middleware.report import Action, ProblemReport
 from middleware.session.cold_cache import ColdRequest
-from middleware.session.resume import Carry, Resume
+from middleware.session.previous import Carry
+from middleware.session.resume import Resume
 from middleware.spill.remembered import RememberedStore
 
 if TYPE_CHECKING:

@@ -23,13 +23,8 @@ from dotenv.variables import parse_variables
 from middleware.errors import PolicyError
 from middleware.policy.document import Override, Policy, freeze
 from middleware.policy.env import PREFIX, env_overrides
-from middleware.policy.files import (
-    Lines,
-    decode_utf8,
-    read_bounded,
-    read_policy_file,
-    schema_errors,
-)
+from middleware.policy.file_bytes import decode_utf8, read_bounded
+from middleware.policy.files import Lines, read_policy_file, schema_errors
 from middleware.policy.limits import FILE_SIZE, MAX_EXTENDS, MAX_FILE_BYTES, ValueProblem, plain
 from middleware.policy.resources import (
     PRESET_PREFIX,

@@ -22,22 +22,28 @@ Several processes may serve one session from one local folder (two proxies, a pr
 process of the user shares). Each merges its record with the one on disk under a lock
 before writing it, and reads it again before a request when it changed, so none erases
 what another recorded and all make the same moves. A record that cannot be read (too
-large, not JSON, numbers that are no count or time) is said in the log and taken as none.
+large, not JSON, numbers that are no count or time) is said in the log and taken as none
+(the record's format and reading: :mod:`middleware.session.cold_record`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import math
 import threading
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import NamedTuple
 
 from middleware.policy.settings import section, setting
+from middleware.session.cold_record import (
+    MAX_RECORD_BYTES,
+    UNREADABLE,
+    ColdMove,
+    RecordStore,
+    parse_record,
+    record_text,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -47,15 +53,6 @@ MISSES_FOR_COLD = 2
 #: Fewer tokens than this expected from the cache are no evidence either way: a
 #: provider caches prefixes from 1,024 tokens on.
 MIN_EXPECTED_TOKENS = 1_024
-#: The largest record read or written. A move takes about 30 bytes, and a session makes
-#: one when its cache is cold and a turn is due: a real record holds a few kilobytes. One
-#: larger is not read at all.
-MAX_RECORD_BYTES = 1 << 20
-#: The most digits of a number in a record (a count, or a time in seconds).
-MAX_DIGITS = 20
-#: What a record that cannot be read fails with (a :class:`SpillError` is an OSError;
-#: RecursionError: arrays nested too deep for the parser).
-UNREADABLE = (OSError, ValueError, TypeError, KeyError, OverflowError, RecursionError)
 
 
 @section("ledger")
@@ -65,17 +62,6 @@ class CacheLifetime:
     keeps none)."""
 
     seconds: float | None = setting("ledger.cache_lifetime_seconds")
-
-
-class ColdMove(NamedTuple):
-    """A move made on a cold cache: the turn the boundary moved to, and what identifies
-    the conversation at that point: the number of messages before that turn and a digest
-    of the ids of the tool calls among them (which a cache marker moving from message to
-    message leaves alone)."""
-
-    turn: int
-    messages: int
-    calls: str
 
 
 class ColdCache(NamedTuple):
@@ -110,44 +96,6 @@ class ColdRequest:
             return ColdCache(self.none)
         mine = frozenset(m.turn for m in sorted(self.moved) if identify(m.turn) == m)
         return ColdCache(self.none, self.cold, mine)
-
-
-@runtime_checkable
-class RecordStore(Protocol):
-    """Where a session's record is kept (its local spill workspace), which other
-    processes may write too."""
-
-    @property
-    def record_location(self) -> str:
-        """Where the record is, for the messages that name it."""
-
-    def record_stamp(self) -> object:
-        """What changes whenever the record is written (``None``: there is none); cheap,
-        asked before every request."""
-
-    def load_record(self, max_bytes: int) -> str | None:
-        """The record, or ``None``: there is none.
-
-        :raises OSError: it cannot be read, is not safe to read, or holds more than
-            ``max_bytes`` (then none of it is read).
-        """
-
-    def record_lock(
-        self, *, create: bool = True, until: float | None = None
-    ) -> AbstractContextManager[bool]:
-        """Held, by every process that writes the record, while it is read, merged and
-        written; gives whether it may be written (with ``create=False``, only where the
-        session keeps something anyway).
-
-        :raises OSError: the lock could not be taken (by ``until``, a
-            ``time.monotonic()``, if given).
-        """
-
-    def save_record(self, content: str) -> None:
-        """Keep ``content`` as the record, written whole, under :meth:`record_lock`.
-
-        :raises OSError: it could not be written.
-        """
 
 
 class SessionCache:
@@ -233,7 +181,7 @@ class SessionCache:
                     self._take_in(store, stamp)
                 with self._lock:
                     moved, last = sorted(self.moved), self.last
-                content = json.dumps({"moved": moved, "last": last})  # ASCII: bytes = chars
+                content = record_text(moved, last)  # ASCII: bytes = chars
                 if len(content) > MAX_RECORD_BYTES:
                     logger.warning(
                         "the session's cold-cache record %s was not kept: its %s moves take "
@@ -279,56 +227,6 @@ class SessionCache:
             self.moved |= moved
             if last is not None:
                 self.last = last if self.last is None else max(self.last, last)
-
-
-def parse_record(text: str) -> tuple[set[ColdMove], float | None]:
-    """The moves and the time of the last request a record holds.
-
-    :raises ValueError: it is not a record (not JSON, numbers that are no count or time,
-        NaN, a number of more than :data:`MAX_DIGITS` digits).
-    :raises RecursionError: arrays nested too deep to parse.
-    """
-    record = json.loads(text, parse_int=_small_int, parse_constant=_no_constant)
-    if not isinstance(record, dict) or not {"moved", "last"} <= set(record):
-        raise ValueError("not an object of 'moved' and 'last'")
-    if not isinstance(record["moved"], list):
-        raise ValueError(f"'moved' is not a list: {_short(record['moved'])}")
-    moved = {_move(move) for move in record["moved"]}
-    last = record["last"]
-    if last is None:
-        return moved, None
-    if isinstance(last, bool) or not isinstance(last, (int, float)):
-        raise ValueError(f"'last' is not a time: {_short(last)}")
-    if not (math.isfinite(last) and last >= 0):
-        raise ValueError(f"'last' is not a time: {last!r}")
-    return moved, float(last)
-
-
-def _small_int(digits: str) -> int:
-    if len(digits.lstrip("-")) > MAX_DIGITS:
-        raise ValueError(f"a number of {len(digits.lstrip('-')):,} digits")
-    return int(digits)
-
-
-def _no_constant(name: str) -> float:
-    raise ValueError(f"{name} is no number a record holds")
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:37]}..."
-
-
-def _move(value: object) -> ColdMove:
-    if not isinstance(value, list) or len(value) != len(ColdMove._fields):
-        raise ValueError(f"not a move: {_short(value)}")
-    turn, messages, calls = value
-    for count in (turn, messages):
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ValueError(f"not a count: {_short(count)}")
-    if not isinstance(calls, str):
-        raise ValueError(f"not a digest: {_short(calls)}")
-    return ColdMove(turn, messages, calls)
 
 
 class CallsDigest:

@@ -3,8 +3,8 @@
 The preview's sizes and its template come from the policy, so ChatCLI's head+tail marker,
 Claude Code's head-only ``<persisted-output>`` block or Ethos' one-line notice are
 policies, not code. Counts in the marker are exact, cuts fall on line breaks where the
-policy says so and never inside a character, and a preview is never longer than the text
-it replaces (in that case the caller keeps the text whole).
+policy says so and never inside a character (:mod:`.preview_cuts`), and a preview is
+never longer than the text it replaces (in that case the caller keeps the text whole).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Literal, cast
+from typing import cast
 
 from middleware.cache.kept import KeptKind, KeptReadings
 from middleware.policy.schema import default_of
@@ -28,6 +28,7 @@ from middleware.policy.templates import (
 )
 from middleware.steps.file_text import is_file_text, is_log_file
 from middleware.steps.outline import could_be_outline, outline
+from middleware.steps.preview_cuts import Unit, head_of, tail_of
 from middleware.steps.read_back import FileRead, ReadBack
 
 #: The outline of a preview, kept for a process that starts cold (:mod:`middleware.cache.kept`).
@@ -56,7 +57,7 @@ class PreviewStyle:
 
     head: int
     tail: int
-    unit: Literal["chars", "bytes"]
+    unit: Unit
     template: str
     #: Cut the head back to its last line break (if that keeps at least half of it) and
     #: start the tail at a line break (if that drops at most half of it).
@@ -94,8 +95,8 @@ def make_preview(
     text when a ``cache`` is given (the outline kept in its store too). ``session`` is the
     spill store's session, which a ``{recall}`` URL or command names; ``file`` the read
     a file-reading tool's result answers, which ``{recall}`` says to make again."""
-    head = _head(text, style)
-    tail = _tail(text, style, len(head))
+    head = head_of(text, style.head, style.unit, style.line_breaks)
+    tail = tail_of(text, style.tail, style.unit, style.line_breaks, len(head))
     omitted = len(text) - len(head) - len(tail)
     if omitted <= 0:
         return None
@@ -164,65 +165,6 @@ def human_size(n_bytes: int) -> str:
     if n_bytes < 1_000_000:
         return f"{n_bytes / 1000:.1f} KB"
     return f"{n_bytes / 1_000_000:.1f} MB"
-
-
-def _head(text: str, style: PreviewStyle) -> str:
-    end = _prefix_length(text, style.head, style.unit)
-    if end >= len(text):
-        return text
-    head = text[:end]
-    if style.line_breaks:
-        cut = head.rfind("\n")
-        if cut >= 0 and cut + 1 > end // 2:
-            head = head[: cut + 1]
-    return head
-
-
-def _tail(text: str, style: PreviewStyle, head_length: int) -> str:
-    if style.tail == 0:
-        return ""
-    start = len(text) - _suffix_length(text, style.tail, style.unit)
-    start = max(start, head_length)
-    if start >= len(text):
-        return ""
-    if style.line_breaks and start > 0 and text[start - 1] != "\n":
-        newline = text.find("\n", start)
-        if newline != -1 and newline - start < (len(text) - start) // 2:
-            start = newline + 1
-    return text[start:]
-
-
-def _prefix_length(text: str, size: int, unit: str) -> int:
-    """How many characters of ``text`` fit in ``size`` units from the start."""
-    if unit == "chars":
-        return min(size, len(text))
-    used = 0
-    for i, ch in enumerate(text):
-        used += _utf8_len(ch)
-        if used > size:
-            return i
-    return len(text)
-
-
-def _suffix_length(text: str, size: int, unit: str) -> int:
-    """How many characters of ``text`` fit in ``size`` units from the end."""
-    if unit == "chars":
-        return min(size, len(text))
-    used = 0
-    for i, ch in enumerate(reversed(text)):
-        used += _utf8_len(ch)
-        if used > size:
-            return i
-    return len(text)
-
-
-def _utf8_len(ch: str) -> int:
-    code = ord(ch)
-    if code < 0x80:
-        return 1
-    if code < 0x800:
-        return 2
-    return 3 if code < 0x10000 else 4  # lone surrogates travel as 3 bytes
 
 
 def parse_preview(text: str, style: PreviewStyle) -> dict[str, str] | None:

@@ -16,14 +16,9 @@ from typing import Any
 import middleware
 from middleware.cache import DerivedCache
 from middleware.session.decisions import DECISION_BYTES, DecisionLedger
-from middleware.session.resume import (
-    MAX_CONVERSATIONS,
-    Continuations,
-    Hollow,
-    Previous,
-    Stripped,
-    held_bytes,
-)
+from middleware.session.previous import Previous
+from middleware.session.remembered import Hollow, Stripped, held_bytes
+from middleware.session.resume import MAX_CONVERSATIONS, Continuations
 
 #: A schedule that moves within a short session, so compaction carries its state.
 BUSY = {"microcompact": {"schedule": {"trigger_tokens": 2_000, "step_turns": 2,

@@ -22,7 +22,8 @@ from collections.abc import Callable, Sequence
 from middleware.plugin.context import StepContext
 from middleware.plugin.markers import hookimpl
 from middleware.policy.settings import bind
-from middleware.session.cold_cache import CallsDigest, ColdMove
+from middleware.session.cold_cache import CallsDigest
+from middleware.session.cold_record import ColdMove
 from middleware.session.resume import Resume
 from middleware.steps.file_tools import read_outputs
 from middleware.steps.microcompact.before_spill import promised
