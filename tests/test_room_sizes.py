@@ -17,7 +17,9 @@ MAX_CLASS_LINES = 300
 #: The folders whose rooms are kept small, their subfolders included.
 KEPT_SMALL = (
     "middleware/cli",
+    "middleware/ledger",
     "middleware/proxy",
+    "middleware/records",
     "middleware/replay",
     "middleware/spill",
     "middleware/steps/budget",
