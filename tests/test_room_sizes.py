@@ -17,8 +17,10 @@ MAX_CLASS_LINES = 300
 #: The folders whose rooms are kept small, their subfolders included.
 KEPT_SMALL = (
     "middleware/cli",
+    "middleware/ledger",
     "middleware/policy",
     "middleware/proxy",
+    "middleware/records",
     "middleware/replay",
     "middleware/session",
     "middleware/spill",

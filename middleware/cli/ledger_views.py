@@ -10,7 +10,9 @@ from typing import Any
 
 from middleware.cli.plotting import pyplot, style, thousands
 from middleware.errors import InputError
-from middleware.ledger.journal import parts, read_journal, reading
+from middleware.ledger.journal import parts
+from middleware.ledger.lines import read_journal
+from middleware.ledger.locks import reading
 from middleware.ledger.sums import Entry
 
 KINDS = ("input", "cache_read", "cache_write_5m", "cache_write_1h", "output")

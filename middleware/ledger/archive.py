@@ -18,7 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from middleware.ledger.journal import Lines, parts, read_journal, reading, rename_to_next_part
+from middleware.ledger.journal import parts, rename_to_next_part
+from middleware.ledger.lines import Lines, read_journal
+from middleware.ledger.locks import reading
 
 logger = logging.getLogger(__name__)
 

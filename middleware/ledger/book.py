@@ -16,6 +16,8 @@ from typing import Any
 
 from middleware.formats.base import Codec
 from middleware.ledger.archive import rotate
+from middleware.ledger.checks import MAX_DOLLARS, MAX_TOKENS, name
+from middleware.ledger.entry import Entry
 from middleware.ledger.estimate import (
     Footprint,
     expected_read,
@@ -23,17 +25,10 @@ from middleware.ledger.estimate import (
     without_middleware,
 )
 from middleware.ledger.files import FileLedger
-from middleware.ledger.journal import CLOSE_SECONDS, Journal, check_regular
+from middleware.ledger.journal import CLOSE_SECONDS, Journal
+from middleware.ledger.lines import check_regular
 from middleware.ledger.prices import LedgerSettings
-from middleware.ledger.sums import (
-    MAX_DOLLARS,
-    MAX_MODELS_IN_TOTAL,
-    MAX_SESSIONS,
-    MAX_TOKENS,
-    Entry,
-    SessionLedger,
-    name,
-)
+from middleware.ledger.sums import MAX_MODELS_IN_TOTAL, MAX_SESSIONS, SessionLedger
 from middleware.ledger.usage import Usage, codec_of
 from middleware.records import AnswerRow, Records, answer_key, queries
 from middleware.records.queries import Filters

@@ -10,15 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from middleware.ledger.archive import read_into
-from middleware.ledger.sums import (
-    MAX_MODELS_IN_TOTAL,
-    MAX_SESSIONS,
-    Entry,
-    SessionLedger,
-    name,
-    read_text,
-    read_time,
-)
+from middleware.ledger.checks import name, read_text, read_time
+from middleware.ledger.entry import Entry
+from middleware.ledger.sums import MAX_MODELS_IN_TOTAL, MAX_SESSIONS, SessionLedger
 
 
 class FileLedger:

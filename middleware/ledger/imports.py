@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from middleware.ledger.book import Caller, answer_row
-from middleware.ledger.journal import parts, read_journal, reading
-from middleware.ledger.sums import Entry, read_text, read_time
+from middleware.ledger.checks import read_text, read_time
+from middleware.ledger.entry import Entry
+from middleware.ledger.journal import parts
+from middleware.ledger.lines import read_journal
+from middleware.ledger.locks import reading
 from middleware.records import AnswerRow, Records, RecordSettings, digest_key
 
 #: The replica an imported answer is recorded as coming from.

@@ -5,9 +5,9 @@ back a line at a time, never whole, when a proxy or a wrapped client starts and 
 ``chatcli-mw ledger --file``.
 
 Lines are appended with ``O_APPEND`` in one ``write`` each (a few hundred bytes), holding
-the file's lock (``PATH.lock``) shared; a rotation holds it exclusively, so processes on
-one machine may share a file and none writes to a part once it is summed. On a network
-filesystem, give each process its own file.
+the file's lock shared; a rotation holds it exclusively (:mod:`.locks`), so processes on
+one machine may share a file. On a network filesystem, give each process its own file.
+Reading the file back is :mod:`.lines`'s.
 
 A line is whole or absent: a full disk cuts a write short, and the part written, left at
 the end of the file, made the next line appended part of it (of ten answers written once
@@ -24,32 +24,13 @@ import logging
 import os
 import queue
 import re
-import stat
-import sys
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from middleware.errors import MiddlewareError
-from middleware.spill.bounded import kind_of, unlike
-
-if sys.platform != "win32":
-    import fcntl
-
-    def _flock(lock: int, shared: bool | None) -> None:
-        """Take the lock shared or exclusive, or (``None``) release it."""
-        fcntl.flock(
-            lock, fcntl.LOCK_UN if shared is None else (fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
-        )
-
-else:  # Windows: no advisory locks, so give each process its own ledger file
-
-    def _flock(lock: int, shared: bool | None) -> None:
-        pass
-
+from middleware.ledger.locks import locked, open_lock
 
 logger = logging.getLogger(__name__)
 
@@ -58,43 +39,9 @@ logger = logging.getLogger(__name__)
 MAX_WAITING = 10_000
 #: Seconds :meth:`Journal.close` waits for the lines still waiting.
 CLOSE_SECONDS = 5.0
-#: Bytes of one line read back, at most: the journal writes a few hundred (names are
-#: cut short, :data:`.book.MAX_NAME_CHARS`); a longer line is skipped unread.
-MAX_LINE_BYTES = 64 * 1024
 _STOP = object()
 #: Read too: whether the file ends a line is read before appending one.
 _FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-
-
-#: Reading a ledger file never waits for a writer (a FIFO there is refused at once).
-_READING = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-class UnusableFile(MiddlewareError, OSError):
-    """A path of the ledger's that is no regular file (a FIFO, a device, a folder)."""
-
-
-def check_regular(path: str | Path) -> None:
-    """Refuse a ledger file that exists and is no regular file (a link to one is one); one
-    that does not exist yet is made by the first answer. Nothing is opened to tell
-    (``stat``: a FIFO, which waits for a writer when it is opened, never blocks it).
-
-    :raises UnusableFile: saying which path, what it is, and what to set instead.
-    """
-    path = Path(path).expanduser()
-    try:
-        found = unlike(path, stat.S_ISREG)
-    except OSError as exc:
-        raise UnusableFile(f"cannot use the ledger file {path} (ledger.file): {exc}") from exc
-    if found is not None:
-        raise _unusable(path, found)
-
-
-def _unusable(path: Path, found: str) -> UnusableFile:
-    return UnusableFile(
-        f"the ledger file {path} is {found}, not a regular file: set ledger.file to a file, "
-        "or to a path where one can be made"
-    )
 
 
 class Journal:
@@ -130,7 +77,7 @@ class Journal:
             logger.error("a ledger line was not written to %s: %s", self.path, exc)
             return
         try:
-            # Names are valid Unicode (.book.name); should one slip through, a "?", never
+            # Names are valid Unicode (.checks.name); should one slip through, a "?", never
             # a line that is not UTF-8.
             self._waiting.put_nowait((line + "\n").encode("utf-8", "replace"))
         except queue.Full:
@@ -162,11 +109,11 @@ class Journal:
             try:
                 if lock is None:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
-                    lock = _open_lock(self.path)
-                with _locked(lock, shared=True):
+                    lock = open_lock(self.path)
+                with locked(lock, shared=True):
                     size = _append(self._current(), line)
                 if self.rotate_bytes is not None and size >= self.rotate_bytes:
-                    with _locked(lock, shared=False):
+                    with locked(lock, shared=False):
                         self._rotate()
             except OSError as exc:
                 self.failed += 1
@@ -269,100 +216,3 @@ def parts(path: Path) -> list[tuple[int, Path]]:
         return []
     found = ((pattern.fullmatch(name), name) for name in names)
     return sorted((int(m.group(1)), path.with_name(name)) for m, name in found if m)
-
-
-@contextmanager
-def reading(path: Path) -> Iterator[None]:
-    """The ledger file at ``path`` held still (its lock shared: no rotation) while it is
-    read; unlocked if the lock cannot be made (a folder this process may not write)."""
-    try:
-        lock = _open_lock(path)
-    except OSError:
-        yield
-        return
-    try:
-        with _locked(lock, shared=True):
-            yield
-    finally:
-        os.close(lock)
-
-
-def _open_lock(path: Path) -> int:
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-    return os.open(path.with_name(path.name + ".lock"), flags, 0o600)
-
-
-@contextmanager
-def _locked(lock: int, *, shared: bool) -> Iterator[None]:
-    _flock(lock, shared)
-    try:
-        yield
-    finally:
-        _flock(lock, None)
-
-
-class Lines:
-    """The JSON objects of a file of JSON lines, read a line at a time (never the whole
-    file, nor a line past ``max_bytes``); ``None`` for a line that is not one (cut short
-    by a crash, edited by hand, ``NaN``), blank lines left out."""
-
-    def __init__(self, path: str | Path, max_bytes: int = MAX_LINE_BYTES) -> None:
-        self.path = Path(path).expanduser()
-        self.max_bytes = max_bytes
-
-    def __iter__(self) -> Iterator[dict[str, Any] | None]:
-        """:raises UnusableFile: the path is no regular file (told without blocking)."""
-        try:
-            fd = os.open(self.path, _READING)
-        except FileNotFoundError:
-            return
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            os.close(fd)
-            raise _unusable(self.path, kind_of(mode))
-        with os.fdopen(fd, "rb") as file:
-            while line := file.readline(self.max_bytes + 1):
-                if len(line) > self.max_bytes and not line.endswith(b"\n"):
-                    while line and not line.endswith(b"\n"):  # the rest of it, unread
-                        line = file.readline(self.max_bytes)
-                    yield None
-                elif line.strip():
-                    yield _object(line)
-
-
-class Reading:
-    """The records of a ledger file (lines with a ``time``), as they are read, and how
-    many of its lines were not records (counted once they are read)."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.lines = Lines(path)
-        self.skipped = 0
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        for record in self.lines:
-            if record is not None and isinstance(record.get("time"), (int, float)):
-                yield record
-            else:
-                self.skipped += 1
-
-
-def read_journal(path: str | Path) -> Reading:
-    """The records of the file at ``path`` (none if it does not exist), read as they are
-    iterated; a line that is not one is skipped and counted."""
-    return Reading(path)
-
-
-def _refuse(constant: str) -> Any:
-    raise ValueError(f"{constant} is not a number JSON holds")
-
-
-#: JSON as the standard says: ``NaN`` and ``Infinity`` are not numbers it holds.
-_DECODER = json.JSONDecoder(parse_constant=_refuse)
-
-
-def _object(line: bytes) -> dict[str, Any] | None:
-    try:
-        found = _DECODER.decode(line.decode("utf-8", "surrogateescape"))
-    except (ValueError, RecursionError):
-        return None
-    return found if isinstance(found, dict) else None

@@ -1,119 +1,55 @@
-"""The sums a ledger keeps: one answer's bill (:class:`Entry`), a session's or the totals'
-running sums (:class:`SessionLedger`), and the checks a name, a count or an amount read
-back passes (from a ledger file line, or a row of the records database)."""
+"""A session's or the totals' running sums (:class:`SessionLedger`): one answer's bill
+(:class:`~.entry.Entry`) added, another replica's merged, kept as a sums record or read
+from a row of the records database."""
 
 from __future__ import annotations
 
-import logging
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from middleware.ledger.checks import (
+    KINDS,
+    MAX_DOLLARS,
+    MAX_NAME_CHARS,
+    MAX_TOKENS,
+    name,
+    read_text,
+    read_time,
+    total,
+    usage,
+    whole,
+)
+from middleware.ledger.entry import Entry
 from middleware.ledger.usage import Usage
 from middleware.records.tables import SUMS_ADDED_IN_2 as _ADDED
 
-logger = logging.getLogger(__name__)
+# The names read from here before the bill and the checks had modules of their own.
+__all__ = [
+    "MAX_DOLLARS",
+    "MAX_MODELS",
+    "MAX_MODELS_IN_TOTAL",
+    "MAX_NAME_CHARS",
+    "MAX_SESSIONS",
+    "MAX_TOKENS",
+    "OTHER_MODELS",
+    "Entry",
+    "SessionLedger",
+    "name",
+    "read_text",
+    "read_time",
+]
 
 #: Sessions whose ledger is kept, at most (the least recently billed are forgotten first;
 #: the totals keep every request).
 MAX_SESSIONS = 10_000
-#: Characters kept of a name the ledger keeps (a session, a model, a price key): clients
-#: and upstreams choose them, so a longer one is cut (as session ids are:
-#: :data:`middleware.conversations.keys.MAX_ID_CHARS`).
-MAX_NAME_CHARS = 256
 #: Models counted by name in one session's ledger, and in the totals; the answers of
 #: models past them are counted under :data:`OTHER_MODELS` (an upstream may name a new
 #: model in every answer).
 MAX_MODELS = 8
 MAX_MODELS_IN_TOTAL = 64
 OTHER_MODELS = "(other models)"
-#: Tokens of one kind one answer may be billed: no context window comes near, so a usage
-#: reporting more is not a bill (it is counted as unread), and every sum stays a number
-#: JSON and floats can hold.
-MAX_TOKENS = 10**12
-#: US dollars one answer may cost: a price that makes more (or no finite number) is a
-#: mistake in ``ledger.prices``, and the answer is counted in tokens only.
-MAX_DOLLARS = 1e9
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-#: The kinds of tokens, in the order :class:`Usage` takes them.
-_KINDS = tuple(Usage().as_dict())
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One answer's bill: tokens billed and estimated without the middleware, and their
-    prices (``None`` for a model the price table does not name)."""
-
-    model: str | None
-    #: The ``ledger.prices`` key that priced it (``None``: unpriced).
-    priced_as: str | None
-    billed: Usage
-    without: Usage
-    dollars: float | None
-    dollars_without: float | None
-    #: Tokens the cost model expected the request to read from the cache (``None``: it
-    #: could not tell: the first request seen of the session, or one sent as it came).
-    expected_read: int | None = None
-    #: Forwarded as it came (observe mode): ``without`` is the bill, and ``projected``
-    #: what the cleaned request would have been billed (``None``: not projected).
-    observed: bool = False
-    projected: Usage | None = None
-    dollars_projected: float | None = None
-    #: The provider's refusal the request as it came would have met: a repair spared it,
-    #: and ``without`` is the repaired request's (a refused request costs nothing).
-    refused: str | None = None
-    #: What the agent went back for in this request (read-backs), their tokens, and what
-    #: they cost (``None``: not priced).
-    readbacks: int = 0
-    readback_tokens: int = 0
-    dollars_readback: float | None = None
-
-    def record(self) -> dict[str, Any]:
-        """The entry as a ledger file line holds it (beside its time and session)."""
-        return {
-            "model": self.model,
-            "priced_as": self.priced_as,
-            "billed": self.billed.as_dict(),
-            "without": self.without.as_dict(),
-            "dollars": self.dollars,
-            "dollars_without": self.dollars_without,
-            "expected_read": self.expected_read,
-            "observed": self.observed,
-            "projected": None if self.projected is None else self.projected.as_dict(),
-            "dollars_projected": self.dollars_projected,
-            "refused": self.refused,
-            "readbacks": self.readbacks,
-            "readback_tokens": self.readback_tokens,
-            "dollars_readback": self.dollars_readback,
-        }
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Entry:
-        """The entry a ledger file line holds (:class:`ValueError` if it holds none)."""
-        try:
-            return cls(
-                read_text(record.get("model")),
-                read_text(record.get("priced_as")),
-                _usage(record["billed"], MAX_TOKENS),
-                _usage(record["without"], MAX_TOKENS),
-                _amount(record.get("dollars"), MAX_DOLLARS),
-                _amount(record.get("dollars_without"), MAX_DOLLARS),
-                _count(record.get("expected_read"), MAX_TOKENS),
-                record.get("observed") is True,
-                None
-                if record.get("projected") is None
-                else _usage(record["projected"], MAX_TOKENS),
-                _amount(record.get("dollars_projected"), MAX_DOLLARS),
-                read_text(record.get("refused")),
-                _whole(record.get("readbacks", 0), MAX_TOKENS),
-                _whole(record.get("readback_tokens", 0), MAX_TOKENS),
-                _amount(record.get("dollars_readback"), MAX_DOLLARS),
-            )
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"not a ledger entry: {exc}") from exc
 
 
 @dataclass
@@ -241,24 +177,24 @@ class SessionLedger:
                 raise TypeError("a session is named, its models are a mapping")
             ledger = cls(
                 session,
-                requests=_whole(state["requests"]),
-                unread=_whole(state.get("unread", 0)),
-                unpriced=_whole(state.get("unpriced", 0)),
-                billed=_usage(state["billed"]),
-                without=_usage(state["without"]),
-                dollars=_total(state["dollars"]),
-                dollars_without=_total(state["dollars_without"]),
+                requests=whole(state["requests"]),
+                unread=whole(state.get("unread", 0)),
+                unpriced=whole(state.get("unpriced", 0)),
+                billed=usage(state["billed"]),
+                without=usage(state["without"]),
+                dollars=total(state["dollars"]),
+                dollars_without=total(state["dollars_without"]),
                 first=read_time(state.get("first")),
                 last=read_time(state.get("last")),
-                expected_read=_whole(state.get("expected_read", 0)),
-                read_when_expected=_whole(state.get("read_when_expected", 0)),
+                expected_read=whole(state.get("expected_read", 0)),
+                read_when_expected=whole(state.get("read_when_expected", 0)),
                 max_models=max_models,
             )
             for counted in _ADDED:
-                read = _total if counted.startswith("dollars") else _whole
+                read = total if counted.startswith("dollars") else whole
                 setattr(ledger, counted, read(state.get(counted, 0)))
             for model, answers in models.items():
-                ledger.count_model(name(model), _whole(answers))
+                ledger.count_model(name(model), whole(answers))
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a session's sums: {exc}") from exc
         return ledger
@@ -273,8 +209,8 @@ class SessionLedger:
             requests=int(row["answers"] or 0),
             unread=int(row["unread"] or 0),
             unpriced=int(row["unpriced"] or 0),
-            billed=Usage(*(int(row[f"billed_{kind}"] or 0) for kind in _KINDS)),
-            without=Usage(*(int(row[f"without_{kind}"] or 0) for kind in _KINDS)),
+            billed=Usage(*(int(row[f"billed_{kind}"] or 0) for kind in KINDS)),
+            without=Usage(*(int(row[f"without_{kind}"] or 0) for kind in KINDS)),
             dollars=float(row["dollars"] or 0.0),
             dollars_without=float(row["dollars_without"] or 0.0),
             first=row.get("first"),
@@ -341,69 +277,3 @@ class SessionLedger:
             "first": self.first,
             "last": self.last,
         }
-
-
-def name(value: str) -> str:
-    """``value`` as the ledger keeps a name: valid Unicode (a lone surrogate, which no
-    JSON answer or UTF-8 file can hold, becomes U+FFFD) of :data:`MAX_NAME_CHARS` at most."""
-    if len(value) <= MAX_NAME_CHARS and (value.isascii() or not _SURROGATE.search(value)):
-        return value  # as most are: read back a line at a time, each name is checked
-    return _SURROGATE.sub("\ufffd", value[:MAX_NAME_CHARS])
-
-
-def _usage(value: Any, most: int | None = None) -> Usage:
-    if not isinstance(value, dict):
-        raise TypeError("tokens are a mapping of kinds")
-    counts = [value.get(kind, 0) for kind in _KINDS]
-    for count in counts:
-        _whole(count, most)
-    return Usage(*counts)
-
-
-def _whole(value: Any, most: int | None = None) -> int:
-    if type(value) is not int or value < 0:  # not a bool either
-        raise TypeError("counts are whole numbers")
-    if most is not None and value > most:
-        raise TypeError(f"a count past {most:,} is out of range")
-    return value
-
-
-def _amount(value: Any, most: float) -> float | None:
-    if value is None:
-        return None
-    amount = _total(value)
-    if amount > most:
-        raise TypeError(f"an amount of {amount:.3g} dollars is out of range")
-    return amount
-
-
-def _total(value: Any) -> float:
-    """A sum of dollars: a finite number, not negative."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError("dollars are a number")
-    try:
-        amount = float(value)
-    except OverflowError as exc:
-        raise TypeError("dollars are a finite number") from exc
-    if not math.isfinite(amount) or amount < 0:
-        raise TypeError("dollars are a finite number, not negative")
-    return amount
-
-
-def read_time(value: Any) -> float | None:
-    """A time of the ledger file (seconds since the epoch), ``None`` if it is none."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        when = float(value)
-    except OverflowError:
-        return None
-    return when if math.isfinite(when) else None
-
-
-def read_text(value: Any) -> str | None:
-    return name(value) if isinstance(value, str) else None
-
-
-def _count(value: Any, most: int) -> int | None:
-    return None if value is None else _whole(value, most)

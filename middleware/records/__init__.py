@@ -4,7 +4,7 @@ database (``ledger.url``: SQLite by default, PostgreSQL for a fleet; docs/scalin
 
 :class:`~.service.Records` is the surface: rows are put without waiting and written by a
 thread of their own (:mod:`.writer`, :mod:`.outbox`), each counted once by its key
-(:mod:`.store`), and read back by :mod:`.queries` (the console's pages by
+(:mod:`.store`, :mod:`.batches`), and read back by :mod:`.queries` (the console's pages by
 :mod:`.request_pages`).
 """
 

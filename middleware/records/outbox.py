@@ -22,8 +22,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from middleware.logs import IntervalLog
+from middleware.records.engines import sqlite_engine
 from middleware.records.rows import AnswerRow, RequestRow
-from middleware.records.store import RecordStore, sqlite_engine
+from middleware.records.store import RecordStore
 from middleware.records.writer import BATCH_ROWS, RETRY_SECONDS, WriterCounts, is_unreachable
 
 logger = logging.getLogger(__name__)

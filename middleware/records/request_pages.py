@@ -49,7 +49,7 @@ def request_page(
     newest = rows[0]["seq"] if rows else None
     # In one statement, so that the count and those after the newest agree (rows
     # written since the page was read come after it: a session's seqs are in the order
-    # its rows are committed, :func:`.store._write`).
+    # its rows are committed, :func:`.batches.write_batch`).
     with store.connection() as connection:
         others = REQUESTS.alias("later")
         later = sa.select(sa.func.count()).where(others.c.session == name)

@@ -18,7 +18,8 @@ from record_builders import records_in
 import middleware
 from middleware.ledger import FileLedger, Ledger, LedgerSettings, Usage
 from middleware.ledger import journal as journal_module
-from middleware.ledger.journal import Journal, read_journal
+from middleware.ledger.journal import Journal
+from middleware.ledger.lines import read_journal
 from middleware.policy.settings import bind
 
 #: Seconds a test waits for its ledger file to be written (a loaded machine is slow).

@@ -19,7 +19,8 @@ from record_builders import records_in
 import middleware
 from middleware.ledger import FileLedger, Ledger, LedgerSettings, Usage
 from middleware.ledger.archive import sums_path
-from middleware.ledger.journal import parts, read_journal
+from middleware.ledger.journal import parts
+from middleware.ledger.lines import read_journal
 from middleware.policy.settings import bind
 
 ROTATE = 4096
