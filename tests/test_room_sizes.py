@@ -17,7 +17,10 @@ MAX_CLASS_LINES = 300
 #: The folders whose rooms are kept small, their subfolders included.
 KEPT_SMALL = (
     "middleware/cli",
+    "middleware/conversations",
+    "middleware/integrations",
     "middleware/ledger",
+    "middleware/plugin",
     "middleware/policy",
     "middleware/proxy",
     "middleware/records",
