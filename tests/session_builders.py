@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -87,3 +88,13 @@ def long_results(turns: int = 12) -> list[Any]:
             {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": text},
         ]})  # fmt: skip
     return messages
+
+
+def replay(
+    pipe: middleware.Pipeline, requests: list[list[dict[str, Any]]]
+) -> list[tuple[str, str]]:
+    """The output and the report of every request, as JSON."""
+    return [
+        (json.dumps(result.output), result.report.to_json())
+        for result in (pipe.process(r, format="anthropic") for r in requests)
+    ]

@@ -139,7 +139,7 @@ class Proxy:
     def settings(self) -> ProxySettings:
         """The ``proxy`` section of the proxy's own policy, as hot reload last left it
         (where it listens and the upstream pool are fixed when it starts)."""
-        return bind(self.catalog.default.policy, ProxySettings)
+        return self.catalog.settings
 
     # -- the catch-all route: clean if it is a model request, then forward ---------------
 

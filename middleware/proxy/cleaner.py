@@ -17,13 +17,11 @@ from middleware.conversations.keys import named_session
 from middleware.formats.routes import Routed
 from middleware.ledger import Caller
 from middleware.ledger.callers import TAGS_HEADER, tags_of
-from middleware.policy.settings import bind
 from middleware.policy.source import PolicySource
 from middleware.proxy.console.book import ConsoleBook, Note, agent_of
 from middleware.proxy.metrics import Metrics
 from middleware.proxy.observe import Observer, Projection
 from middleware.proxy.policies import PolicyCatalog
-from middleware.proxy.settings import ProxySettings
 
 #: Memory a request takes while it is cleaned, for each byte of its body (measured: five
 #: to six times the body at its peak).
@@ -42,11 +40,6 @@ class RequestCleaner:
     observer: Observer
     lobby: Lobby
 
-    @property
-    def settings(self) -> ProxySettings:
-        """The ``proxy`` section of the proxy's own policy, as hot reload last left it."""
-        return bind(self.catalog.default.policy, ProxySettings)
-
     def observe(
         self,
         raw: bytes,
@@ -58,7 +51,7 @@ class RequestCleaner:
         """Observe mode: ``raw`` goes as it came, and the pipeline runs on it beside the
         request (:mod:`.observe`). The request is filed under the session it names until
         its projection finds its conversation."""
-        settings = self.settings
+        settings = self.catalog.settings
 
         def project() -> tuple[Cleaned, Caller]:
             cleaned, note, _ = self.clean(raw, route, headers, source, caller, observed=True)

@@ -27,7 +27,6 @@ from middleware.policy.settings import bind
 from middleware.proxy.clients import allowed
 from middleware.proxy.metrics import Metrics
 from middleware.proxy.policies import PolicyCatalog, status_fields
-from middleware.proxy.settings import ProxySettings
 from middleware.records.queries import DIMENSIONS, Filters
 from middleware.spill import SpillError, SpillSettings, SpillTimeout, open_root
 from middleware.spill.layout import session_folder_name
@@ -53,11 +52,6 @@ class OwnRoutes:
     catalog: PolicyCatalog
     conversations: Conversations
     metrics: Metrics
-
-    @property
-    def settings(self) -> ProxySettings:
-        """The ``proxy`` section of the proxy's own policy, as hot reload last left it."""
-        return bind(self.catalog.default.policy, ProxySettings)
 
     @property
     def ledger(self) -> Ledger:
@@ -161,8 +155,7 @@ class OwnRoutes:
         except ValueError:
             return PlainTextResponse("limit is a number of sessions (a whole number)", 400)
         try:
-            filters = Filters.of(query.get("key"), query.getlist("tag"), query.get("agent"),
-                                 query.get("model"))  # fmt: skip
+            filters = Filters.asked(query)
         except ValueError as exc:
             return PlainTextResponse(str(exc), 400)
         by = query.get("by")
@@ -216,13 +209,13 @@ class OwnRoutes:
         return JSONResponse({"session": session, "released": released, "removed": removed})
 
     def may_recall(self, request: Request) -> bool:
-        settings = self.settings
+        settings = self.catalog.settings
         return allowed(request, settings.recall_token, settings.trusted_networks)
 
     def may_see_status(self, request: Request) -> bool:
         """``/healthz`` and ``/metrics``: open to all unless ``proxy.status_token`` is set,
         then to clients on loopback and those that send it."""
-        settings = self.settings
+        settings = self.catalog.settings
         token = settings.status_token
         return token is None or allowed(request, token, settings.trusted_networks)
 

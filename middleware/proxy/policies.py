@@ -18,7 +18,9 @@ from middleware.errors import MiddlewareError
 from middleware.plugin.host import PluginHost
 from middleware.policy.reload import PolicyStatus
 from middleware.policy.resources import PRESET_PREFIX, preset_names
+from middleware.policy.settings import bind
 from middleware.policy.source import PolicySource
+from middleware.proxy.settings import ProxySettings
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +59,11 @@ class PolicyCatalog:
         self._failed: dict[str, tuple[tuple[int, int, int] | None, float, MiddlewareError]] = {}
         self._loading: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
+
+    @property
+    def settings(self) -> ProxySettings:
+        """The ``proxy`` section of the proxy's own policy, as hot reload last left it."""
+        return bind(self.default.policy, ProxySettings)
 
     def get(self, name: str | None) -> PolicySource:
         """The policy ``name`` selects (``None``: the proxy's own). A named one is loaded

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 
@@ -31,6 +31,15 @@ from middleware.records.tables import (
 #: What the sums may be by (``/sessions?by=``, ``chatcli-mw ledger --by``): the caller
 #: (``key``, a digest of its API key), a tag's ``name=value``, or a column.
 DIMENSIONS = ("key", "tag", "agent", "model", "day", "replica")
+
+
+class Query(Protocol):
+    """A request's query string as a web framework gives it (Starlette's
+    ``QueryParams``): a value, and every value of a repeated key."""
+
+    def get(self, key: str, /) -> str | None: ...
+
+    def getlist(self, key: Any, /) -> list[Any]: ...
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,16 @@ class Filters:
                 raise ValueError(f"a tag filter is name=value, not {tag!r}")
             pairs.append((name.strip(), value.strip()))
         return cls(key or None, tuple(pairs), agent or None, model or None)
+
+    @classmethod
+    def asked(cls, query: Query) -> Filters:
+        """Filters as a query string gives them (``?key=&tag=&agent=&model=``).
+
+        :raises ValueError: a tag is not ``name=value``.
+        """
+        return cls.of(
+            query.get("key"), query.getlist("tag"), query.get("agent"), query.get("model")
+        )
 
 
 def session(store: RecordStore, name: str) -> dict[str, Any] | None:

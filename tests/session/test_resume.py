@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from session_builders import with_cache_marker
+from session_builders import replay, with_cache_marker
 
 import middleware
 from middleware.cache import DerivedCache
@@ -59,16 +59,6 @@ def request(turns: int) -> list[dict[str, Any]]:
 def policy(root: Path, **overrides: Any) -> middleware.Policy:
     merged = {**BUSY, **overrides, "spill": {"root": str(root), "keep": True}}
     return middleware.load_policy(None, env={}, dotenv_path=False, overrides=merged)
-
-
-def replay(
-    pipe: middleware.Pipeline, requests: list[list[dict[str, Any]]]
-) -> list[tuple[str, str]]:
-    """The output and the report of every request, as JSON."""
-    return [
-        (json.dumps(result.output), result.report.to_json())
-        for result in (pipe.process(r, format="anthropic") for r in requests)
-    ]
 
 
 def reference(root: Path, requests: list[list[dict[str, Any]]], **overrides: Any) -> list[Any]:

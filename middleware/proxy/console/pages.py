@@ -113,8 +113,7 @@ def console_routes(proxy: Served, allowed: Callable[[Request], bool], read: Read
         except ValueError:
             return PlainTextResponse("limit is a number of sessions (a whole number)", 400)
         try:
-            filters = Filters.of(query.get("key"), query.getlist("tag"), query.get("agent"),
-                                 query.get("model"))  # fmt: skip
+            filters = Filters.asked(query)
         except ValueError as exc:
             return PlainTextResponse(str(exc), 400)
         found = await read(sessions_page, proxy, limit, filters)

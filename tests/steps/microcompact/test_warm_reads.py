@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from read_builders import history, turn
+from session_builders import replay
 
 import middleware
 from middleware.cache import DerivedCache
@@ -50,16 +51,6 @@ def policy(root: Path, **schedule: Any) -> middleware.Policy:
             "schedule": {"step_turns": 2, "rewrite_cost": 0, **schedule},
         },
     })  # fmt: skip
-
-
-def replay(
-    pipe: middleware.Pipeline, requests: list[list[dict[str, Any]]]
-) -> list[tuple[str, str]]:
-    """The output and the report of every request, as JSON."""
-    return [
-        (json.dumps(result.output), result.report.to_json())
-        for result in (pipe.process(r, format="anthropic") for r in requests)
-    ]
 
 
 KINDS = st.sampled_from(["read", "part", "cat", "sed", "write", "test"])
