@@ -34,8 +34,7 @@ DIMENSIONS = ("key", "tag", "agent", "model", "day", "replica")
 
 
 class Query(Protocol):
-    """A request's query string as a web framework gives it (Starlette's
-    ``QueryParams``): a value, and every value of a repeated key."""
+    """A query string as Starlette's ``QueryParams`` gives it."""
 
     def get(self, key: str, /) -> str | None: ...
 
@@ -77,13 +76,10 @@ class Filters:
 
     @classmethod
     def asked(cls, query: Query) -> Filters:
-        """Filters as a query string gives them (``?key=&tag=&agent=&model=``).
-
-        :raises ValueError: a tag is not ``name=value``.
-        """
-        return cls.of(
-            query.get("key"), query.getlist("tag"), query.get("agent"), query.get("model")
-        )
+        """Filters as a query string gives them (``?key=&tag=&agent=&model=``); raises
+        :class:`ValueError` as :meth:`of` does."""
+        get = query.get
+        return cls.of(get("key"), query.getlist("tag"), get("agent"), get("model"))
 
 
 def session(store: RecordStore, name: str) -> dict[str, Any] | None:
