@@ -24,8 +24,9 @@ USERS = st.text(st.characters(whitelist_categories=("Ll", "Lu", "Nd")), min_size
 
 def absent(secret: str, redacted: str, url: str, *, at: str) -> bool:
     """Whether ``secret`` is gone from ``redacted``, unless the rest of the URL holds it
-    anyway (a password "db" on the host "db")."""
-    rest = url.replace(at, "", 1)
+    anyway (a password "db" on the host "db", a password "@" beside the "@" before the
+    host: ``at`` is the password between its delimiters, which stay)."""
+    rest = url.replace(at, at[0] + at[-1], 1)
     # The mask's own stars are not the secret ("*" is a token a user name can hold).
     return secret not in redacted.replace(MASK, "\0") or secret in rest
 
