@@ -50,6 +50,9 @@ class TextAgent:
     observation: re.Pattern[str]
     where: Literal["head", "tail"]
     rule: TextProtocolRule
+    #: What the agent writes before the command's own output (its status, its notices),
+    #: matched at the start of an observation; ``None``: the output starts the message.
+    envelope: re.Pattern[str] | None = None
 
     def observes(self, text: str) -> bool:
         """Whether ``text`` has this agent's observation shape (only one end of it is read,
@@ -68,6 +71,12 @@ MINI_SWE_AGENT = TextAgent(
     observation=re.compile(r"\A\s{0,64}<returncode>-?\d+</returncode>"),
     where="head",
     rule=TextProtocolRule(re.compile(r"^\s*<returncode>"), True, "bash"),
+    # Then a <warning> when the output was too long, and <output> or <output_head>.
+    envelope=re.compile(
+        r"\A\s{0,64}<returncode>-?\d+</returncode>[ \t]*\n?(?:<warning>.*?</warning>\s*)?"
+        r"(?:<output(?:_head)?>[ \t]*\n?)?",
+        re.DOTALL,
+    ),
 )
 #: SWE-agent (text mode): every observation ends with its state footer, ``(Current
 #: directory: ...)``, optional further ``(...)`` lines (open file, interactive session),
@@ -82,6 +91,18 @@ SWE_AGENT = TextAgent(
     rule=TextProtocolRule(None, True, "swe_agent_action"),
 )
 TEXT_AGENTS = (MINI_SWE_AGENT, SWE_AGENT)
+
+
+def observation_body(text: str) -> str:
+    """``text`` without the envelope a known text agent wraps a command's output in: what
+    the command printed, whose shape says what it is (a file's lines, a log), not the
+    agent's ``<returncode>`` tags."""
+    head = text[:WINDOW]
+    for agent in TEXT_AGENTS:
+        found = agent.envelope.match(head) if agent.envelope else None
+        if found:
+            return text[found.end() :]
+    return text
 
 
 @dataclass(frozen=True)

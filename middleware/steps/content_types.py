@@ -11,6 +11,8 @@ import json
 import re
 from collections.abc import Callable
 
+from middleware.formats.text_protocol import observation_body
+
 Rule = tuple[str, Callable[[str, str], bool]]
 
 _DIFF_START = re.compile(r"^(diff --git |diff -|--- \S|Index: |@@ -\d)")
@@ -66,8 +68,9 @@ SOURCE_TYPES = frozenset(name for name in CONTENT_TYPES if name.endswith(" sourc
 
 
 def detect_content_type(text: str) -> str:
-    """The first matching type of :data:`RULES`, else ``"text"``."""
-    stripped = text.strip()
+    """The first matching type of :data:`RULES` for what the command or tool printed (a
+    text agent's envelope aside), else ``"text"``."""
+    stripped = observation_body(text).strip()
     head = stripped[:400]
     for name, test in RULES:
         if test(stripped, head):

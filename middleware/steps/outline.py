@@ -7,7 +7,9 @@ the failures in the middle of a test run or a build log, the definitions and nam
 the middle of a file, the matching lines of a long search. The outline keeps, within a
 character budget and in this order (:mod:`.line_kinds` says what each line is):
 
-1. the lines reporting an error, in file order;
+1. the lines reporting an error, in file order, each whole (up to :data:`REPORT_WIDTH`)
+   when they all fit so; and the line a report announces (``... the following exception
+   was raised:``, ``ERROR: these tests failed:``), which is part of it;
 2. the stack frame nearest each of them (the ``File "...", line N`` before a Python
    exception, the ``at ...`` line after a Java or JavaScript one);
 3. the warning lines, in file order, in at most :data:`WARNING_SHARE` of the budget;
@@ -51,6 +53,10 @@ from middleware.steps.mentions import cut_between_tokens, distinctive_tokens, to
 
 #: Characters of one outline line kept at most, tried in order (the first wins a tie).
 LINE_WIDTHS = (160, 80)
+#: Characters of an error line kept when every error line fits so: an assertion's
+#: values, a compiler's expected and found types come after the first 160, and the model
+#: copies the whole line into its fix.
+REPORT_WIDTH = 400
 #: New tokens a line must show per character of the outline: one per 100. Below that a line
 #: costs its room on every later request and is rarely what the model goes back to.
 MIN_TOKENS_PER_CHAR = 1 / 100
@@ -98,44 +104,6 @@ def outline(text: str, start: int, end: int, budget: int, *, reports: bool = Tru
     return _render(_Selection(budget - len(HEADING), scan))
 
 
-def could_be_outline(found: str, text: str, start: int, end: int, budget: int) -> bool:
-    """Whether ``found`` could be the :func:`outline` of these arguments: ``""``, or its
-    heading, then lines of ``text`` wholly inside ``text[start:end]`` in file order, each
-    as the outline shows it (its number, the line squeezed and cut at one of
-    :data:`LINE_WIDTHS`), then its notices; within ``budget``. One pass over the text up
-    to the last line shown, far less than working the outline out: an outline read back
-    from a file is used only if it passes, so it never shows what the text does not hold."""
-    if not found:
-        return True
-    if len(found) > budget or not found.startswith(HEADING + "\n"):
-        return False
-    entries = found[len(HEADING) + 1 :].split("\n")
-    notices = 0
-    while notices < len(entries) and NOTICE.fullmatch(entries[-1 - notices]):
-        notices += 1
-    shown = [SHOWN.fullmatch(entry) for entry in entries[: len(entries) - notices]]
-    numbers = [int(match[1]) for match in shown if match is not None]
-    if len(numbers) < len(shown) or numbers != sorted(set(numbers)):
-        return False
-    if not numbers:
-        return notices > 0
-    lines = text.split("\n", numbers[-1])  # lines[n - 1] is line n; a line shown ends in one
-    if len(lines) <= numbers[-1]:
-        return False
-    position, at = 0, 1  # where line ``at`` starts
-    for number, match in zip(numbers, shown, strict=True):
-        assert match is not None
-        position += sum(map(len, lines[at - 1 : number - 1])) + number - at
-        at = number
-        line = lines[number - 1]
-        if position < start or position + len(line) > end:
-            return False
-        squeezed = _shown(line)
-        if match[2] not in {cut_between_tokens(squeezed, width) for width in LINE_WIDTHS}:
-            return False
-    return True
-
-
 class _Scan:
     """The lines of ``text[first:last]`` (each ends before ``last``) as the outline may
     show them: at each width with the new tokens they show, and what :mod:`.line_kinds`
@@ -148,6 +116,11 @@ class _Scan:
         self.lines: dict[int, list[_Line]] = {w: [] for w in LINE_WIDTHS}
         self.wide: dict[int, _Line] = {}  # each line at the widest width, by number
         self.reports: dict[int, list[_Line]] = {ERROR: [], WARNING: []}
+        #: The error lines at :data:`REPORT_WIDTH`, by number.
+        self.whole: dict[int, _Line] = {}
+        #: The severity of the report the next line with text continues (its line ends
+        #: with ``:``), or none.
+        self.announced = 0
         self.framed: list[int] = []  # numbers of the frame lines, in order
         self.kinds: list[tuple[int, str]] = []  # (number, kind) of the lines with a word
         severity, frame, kind = (
@@ -160,7 +133,7 @@ class _Scan:
         while position < last:
             stop = text.find("\n", position, last)
             level = severity.get(position)
-            line = _shown(text[position:stop])
+            line = as_shown(text[position:stop])
             entry: _Line | None = None
             for width in LINE_WIDTHS if line else ():
                 if entry is None or len(line) > width:  # a short line is the same at any width
@@ -184,7 +157,7 @@ class _Scan:
             self.number += self.text.count("\n", counted, position)
             counted = position
             stop = self.text.find("\n", position, last)
-            self._report(level, _shown(self.text[position:stop]))
+            self._report(level, as_shown(self.text[position:stop]))
 
     def _entry(self, line: str, width: int) -> _Line:
         clipped = cut_between_tokens(line, width)
@@ -195,12 +168,18 @@ class _Scan:
         )
 
     def _report(self, level: int | None, line: str) -> None:
-        if not level or not line:
+        if not line:
+            return
+        level, self.announced = level or self.announced, 0
+        if not level:
             return
         entry = self.wide.get(self.number) or self._entry(line, LINE_WIDTHS[0])
         self.wide[self.number] = entry
         if len(line) >= MIN_REPORT_CHARS or entry[2]:
             self.reports[level].append(entry)
+            if level == ERROR:
+                self.whole[self.number] = self._entry(line, REPORT_WIDTH)
+            self.announced = level if line.endswith(":") else 0
 
 
 class _Selection:
@@ -215,6 +194,10 @@ class _Selection:
         # The warnings' notice is kept room for while errors are chosen: if errors do
         # not all fit, no warning does, and the model must still hear of them.
         reserve = len(_notice(warnings, 0, "warning"))
+        whole = [scan.whole[number] for number, _, _ in errors]
+        if sum(len(rendered) + 1 for _, rendered, _ in whole) <= self.room - reserve:
+            errors = whole
+            scan.wide.update((line[0], line) for line in whole)
         if self._take(errors, self.room - reserve, "error"):
             if reserve <= self.room:
                 self.notices.append(_notice(warnings, 0, "warning"))
@@ -328,7 +311,7 @@ def _choose(
     return chosen, len(covered) - before
 
 
-def _shown(line: str) -> str:
+def as_shown(line: str) -> str:
     """A line as the outline shows it: its runs of spaces squeezed, which fits more lines
     in the outline; but pytest's ``>`` line, the code that raised, and its ``E`` lines, the
     failure's own words, keep their spacing: the model copies them (into its fix, into a

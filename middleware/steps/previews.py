@@ -27,7 +27,8 @@ from middleware.policy.templates import (
     with_quoted,
 )
 from middleware.steps.file_text import is_file_text, is_log_file
-from middleware.steps.outline import could_be_outline, outline
+from middleware.steps.outline import outline
+from middleware.steps.outline_check import could_be_outline
 from middleware.steps.preview_cuts import Unit, head_of, tail_of
 from middleware.steps.read_back import FileRead, ReadBack
 

@@ -379,3 +379,33 @@ def test_a_log_file_read_through_a_shell_is_outlined_by_its_errors() -> None:
     preview, shown = shell_preview("cat logs/worker.log", text)
     errors = [line for line in shown.splitlines() if " ERROR worker job " in line]
     assert len(errors) >= 20 or "more error line" in shown, preview
+
+
+def test_error_lines_are_shown_whole_when_they_all_fit() -> None:
+    """An assertion's values come after its first 160 characters: while every error line
+    fits whole, each is shown whole (up to 400); when they do not, more of them are shown
+    clipped, and the rest counted."""
+    value = "'\\n<!DOCTYPE html>\\n<html>\\n  <head>\\n" + '<meta x="y" />\\n' * 12 + "</html>'"
+    failure = f"E       assert '<dd class=\"field-odd\"><p>JSONObject</p>' in {value}"
+    assert 160 < len(failure) < 400
+    report = [f"filler line number {n} of the run" for n in range(60)]
+    text = "\n".join([*report[:30], failure, *report[30:]]) + "\n"
+    start = text.index("filler line number 5 ")
+    assert failure in outline(text, start, len(text) - 100, 3_000)
+    many = "\n".join([*report[:30], *[f"{failure} {n}" for n in range(40)], *report[30:]]) + "\n"
+    shown = outline(many, start, len(many) - 100, 3_000)
+    assert failure not in shown and failure[:150] in shown
+    assert re.search(r"… and \d+ more error lines", shown)
+
+
+def test_the_line_a_report_announces_is_shown_with_it() -> None:
+    """``... the following exception was raised:`` says the next line is the report's
+    own words (here an exception's message with no severity word in it)."""
+    warning = (
+        "WARNING: autodoc: failed to import module 'my_types'; the following exception was raised:"
+    )
+    report = [f"filler line number {n} of the run" for n in range(60)]
+    text = "\n".join([*report[:30], warning, "No module named 'my_types'", *report[30:]]) + "\n"
+    start = text.index("filler line number 5 ")
+    shown = outline(text, start, len(text) - 100, 3_000)
+    assert f"\n31: {warning}\n32: No module named 'my_types'" in shown

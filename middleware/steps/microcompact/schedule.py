@@ -141,6 +141,10 @@ class TurnGains:
         self.summarize_turns = max(summarize_turns, truncate_turns)
         self.clear_turns = clear_turns
         change: dict[int, int] = {}
+        #: Every gain as (node, from which boundary, characters removed from then on),
+        #: a level a row: what each boundary removes from each message on.
+        self._levels: list[tuple[int, int, int]] = []
+        self._suffix: tuple[int, list[int], list[int]] | None = None
         #: The first message each boundary changes (a result changing level, an input
         #: cleared), by the boundary from which it does.
         self.first_changed: dict[int, int] = {}
@@ -149,12 +153,15 @@ class TurnGains:
                 at = max(gain.turn + 1 + clear_turns, 0)
                 change[at] = change.get(at, 0) + gain.cleared
                 self._changes(at, gain.node)
+                self._levels.append((gain.node, at, gain.cleared))
                 continue
             at, then = levels_from(gain.turn, truncate_turns, summarize_turns, gain.released)
             change[at] = change.get(at, 0) + gain.truncated
             change[then] = change.get(then, 0) + gain.summarized - gain.truncated
             self._changes(at, gain.node)
             self._changes(then, gain.node)
+            self._levels.append((gain.node, at, gain.truncated))
+            self._levels.append((gain.node, then, gain.summarized - gain.truncated))
         #: The boundaries at which something changes, and what is removed from each on.
         self.changing = sorted(self.first_changed)
         self._at = sorted(change)
@@ -168,6 +175,19 @@ class TurnGains:
         """What compaction at ``boundary`` removes."""
         changed = bisect_right(self._at, boundary)
         return self._removed[changed - 1] if changed else 0
+
+    def removed_from(self, boundary: int, node: int) -> int:
+        """What compaction at ``boundary`` removes from ``node`` on: a move re-sends the
+        messages after the first it changes as the current boundary left them. The sums
+        over messages are kept for one boundary (the current one changes only on a
+        move)."""
+        if self._suffix is None or self._suffix[0] != boundary:
+            removed = sorted((n, chars) for n, at, chars in self._levels if at <= boundary)
+            nodes = [n for n, _ in removed]
+            after = list(accumulate((chars for _, chars in reversed(removed)), initial=0))
+            self._suffix = (boundary, nodes, after[::-1])
+        _, nodes, after = self._suffix
+        return after[bisect_left(nodes, node)]
 
     def first_changed_node(self, current: int, candidate: int) -> int | None:
         """The first node that compaction at ``candidate`` changes and compaction at
@@ -214,13 +234,13 @@ def boundary(
     breaks: it reclaims at least ``min_reclaim_tokens`` more than the current boundary,
     and enough compared with what the rewrite re-sends uncached (everything after the
     first result that changes) to pay back within the turns the session is expected to go
-    on for (``rewrite_cost``, ``expected_turns_factor``, ``expected_turns_min``), and at
-    least ``min_reclaim_ratio`` times it. On a cold cache the rewrite is free: only the
-    trigger and ``min_reclaim_tokens`` apply (``cold.none``: to every candidate;
-    ``cold.now``: to the latest, which is then in the result's ``cold`` moves; a candidate
-    in ``cold.moved``: as when it was recorded). Each decision looks only at the history
-    before the candidate, so later turns never change it: ``decided`` (an earlier
-    request's) is taken as it is.
+    on for (``rewrite_cost``, ``expected_turns_factor``, ``expected_turns_min``,
+    ``expected_turns_max``), and at least ``min_reclaim_ratio`` times it. On a cold cache
+    the rewrite is free: only the trigger and ``min_reclaim_tokens`` apply
+    (``cold.none``: to every candidate; ``cold.now``: to the latest, which is then in the
+    result's ``cold`` moves; a candidate in ``cold.moved``: as when it was recorded). Each
+    decision looks only at the history before the candidate, so later turns never change
+    it: ``decided`` (an earlier request's) is taken as it is.
     """
     trigger = s.trigger_tokens * s.chars_per_token
     reclaim = max(s.min_reclaim_tokens * s.chars_per_token, 1)
@@ -245,11 +265,14 @@ def boundary(
             return False
         if free:
             return True
-        rewritten = max(chars - starts[first_changed] - gain, 1)
+        rewritten = chars - starts[first_changed] - gain
+        rewritten = max(rewritten - gains.removed_from(current, first_changed), 1)
         # Removing `gain` saves its reading on every later request; re-sending `rewritten`
         # uncached costs rewrite_cost times reading it once. A session that has lasted
-        # `candidate` turns is expected to last about as long again.
-        expected = max(s.expected_turns_factor * candidate, s.expected_turns_min) + 1
+        # `candidate` turns is expected to last about as long again, and no rewrite is
+        # bet on more than `expected_turns_max` turns.
+        lindy = max(s.expected_turns_factor * candidate, s.expected_turns_min)
+        expected = min(lindy, s.expected_turns_max) + 1
         needed = max(s.min_reclaim_ratio, s.rewrite_cost / expected)
         return gain >= needed * rewritten
 

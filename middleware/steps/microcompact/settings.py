@@ -38,6 +38,7 @@ class MicrocompactSettings:
     rewrite_cost: float = setting("microcompact.schedule.rewrite_cost")
     expected_turns_factor: float = setting("microcompact.schedule.expected_turns_factor")
     expected_turns_min: int = setting("microcompact.schedule.expected_turns_min")
+    expected_turns_max: int = setting("microcompact.schedule.expected_turns_max")
     cold_rewrites: bool = setting("microcompact.schedule.cold_rewrites")
     window_tokens: int | None = setting("microcompact.schedule.window_tokens")
     chars_per_token: float = setting("microcompact.schedule.chars_per_token")

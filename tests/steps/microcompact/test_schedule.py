@@ -17,6 +17,8 @@ def level(gain: Gain, boundary: int, truncate: int, summarize: int, clear: int) 
     age = boundary - 1 - gain.turn
     if gain.cleared:
         return int(age >= clear)
+    if boundary < gain.released:
+        return 0
     return 2 if age >= max(summarize, truncate) else 1 if age >= truncate else 0
 
 
@@ -54,12 +56,16 @@ def test_turn_gains_follow_the_definition(
     candidate = data.draw(st.integers(current, turns + 3))
     changed = [g.node for g in items if level(g, current, *ages) != level(g, candidate, *ages)]
     assert table.first_changed_node(current, candidate) == (min(changed) if changed else None)
+    for node in {g.node for g in items} | {0, max(g.node for g in items) + 1} if items else {0}:
+        after = sum(removed(g, current, *ages) for g in items if g.node >= node)
+        assert table.removed_from(current, node) == after
 
 
 @st.composite
 def history(draw: st.DrawFn) -> tuple[list[int], list[int], list[Gain]]:
     """Per node, its turn and size (an assistant message, then a user message of results,
-    per turn), and the gains of its results and call input."""
+    per turn), and the gains of its results (some protected until a later boundary) and
+    call input."""
     turns = draw(st.integers(1, 30))
     node_turns, sizes, items = [-1], [draw(st.integers(10, 3_000))], []
     for turn in range(turns):
@@ -68,9 +74,10 @@ def history(draw: st.DrawFn) -> tuple[list[int], list[int], list[Gain]]:
         sizes += [draw(st.integers(10, 20_000)), draw(st.integers(10, 60_000))]
         if draw(st.booleans()):
             items.append(Gain(turn, call, cleared=draw(st.integers(1, 5_000))))
-        if draw(st.booleans()):
+        if draw(st.booleans()):  # a protected read is released at a later boundary
+            released = draw(st.one_of(st.just(0), st.integers(turn + 1, turns + 2)))
             items.append(Gain(turn, results, draw(st.integers(0, 50_000)),
-                              draw(st.integers(0, 50_000))))  # fmt: skip
+                              draw(st.integers(0, 50_000)), released=released))  # fmt: skip
     return node_turns, sizes, items
 
 
@@ -195,3 +202,66 @@ def test_a_cold_cache_pays_for_a_move_the_warm_one_does_not() -> None:
     # The record replays the move.
     recorded = ColdCache(moved=frozenset({10}))
     assert boundary(s, table, sizes, node_turns, 10, cold=recorded).turn == 10
+
+
+def compacted_at(
+    items: list[Gain], sizes: list[int], at: int, ages: tuple[int, int, int]
+) -> tuple[list[Gain], list[int]]:
+    """The gains and message sizes of the history compaction at boundary ``at`` gives: a
+    compacted message is smaller by what was removed, and a result truncated there can
+    still be summarised (microcompact/weighing.py weighs the text as it stands)."""
+    sizes = list(sizes)
+    left = []
+    for gain in items:
+        sizes[gain.node] -= removed(gain, at, *ages)
+        reached = level(gain, at, *ages)
+        if reached == 0:
+            left.append(gain)
+        elif reached == 1 and not gain.cleared:
+            left.append(gain._replace(truncated=0, summarized=gain.summarized - gain.truncated))
+    return left, sizes
+
+
+@settings(max_examples=300)
+@given(history(), st.data())
+def test_the_compacted_history_moves_the_boundary_no_further(
+    drawn: tuple[list[int], list[int], list[Gain]], data: st.DataObject
+) -> None:
+    """Processing the output again changes nothing: the history compacted at a boundary
+    never finds a later one worth moving to, since a move is weighed against what it
+    re-sends as the current boundary left it (compacted), not as it came."""
+    node_turns, sizes, items = drawn
+    items = [g._replace(summarized=max(g.summarized, g.truncated)) for g in items]
+    for gain in items:  # what compaction removes is in the message
+        sizes[gain.node] = max(sizes[gain.node], gain.truncated, gain.summarized, gain.cleared)
+    step = data.draw(st.integers(1, 3))
+    s = _settings(step_turns=step, trigger_tokens=data.draw(st.sampled_from([0, 5_000])),
+                  min_reclaim_tokens=50, rewrite_cost=data.draw(st.sampled_from([2, 11.5])),
+                  min_reclaim_ratio=data.draw(st.sampled_from([0, 0.3, 0.5])))  # fmt: skip
+    ages = (s.truncate_turns, s.summarize_turns, s.inputs.clear_turns)
+    turns = node_turns[-1] + 1
+    first = boundary(s, TurnGains(items, turns, *ages), sizes, node_turns, turns)
+    event("moved" if first.turn else "not moved")
+    left, smaller = compacted_at(items, sizes, first.turn, ages)
+    again = boundary(s, TurnGains(left, turns, *ages), smaller, node_turns, turns)
+    assert again.turn <= first.turn
+
+
+def test_no_rewrite_is_bet_on_more_than_expected_turns_max() -> None:
+    """Sixty turns in, one old 40,000-character result whose compaction saves 32,000 and
+    re-sends 78,800 uncached (a ratio of 0.41): a session that has lasted 60 turns is
+    expected to last 30 more, which would pay for it (11.5 / 31 = 0.37), but
+    ``expected_turns_max`` bets on 22 at most (11.5 / 23 = 0.5): no move."""
+    node_turns = [-1] + [turn for turn in range(60) for _ in (0, 1)]
+    sizes = [1_000] + [200, 1_000] * 60
+    sizes[2] = 40_000
+    items = [Gain(0, 2, 32_000, 32_000)]
+    unbounded = _settings(step_turns=60, expected_turns_max=1_000)
+    ages = (unbounded.truncate_turns, unbounded.summarize_turns, unbounded.inputs.clear_turns)
+    table = TurnGains(items, 60, *ages)
+    rewritten = sum(sizes) - sum(sizes[:2]) - 32_000
+    assert 11.5 / 31 < 32_000 / rewritten < 11.5 / 23
+    assert boundary(unbounded, table, sizes, node_turns, 60).turn == 60
+    bounded = _settings(step_turns=60)
+    assert bounded.expected_turns_max == 22  # the default
+    assert boundary(bounded, table, sizes, node_turns, 60).turn == 0
