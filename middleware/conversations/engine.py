@@ -21,7 +21,7 @@ from middleware.formats import detect_format, get_codec
 from middleware.formats.base import Codec
 from middleware.formats.requests import Request, read_request
 from middleware.formats.text_protocol import text_protocol_rule
-from middleware.plugin.context import Internal, StepContext
+from middleware.plugin.context import Internal, StepContext, bound_store
 from middleware.plugin.host import PluginHost
 from middleware.plugin.places import Place, StepSpec
 from middleware.policy import Policy
@@ -141,9 +141,10 @@ def step_context(
     internal = Internal(
         step.name, state.host, continuation,
         decisions=state.decisions, cold_cache=cold, resume=resume, cache=state.cache,
-        readings=state.readings,
+        readings=state.readings, store=state.spill,
     )  # fmt: skip
-    return StepContext(policy, codec, state.session, state.spill, shared, internal=internal)
+    spill = bound_store(internal, policy) or state.spill
+    return StepContext(policy, codec, state.session, spill, shared, internal=internal)
 
 
 @dataclass(frozen=True)

@@ -18,18 +18,17 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from middleware.cache.kept import KeptReadings, ReadingStore
 from middleware.cache.lru import DerivedCache
 from middleware.plugin.settings import time_limit
-from middleware.plugin.spill_guard import GuardedSpillStore
 from middleware.report import Action, ProblemReport
 from middleware.session.cold_cache import ColdRequest
 from middleware.session.previous import Carry
 from middleware.session.resume import Resume
-from middleware.spill.remembered import RememberedStore
 
 if TYPE_CHECKING:
     from middleware.formats.base import Codec
     from middleware.plugin.capabilities import DeclaredCap, FileAccess, SpillStore
     from middleware.policy import Policy
     from middleware.session.decisions import DecisionLedger
+    from middleware.spill.session_store import SessionStore
     from middleware.view import ConversationIndex
 
 T = TypeVar("T")
@@ -100,12 +99,6 @@ class StepContext:
     #: (:class:`Internal`).
     internal: Internal = field(kw_only=True)
 
-    def __post_init__(self) -> None:
-        # A plugin's store reports its failures into this call's report, and runs under
-        # this call's time limit.
-        if isinstance(self.spill, GuardedSpillStore):
-            self.spill = self.spill.reporting_to(self.internal.problems, time_limit(self.policy))
-
     def record(
         self,
         kind: str,
@@ -171,6 +164,11 @@ class Internal:
     #: Where readings of result texts are kept for a process that starts cold (the
     #: session's local workspace); ``None``: kept in :attr:`cache` only.
     readings: ReadingStore | None = None
+    #: The session's spill store as its conversation holds it, which says what it can
+    #: do: what it remembers in :attr:`cache` (a step's verified readings are kept under
+    #: its token), how one call uses it (:func:`bound_store`). ``None``: outside a
+    #: pipeline, the context's store as it is.
+    store: SessionStore | None = None
 
     @property
     def kept(self) -> KeptReadings:
@@ -186,7 +184,17 @@ def fork(context: StepContext) -> StepContext:
     shared state (a shallow copy) and carry, so that what it does after its time limit
     touches nothing the request uses. :func:`adopt` takes its work over."""
     internal = replace(context.internal, actions=[], problems=[])
-    return replace(context, shared=dict(context.shared), internal=internal)
+    spill = bound_store(internal, context.policy) or context.spill
+    return replace(context, spill=spill, shared=dict(context.shared), internal=internal)
+
+
+def bound_store(internal: Internal, policy: Policy) -> SpillStore | None:
+    """The session's store as the run of ``internal`` uses it: a plugin's reports its
+    failures into the run's problems (a fork's into its own, which touch nothing the
+    request uses after its time limit) under ``policy``'s time limit."""
+    if internal.store is None:
+        return None
+    return internal.store.reporting_to(internal.problems, time_limit(policy))
 
 
 def adopt(context: StepContext, forked: StepContext) -> None:
@@ -212,9 +220,10 @@ def verified(
     value, less ``texts(value)``: the texts the entry keeps alive (in ``key`` or the
     value), which the cache counts once however many entries hold them."""
     store, cache = context.spill, context.internal.cache
-    if not isinstance(store, RememberedStore) or not cache.enabled:
+    token = context.internal.store.token if context.internal.store else None
+    if token is None or not cache.enabled:
         return read(store.load)
-    entry = ("verified", store.token, *key)
+    entry = ("verified", token, *key)
     found = cache.get(entry, _ABSENT)
     if found is not _ABSENT:
         value: T = found

@@ -11,10 +11,13 @@ hold is asked again each time (it may be written later).
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from middleware.cache import DerivedCache
 from middleware.spill.workspace import SpillWorkspace
+
+if TYPE_CHECKING:
+    from middleware.report import ProblemReport
 
 #: What an entry costs besides the text it keeps alive (key, location).
 _ENTRY_BYTES = 300
@@ -63,6 +66,12 @@ class RememberedStore:
         """Tell the workspace the session is in use for ``seconds`` more (an object
         store's keeps a hold for ``gc``)."""
         self.store.hold(seconds)
+
+    def reporting_to(
+        self, problems: list[ProblemReport], time_limit: float | None
+    ) -> RememberedStore:
+        """Itself: the workspace's failures are the steps' to record as they meet them."""
+        return self
 
     def save(self, key: str, content: str, *, suffix: str = ".txt") -> str:
         if self._closed:  # the store says why it refuses

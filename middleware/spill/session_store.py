@@ -9,9 +9,12 @@ one class, not a probe added in every caller.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from middleware.spill.workspace import SpillWorkspace
+
+if TYPE_CHECKING:
+    from middleware.report import ProblemReport
 
 
 class Store(Protocol):
@@ -51,4 +54,10 @@ class SessionStore(Store, Protocol):
     def hold(self, seconds: float) -> None:
         """The session is in use and may be for ``seconds`` more: tell a store whose
         ``gc`` another process runs (an object store), if it keeps holds."""
+        ...
+
+    def reporting_to(self, problems: list[ProblemReport], time_limit: float | None) -> SessionStore:
+        """The store as one ``process()`` call uses it: a plugin's reports its failures
+        into ``problems`` (the call's report) and answers within ``time_limit`` (the
+        call's policy); the workspace, which never fails that way, is itself."""
         ...

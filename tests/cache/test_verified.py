@@ -17,8 +17,11 @@ from middleware.spill.remembered import RememberedStore
 
 
 def context(store: object, cache: DerivedCache) -> StepContext:
+    """A step's context over ``store``: the session's own when it remembers (as a
+    conversation holds its store), else a store the context only has."""
     policy = middleware.load_policy(None, env={}, dotenv_path=False)
-    internal = Internal("budget", PluginHost.create(), cache=cache)
+    own = store if isinstance(store, RememberedStore) else None
+    internal = Internal("budget", PluginHost.create(), cache=cache, store=own)
     return StepContext(policy, get_codec("anthropic"), "s", store, internal=internal)  # type: ignore[arg-type]
 
 
