@@ -69,8 +69,11 @@ class Setup:
 
     def bodies(self) -> list[dict[str, Any]]:
         """What the provider received on the agent's model route, in order."""
-        return [body for path, _, body in self.provider.accepted
-                if MODEL_ROUTE.search(path) and body.get("tools")]  # fmt: skip
+        return [
+            body
+            for path, _, body in self.provider.accepted
+            if MODEL_ROUTE.search(path) and body.get("tools")
+        ]
 
     def cleaned(
         self, until: Callable[[list[dict[str, Any]]], bool] | None = None
@@ -93,9 +96,13 @@ MODEL_ROUTE = re.compile(r"^/v1/(messages|responses)$|:(stream)?[gG]enerateConte
 #: not know (its read-backs then have a cost in dollars).
 PRICED = {
     "ledger.prices.claude-stand-in": {
-        "input": 3, "output": 15, "cache_read": 0.3, "cache_write_5m": 3.75, "cache_write_1h": 6,
+        "input": 3,
+        "output": 15,
+        "cache_read": 0.3,
+        "cache_write_5m": 3.75,
+        "cache_write_1h": 6,
     },
-}  # fmt: skip
+}
 
 
 @contextmanager

@@ -20,8 +20,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 #: Headers of one connection, not of the message: never passed on.
-_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "upgrade", "host",
-        "content-length"}  # fmt: skip
+_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "upgrade", "host", "content-length"}
 
 
 @dataclass
@@ -68,8 +67,12 @@ class Balancer:
                     self.flying[replica] -= 1
 
                 passed = [(k, v) for k, v in answer.headers.items() if k.lower() not in _HOP]
-                return StreamingResponse(_chunks(answer), answer.status_code, dict(passed),
-                                         background=BackgroundTask(done))  # fmt: skip
+                return StreamingResponse(
+                    _chunks(answer),
+                    answer.status_code,
+                    dict(passed),
+                    background=BackgroundTask(done),
+                )
             return Response("no replica answers", 502)
 
         @asynccontextmanager
@@ -78,8 +81,9 @@ class Balancer:
             await client.aclose()
 
         methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
-        return Starlette(routes=[Route("/{path:path}", forward, methods=methods)],
-                         lifespan=lifespan)  # fmt: skip
+        return Starlette(
+            routes=[Route("/{path:path}", forward, methods=methods)], lifespan=lifespan
+        )
 
     def drain(self, replica: str) -> None:
         """Send ``replica`` nothing new, and wait until what it has in flight is answered

@@ -48,8 +48,9 @@ def record(today: str | None = None) -> dict[str, Any]:
         with serving(recorder) as url:
             env = AGENT.configure(home, project, url)
             config = home / ".codex" / "config.toml"
-            config.write_text(f"model_auto_compact_token_limit = {LIMIT}\n"
-                              + config.read_text("utf-8"), "utf-8")  # fmt: skip
+            config.write_text(
+                f"model_auto_compact_token_limit = {LIMIT}\n" + config.read_text("utf-8"), "utf-8"
+            )
             for prompt, resume in ((FILL, False), (GO_ON, True)):
                 run_cli(AGENT.argv(prompt, resume), project, env)
         assert not provider.refused, [reason for _, reason, _ in provider.refused]

@@ -38,8 +38,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 @pytest.fixture(autouse=True)
 def timing_has_a_core(request: pytest.FixtureRequest) -> None:
     """A test that times a real wait runs with the other workers yielding it the CPU."""
-    groups = (mark.args[0] if mark.args else mark.kwargs.get("name")
-              for mark in request.node.iter_markers("xdist_group"))  # fmt: skip
+    groups = (
+        mark.args[0] if mark.args else mark.kwargs.get("name")
+        for mark in request.node.iter_markers("xdist_group")
+    )
     if parallel.TIMING in groups:
         parallel.give_way_to_timing()
 

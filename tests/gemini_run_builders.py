@@ -11,8 +11,10 @@ from typing import Any
 #: What Gemini CLI sends as its User-Agent, and what the google-genai SDK does.
 CLI = {"user-agent": "GeminiCLI-tui/0.61.0/gemini-3.1-pro-preview (linux; x64; terminal)"}
 SDK = {"user-agent": "google-genai-sdk/1.30.0 gl-node/v20.20.2"}
-CONTEXT = ("<session_context>\nThis is the Gemini CLI. We are setting up the context for our "
-           "chat.\nToday's date is Wednesday, December 2, 2026.\n</session_context>")  # fmt: skip
+CONTEXT = (
+    "<session_context>\nThis is the Gemini CLI. We are setting up the context for our "
+    "chat.\nToday's date is Wednesday, December 2, 2026.\n</session_context>"
+)
 PROMPT = "Run the big command."
 AGAIN = "Read the big output again."
 TOOLS = [{"functionDeclarations": [{"name": "run_shell_command"}]}]
@@ -35,14 +37,20 @@ def called(call_id: str, output: str = "built") -> list[dict[str, Any]]:
 
 def turn(*contents: dict[str, Any]) -> dict[str, Any]:
     """A request of the conversation (its tools declared)."""
-    return {"contents": list(contents), "systemInstruction": user("You are Gemini CLI."),
-            "tools": TOOLS}  # fmt: skip
+    return {
+        "contents": list(contents),
+        "systemInstruction": user("You are Gemini CLI."),
+        "tools": TOOLS,
+    }
 
 
 def router(*contents: dict[str, Any]) -> dict[str, Any]:
     """A call of the model router: no tools, a system instruction of its own."""
-    return {"contents": list(contents), "systemInstruction": user("You are a Task Routing AI."),
-            "generationConfig": {"responseMimeType": "application/json"}}  # fmt: skip
+    return {
+        "contents": list(contents),
+        "systemInstruction": user("You are a Task Routing AI."),
+        "generationConfig": {"responseMimeType": "application/json"},
+    }
 
 
 def run(
@@ -53,8 +61,11 @@ def run(
     ``output``), the router call of a second prompt (the history, its call ids as the
     router sends them, or as the conversation does if not ``prefixed``) and the request of
     that prompt."""
-    history = [user(context, PROMPT), *called(call_id, output), {"role": "model", "parts": [
-        {"text": "Done."}]}]  # fmt: skip
+    history = [
+        user(context, PROMPT),
+        *called(call_id, output),
+        {"role": "model", "parts": [{"text": "Done."}]},
+    ]
     routed_id = f"run_shell_command__{call_id}" if prefixed else call_id
     routed = [user(context, PROMPT), *called(routed_id, output), history[-1]]
     return {

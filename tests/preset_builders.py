@@ -44,9 +44,11 @@ def preset(
     for i, plugin in enumerate(plugins):
         host.register(plugin, name=f"plugin-{i}")
     policy = middleware.load_policy(
-        f"preset:{name}", env={}, dotenv_path=False,
+        f"preset:{name}",
+        env={},
+        dotenv_path=False,
         overrides={"spill.root": str(tmp_path), **overrides},
-    )  # fmt: skip
+    )
     with middleware.Pipeline(policy, host=host, session_id=f"test-{name}") as pipe:
         yield pipe
 

@@ -269,6 +269,9 @@ def responses_usage(prompt: int, cached: int, output: int) -> dict[str, Any]:
 
 def gemini_usage(prompt: int, cached: int, output: int) -> dict[str, Any]:
     """Gemini's ``usageMetadata`` (implicit caching reads ``cachedContentTokenCount``)."""
-    usage = {"promptTokenCount": prompt, "candidatesTokenCount": output,
-             "totalTokenCount": prompt + output}  # fmt: skip
+    usage = {
+        "promptTokenCount": prompt,
+        "candidatesTokenCount": output,
+        "totalTokenCount": prompt + output,
+    }
     return {**usage, "cachedContentTokenCount": cached} if cached else usage

@@ -22,8 +22,11 @@ class Replica:
     def __init__(self, session: str, overrides: dict[str, Any]) -> None:
         self.process = subprocess.Popen(
             [sys.executable, str(Path(__file__)), session, json.dumps(overrides)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8",
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+        )
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.process.stdin is not None and self.process.stdout is not None

@@ -24,11 +24,15 @@ def tool_session(*outputs: tuple[str, str]) -> list[dict[str, Any]]:
 def tool_turn(call_id: str, name: str, arguments: dict[str, Any], output: str) -> list[Any]:
     """One Anthropic assistant turn calling ``name``, and its result."""
     return [
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": call_id, "name": name, "input": arguments}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": call_id, "content": output}]},
-    ]  # fmt: skip
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": call_id, "name": name, "input": arguments}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": call_id, "content": output}],
+        },
+    ]
 
 
 def pipeline_for(policy: Path, *plugins: object, session_id: str) -> middleware.Pipeline:

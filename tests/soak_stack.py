@@ -210,8 +210,9 @@ async def agent(
             try:
                 content = slowly(data, rng) if slow else data
                 headers = {**HEADERS, **session, "content-type": "application/json"}
-                async with client.stream("POST", url + "/v1/messages", content=content,
-                                         headers=headers) as answer:  # fmt: skip
+                async with client.stream(
+                    "POST", url + "/v1/messages", content=content, headers=headers
+                ) as answer:
                     said = b""
                     async for chunk in answer.aiter_bytes():
                         said = (said + chunk)[:300]  # what an error answer says
@@ -244,10 +245,17 @@ def _tool_turn(
     rng: random.Random, number: int, turn: int, large_every: int
 ) -> list[dict[str, Any]]:
     """The model's tool call of ``turn`` and the tool's result."""
-    call = {"type": "tool_use", "id": f"t{number}_{turn}", "name": "Bash",
-            "input": {"command": f"step {turn}"}}  # fmt: skip
-    result = {"type": "tool_result", "tool_use_id": call["id"],
-              "content": tool_output(rng, turn, large_every)}  # fmt: skip
+    call = {
+        "type": "tool_use",
+        "id": f"t{number}_{turn}",
+        "name": "Bash",
+        "input": {"command": f"step {turn}"},
+    }
+    result = {
+        "type": "tool_result",
+        "tool_use_id": call["id"],
+        "content": tool_output(rng, turn, large_every),
+    }
     return [{"role": "assistant", "content": [call]}, {"role": "user", "content": [result]}]
 
 
@@ -367,17 +375,21 @@ async def _run(plan: Plan, url: str, pid: int, relay: Relay, echo: Any) -> Outco
             echo(f"  {now - start:5.0f} s  the store answers again")
         samples.append((now - start, rss_mb(pid)))
         held = await _held_mb(url)
-        echo(f"  {now - start:5.0f} s  RSS {samples[-1][1]:6.0f} MB ({held}), "
-             f"{len(tally.latencies)} answered")  # fmt: skip
+        echo(
+            f"  {now - start:5.0f} s  RSS {samples[-1][1]:6.0f} MB ({held}), "
+            f"{len(tally.latencies)} answered"
+        )
         await asyncio.sleep(min(5.0, plan.seconds / 20))
     relay.thaw()
     await asyncio.gather(*agents)
     settled = [rss for at, rss in samples if at >= plan.settled_after] or [samples[-1][1]]
     uncleaned = int((await _metrics(url)).get(BUSY, 0))
     outcome = Outcome(tally, samples, settled[0], max(settled), uncleaned)
-    echo(f"\nrequests answered: {len(tally.latencies)}; failures: {len(tally.failures)}; "
-         f"over {plan.deadline:g} s: {len(tally.late)}; forwarded uncleaned (busy): "
-         f"{uncleaned}")  # fmt: skip
+    echo(
+        f"\nrequests answered: {len(tally.latencies)}; failures: {len(tally.failures)}; "
+        f"over {plan.deadline:g} s: {len(tally.late)}; forwarded uncleaned (busy): "
+        f"{uncleaned}"
+    )
     for failure in tally.failures[:10]:
         echo("  " + failure)
     ordered = sorted(tally.latencies) or [0.0]
@@ -390,8 +402,10 @@ async def _run(plan: Plan, url: str, pid: int, relay: Relay, echo: Any) -> Outco
             f"started while the store hung: {len(tally.during_hang)}, "
             f"max {max(tally.during_hang):.2f} s"
         )
-    echo(f"RSS at {plan.settled_after:g} s {outcome.settled:.0f} MB, peak after "
-         f"{outcome.peak:.0f} MB, at the end {samples[-1][1]:.0f} MB")  # fmt: skip
+    echo(
+        f"RSS at {plan.settled_after:g} s {outcome.settled:.0f} MB, peak after "
+        f"{outcome.peak:.0f} MB, at the end {samples[-1][1]:.0f} MB"
+    )
     return outcome
 
 
@@ -407,10 +421,12 @@ async def _held_mb(url: str) -> str:
     except httpx.HTTPError as exc:
         return f"metrics: {exc!r}"
     mib = 2**20
-    return (f"state {found.get('chatcli_proxy_session_state_bytes', 0) / mib:.0f} MB, "
-            f"cache {found.get('chatcli_proxy_cache_bytes', 0) / mib:.0f} MB, "
-            f"continued {found.get('chatcli_proxy_continued_total', 0):.0f}, "
-            f"busy {found.get(BUSY, 0):.0f}")  # fmt: skip
+    return (
+        f"state {found.get('chatcli_proxy_session_state_bytes', 0) / mib:.0f} MB, "
+        f"cache {found.get('chatcli_proxy_cache_bytes', 0) / mib:.0f} MB, "
+        f"continued {found.get('chatcli_proxy_continued_total', 0):.0f}, "
+        f"busy {found.get(BUSY, 0):.0f}"
+    )
 
 
 def soak(plan: Plan, echo: Any = lambda line: None) -> Outcome:
@@ -423,8 +439,10 @@ def soak(plan: Plan, echo: Any = lambda line: None) -> Outcome:
         options = {"client_kwargs": {"endpoint_url": relay.url}}
         try:
             with stack(f"s3://{bucket}/spill", options, dict(plan.overrides)) as (url, pid):
-                echo(f"{plan.conversations} conversations for {plan.seconds:g} s, the store "
-                     f"hanging from {plan.hang_at:g} s for {plan.hang_for:g} s")  # fmt: skip
+                echo(
+                    f"{plan.conversations} conversations for {plan.seconds:g} s, the store "
+                    f"hanging from {plan.hang_at:g} s for {plan.hang_for:g} s"
+                )
                 return asyncio.run(_run(plan, url, pid, relay, echo))
         finally:
             relay.close()
@@ -438,8 +456,10 @@ async def _metrics(url: str) -> dict[str, float]:
     for line in text.splitlines():
         name, _, value = line.partition(" ")
         if name in (
-            "chatcli_proxy_session_state_bytes", "chatcli_proxy_cache_bytes",
-            "chatcli_proxy_continued_total", BUSY,
-        ):  # fmt: skip
+            "chatcli_proxy_session_state_bytes",
+            "chatcli_proxy_cache_bytes",
+            "chatcli_proxy_continued_total",
+            BUSY,
+        ):
             found[name] = float(value)
     return found

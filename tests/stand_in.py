@@ -140,27 +140,34 @@ class Provider:
         if size > self.context_chars:
             tokens, most = size // 4, self.context_chars // 4
             if fmt == "gemini":
-                return (f"The input token count ({tokens}) exceeds the maximum number of tokens "
-                        f"allowed ({most}).")  # fmt: skip
+                return (
+                    f"The input token count ({tokens}) exceeds the maximum number of tokens "
+                    f"allowed ({most})."
+                )
             return f"prompt is too long: {tokens} tokens > {most} maximum"
         return None
 
     def _unsigned_call(self, contents: list[dict[str, Any]]) -> str | None:
         """Gemini 3's rule: in the current turn (since the last prompt the user typed),
         each call the model signed comes back with its ``thoughtSignature`` unchanged."""
-        typed = [i for i, c in enumerate(contents) if c.get("role", "user") == "user"
-                 and any("text" in p for p in c.get("parts", []))]  # fmt: skip
+        typed = [
+            i
+            for i, c in enumerate(contents)
+            if c.get("role", "user") == "user" and any("text" in p for p in c.get("parts", []))
+        ]
         for content in contents[typed[-1] + 1 if typed else 0 :]:
             for k, part in enumerate(content.get("parts", [])):
                 call = part.get("functionCall")
                 signed = self.signatures.get(_call_key(call)) if call else None
                 if signed is not None and part.get("thoughtSignature") not in signed:
-                    return ("Function call is missing a thought_signature in functionCall "
-                            f"parts. This is required for tools to work correctly, and missing "
-                            f"thought_signature may lead to degraded model performance. "
-                            f"Additional data, function call `default_api:{call['name']}` , "
-                            f"position {k + 1}. Please refer to https://ai.google.dev/gemini-api/"
-                            "docs/thought-signatures for more details.")  # fmt: skip
+                    return (
+                        "Function call is missing a thought_signature in functionCall "
+                        f"parts. This is required for tools to work correctly, and missing "
+                        f"thought_signature may lead to degraded model performance. "
+                        f"Additional data, function call `default_api:{call['name']}` , "
+                        f"position {k + 1}. Please refer to https://ai.google.dev/gemini-api/"
+                        "docs/thought-signatures for more details."
+                    )
         return None
 
     # -- compaction: what the provider issued comes back as it was issued ------------------
@@ -189,11 +196,16 @@ class Provider:
             for i, message in enumerate(history):
                 content = message.get("content") if isinstance(message, dict) else None
                 for k, block in enumerate(content if isinstance(content, list) else []):
-                    if (isinstance(block, dict) and block.get("type") == "compaction"
-                            and not self._as_issued(block)):  # fmt: skip
-                        return (f"messages.{i}.content.{k}: the compaction block's "
-                                "encrypted_content could not be verified: send compaction "
-                                "blocks back exactly as they were returned")  # fmt: skip
+                    if (
+                        isinstance(block, dict)
+                        and block.get("type") == "compaction"
+                        and not self._as_issued(block)
+                    ):
+                        return (
+                            f"messages.{i}.content.{k}: the compaction block's "
+                            "encrypted_content could not be verified: send compaction "
+                            "blocks back exactly as they were returned"
+                        )
         return None
 
     def _as_issued(self, item: dict[str, Any]) -> bool:
@@ -212,8 +224,11 @@ class Provider:
 
     def _compaction_item(self, seen: Any) -> dict[str, Any]:
         """A new Responses ``compaction`` item replacing the history ``seen``."""
-        item = {"id": f"cmp_{uuid.uuid4().hex}", "type": "compaction",
-                "encrypted_content": _sealed(seen)}  # fmt: skip
+        item = {
+            "id": f"cmp_{uuid.uuid4().hex}",
+            "type": "compaction",
+            "encrypted_content": _sealed(seen),
+        }
         self.issued(item)
         return item
 
@@ -385,8 +400,10 @@ class Provider:
         answer = {"id": ident, "object": "text_completion", "created": 0, "model": model}
         if not body.get("stream"):
             return JSONResponse({**answer, "choices": [choice], "usage": usage})
-        chunks = [json.dumps({**answer, "choices": [{**choice, "text": piece,
-                  "finish_reason": None}]}) for piece in split(reply.text)]  # fmt: skip
+        chunks = [
+            json.dumps({**answer, "choices": [{**choice, "text": piece, "finish_reason": None}]})
+            for piece in split(reply.text)
+        ]
         chunks.append(json.dumps({**answer, "choices": [{**choice, "text": ""}]}))
         if (body.get("stream_options") or {}).get("include_usage"):
             chunks.append(json.dumps({**answer, "choices": [], "usage": usage}))
@@ -402,13 +419,18 @@ class Provider:
         usage: dict[str, Any] = {"prompt_tokens": 8, "total_tokens": 8}
         if self.cache is not None:
             counted = billed(self.cache, "openai", body, Reply())
-            usage = {"prompt_tokens": counted["prompt_tokens"],
-                     "total_tokens": counted["prompt_tokens"]}  # fmt: skip
+            usage = {
+                "prompt_tokens": counted["prompt_tokens"],
+                "total_tokens": counted["prompt_tokens"],
+            }
             self.cache.reported[-1] = ("openai", dict(usage))  # no output is billed
-        data = [{"object": "embedding", "index": i, "embedding": [0.0, 0.5, 1.0]}
-                for i in range(len(inputs))]  # fmt: skip
-        return JSONResponse({"object": "list", "data": data,
-                             "model": body.get("model", "stand-in"), "usage": usage})  # fmt: skip
+        data = [
+            {"object": "embedding", "index": i, "embedding": [0.0, 0.5, 1.0]}
+            for i in range(len(inputs))
+        ]
+        return JSONResponse(
+            {"object": "list", "data": data, "model": body.get("model", "stand-in"), "usage": usage}
+        )
 
     async def _accept_prompt(self, request: Request) -> dict[str, Any] | Response:
         """A body of a prompt or inputs, no history: recorded if it is JSON."""
@@ -483,12 +505,20 @@ class Provider:
             return body
         given = body.get("input")
         history = given if isinstance(given, list) else [{"role": "user", "content": given}]
-        kept = [item for item in history if isinstance(item, dict) and item.get("role") == "user"
-                and item.get("type", "message") == "message"]  # fmt: skip
-        usage: dict[str, Any] = {"input_tokens": tokens_of(history), "output_tokens": 50,
-                                 "total_tokens": tokens_of(history) + 50,
-                                 "input_tokens_details": {"cached_tokens": 0},
-                                 "output_tokens_details": {"reasoning_tokens": 0}}  # fmt: skip
+        kept = [
+            item
+            for item in history
+            if isinstance(item, dict)
+            and item.get("role") == "user"
+            and item.get("type", "message") == "message"
+        ]
+        usage: dict[str, Any] = {
+            "input_tokens": tokens_of(history),
+            "output_tokens": 50,
+            "total_tokens": tokens_of(history) + 50,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        }
         if self.cache is not None:
             usage = billed(self.cache, "responses", body, Reply(text="compacted " * 50))
         return JSONResponse({
@@ -510,10 +540,13 @@ class Provider:
             or request.query_params.get("key")
             or request.headers.get("authorization", "").startswith("Bearer ")
         ):  # Vertex
-            return gemini_error(403, "Method doesn't allow unregistered callers (callers "
-                                "without established identity). Please use API Key or "
-                                "other form of API consumer identity to call this API.",
-                                "PERMISSION_DENIED")  # fmt: skip
+            return gemini_error(
+                403,
+                "Method doesn't allow unregistered callers (callers "
+                "without established identity). Please use API Key or "
+                "other form of API consumer identity to call this API.",
+                "PERMISSION_DENIED",
+            )
         body = await self._accept(request, "gemini", "contents")
         if isinstance(body, Response):
             return body
@@ -535,12 +568,13 @@ class Provider:
         if self.cache is not None:
             usage = billed(self.cache, "gemini", body, reply)
         answer = {
-            "candidates": [{"content": {"role": "model", "parts": parts},
-                            "finishReason": "STOP", "index": 0}],
+            "candidates": [
+                {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+            ],
             "usageMetadata": usage,
             "modelVersion": model,
             "responseId": uuid.uuid4().hex[:20],
-        }  # fmt: skip
+        }
         if method == "generateContent":
             return JSONResponse(answer)
         chunks = [
@@ -655,9 +689,18 @@ def _compact_edit(body: dict[str, Any]) -> dict[str, Any] | None:
     """The ``compact_20260112`` edit of an Anthropic body's ``context_management``."""
     management = body.get("context_management")
     edits = management.get("edits") if isinstance(management, dict) else None
-    return next((edit for edit in edits if isinstance(edit, dict)
-                 and edit.get("type") == "compact_20260112"), None) if isinstance(
-        edits, list) else None  # fmt: skip
+    return (
+        next(
+            (
+                edit
+                for edit in edits
+                if isinstance(edit, dict) and edit.get("type") == "compact_20260112"
+            ),
+            None,
+        )
+        if isinstance(edits, list)
+        else None
+    )
 
 
 def _setting_refusal(fmt: str, body: dict[str, Any]) -> str | None:
@@ -666,14 +709,18 @@ def _setting_refusal(fmt: str, body: dict[str, Any]) -> str | None:
     if fmt == "responses":
         threshold = _compact_threshold(body)
         if threshold is not None and threshold < 1000:
-            return ("Invalid 'context_management[0].compact_threshold': integer below minimum "
-                    f"value. Expected a value >= 1000, but got {threshold} instead.")  # fmt: skip
+            return (
+                "Invalid 'context_management[0].compact_threshold': integer below minimum "
+                f"value. Expected a value >= 1000, but got {threshold} instead."
+            )
     if fmt == "anthropic":
         edit = _compact_edit(body)
         value = (edit.get("trigger") or {}).get("value") if edit is not None else None
         if isinstance(value, int) and value < 50_000:
-            return ("context_management.edits.0.trigger.value: Input should be greater than or "
-                    "equal to 50000")  # fmt: skip
+            return (
+                "context_management.edits.0.trigger.value: Input should be greater than or "
+                "equal to 50000"
+            )
     return None
 
 
@@ -681,8 +728,12 @@ def triggered(body: dict[str, Any]) -> bool:
     """Whether a Responses request asks for a compaction (its last input item is a
     ``compaction_trigger``: Codex CLI's remote compaction v2)."""
     given = body.get("input")
-    return isinstance(given, list) and bool(given) and isinstance(given[-1], dict) and (
-        given[-1].get("type") == "compaction_trigger")  # fmt: skip
+    return (
+        isinstance(given, list)
+        and bool(given)
+        and isinstance(given[-1], dict)
+        and (given[-1].get("type") == "compaction_trigger")
+    )
 
 
 def billed(cache: PromptCache, fmt: str, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
@@ -721,8 +772,9 @@ def _call_key(call: dict[str, Any]) -> str:
 
 def gemini_error(code: int, message: str, status: str) -> Response:
     """Google's error shape (``google.rpc.Status``)."""
-    return JSONResponse({"error": {"code": code, "message": message, "status": status}},
-                        status_code=code)  # fmt: skip
+    return JSONResponse(
+        {"error": {"code": code, "message": message, "status": status}}, status_code=code
+    )
 
 
 def split(text: str) -> list[str]:
@@ -785,12 +837,20 @@ def anthropic_events(
                 )
         elif block["type"] == "compaction":  # the block empty, then its fields in one delta
             start_block = {**block, "content": None, "encrypted_content": None}
-            events.append(("content_block_start", {"type": "content_block_start", "index": i,
-                                                   "content_block": start_block}))  # fmt: skip
-            delta = {"type": "compaction_delta", "content": block["content"],
-                     "encrypted_content": block["encrypted_content"]}  # fmt: skip
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
-                                                   "delta": delta}))  # fmt: skip
+            events.append(
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": i, "content_block": start_block},
+                )
+            )
+            delta = {
+                "type": "compaction_delta",
+                "content": block["content"],
+                "encrypted_content": block["encrypted_content"],
+            }
+            events.append(
+                ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta})
+            )
         else:
             events.append(
                 (
@@ -849,31 +909,37 @@ def responses_events(response: dict[str, Any]) -> list[tuple[str, str]]:
             part = item["content"][0]
             text = part["text"]
             started = {**item, "status": "in_progress", "content": []}
-            events.append({"type": "response.output_item.added", "output_index": i,
-                           "item": started})  # fmt: skip
+            events.append(
+                {"type": "response.output_item.added", "output_index": i, "item": started}
+            )
             where = {"output_index": i, "item_id": item["id"], "content_index": 0}
-            events.append({"type": "response.content_part.added", **where,
-                           "part": {**part, "text": ""}})  # fmt: skip
+            events.append(
+                {"type": "response.content_part.added", **where, "part": {**part, "text": ""}}
+            )
             for piece in split(text):
-                events.append({"type": "response.output_text.delta", **where, "delta": piece,
-                               "logprobs": []})  # fmt: skip
-            events.append({"type": "response.output_text.done", **where, "text": text,
-                           "logprobs": []})  # fmt: skip
+                events.append(
+                    {"type": "response.output_text.delta", **where, "delta": piece, "logprobs": []}
+                )
+            events.append(
+                {"type": "response.output_text.done", **where, "text": text, "logprobs": []}
+            )
             events.append({"type": "response.content_part.done", **where, "part": part})
         elif item["type"] in ("function_call", "custom_tool_call"):
-            given, kind = (("arguments", "function_call_arguments")
-                           if item["type"] == "function_call"
-                           else ("input", "custom_tool_call_input"))  # fmt: skip
+            given, kind = (
+                ("arguments", "function_call_arguments")
+                if item["type"] == "function_call"
+                else ("input", "custom_tool_call_input")
+            )
             started = {**item, "status": "in_progress", given: ""}
-            events.append({"type": "response.output_item.added", "output_index": i,
-                           "item": started})  # fmt: skip
+            events.append(
+                {"type": "response.output_item.added", "output_index": i, "item": started}
+            )
             where = {"output_index": i, "item_id": item["id"]}
             for piece in split(item[given]):
                 events.append({"type": f"response.{kind}.delta", **where, "delta": piece})
             events.append({"type": f"response.{kind}.done", **where, given: item[given]})
         else:
-            events.append({"type": "response.output_item.added", "output_index": i,
-                           "item": item})  # fmt: skip
+            events.append({"type": "response.output_item.added", "output_index": i, "item": item})
         events.append({"type": "response.output_item.done", "output_index": i, "item": item})
     events.append({"type": "response.completed", "response": response})
     return [(e["type"], json.dumps({**e, "sequence_number": n})) for n, e in enumerate(events)]

@@ -84,16 +84,25 @@ def test_a_row_gives_each_figure_and_counts_the_sessions_over_raw() -> None:
     from middleware.replay.summaries import PolicySummary, SessionFigures
 
     headline = HEADLINE
-    summary = PolicySummary("default", requests=1234, cost=70.0, raw_cost=100.0,
-                            readback_cost=4.0, quotes=200, quotes_hidden=30,
-                            rereads={"Read": 3, "Bash": 1})  # fmt: skip
+    summary = PolicySummary(
+        "default",
+        requests=1234,
+        cost=70.0,
+        raw_cost=100.0,
+        readback_cost=4.0,
+        quotes=200,
+        quotes_hidden=30,
+        rereads={"Read": 3, "Bash": 1},
+    )
     summary.sessions = {
         "a": SessionFigures(cost=99.0, raw_cost=100.0, readback_cost=2.0),  # 1.01: over
         "b": SessionFigures(cost=100.0, raw_cost=100.0),  # at raw: not over
     }
     tau = PolicySummary("lean", cost=99.0, raw_cost=100.0)
-    rows = [headline.Row("Claude Code", 12, 1234, summary),
-            headline.Row("Claude Code", 12, 1234, tau)]  # fmt: skip
+    rows = [
+        headline.Row("Claude Code", 12, 1234, summary),
+        headline.Row("Claude Code", 12, 1234, tau),
+    ]
     lines = headline.table(rows).splitlines()
     assert lines[0].startswith("| source (sessions, requests) | policy | cost | effective |")
     assert (
@@ -124,6 +133,9 @@ def test_the_command_prints_the_header_and_each_sources_rows_in_order(tmp_path: 
         expected += HEADLINE.table(HEADLINE.measure(source, [copy])).splitlines()[2:]
     run = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "headline.py"), "--data", str(tmp_path)],
-        capture_output=True, text=True, timeout=600, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
     assert run.stdout.splitlines() == expected

@@ -66,8 +66,14 @@ def test_the_worker_of_the_timing_group_has_the_other_workers_yield_to_it() -> N
     try:
         script = "import os, parallel; parallel.give_way_to_timing(); print(os.nice(0))"
         env = {**os.environ, "PYTEST_XDIST_WORKER": "gw9", "PYTHONPATH": str(TESTS)}
-        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                              text=True, timeout=60, check=True)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
         assert int(done.stdout) == os.nice(0)
         assert os.getpriority(os.PRIO_PROCESS, other.pid) == parallel.YIELDING
     finally:

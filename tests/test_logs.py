@@ -55,8 +55,19 @@ VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | TEXTS,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXTS, inner, max_size=3),
     max_leaves=8,
-) | st.sampled_from([object(), {1, 2}, b"\xff\xfe", 1j, 10**5000, Unshowable(), cyclic(),
-                     {(1, 2): "tuple key"}, math.nan])  # fmt: skip
+) | st.sampled_from(
+    [
+        object(),
+        {1, 2},
+        b"\xff\xfe",
+        1j,
+        10**5000,
+        Unshowable(),
+        cyclic(),
+        {(1, 2): "tuple key"},
+        math.nan,
+    ]
+)
 #: Names a caller may give its extras (logging refuses those of a record's attributes).
 NAMES = st.sampled_from(["request_id", "upstream", "time", "level", "peer", "détail", "n"])
 
@@ -75,8 +86,9 @@ def record_of(
         except ValueError:
             exc_info = sys.exc_info()
     logger = logging.getLogger("tests.logs")
-    return logger.makeRecord(logger.name, logging.WARNING, __file__, 1, message, args, exc_info,
-                             extra=extra)  # fmt: skip
+    return logger.makeRecord(
+        logger.name, logging.WARNING, __file__, 1, message, args, exc_info, extra=extra
+    )
 
 
 def as_json(value: Any) -> Any:
@@ -123,8 +135,9 @@ def test_a_json_line_is_one_object_whatever_the_record_holds(
         assert "traceback" not in parsed
 
 
-@given(st.dictionaries(TEXTS.filter(lambda k: not k.startswith("extra_")), VALUES, max_size=4),
-       TEXTS)  # fmt: skip
+@given(
+    st.dictionaries(TEXTS.filter(lambda k: not k.startswith("extra_")), VALUES, max_size=4), TEXTS
+)
 def test_fields_are_one_json_object_in_either_format(fields: dict[str, Any], summary: str) -> None:
     record = record_of("", (), {}, None)
     record.msg = Fields(fields, summary)

@@ -55,9 +55,11 @@ def outputs(body: dict[str, Any]) -> list[str]:
 
 def cleaned(body: dict[str, Any], tmp_path: Path, **overrides: Any) -> dict[str, Any]:
     policy = middleware.load_policy(
-        None, env={}, dotenv_path=False,
+        None,
+        env={},
+        dotenv_path=False,
         overrides={"spill.root": str(tmp_path), "spill.keep": True, **overrides},
-    )  # fmt: skip
+    )
     with middleware.Pipeline(policy, session_id="rec") as pipe:
         output: dict[str, Any] = pipe.process(body).output
     return output

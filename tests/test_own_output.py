@@ -20,9 +20,11 @@ def calls(*outputs: tuple[str, str]) -> list[dict[str, Any]]:
     return [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": None, "tool_calls": tool_calls},
-        *({"role": "tool", "tool_call_id": f"c{i}", "content": out}
-          for i, (_, out) in enumerate(outputs)),
-    ]  # fmt: skip
+        *(
+            {"role": "tool", "tool_call_id": f"c{i}", "content": out}
+            for i, (_, out) in enumerate(outputs)
+        ),
+    ]
 
 
 def kinds(result: middleware.ProcessResult) -> dict[str, str]:

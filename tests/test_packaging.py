@@ -32,8 +32,9 @@ PROBE = (
 
 
 def _run(*args: str | Path, cwd: Path | None = None) -> str:
-    done = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True,
-                          check=False)  # fmt: skip
+    done = subprocess.run(
+        [str(a) for a in args], cwd=cwd, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, f"{args}: {done.stdout}{done.stderr}"
     return done.stdout
 
@@ -42,16 +43,28 @@ def fresh_venv(root: Path) -> tuple[Path, Path]:
     """A new virtual environment: its python and its site-packages."""
     _run(sys.executable, "-m", "venv", "--without-pip", root)
     python = root / "bin" / "python"
-    site = Path(_run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-                .strip())  # fmt: skip
+    site = Path(
+        _run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip()
+    )
     here = sysconfig.get_paths()["purelib"]
     (site / "zz_test_environment.pth").write_text(f"{here}\n", encoding="utf-8")
     return python, site
 
 
 def pip_install(python: Path, *args: str | Path) -> None:
-    _run(sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps",
-         "--no-build-isolation", "--no-index", *args)  # fmt: skip
+    _run(
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        python,
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-index",
+        *args,
+    )
 
 
 def probe(python: Path, cwd: Path) -> tuple[Path, Path, Path, str]:
@@ -62,8 +75,18 @@ def probe(python: Path, cwd: Path) -> tuple[Path, Path, Path, str]:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
-         "-w", out, REPO)  # fmt: skip
+    _run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "--quiet",
+        "-w",
+        out,
+        REPO,
+    )
     (built,) = out.glob("chatcli_middleware-*.whl")
     return built
 
@@ -81,8 +104,10 @@ def test_the_wheel_carries_policies_schemas_and_py_typed(wheel: Path) -> None:
         *(f"middleware/proxy/console/static/{name}" for name in STATIC),
     ):
         assert required in names
-    sources = {f"middleware/{p.relative_to(REPO / 'middleware')}" for p in
-               (REPO / "middleware").rglob("*.py")}  # fmt: skip
+    sources = {
+        f"middleware/{p.relative_to(REPO / 'middleware')}"
+        for p in (REPO / "middleware").rglob("*.py")
+    }
     assert sources <= names
     metadata = next(n for n in names if n.endswith("entry_points.txt"))
     assert "chatcli-mw = middleware.cli:main" in zipfile.ZipFile(wheel).read(metadata).decode()
@@ -101,8 +126,9 @@ def test_installed_from_the_wheel_it_finds_its_data_inside_the_package(
     assert name == "default"
     # The console script works from anywhere, and so does python -m middleware.
     script = tmp_path / "venv" / "bin" / "chatcli-mw"
-    cleaned = _run(script, "process", REPO / "examples" / "anthropic-interrupted.json",
-                   cwd=tmp_path)  # fmt: skip
+    cleaned = _run(
+        script, "process", REPO / "examples" / "anthropic-interrupted.json", cwd=tmp_path
+    )
     assert cleaned.startswith("[")
     assert _run(python, "-m", "middleware", "--version", cwd=tmp_path).startswith("chatcli-mw ")
     # The presets resolve inside the installed package, extends included.

@@ -55,10 +55,13 @@ class Upper:
             text = site.result.text
             conversation.replace_block(site.node, site.block, site.result.with_text(text.upper()))
             context.record(
-                "upper", tool_call_id=site.result.call_id, tool_name=site.tool_name,
+                "upper",
+                tool_call_id=site.result.call_id,
+                tool_name=site.tool_name,
                 message_index=conversation.nodes[site.node].origin,
-                chars_before=len(text), chars_after=len(text),
-            )  # fmt: skip
+                chars_before=len(text),
+                chars_after=len(text),
+            )
 
 
 def pipeline_with(*plugins: object) -> middleware.Pipeline:
@@ -116,11 +119,15 @@ def test_bad_history_is_a_history_error_naming_the_message() -> None:
 def test_process_is_deterministic_and_thread_safe() -> None:
     pipe = pipeline_with(Upper())
     histories = [
-        [*ANTHROPIC[:2], {**ANTHROPIC[2], "content": [
-            {**ANTHROPIC[2]["content"][0], "content": f"line {i}\n" * (i + 1)}
-        ]}]
+        [
+            *ANTHROPIC[:2],
+            {
+                **ANTHROPIC[2],
+                "content": [{**ANTHROPIC[2]["content"][0], "content": f"line {i}\n" * (i + 1)}],
+            },
+        ]
         for i in range(40)
-    ]  # fmt: skip
+    ]
     expected = [json.dumps(pipe.process(h).messages) for h in histories]
     with ThreadPoolExecutor(max_workers=8) as pool:
         got = list(pool.map(lambda h: json.dumps(pipe.process(h).messages), histories * 3))
@@ -160,8 +167,9 @@ def test_text_protocol_outputs_are_visible_to_steps(tmp_path: Any) -> None:
     result = middleware.Pipeline.from_policy(policy_file, host=host).process(history)
     assert result.messages[:3] == history[:3]
     assert result.messages[3] == {
-        "role": "user", "content": "<RETURNCODE>0</RETURNCODE>\n<OUTPUT>A.PY\n</OUTPUT>",
-    }  # fmt: skip
+        "role": "user",
+        "content": "<RETURNCODE>0</RETURNCODE>\n<OUTPUT>A.PY\n</OUTPUT>",
+    }
     (action,) = result.report.actions
     assert action.tool_name == "bash" and action.tool_call_id == ""
 
@@ -202,8 +210,9 @@ def test_a_plugin_can_provide_the_spill_store() -> None:
 
 def test_close_waits_for_calls_in_flight_and_leaves_no_workspace(tmp_path: Path) -> None:
     """Issue 13, item 21: close() while other threads are in process()."""
-    policy = middleware.load_policy(env={}, dotenv_path=False,
-                                    overrides={"spill.root": str(tmp_path)})  # fmt: skip
+    policy = middleware.load_policy(
+        env={}, dotenv_path=False, overrides={"spill.root": str(tmp_path)}
+    )
     history = [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": None, "tool_calls": [

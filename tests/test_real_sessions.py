@@ -52,8 +52,11 @@ def inject(messages: list[Any], rng: random.Random) -> list[Any]:
         if isinstance(message, dict) and message.get("role") == "tool":
             slots.append((message, "content"))
         elif isinstance(content, list):
-            slots += [(b, "content") for b in content
-                      if isinstance(b, dict) and b.get("type") == "tool_result"]  # fmt: skip
+            slots += [
+                (b, "content")
+                for b in content
+                if isinstance(b, dict) and b.get("type") == "tool_result"
+            ]
     rng.shuffle(slots)
     for (holder, key), text in zip(
         slots, ["ligne é — ü\n" * 180_000, "日本語の出力 ✓\n" * 4_000], strict=False

@@ -25,8 +25,11 @@ def chat_call() -> Any:
 
 def test_an_sdk_message_appended_to_the_history_is_read_as_the_sdk_sends_it() -> None:
     message = chat_call()
-    history = [{"role": "user", "content": "find x"}, message,
-               {"role": "tool", "tool_call_id": "call_1", "content": "y" * 30_000}]  # fmt: skip
+    history = [
+        {"role": "user", "content": "find x"},
+        message,
+        {"role": "tool", "tool_call_id": "call_1", "content": "y" * 30_000},
+    ]
     before = message.model_dump()
     with middleware.Pipeline.from_policy(None) as pipe:
         result = pipe.process(history)
@@ -94,8 +97,11 @@ def test_a_plain_text_input_and_a_stored_continuation() -> None:
         text = {"model": "m", "input": "hello"}
         result = pipe.process(text)
         assert result.output is text and not result.changed
-        stored = {"model": "m", "previous_response_id": "resp_1", "input": [
-            {"type": "function_call_output", "call_id": "c9", "output": "done"}]}  # fmt: skip
+        stored = {
+            "model": "m",
+            "previous_response_id": "resp_1",
+            "input": [{"type": "function_call_output", "call_id": "c9", "output": "done"}],
+        }
         assert pipe.process(stored).output == stored  # outputs of stored calls are kept
 
 

@@ -61,18 +61,27 @@ def session(
     for i in range(turns):
         name, args = first if first is not None and i == 0 else (tool, {"command": f"t {i}"})
         messages += [
-            {"role": "assistant", "content": [
-                {"type": "tool_use", "id": f"t{i}", "name": name, "input": args}]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": f"t{i}", "content": output}]},
-        ]  # fmt: skip
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"t{i}", "name": name, "input": args}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": output}],
+            },
+        ]
     return messages
 
 
 #: Histories the pairing step repairs, each in the three wire formats.
 BROKEN: tuple[list[Msg], ...] = (
-    [U("go"), A(None, calls("w:0", "w:1")), results(("w:0", "a"), ("w:1", "b")),
-     A(None, calls("w:0", "w:1")), U("[batch feedback]")],
+    [
+        U("go"),
+        A(None, calls("w:0", "w:1")),
+        results(("w:0", "a"), ("w:1", "b")),
+        A(None, calls("w:0", "w:1")),
+        U("[batch feedback]"),
+    ],
     [A(None, calls("w:0")), A("interleaved"), results(("w:0", "late"))],
     [A(None, calls("w:0")), U("SECURITY BLOCK"), results(("w:0", "a"))],
     [A(None, calls("dup", "dup")), results(("dup", "once"))],
@@ -80,7 +89,7 @@ BROKEN: tuple[list[Msg], ...] = (
     [A(None, calls("c1")), R((Res("c1", "a"), Res("", "nameless")))],
     [U("go"), A(None, calls("")), R((Res("", "the real output"),)), A("ok")],
     [U("go"), A(None, (Call("c1", name=""),)), U("next")],
-)  # fmt: skip
+)
 
 REASONING = [
     {"role": "user", "content": "go"},
@@ -189,8 +198,11 @@ def test_no_module_records_a_kind_written_as_a_string() -> None:
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call) or _called(node) not in RECORDERS:
                 continue
-            kind = node.args[0] if node.args else next(
-                (k.value for k in node.keywords if k.arg == "kind"), None)  # fmt: skip
+            kind = (
+                node.args[0]
+                if node.args
+                else next((k.value for k in node.keywords if k.arg == "kind"), None)
+            )
             for text in _strings(kind):
                 found.append(f"{path.relative_to(REPO)}:{node.lineno}: {text!r}")
     assert not found, f"record an ActionKind member, not a string: {found}"

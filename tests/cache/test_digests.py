@@ -66,11 +66,15 @@ def test_a_pipeline_call_digests_each_long_result_once(
     for i in range(6):
         text = "".join(f"src/m{i}/f{n}.py:{n}: value_{i}_{n}\n" for n in range(2_000 + i))
         messages += [
-            {"role": "assistant", "content": [
-                {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {}}]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": f"t{i}", "content": text}]},
-        ]  # fmt: skip
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": text}],
+            },
+        ]
 
     def pipeline(root: Path, cache: DerivedCache) -> middleware.Pipeline:
         overrides = {"spill": {"root": str(root)}}

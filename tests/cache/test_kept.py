@@ -246,7 +246,10 @@ def test_a_reading_is_found_by_its_texts_digest_only_for_that_text(
     for subject in (text, other, text):
         cache.discard(texts=(subject,))  # the text-keyed entry gone: only the digest is left
         kept_readings.derive(
-            previews.OUTLINE, ("outline", subject, *span),
-            lambda s=subject: previews.outline(s, *span), 600, (subject,),
-        )  # fmt: skip
+            previews.OUTLINE,
+            ("outline", subject, *span),
+            lambda s=subject: previews.outline(s, *span),
+            600,
+            (subject,),
+        )
     assert counted.outlines == 2

@@ -176,9 +176,11 @@ def test_the_rule_a_message_was_read_by_is_part_of_what_is_kept() -> None:
     outputs = {}
     for pattern in ("<returncode>", "^NEVER"):
         policy = load_policy(
-            None, env={}, dotenv_path=False,
+            None,
+            env={},
+            dotenv_path=False,
             overrides={"text_protocol": {"enabled": True, "pattern": pattern}},
-        )  # fmt: skip
+        )
         with middleware.Pipeline(policy, session_id="memo", cache=shared) as pipe:
             outputs[pattern] = pipe.process(copy.deepcopy(messages))
         with middleware.Pipeline(policy, session_id="memo", cache=DerivedCache(0)) as plain:

@@ -32,9 +32,14 @@ CASES = [
 
 
 def replay(
-    source: str, number: int, policy_name: str | None, root: str, cache: bool, *,
+    source: str,
+    number: int,
+    policy_name: str | None,
+    root: str,
+    cache: bool,
+    *,
     marked: bool = False,
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     """The SHA-256 of every request the session sends after ``process()``, and of its
     report, in order. ``marked``: with a cache marker on the last message of each request,
     moved forward every time (as Claude Code does), so the previous request's last message
@@ -79,8 +84,11 @@ def test_every_request_is_the_same_with_and_without_the_cache(
     assert with_cache == without
     other = subprocess.run(
         [sys.executable, __file__, source, str(number), policy or "", root],
-        capture_output=True, text=True, check=True, cwd=REPO,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    )
     assert json.loads(other.stdout) == without
 
 

@@ -20,8 +20,15 @@ SCRIPT = Path(sys.executable).parent / "chatcli-mw"
 def run(
     *args: str, stdin: str | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SCRIPT), *args], input=stdin, capture_output=True, text=True,
-                          cwd=cwd, check=False, env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+    return subprocess.run(
+        [str(SCRIPT), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        check=False,
+        env={"PATH": "/usr/bin:/bin"},
+    )
 
 
 def write(tmp_path: Path, name: str, data: Any) -> Path:
@@ -58,8 +65,15 @@ def test_process_a_list_to_stdout(tmp_path: Path) -> None:
 def test_process_a_body_keeps_its_other_keys_and_writes_output(tmp_path: Path) -> None:
     body = {"model": "gpt-4o", "temperature": 0, "messages": BROKEN}
     out = tmp_path / "out.json"
-    done = run("process", str(write(tmp_path, "b.json", body)), "-o", str(out), "--report", "json",
-               cwd=tmp_path)  # fmt: skip
+    done = run(
+        "process",
+        str(write(tmp_path, "b.json", body)),
+        "-o",
+        str(out),
+        "--report",
+        "json",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     cleaned = json.loads(out.read_text(encoding="utf-8"))
     assert (cleaned["model"], cleaned["temperature"], len(cleaned["messages"])) == ("gpt-4o", 0, 3)
@@ -72,23 +86,31 @@ def test_responses_body_and_stdin(tmp_path: Path) -> None:
     done = run("process", "-", stdin=json.dumps(body), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     items = json.loads(done.stdout)["input"]
-    assert items[-1] == {"type": "function_call_output", "call_id": "call_w2",
-                         "output": items[-1]["output"]}  # fmt: skip
+    assert items[-1] == {
+        "type": "function_call_output",
+        "call_id": "call_w2",
+        "output": items[-1]["output"],
+    }
     assert "format: responses" in done.stderr
 
 
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("{not json",
-         "not JSON: Expecting property name enclosed in double quotes (line 1, column 2)"),
+        (
+            "{not json",
+            "not JSON: Expecting property name enclosed in double quotes (line 1, column 2)",
+        ),
         ('{"messages": 5}', "history: expected a list of messages, got int"),
         ('[{"content": "x"}]', "message 0: message has no 'role'"),
-        ('{"model": "m"}', "history: expected a list of messages, or a request body with a "
-                           "'messages', 'contents' or 'input' field, got a mapping with "
-                           "'model'"),
+        (
+            '{"model": "m"}',
+            "history: expected a list of messages, or a request body with a "
+            "'messages', 'contents' or 'input' field, got a mapping with "
+            "'model'",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, content: str, message: str) -> None:
     path = write(tmp_path, "bad.json", content)
     done = run("process", str(path), cwd=tmp_path)
@@ -139,8 +161,11 @@ def test_plugins_lists_the_built_in_steps() -> None:
         },
         "nope": None,
     }
-    assert {"middleware.steps.pairing", "middleware.steps.budget",
-            "middleware.steps.microcompact"} <= names  # fmt: skip
+    assert {
+        "middleware.steps.pairing",
+        "middleware.steps.budget",
+        "middleware.steps.microcompact",
+    } <= names
 
 
 def test_simulate_prints_a_table_and_json(tmp_path: Path) -> None:
@@ -155,8 +180,17 @@ def test_simulate_prints_a_table_and_json(tmp_path: Path) -> None:
     assert data["policies"][0]["relative_cost"] == 1.0
     # A baseline also named with --policy is simulated once.
     baseline = REPO / "policies" / "baselines" / "previous-default.yaml"
-    both = run("simulate", str(session), "--json", "--baselines", "--policy", "default",
-               "--policy", str(baseline), cwd=tmp_path)  # fmt: skip
+    both = run(
+        "simulate",
+        str(session),
+        "--json",
+        "--baselines",
+        "--policy",
+        "default",
+        "--policy",
+        str(baseline),
+        cwd=tmp_path,
+    )
     names = [p["policy"] for p in json.loads(both.stdout)["policies"]]
     assert names.count("previous-default") == 1
     assert "observation-masking" in names
@@ -228,14 +262,22 @@ def test_subcommands_come_from_the_commands_tuple(
 
 
 def test_presets_by_name_in_process_config_and_simulate(tmp_path: Path) -> None:
-    session = write(tmp_path, "s.json", [
-        {"role": "user", "content": "List files."},
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {}}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": ""}]},
-        {"role": "assistant", "content": "Done."},
-    ])  # fmt: skip
+    session = write(
+        tmp_path,
+        "s.json",
+        [
+            {"role": "user", "content": "List files."},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": ""}],
+            },
+            {"role": "assistant", "content": "Done."},
+        ],
+    )
     done = run("process", str(session), "--policy", "preset:claude-code", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (result,) = json.loads(done.stdout)[2]["content"]
@@ -253,8 +295,9 @@ def test_presets_by_name_in_process_config_and_simulate(tmp_path: Path) -> None:
 
 def test_process_keeps_the_spill_files_and_carries_decisions(tmp_path: Path) -> None:
     big = "".join(f"row {i}\n" for i in range(12_000))
-    session = write(tmp_path, "s.json", [*BROKEN, {"role": "tool", "tool_call_id": "call_1",
-                                                   "content": big}])  # fmt: skip
+    session = write(
+        tmp_path, "s.json", [*BROKEN, {"role": "tool", "tool_call_id": "call_1", "content": big}]
+    )
     state = tmp_path / "state.json"
     args = ("process", str(session), "--policy", "preset:claude-code", "--session", "t1")
     first = run(*args, "--decisions", str(state), cwd=tmp_path)
@@ -267,8 +310,17 @@ def test_process_keeps_the_spill_files_and_carries_decisions(tmp_path: Path) -> 
     # A later run under a policy that would keep the result whole still sends the preview.
     budget = "budget: {max_result_chars: 500000, declared_cap_ceiling: 500000}\n"
     policy = write(tmp_path, "p.yaml", f"version: 1\nextends: preset:claude-code\n{budget}")
-    later = run("process", str(session), "--policy", str(policy), "--session", "t1",
-                "--decisions", str(state), cwd=tmp_path)  # fmt: skip
+    later = run(
+        "process",
+        str(session),
+        "--policy",
+        str(policy),
+        "--session",
+        "t1",
+        "--decisions",
+        str(state),
+        cwd=tmp_path,
+    )
     assert json.loads(later.stdout)[2]["content"] == preview
     without = run("process", str(session), "--policy", str(policy), cwd=tmp_path)
     assert json.loads(without.stdout)[2]["content"] == big
@@ -301,24 +353,33 @@ def test_a_format_the_body_chose_is_not_reported_as_given(tmp_path: Path) -> Non
     done = run("process", str(EXAMPLES / "responses-body.json"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "format: responses (the request body's 'input' list)" in done.stderr
-    given = run("process", str(EXAMPLES / "responses-body.json"), "--format", "responses",
-                cwd=tmp_path)  # fmt: skip
+    given = run(
+        "process", str(EXAMPLES / "responses-body.json"), "--format", "responses", cwd=tmp_path
+    )
     assert "format: responses (given)" in given.stderr
 
 
 @pytest.mark.parametrize(
     ("direct_url", "expected"),
     [
-        ({"url": "file:///src/chatcli", "dir_info": {"editable": True}},
-         "python -m pip install -e '/src/chatcli[plot]'"),
-        ({"url": "file:///src/chatcli", "dir_info": {}},
-         "python -m pip install '/src/chatcli[plot]'"),
-        ({"url": "file:///w/dist/chatcli_middleware-1.0-py3-none-any.whl",
-          "archive_info": {"hashes": {"sha256": "0" * 64}}},
-         "python -m pip install '/w/dist/chatcli_middleware-1.0-py3-none-any.whl[plot]'"),
+        (
+            {"url": "file:///src/chatcli", "dir_info": {"editable": True}},
+            "python -m pip install -e '/src/chatcli[plot]'",
+        ),
+        (
+            {"url": "file:///src/chatcli", "dir_info": {}},
+            "python -m pip install '/src/chatcli[plot]'",
+        ),
+        (
+            {
+                "url": "file:///w/dist/chatcli_middleware-1.0-py3-none-any.whl",
+                "archive_info": {"hashes": {"sha256": "0" * 64}},
+            },
+            "python -m pip install '/w/dist/chatcli_middleware-1.0-py3-none-any.whl[plot]'",
+        ),
         (None, "python -m pip install 'chatcli-middleware[plot]'"),
     ],
-)  # fmt: skip
+)
 def test_a_missing_extra_names_the_command_that_works_for_this_installation(
     monkeypatch: pytest.MonkeyPatch, direct_url: dict[str, Any] | None, expected: str
 ) -> None:

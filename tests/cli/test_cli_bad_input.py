@@ -23,8 +23,14 @@ HISTORY = [
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, check=False,
-                          env={"PATH": "/usr/bin:/bin"}, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
 
 
 BAD: dict[str, bytes] = {
@@ -91,9 +97,11 @@ def test_a_closed_pipe_on_stdout_is_not_a_traceback(tmp_path: Path) -> None:
     big = tmp_path / "big.json"  # more output than a pipe holds, so the writer meets EPIPE
     big.write_text(json.dumps([{"role": "user", "content": "line\n" * 100_000}]), "utf-8")
     with subprocess.Popen(
-        [str(SCRIPT), "process", str(big)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [str(SCRIPT), "process", str(big)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         env={"PATH": "/usr/bin:/bin"},
-    ) as command:  # fmt: skip
+    ) as command:
         assert command.stdout is not None and command.stderr is not None
         command.stdout.readline()
         command.stdout.close()  # as `chatcli-mw process big.json | head -1` does

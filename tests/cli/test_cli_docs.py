@@ -84,8 +84,14 @@ def test_the_help_examples_that_name_a_policy_run_anywhere(tmp_path: Path) -> No
     text = "".join(json.dumps(line) + "\n" for line in lines)
     (tmp_path / "session.jsonl").write_text(text, encoding="utf-8")
     script = Path(sys.executable).parent / argv[0]
-    done = subprocess.run([str(script), *argv[1:]], cwd=tmp_path, capture_output=True, text=True,
-                          check=False, env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+    done = subprocess.run(
+        [str(script), *argv[1:]],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "cost.png").read_bytes().startswith(b"\x89PNG")
 

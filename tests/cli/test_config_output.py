@@ -26,8 +26,14 @@ PRESETS = sorted(f"preset:{p.stem}" for p in (REPO / "policies" / "presets").glo
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, cwd=cwd,
-                          check=False, env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+    return subprocess.run(
+        [str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        check=False,
+        env={"PATH": "/usr/bin:/bin"},
+    )
 
 
 def loaded(path: str | Path | None) -> middleware.Policy:
@@ -93,12 +99,18 @@ def test_config_output_keeps_any_tool_name_price_pattern_and_text(
     """A policy whose tool names, price patterns and texts are anything a policy accepts
     is printed by ``config`` as YAML that loads back to the same policy."""
     source = tmp_path / "policy.yaml"
-    source.write_text(yaml.safe_dump({
-        "version": 1,
-        "tools": {tool: {"max_chars": 1000}},
-        "ledger": {"prices": {pattern: dict.fromkeys(PRICE_KEYS, price)}},
-        "pairing": {"missing_result_text": text or "-"},
-    }, allow_unicode=True), encoding="utf-8")  # fmt: skip
+    source.write_text(
+        yaml.safe_dump(
+            {
+                "version": 1,
+                "tools": {tool: {"max_chars": 1000}},
+                "ledger": {"prices": {pattern: dict.fromkeys(PRICE_KEYS, price)}},
+                "pairing": {"missing_result_text": text or "-"},
+            },
+            allow_unicode=True,
+        ),
+        encoding="utf-8",
+    )
     code, shown = printed(["config", "--policy", str(source), "--show-origin"])
     assert code == 0
     saved = tmp_path / "effective.yaml"

@@ -20,9 +20,12 @@ OUTPUT = "".join(f"line {n}\n" for n in range(1, 501))
 
 def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(SCRIPT), *args], capture_output=True, text=True, check=False,
+        [str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        check=False,
         env={"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"), **env},
-    )  # fmt: skip
+    )
 
 
 def test_recall_a_local_path_whole_and_by_lines(tmp_path: Path) -> None:

@@ -27,8 +27,7 @@ def test_a_codex_rollout_replays_its_model_calls(
     requests = sum(cx.ROLLOUT_REQUESTS)
     assert out.startswith(f"2 session(s), {requests} requests, pricing openai-gpt-5")
     number = next(i for i, line in enumerate(cx.rollout(), 1) if line["type"] == "compacted")
-    assert (f"note: 019ed836.jsonl#1: restarted from the compacted history on line {number}"
-            in out)  # fmt: skip
+    assert f"note: 019ed836.jsonl#1: restarted from the compacted history on line {number}" in out
 
 
 def test_a_folder_replays_the_sessions_under_it_and_names_what_it_skipped(
@@ -42,8 +41,12 @@ def test_a_folder_replays_the_sessions_under_it_and_names_what_it_skipped(
     status, out, err = simulate(capsys, str(tmp_path), "--json")
     assert status == 0, err
     data = json.loads(out)
-    assert data["transcripts"] == ["2026/06/rollout-b.jsonl#0", "2026/06/rollout-b.jsonl#1",
-                                   "a.jsonl#0", "a.jsonl#1"]  # fmt: skip
+    assert data["transcripts"] == [
+        "2026/06/rollout-b.jsonl#0",
+        "2026/06/rollout-b.jsonl#1",
+        "a.jsonl#0",
+        "a.jsonl#1",
+    ]
     assert data["policies"][0]["requests"] == 2 * sum(cx.ROLLOUT_REQUESTS)
     ((skipped, reason),) = data["skipped"].items()
     assert skipped == str(tmp_path / "metadata.json") and "Codex CLI rollout JSONL" in reason

@@ -37,12 +37,18 @@ def session(answers: list[str]) -> list[dict[str, Any]]:
     ]  # fmt: skip
     for i, answer in enumerate(answers):
         messages += [
-            {"role": "assistant", "content": [
-                {"type": "text", "text": answer},
-                {"type": "tool_use", "id": f"b{i}", "name": "Bash", "input": {"c": "ls"}}]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": f"b{i}", "content": "ok"}]},
-        ]  # fmt: skip
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": answer},
+                    {"type": "tool_use", "id": f"b{i}", "name": "Bash", "input": {"c": "ls"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"b{i}", "content": "ok"}],
+            },
+        ]
     return [*messages, {"role": "assistant", "content": "done"}]
 
 
@@ -174,8 +180,13 @@ def test_a_source_without_a_clock_says_so_where_the_clock_prices(figure: Any) ->
 def test_without_the_clock_a_timed_source_says_it_was_ignored() -> None:
     from matplotlib import pyplot as plt
 
-    timed = Transcript("timed", "json", "anthropic", session(["plain"]),
-                       message_times=(0.0, 1.0, 2.0, 3.0, 4.0, 5.0))  # fmt: skip
+    timed = Transcript(
+        "timed",
+        "json",
+        "anthropic",
+        session(["plain"]),
+        message_times=(0.0, 1.0, 2.0, 3.0, 4.0, 5.0),
+    )
     clockless = simulate([timed], [], PRICING["anthropic-5m"], clock=False)
     drawn, _ = draw(clockless)
     try:

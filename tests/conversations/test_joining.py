@@ -95,8 +95,12 @@ def test_one_run_is_one_session() -> None:
     conversation = key(one["first"]).session
     assert {k.session for k in filed.under.values()} == {conversation}
     assert {name: k.source for name, k in filed.under.items()} == {
-        "router": JOINED, "opening": JOINED, "first": "call_ids", "router again": JOINED,
-        "again": "call_ids"}  # fmt: skip
+        "router": JOINED,
+        "opening": JOINED,
+        "first": "call_ids",
+        "router again": JOINED,
+        "again": "call_ids",
+    }
     assert len(lobby) == 0
     lobby.close()
 
@@ -152,8 +156,10 @@ def test_what_no_request_takes_is_filed_under_its_own_key_in_time() -> None:
     assert lobby.sweep() == 0 and not filed.under
     clock.now += 1
     assert lobby.sweep() == 2
-    assert filed.under == {"router": SessionKey(key(one["opening"]).session, JOINED),
-                           "opening": key(one["opening"])}  # fmt: skip
+    assert filed.under == {
+        "router": SessionKey(key(one["opening"]).session, JOINED),
+        "opening": key(one["opening"]),
+    }
     waiting = lobby.wait(key(one["opening"]), part(one["opening"]), "k1")
     lobby.close()
     waiting.end(filed("late"))

@@ -31,13 +31,16 @@ def key_of(request: dict[str, Any]) -> SessionKey:
 @pytest.mark.parametrize(
     ("name", "source", "id_of"),
     [
-        ("claude-code-2.1.197.json", "x-claude-code-session-id",
-         lambda r: r["headers"]["x-claude-code-session-id"]),
+        (
+            "claude-code-2.1.197.json",
+            "x-claude-code-session-id",
+            lambda r: r["headers"]["x-claude-code-session-id"],
+        ),
         ("codex-0.171.0.json", "session-id", lambda r: r["headers"]["session-id"]),
         ("opencode-1.18.33.json", "x-session-id", lambda r: r["headers"]["x-session-id"]),
         ("opencode-1.18.33-openai.json", "session-id", lambda r: r["headers"]["x-session-id"]),
     ],
-)  # fmt: skip
+)
 def test_each_agent_is_known_by_its_own_session_id(name: str, source: str, id_of: Any) -> None:
     requests = recorded(name)
     keys = {key_of(r) for r in requests}
@@ -48,8 +51,9 @@ def test_an_agents_id_in_the_body_is_used_when_its_headers_are_gone() -> None:
     """A gateway in between may drop custom headers: Codex's ``prompt_cache_key`` and
     Claude Code's ``metadata.user_id`` still name the session."""
     codex = recorded("codex-0.171.0.json")[1]
-    assert session_of({}, codex["body"]) == SessionKey(codex["body"]["prompt_cache_key"],
-                                                       "prompt_cache_key")  # fmt: skip
+    assert session_of({}, codex["body"]) == SessionKey(
+        codex["body"]["prompt_cache_key"], "prompt_cache_key"
+    )
     claude = recorded("claude-code-2.1.197.json")[1]
     session = json.loads(claude["body"]["metadata"]["user_id"])["session_id"]
     assert session_of({}, claude["body"]) == SessionKey(session, "metadata.user_id")
@@ -90,9 +94,11 @@ def test_without_ids_moved_cache_markers_keep_the_conversation() -> None:
     later = copy.deepcopy(unmarked)
     later["messages"] += [
         {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
-        {"role": "user", "content": [{"type": "text", "text": "again", "cache_control": {
-            "type": "ephemeral"}}]},
-    ]  # fmt: skip
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "again", "cache_control": {"type": "ephemeral"}}],
+        },
+    ]
     later["system"] = [{**later["system"][0], "cache_control": {"type": "ephemeral"}}]
     assert session_of({}, later) == session_of({}, unmarked)
     assert session_of({}, anonymous(title)) != session_of({}, unmarked)  # another prompt
@@ -158,8 +164,11 @@ def test_a_system_prompt_sent_as_text_or_as_marked_blocks_is_the_same_opening(
     system: str, user: str, marks: list[bool], as_blocks: bool
 ) -> None:
     def block(text: str, marked: bool) -> dict[str, Any]:
-        return {"type": "text", "text": text, **({"cache_control": {"type": "ephemeral"}}
-                                                 if marked else {})}  # fmt: skip
+        return {
+            "type": "text",
+            "text": text,
+            **({"cache_control": {"type": "ephemeral"}} if marked else {}),
+        }
 
     plain = {"system": system, "messages": [{"role": "user", "content": user}]}
     marked = {
@@ -216,17 +225,28 @@ def test_conversations_that_open_alike_in_two_formats_are_two() -> None:
     prompt, first user message and first call id (issue 38, item 4: the first two shared
     a key): the format is part of the digest, and each keeps its key as it goes on."""
     bodies = {
-        "openai": {"messages": [
-            {"role": "system", "content": "You are a coding agent."},
-            {"role": "user", "content": "List the files."},
-            {"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function"}]}]},
-        "responses": {"instructions": "You are a coding agent.", "input": [
-            {"type": "message", "role": "user", "content": "List the files."},
-            {"type": "function_call", "call_id": "call_1", "name": "ls", "arguments": "{}"}]},
-        "anthropic": {"system": "You are a coding agent.", "messages": [
-            {"role": "user", "content": "List the files."},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "call_1"}]}]},
-    }  # fmt: skip
+        "openai": {
+            "messages": [
+                {"role": "system", "content": "You are a coding agent."},
+                {"role": "user", "content": "List the files."},
+                {"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function"}]},
+            ]
+        },
+        "responses": {
+            "instructions": "You are a coding agent.",
+            "input": [
+                {"type": "message", "role": "user", "content": "List the files."},
+                {"type": "function_call", "call_id": "call_1", "name": "ls", "arguments": "{}"},
+            ],
+        },
+        "anthropic": {
+            "system": "You are a coding agent.",
+            "messages": [
+                {"role": "user", "content": "List the files."},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "call_1"}]},
+            ],
+        },
+    }
     assert len({session_of({}, body).session for body in bodies.values()}) == 1  # alike
     keys = {fmt: session_of({}, body, get_codec(fmt)) for fmt, body in bodies.items()}
     assert len({key.session for key in keys.values()}) == 3

@@ -41,9 +41,11 @@ class _Watched(AnthropicCodec):
         return super().opening(body)
 
     def parse(
-        self, messages: Sequence[Any], rule: TextProtocol | None = None,
+        self,
+        messages: Sequence[Any],
+        rule: TextProtocol | None = None,
         memo: MessageMemo | None = None,
-    ) -> Conversation:  # fmt: skip
+    ) -> Conversation:
         self.parsed += 1
         return super().parse(messages, rule, memo)
 
@@ -103,8 +105,12 @@ def test_an_answer_is_read_and_billed_by_the_codec_carried(
     codec = _Watched()
     monkeypatch.setattr(registry, "CODECS", {})
     reader = UsageReader(codec, "application/json")
-    answer = {"id": "msg_1", "model": "claude-x", "content": [],
-              "usage": {"input_tokens": 10, "output_tokens": 3}}  # fmt: skip
+    answer = {
+        "id": "msg_1",
+        "model": "claude-x",
+        "content": [],
+        "usage": {"input_tokens": 10, "output_tokens": 3},
+    }
     reader.feed(json.dumps(answer).encode())
     assert reader.fmt == codec.name and reader.usage == Usage(10, 0, 0, 0, 3)
     ledger = Ledger(records_in())

@@ -89,25 +89,30 @@ def _chat(group: list[Event], names: dict[str, str], fmt: str) -> list[dict[str,
 def _responses(group: list[Event], names: dict[str, str]) -> list[dict[str, Any]]:
     said = {"user": ("user", "input_text"), "said": ("assistant", "output_text")}
     return [
-        {"type": "message", "role": said[e[0]][0], "content": [{"type": said[e[0]][1],
-                                                                 "text": e[1]}]}
-        if e[0] in said else
-        {"type": "function_call", "call_id": e[1], "name": e[2], "arguments": json.dumps(e[3])}
-        if e[0] == "call" else
-        {"type": "function_call_output", "call_id": e[1], "output": e[2]}
+        {
+            "type": "message",
+            "role": said[e[0]][0],
+            "content": [{"type": said[e[0]][1], "text": e[1]}],
+        }
+        if e[0] in said
+        else {"type": "function_call", "call_id": e[1], "name": e[2], "arguments": json.dumps(e[3])}
+        if e[0] == "call"
+        else {"type": "function_call_output", "call_id": e[1], "output": e[2]}
         for e in group
-    ]  # fmt: skip
+    ]
 
 
 def _gemini(group: list[Event], names: dict[str, str]) -> list[dict[str, Any]]:
     kind = group[0][0]
     role = "user" if kind in ("user", "result") else "model"
     parts = [
-        {"text": e[1]} if kind in ("user", "said") else
-        {"functionCall": {"id": e[1], "name": e[2], "args": e[3]}} if kind == "call" else
-        {"functionResponse": {"id": e[1], "name": names[e[1]], "response": {"output": e[2]}}}
+        {"text": e[1]}
+        if kind in ("user", "said")
+        else {"functionCall": {"id": e[1], "name": e[2], "args": e[3]}}
+        if kind == "call"
+        else {"functionResponse": {"id": e[1], "name": names[e[1]], "response": {"output": e[2]}}}
         for e in group
-    ]  # fmt: skip
+    ]
     return [{"role": role, "parts": parts}]
 
 
@@ -126,9 +131,11 @@ class Session:
     def __init__(self, tmp_path: Path, fmt: str, **overrides: Any) -> None:
         self.fmt = fmt
         self.policy = middleware.load_policy(
-            None, env={}, dotenv_path=False,
+            None,
+            env={},
+            dotenv_path=False,
             overrides={"spill.root": str(tmp_path), **overrides},
-        )  # fmt: skip
+        )
         self.pool = SessionPool.for_policy(PluginHost.create(load_entrypoints=False), self.policy)
 
     def send(self, events: list[Event]) -> Cleaned:
@@ -164,8 +171,11 @@ def opened(tmp_path: Path) -> Iterator[Opener]:
 def spill_path(cleaned: Cleaned, call_id: str) -> str:
     """Where the budget step saved the output of ``call_id``."""
     assert cleaned.report is not None
-    found = [a.detail["path"] for a in cleaned.report.actions
-             if a.kind == "spilled" and a.tool_call_id == call_id]  # fmt: skip
+    found = [
+        a.detail["path"]
+        for a in cleaned.report.actions
+        if a.kind == "spilled" and a.tool_call_id == call_id
+    ]
     assert found, cleaned.report.actions
     return str(found[0])
 
@@ -175,29 +185,38 @@ def spill_path(cleaned: Cleaned, call_id: str) -> str:
 READS = {
     "Read (Claude Code)": ("anthropic", "Bash", "Read", lambda path: {"file_path": path}),
     "sed -n in Bash (Claude Code)": (
-        "anthropic", "Bash", "Bash", lambda path: {"command": f"sed -n '21,60p' {path}"},
+        "anthropic",
+        "Bash",
+        "Bash",
+        lambda path: {"command": f"sed -n '21,60p' {path}"},
     ),
     "cat in exec_command (Codex CLI)": (
-        "responses", "exec_command", "exec_command", lambda path: {"cmd": f"cat {path}"},
+        "responses",
+        "exec_command",
+        "exec_command",
+        lambda path: {"cmd": f"cat {path}"},
     ),
     "head in shell, argv (Codex CLI)": (
-        "responses", "shell", "shell",
+        "responses",
+        "shell",
+        "shell",
         lambda path: {"command": ["bash", "-lc", f"head -n 60 {path} | tail -n 40"]},
     ),
     "read (opencode)": ("openai", "bash", "read", lambda path: {"filePath": path}),
     "read_file (Gemini CLI)": (
-        "gemini", "run_shell_command", "read_file",
+        "gemini",
+        "run_shell_command",
+        "read_file",
         lambda path: {"file_path": path, "start_line": 21, "end_line": 60},
     ),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", list(READS))
 def test_a_read_of_the_spill_file_is_one_read_back_counted_once(opened: Opener, case: str) -> None:
     fmt, shell, reader, arguments = READS[case]
     session = opened(fmt)
-    first = [user("Run the big command."), call("c1", shell, {"command": "big"}),
-             result("c1", BIG)]  # fmt: skip
+    first = [user("Run the big command."), call("c1", shell, {"command": "big"}), result("c1", BIG)]
     ran = session.send(first)
     assert ran.readbacks == ()
     path = spill_path(ran, "c1")
@@ -238,8 +257,10 @@ def test_reads_of_other_files_and_other_commands_are_not_read_backs(
         call("c2", "Read", {"file_path": "/repo/src/app.py"}),
         call("c3", "Bash", {"command": f"ls {folder}"}),
         call("c4", "Bash", {"command": "sed -n '1,40p' /repo/src/app.py"}),
-        result("c2", SOURCE), result("c3", "x.txt\n"), result("c4", SOURCE[:500]),
-    ]  # fmt: skip
+        result("c2", SOURCE),
+        result("c3", "x.txt\n"),
+        result("c4", SOURCE[:500]),
+    ]
     assert session.send(second).readbacks == ()
 
 
@@ -292,8 +313,12 @@ def test_a_read_again_of_a_file_whose_read_was_compacted_is_one_read_back(
         ReadBack("reread", reader, "microcompact", "r2", "/repo/app.py", len(SOURCE)),
     )
     # A third read follows a whole one: not a read-back.
-    events += [call("w9", "Bash", {"command": "echo"}), result("w9", "\n"),
-               call("r3", reader, {"file_path": "/repo/app.py"}), result("r3", SOURCE)]  # fmt: skip
+    events += [
+        call("w9", "Bash", {"command": "echo"}),
+        result("w9", "\n"),
+        call("r3", reader, {"file_path": "/repo/app.py"}),
+        result("r3", SOURCE),
+    ]
     assert session.send(events).readbacks == ()
 
 
@@ -337,8 +362,12 @@ def test_a_restarted_proxy_counts_only_the_latest_turn(
     assert len(first.send(events).readbacks) == 1
 
     restarted = opened("anthropic")
-    events += [said("Done."), user("Again."), call("c3", "Read", {"file_path": path}),
-               result("c3", PART)]  # fmt: skip
+    events += [
+        said("Done."),
+        user("Again."),
+        call("c3", "Read", {"file_path": path}),
+        result("c3", PART),
+    ]
     found = restarted.send(events).readbacks
     assert [r.call_id for r in found] == ["c3"]
 
@@ -355,8 +384,9 @@ def test_a_failing_detection_never_fails_the_request(
 
     monkeypatch.setattr(readbacks_module.ReadBackWatch, "observe", broken)
     with caplog.at_level(logging.ERROR):
-        cleaned = session.send([user("Run it."), call("c1", "Bash", {"command": "b"}),
-                                result("c1", BIG)])  # fmt: skip
+        cleaned = session.send(
+            [user("Run it."), call("c1", "Bash", {"command": "b"}), result("c1", BIG)]
+        )
     assert cleaned.readbacks == () and isinstance(cleaned.readback_error, RuntimeError)
     assert len(cleaned.body) < len(BIG)  # cleaned all the same
     assert "could not tell the read-backs" in caplog.text
@@ -390,8 +420,10 @@ def test_a_file_whose_read_was_compacted_read_again_in_the_shell_is_a_read_back(
     session = opened("anthropic", **COMPACTING)
     events = read_and_work("Read", "/repo/app.py", 0)
     work(session, events, 4)
-    events += [call("s1", "Bash", {"command": "sed -n '1,80p' /repo/app.py"}),
-               result("s1", SOURCE[:1500])]  # fmt: skip
+    events += [
+        call("s1", "Bash", {"command": "sed -n '1,80p' /repo/app.py"}),
+        result("s1", SOURCE[:1500]),
+    ]
     assert session.send(events).readbacks == (
         ReadBack("reread", "Bash", "microcompact", "s1", "/repo/app.py", 1500),
     )

@@ -61,19 +61,30 @@ def conversation(name: str, turns: int) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": f"Task {name}."}]
     for i in range(turns):
         size = 9_000 if i % 3 == 0 else 2_000
-        call = {"type": "tool_use", "id": f"toolu_{name}_{i:03}", "name": "Bash",
-                "input": {"command": f"make step{i}"}}  # fmt: skip
+        call = {
+            "type": "tool_use",
+            "id": f"toolu_{name}_{i:03}",
+            "name": "Bash",
+            "input": {"command": f"make step{i}"},
+        }
         text = "\n".join(f"{name} step {i} line {n}: ok" for n in range(size // 25))
         messages.append({"role": "assistant", "content": [call]})
-        messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": call["id"], "content": text}]})  # fmt: skip
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": text}],
+            }
+        )
     return messages
 
 
 def busy_policy(root: Path, **overrides: Any) -> Policy:
     schedule = {"trigger_tokens": 2_000, "step_turns": 2, "min_reclaim_tokens": 200}
-    merged = {"microcompact": {"schedule": schedule}, "spill": {"root": str(root), "keep": True},
-              **overrides}  # fmt: skip
+    merged = {
+        "microcompact": {"schedule": schedule},
+        "spill": {"root": str(root), "keep": True},
+        **overrides,
+    }
     return load_policy(None, env={}, overrides=merged, dotenv_path=False)
 
 

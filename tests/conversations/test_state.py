@@ -20,12 +20,17 @@ def spilling(session: str) -> list[dict[str, Any]]:
     """Anthropic: one call whose output is far over the default result budget."""
     return [
         {"role": "user", "content": "go"},
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": f"{session}-1", "name": "Bash", "input": {}}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": f"{session}-1",
-             "content": "line\n" * 20_000}]},
-    ]  # fmt: skip
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": f"{session}-1", "name": "Bash", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": f"{session}-1", "content": "line\n" * 20_000}
+            ],
+        },
+    ]
 
 
 def test_the_state_closes_the_parts_the_engine_only_uses(tmp_path: Path) -> None:

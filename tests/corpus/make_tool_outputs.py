@@ -63,9 +63,16 @@ class Output:
 def run(args: list[str], cwd: Path, *, env: dict[str, str] | None = None) -> str:
     """The tool's stdout and stderr, interleaved as a shell's ``2>&1`` gives them."""
     done = subprocess.run(
-        args, cwd=cwd, env=env or ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, errors="replace", timeout=600, check=False,
-    )  # fmt: skip
+        args,
+        cwd=cwd,
+        env=env or ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        timeout=600,
+        check=False,
+    )
     return done.stdout
 
 
@@ -128,23 +135,31 @@ def pytest_verbose(root: Path) -> Output:
                     failing[name] = (f"tests/test_{variant}.py", len("".join(body).splitlines()))
                 index += 1
         write(root, {f"tests/test_{variant}.py": "".join(body)})
-    write(root, {
-        "records.py": "def sample(*parts):\n    return ':'.join(parts).encode()\n\n\n"
-                      "def checksum(data):\n    return sum(data) % 10_007\n",
-        "pytest.ini": "[pytest]\npythonpath = .\n",
-    })  # fmt: skip
+    write(
+        root,
+        {
+            "records.py": "def sample(*parts):\n    return ':'.join(parts).encode()\n\n\n"
+            "def checksum(data):\n    return sum(data) % 10_007\n",
+            "pytest.ini": "[pytest]\npythonpath = .\n",
+        },
+    )
     command = "python -m pytest -v -p no:cacheprovider tests"
     text = run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--color=no",
                 "-p", "no:hypothesispytest", "tests"], root)  # fmt: skip
     text = normalise(text, root)
     failure = sections(text, re.compile(r"^_{3,} (test_\w+) _{3,}$"))
-    errors = numbers(text, lambda n, line: any(
-        f"::{name} FAILED" in line
-        or line.startswith(f"FAILED tests/test_{name.rsplit('_', 1)[1]}.py::{name}")
-        or (n in failure.get(name, ())
-            and (line.startswith("E ") or line == f"{file}:{at}: AssertionError"))
-        for name, (file, at) in failing.items()
-    ))  # fmt: skip
+    errors = numbers(
+        text,
+        lambda n, line: any(
+            f"::{name} FAILED" in line
+            or line.startswith(f"FAILED tests/test_{name.rsplit('_', 1)[1]}.py::{name}")
+            or (
+                n in failure.get(name, ())
+                and (line.startswith("E ") or line == f"{file}:{at}: AssertionError")
+            )
+            for name, (file, at) in failing.items()
+        ),
+    )
     return Output(command, text, errors)
 
 
@@ -175,19 +190,24 @@ def pytest_long_traceback(root: Path) -> Output:
     for i in range(80):
         tests.append(f"\n\ndef test_small_batch_{i:02d}():\n    assert stage_00.run([{i}, 1, 2])\n")
     tests.append("\n\ndef test_large_batch():\n    assert stage_00.run([300, 500, 700])\n")
-    tests.append("\n\ndef test_legacy_api():\n    warnings.warn('run_all() is deprecated, use "
-                 "run()', DeprecationWarning)\n")  # fmt: skip
+    tests.append(
+        "\n\ndef test_legacy_api():\n    warnings.warn('run_all() is deprecated, use "
+        "run()', DeprecationWarning)\n"
+    )
     write(root, {**stages, "tests/test_pipeline.py": "".join(tests),
                  "pytest.ini": "[pytest]\npythonpath = .\n"})  # fmt: skip
     command = "python -m pytest --tb=long -p no:cacheprovider tests"
     text = run([sys.executable, "-m", "pytest", "--tb=long", "-p", "no:cacheprovider",
                 "--color=no", "-p", "no:hypothesispytest", "tests"], root)  # fmt: skip
     text = normalise(text, root)
-    errors = numbers(text, lambda _, line: (
-        (line.startswith("E ") and "out of range" in line)
-        or line == "pipeline/checks.py:4: ValueError"
-        or line.startswith("FAILED tests/test_pipeline.py::test_large_batch")
-    ))  # fmt: skip
+    errors = numbers(
+        text,
+        lambda _, line: (
+            (line.startswith("E ") and "out of range" in line)
+            or line == "pipeline/checks.py:4: ValueError"
+            or line.startswith("FAILED tests/test_pipeline.py::test_large_batch")
+        ),
+    )
     warnings = containing(text, ["DeprecationWarning: run_all() is deprecated"])
     return Output(command, text, errors, warnings)
 
@@ -195,8 +215,9 @@ def pytest_long_traceback(root: Path) -> Output:
 def unittest_verbose(root: Path) -> Output:
     """python -m unittest -v: 160 tests, three failures and two errors."""
     broken = {17: "fail", 58: "error", 91: "fail", 120: "error", 143: "fail"}
-    body = ["import unittest\n\nfrom inventory import Stock\n\n\n"
-            "class StockTest(unittest.TestCase):\n"]  # fmt: skip
+    body = [
+        "import unittest\n\nfrom inventory import Stock\n\n\nclass StockTest(unittest.TestCase):\n"
+    ]
     messages = {}
     for i in range(160):
         name = f"test_{VERBS[i % 10]}_{NOUNS[i // 10 % 10]}_{i:03d}"
@@ -210,19 +231,26 @@ def unittest_verbose(root: Path) -> Output:
         else:
             check = f"self.assertEqual(Stock({i}).count(), {i})"
         body.append(f"    def {name}(self):\n        {check}\n\n")
-    write(root, {
-        "test_inventory.py": "".join(body) + "\nif __name__ == '__main__':\n    unittest.main()\n",
-        "inventory.py": "class Stock:\n    def __init__(self, n):\n        self.n = n\n\n"
-                        "    def count(self):\n        return self.n\n\n"
-                        "    def locate(self, where):\n        return {'main': 0}[where]\n",
-    })  # fmt: skip
+    write(
+        root,
+        {
+            "test_inventory.py": "".join(body)
+            + "\nif __name__ == '__main__':\n    unittest.main()\n",
+            "inventory.py": "class Stock:\n    def __init__(self, n):\n        self.n = n\n\n"
+            "    def count(self):\n        return self.n\n\n"
+            "    def locate(self, where):\n        return {'main': 0}[where]\n",
+        },
+    )
     text = normalise(run([sys.executable, "-m", "unittest", "-v", "test_inventory"], root), root)
-    errors = numbers(text, lambda _, line: any(
-        (line.startswith(f"{name} ") and line.endswith((" FAIL", " ERROR")))
-        or line.startswith((f"FAIL: {name} ", f"ERROR: {name} "))
-        or (line.startswith(("AssertionError: ", "KeyError: ")) and message in line)
-        for name, message in messages.items()
-    ))  # fmt: skip
+    errors = numbers(
+        text,
+        lambda _, line: any(
+            (line.startswith(f"{name} ") and line.endswith((" FAIL", " ERROR")))
+            or line.startswith((f"FAIL: {name} ", f"ERROR: {name} "))
+            or (line.startswith(("AssertionError: ", "KeyError: ")) and message in line)
+            for name, message in messages.items()
+        ),
+    )
     return Output("python -m unittest -v test_inventory", text, errors)
 
 
@@ -271,9 +299,16 @@ def mypy_errors(root: Path) -> Output:
     text = run([sys.executable, "-m", "mypy", "--pretty", "--no-color-output", "--strict",
                 "--cache-dir=/dev/null", "bank"], root)  # fmt: skip
     text = normalise(text, root)
-    errors = numbers(text, lambda _, line: any(
-        line.startswith(f"{path}:{at}:") and ": error:" in line for path, at in broken.items()
-    ) or line.startswith("Found "))  # fmt: skip
+    errors = numbers(
+        text,
+        lambda _, line: (
+            any(
+                line.startswith(f"{path}:{at}:") and ": error:" in line
+                for path, at in broken.items()
+            )
+            or line.startswith("Found ")
+        ),
+    )
     return Output(command, text, errors)
 
 
@@ -296,11 +331,14 @@ def ruff_check(root: Path) -> Output:
     lines = text.splitlines()
     # Full output: the code and message, then " --> path:line:col" on the next line.
     errors = [
-        n for n, line in enumerate(lines, 1)
-        if n < len(lines) and any(
+        n
+        for n, line in enumerate(lines, 1)
+        if n < len(lines)
+        and any(
             line.startswith(code) and lines[n].strip().startswith(f"--> {path}:")
-            for path, code in injected)
-    ]  # fmt: skip
+            for path, code in injected
+        )
+    ]
     return Output(command, text, errors)
 
 
@@ -324,9 +362,11 @@ def tsc_build(root: Path) -> Output:
             "include": ["src"], "references": references}, indent=2)  # fmt: skip
     router = ["import { load7, Api7 } from './api_07';\n\n"]
     router += [f"export const route{i} = '/items/{i}';\n" for i in range(38)]
-    router += ["\nexport function resolve(path: string): number {\n",
-               "  const items: Api7[] = [{ id: path, name: 'x' }];\n",
-               "  return load7(items) + path.length;\n}\n"]  # fmt: skip
+    router += [
+        "\nexport function resolve(path: string): number {\n",
+        "  const items: Api7[] = [{ id: path, name: 'x' }];\n",
+        "  return load7(items) + path.length;\n}\n",
+    ]
     files["packages/api/src/router.ts"] = "".join(router)
     files["tsconfig.json"] = json.dumps(
         {"files": [], "references": [{"path": f"packages/{p}"} for p in packages]}, indent=2
@@ -350,8 +390,10 @@ def gcc_make(root: Path) -> Output:
     """make -k with gcc -Wall -Wextra: 70 files, warnings in 24, an error in one."""
     warned, broken = [], "src/codec_37.c"
     for i in range(70):
-        lines = [f'#include "codec.h"\n\nint codec_{i}_encode(const int *data, int n)\n{{\n',
-                 "    int sum = 0;\n"]  # fmt: skip
+        lines = [
+            f'#include "codec.h"\n\nint codec_{i}_encode(const int *data, int n)\n{{\n',
+            "    int sum = 0;\n",
+        ]
         if i % 3 == 0:
             lines.append(f"    int scratch_{i};\n")
             warned.append(f"src/codec_{i:02d}.c")
@@ -361,12 +403,15 @@ def gcc_make(root: Path) -> Output:
         lines.append("    return sum;\n}\n")
         write(root, {f"src/codec_{i:02d}.c": "".join(lines)})
     objects = " ".join(f"build/codec_{i:02d}.o" for i in range(70))
-    write(root, {
-        "src/codec.h": "#pragma once\n",
-        "Makefile": f"CFLAGS = -Wall -Wextra -O2 -Isrc\n\nall: libcodec.a\n\n"
-                    f"libcodec.a: {objects}\n\tar rcs $@ $^\n\n"
-                    "build/%.o: src/%.c\n\t@mkdir -p build\n\t$(CC) $(CFLAGS) -c $< -o $@\n",
-    })  # fmt: skip
+    write(
+        root,
+        {
+            "src/codec.h": "#pragma once\n",
+            "Makefile": f"CFLAGS = -Wall -Wextra -O2 -Isrc\n\nall: libcodec.a\n\n"
+            f"libcodec.a: {objects}\n\tar rcs $@ $^\n\n"
+            "build/%.o: src/%.c\n\t@mkdir -p build\n\t$(CC) $(CFLAGS) -c $< -o $@\n",
+        },
+    )
     text = normalise(run(["make", "-k", "-j1"], root, env={**ENV, "CC": "gcc"}), root)
     errors = numbers(
         text,
@@ -375,9 +420,15 @@ def gcc_make(root: Path) -> Output:
             or (line.startswith("make: ***") and "codec_37.o" in line)
         ),
     )
-    warnings = numbers(text, lambda _, line: any(
-        line.startswith(f"{path}:") and f"scratch_{int(path[-4:-2])}" in line
-        and "warning" in line for path in warned))  # fmt: skip
+    warnings = numbers(
+        text,
+        lambda _, line: any(
+            line.startswith(f"{path}:")
+            and f"scratch_{int(path[-4:-2])}" in line
+            and "warning" in line
+            for path in warned
+        ),
+    )
     return Output("make -k -j1", text, errors, warnings)
 
 
@@ -398,19 +449,25 @@ def cargo_workspace(root: Path) -> Output:
             body += '    let label: u64 = "nineteen";\n    x + label\n}\n'
         else:
             body += f"    x + {i}\n}}\n"
-        write(root, {
-            f"crates/{name}/Cargo.toml": f'[package]\nname = "{name}"\nversion = "0.1.{i}"\n'
-                                        f'edition = "2021"\n\n[dependencies]\n{deps}',
-            f"crates/{name}/src/lib.rs": body,
-        })  # fmt: skip
+        write(
+            root,
+            {
+                f"crates/{name}/Cargo.toml": f'[package]\nname = "{name}"\nversion = "0.1.{i}"\n'
+                f'edition = "2021"\n\n[dependencies]\n{deps}',
+                f"crates/{name}/src/lib.rs": body,
+            },
+        )
     write(root, {"Cargo.toml": f'[workspace]\nresolver = "2"\nmembers = [{", ".join(members)}]\n'})
     command = "cargo build -v --keep-going -j1 --offline"
     text = normalise(run(["cargo", "build", "-v", "--keep-going", "-j1", "--offline"], root), root)
     lines = text.splitlines()
-    errors = numbers(text, lambda n, line: (
-        (line.startswith("error[E0308]") and f"crates/{broken}/" in lines[n])
-        or line.startswith(f"error: could not compile `{broken}`")
-    ))  # fmt: skip
+    errors = numbers(
+        text,
+        lambda n, line: (
+            (line.startswith("error[E0308]") and f"crates/{broken}/" in lines[n])
+            or line.startswith(f"error: could not compile `{broken}`")
+        ),
+    )
     warnings = numbers(
         text,
         lambda n, line: (
@@ -459,10 +516,16 @@ def maven_compile(root: Path) -> Output:
     command = "mvn -o -B -e compile"
     text = normalise(run(["mvn", "-o", "-B", "-e", "compile"], root), root)
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)
-    errors = containing(text, ["Service27.java", "BUILD FAILURE", "Failed to execute goal",
-                               "Caused by: "])  # fmt: skip
-    warnings = numbers(text, lambda _, line: line.startswith("[WARNING]") and any(
-        f"Service{i:02d}.java" in line for i in range(0, 40, 6)))  # fmt: skip
+    errors = containing(
+        text, ["Service27.java", "BUILD FAILURE", "Failed to execute goal", "Caused by: "]
+    )
+    warnings = numbers(
+        text,
+        lambda _, line: (
+            line.startswith("[WARNING]")
+            and any(f"Service{i:02d}.java" in line for i in range(0, 40, 6))
+        ),
+    )
     return Output(command, text, errors, warnings)
 
 
@@ -479,8 +542,8 @@ def _wheel(folder: Path, name: str, version: str, requires: list[str]) -> None:
         f"{name}/__init__.py": f"VERSION = {version!r}\n",
         f"{dist}/METADATA": metadata,
         f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: handmade\nRoot-Is-Purelib: true\n"
-                         "Tag: py3-none-any\n",
-    }  # fmt: skip
+        "Tag: py3-none-any\n",
+    }
     files[f"{dist}/RECORD"] = "".join(f"{p},,\n" for p in files) + f"{dist}/RECORD,,\n"
     with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as wheel:
         for path, content in files.items():
@@ -598,9 +661,17 @@ def python_chained_traceback(root: Path) -> Output:
     )
     write(root, {"resolve.py": CHAIN.format(functions=functions, handlers=handlers)})
     text = normalise(run([sys.executable, "resolve.py"], root), root)
-    errors = numbers(text, lambda _, line: line.startswith("Traceback (most recent call last)")
-                     or line in ("KeyError: 'database_url'", "RuntimeError: cannot resolve "
-                                 "settings: missing key 'database_url'"))  # fmt: skip
+    errors = numbers(
+        text,
+        lambda _, line: (
+            line.startswith("Traceback (most recent call last)")
+            or line
+            in (
+                "KeyError: 'database_url'",
+                "RuntimeError: cannot resolve settings: missing key 'database_url'",
+            )
+        ),
+    )
     return Output("python resolve.py", text, errors)
 
 
@@ -702,8 +773,10 @@ def java_stack_trace(root: Path) -> Output:
     write(root, {"src/com/example/billing/Billing.java": JAVA})
     run(["javac", "-d", "classes", "src/com/example/billing/Billing.java"], root)
     text = run(["java", "-cp", "classes", "com.example.billing.Billing"], root)
-    text = normalise(re.sub(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", "2026-03-02 09:14:07", text,
-                            flags=re.MULTILINE), root)  # fmt: skip
+    text = normalise(
+        re.sub(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", "2026-03-02 09:14:07", text, flags=re.MULTILINE),
+        root,
+    )
     errors = numbers(
         text,
         lambda _, line: (
@@ -764,9 +837,17 @@ def git_merge_conflict(root: Path) -> Output:
     git("add", "-A")
     git("commit", "-q", "-m", "pages")
     git("checkout", "-q", "-b", "feature")
-    write(root, {f"docs/page_{i:03d}.md": page(i, "intro (feature)",
-                 "outro" if f"docs/page_{i:03d}.md" not in conflicted else "outro (feature)")
-                 for i in range(240)})  # fmt: skip
+    write(
+        root,
+        {
+            f"docs/page_{i:03d}.md": page(
+                i,
+                "intro (feature)",
+                "outro" if f"docs/page_{i:03d}.md" not in conflicted else "outro (feature)",
+            )
+            for i in range(240)
+        },
+    )
     git("commit", "-q", "-am", "feature intros")
     git("checkout", "-q", "main")
     write(root, {f"docs/page_{i:03d}.md": page(i, "intro", "outro (main)") for i in range(240)})
@@ -823,8 +904,7 @@ def main(names: list[str]) -> int:
             print(f"{name}: no error line found; not saved", file=sys.stderr)
             continue
         (OUT / f"{name}.txt").write_text(output.text)
-        labels = {"command": output.command, "errors": output.errors,
-                  "warnings": output.warnings}  # fmt: skip
+        labels = {"command": output.command, "errors": output.errors, "warnings": output.warnings}
         (OUT / f"{name}.labels.json").write_text(json.dumps(labels, indent=1) + "\n")
         print(
             f"{name}: {len(output.text):,} chars, {len(output.text.splitlines())} lines, "

@@ -27,10 +27,14 @@ def test_the_example_runs(
 ) -> None:
     stand_in, url = provider
     for name, value in {
-        "ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "sk-ant-test",
-        "OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": "sk-test", "OPENAI_API_BASE": f"{url}/v1",
-        "GOOGLE_GEMINI_BASE_URL": url, "GEMINI_API_KEY": "test-key",
-    }.items():  # fmt: skip
+        "ANTHROPIC_BASE_URL": url,
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+        "OPENAI_BASE_URL": f"{url}/v1",
+        "OPENAI_API_KEY": "sk-test",
+        "OPENAI_API_BASE": f"{url}/v1",
+        "GOOGLE_GEMINI_BASE_URL": url,
+        "GEMINI_API_KEY": "test-key",
+    }.items():
         monkeypatch.setenv(name, value)
     exec(compile(EXAMPLES[section], f"docs/integrations.md: {section}", "exec"), {})
     assert stand_in.accepted, "the example sent nothing to the provider"

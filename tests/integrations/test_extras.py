@@ -65,8 +65,11 @@ def test_each_extra_installs_what_its_documented_example_needs(section: str) -> 
     tail = DOCS.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
     extras = re.findall(r"`\[(\w+)\]`", tail.split("```", 2)[-1])
     assert extras, f"the {section} section names no extra"
-    wanted = dict(tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))["project"][
-        "optional-dependencies"])  # fmt: skip
+    wanted = dict(
+        tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))["project"][
+            "optional-dependencies"
+        ]
+    )
     installed = _closure([r for extra in extras for r in wanted[extra]])
     modules = set(re.findall(r"^(?:from|import) (\w+)", code, re.MULTILINE)) - {"middleware"}
     modules |= {f"langchain_{p}" for p in re.findall(r'create_agent\(\s*"(\w+):', code)}

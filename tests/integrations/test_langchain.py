@@ -93,14 +93,19 @@ class FollowingModel(GenericFakeChatModel):
 
         results = [m for m in messages if isinstance(m, ToolMessage)]
         if not results:
-            reply = AIMessage(content="", tool_calls=[{"id": "c1", "name": "dump_numbered",
-                                                      "args": {}}])  # fmt: skip
+            reply = AIMessage(
+                content="", tool_calls=[{"id": "c1", "name": "dump_numbered", "args": {}}]
+            )
         elif len(results) == 1:
-            said = re.search(r"recall tool \(path (\S+), offset (\d+), limit (\d+)\)",
-                             str(results[0].content))  # fmt: skip
+            said = re.search(
+                r"recall tool \(path (\S+), offset (\d+), limit (\d+)\)", str(results[0].content)
+            )
             assert said is not None, results[0].content
-            args = {"path": said.group(1), "offset": int(said.group(2)),
-                    "limit": int(said.group(3))}  # fmt: skip
+            args = {
+                "path": said.group(1),
+                "offset": int(said.group(2)),
+                "limit": int(said.group(3)),
+            }
             reply = AIMessage(content="", tool_calls=[{"id": "c2", "name": "recall", "args": args}])
         else:
             reply = AIMessage(content="Read it.")

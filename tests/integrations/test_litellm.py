@@ -42,8 +42,10 @@ def test_the_proxy_hook_cleans_the_request_as_the_proxy_calls_it(litellm: Module
     assert out["metadata"] == {"team": "a"} and data["messages"] is HISTORY  # not mutated
     assert len(out["messages"][2]["content"]) < 10_000
     assert out["messages"][4]["tool_call_id"] == "call_2"  # the dangling call answered
-    responses = {"model": "gpt-4.1", "input": [
-        {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"}]}  # fmt: skip
+    responses = {
+        "model": "gpt-4.1",
+        "input": [{"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"}],
+    }
     cleaned = asyncio.run(
         callback.async_pre_call_hook(UserAPIKeyAuth(), DualCache(), responses, "aresponses")
     )

@@ -21,10 +21,14 @@ from middleware.integrations.sdk import cleaner_of
 
 UNANSWERED = [
     {"role": "user", "content": "Build it."},
-    {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "toolu_01", "name": "bash", "input": {"cmd": "make"}}]},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": "toolu_01", "name": "bash", "input": {"cmd": "make"}}
+        ],
+    },
     {"role": "user", "content": "Did it work?"},
-]  # fmt: skip
+]
 HUGE_CHAT = [
     {"role": "user", "content": "Build it."},
     {"role": "assistant", "content": None, "tool_calls": [
@@ -132,9 +136,10 @@ def agent_loop(send: Any, fmt: str) -> tuple[str, list[dict[str, Any]]]:
     """A plain agent loop that knows one tool, ``build``: it would crash on a call to any
     other, so a recall call must never reach it."""
     history: list[dict[str, Any]] = (
-        [{"type": "message", "role": "user", "content": "Build it."}] if fmt == "responses"
+        [{"type": "message", "role": "user", "content": "Build it."}]
+        if fmt == "responses"
         else [{"role": "user", "content": "Build it."}]
-    )  # fmt: skip
+    )
     for _ in range(4):
         answer = send(history)
         calls = events(fmt, {"messages": [answer]} if fmt != "responses" else {"input": answer})
@@ -158,18 +163,21 @@ def test_the_recall_tool_is_answered_in_the_transport(
         "responses": [{"type": "function", "name": "build", "parameters": {}}],
     }
     plain: Any = (
-        anthropic.Anthropic(base_url=url, **KW) if fmt == "anthropic"
+        anthropic.Anthropic(base_url=url, **KW)
+        if fmt == "anthropic"
         else openai.OpenAI(base_url=f"{url}/v1", **KW)
-    )  # fmt: skip
+    )
     client: Any = middleware.wrap(plain, recall_tool=True)
 
     def send(history: list[dict[str, Any]]) -> Any:
         if fmt == "anthropic":
-            return client.messages.create(model="m", max_tokens=99, messages=history,
-                                          tools=tools_of[fmt]).model_dump()  # fmt: skip
+            return client.messages.create(
+                model="m", max_tokens=99, messages=history, tools=tools_of[fmt]
+            ).model_dump()
         if fmt == "openai":
-            answer = client.chat.completions.create(model="m", messages=history,
-                                                    tools=tools_of[fmt])  # fmt: skip
+            answer = client.chat.completions.create(
+                model="m", messages=history, tools=tools_of[fmt]
+            )
             return answer.choices[0].message.model_dump()
         output = client.responses.create(model="m", input=history, tools=tools_of[fmt]).output
         return [item.model_dump() for item in output]
@@ -206,9 +214,13 @@ def _answered(fmt: str, answer: Any, output: str) -> list[dict[str, Any]]:
     """The agent's turn and its ``build`` results, in the history's format."""
     if fmt == "responses":
         calls = [i for i in answer if i["type"] == "function_call"]
-        return [*({k: v for k, v in i.items() if v is not None} for i in answer),
-                *({"type": "function_call_output", "call_id": c["call_id"], "output": output}
-                  for c in calls)]  # fmt: skip
+        return [
+            *({k: v for k, v in i.items() if v is not None} for i in answer),
+            *(
+                {"type": "function_call_output", "call_id": c["call_id"], "output": output}
+                for c in calls
+            ),
+        ]
     if fmt == "openai":
         message = {k: v for k, v in answer.items() if v is not None or k == "content"}
         return [message, *({"role": "tool", "tool_call_id": c["id"], "content": output}
@@ -229,8 +241,9 @@ def test_the_async_client_answers_recall_too_and_a_streamed_request_is_not_offer
     client: Any = middleware.wrap(anthropic.AsyncAnthropic(base_url=url, **KW), recall_tool=True)
 
     async def send(history: list[dict[str, Any]]) -> Any:
-        answer = await client.messages.create(model="m", max_tokens=9, messages=history,
-                                              tools=tools)  # fmt: skip
+        answer = await client.messages.create(
+            model="m", max_tokens=9, messages=history, tools=tools
+        )
         return answer.model_dump()
 
     async def run() -> str:
@@ -240,8 +253,9 @@ def test_the_async_client_answers_recall_too_and_a_streamed_request_is_not_offer
         final = await send(history)
         # Streamed, the answer would reach the agent before a recall call could be
         # answered: the tool is not offered and the preview says how to read with a shell.
-        async with client.messages.stream(model="m", max_tokens=9, messages=history,
-                                          tools=tools) as stream:  # fmt: skip
+        async with client.messages.stream(
+            model="m", max_tokens=9, messages=history, tools=tools
+        ) as stream:
             await stream.get_final_message()
         await client.close()
         return _text_of(final)
@@ -263,8 +277,9 @@ def test_recall_beside_the_agents_own_tools_is_taken_out_of_the_answer(
     stand_in.script = both
     tools = [{"type": "function", "function": {"name": "build", "parameters": {}}}]
     client: Any = middleware.wrap(openai.OpenAI(base_url=f"{url}/v1", **KW), recall_tool=True)
-    answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "go"}],
-                                            tools=tools)  # fmt: skip
+    answer = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "go"}], tools=tools
+    )
     assert [c.function.name for c in answer.choices[0].message.tool_calls] == ["build"]
     client.close()
 

@@ -45,7 +45,8 @@ def test_every_method_of_the_genai_client_is_cleaned(provider: tuple[Provider, s
     async def through_aio() -> str:
         one = await wrapped.aio.models.generate_content(model=MODEL, contents=UNANSWERED)
         streamed = await wrapped.aio.models.generate_content_stream(
-            model=MODEL, contents=UNANSWERED)  # fmt: skip
+            model=MODEL, contents=UNANSWERED
+        )
         text = (one.text or "") + "".join([c.text or "" async for c in streamed])
         await wrapped.aio.aclose()
         return text
@@ -85,9 +86,11 @@ def test_the_recall_tool_is_answered_in_the_transport_and_never_offered_to_a_str
     assert call.name == "build"
     history += [
         first.candidates[0].content.model_dump(mode="json", by_alias=True, exclude_none=True),
-        {"role": "user", "parts": [{"functionResponse": {
-            "name": "build", "response": {"output": BIG}}}]},
-    ]  # fmt: skip
+        {
+            "role": "user",
+            "parts": [{"functionResponse": {"name": "build", "response": {"output": BIG}}}],
+        },
+    ]
     final = wrapped.models.generate_content(model=MODEL, contents=history, config=config)
     assert final.function_calls is None  # the agent never sees the recall call
     bodies = [b for _, _, b in stand_in.accepted]
@@ -102,8 +105,7 @@ def test_the_recall_tool_is_answered_in_the_transport_and_never_offered_to_a_str
 
     # Streamed by its path, the answer would reach the agent before a recall call could be
     # answered: the tool is not offered and the preview says how to read with a shell.
-    streamed = wrapped.models.generate_content_stream(model=MODEL, contents=history,
-                                                      config=config)  # fmt: skip
+    streamed = wrapped.models.generate_content_stream(model=MODEL, contents=history, config=config)
     assert "".join(c.text or "" for c in streamed)
     sent = stand_in.accepted[-1][2]
     assert [d["name"] for t in sent["tools"] for d in t["functionDeclarations"]] == ["build"]
@@ -118,6 +120,7 @@ def test_an_agent_declaring_its_own_recall_among_its_functions_is_never_offered_
     own = {"functionDeclarations": [{"name": "build"}, {"name": "recall"}]}  # one Tool, two
     body = {"contents": UNANSWERED, "tools": [own]}
     assert recall.offered("gemini", body) is None
-    offered = recall.offered("gemini", {**body, "tools": [{"functionDeclarations": [
-        {"name": "build"}]}]})  # fmt: skip
+    offered = recall.offered(
+        "gemini", {**body, "tools": [{"functionDeclarations": [{"name": "build"}]}]}
+    )
     assert offered is not None and offered["tools"][-1] == recall.definition("gemini")

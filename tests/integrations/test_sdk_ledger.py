@@ -101,13 +101,17 @@ def test_wrapped_openai_clients_bill_streams_that_report_usage(
     stand_in, url = caching
     with openai.OpenAI(base_url=f"{url}/v1", **KW) as plain:
         client = middleware.wrap(plain, session_id="chat")
-        messages = [{"role": "system", "content": "Rules. " * 1_500},
-                    {"role": "user", "content": "hi"}]  # fmt: skip
+        messages = [
+            {"role": "system", "content": "Rules. " * 1_500},
+            {"role": "user", "content": "hi"},
+        ]
         client.chat.completions.create(model="gpt-5", messages=messages)  # type: ignore[arg-type]
         for _ in client.chat.completions.create(
-            model="gpt-5", messages=messages, stream=True,  # type: ignore[arg-type]
+            model="gpt-5",
+            messages=messages,  # type: ignore[arg-type]
+            stream=True,
             stream_options={"include_usage": True},
-        ):  # fmt: skip
+        ):
             pass
         client.responses.create(model="gpt-5", input=[{"role": "user", "content": "hi"}])
         ledger = cleaner_of(client).ledger.session("chat")

@@ -28,9 +28,11 @@ def history(n: int, turns: int = 6) -> list[dict[str, Any]]:
         output = "".join(f"{n}.{turn} line {i}: src/m{i}.py ok\n" for i in range(400))
         messages += [
             {"role": "assistant", "content": [call]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": call["id"], "content": output}]},
-        ]  # fmt: skip
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": output}],
+            },
+        ]
     return messages
 
 
@@ -41,14 +43,18 @@ def test_the_sdk_cleaner_holds_its_sessions_under_the_budget(tmp_path: Path) -> 
     for n in range(12):
         body = {"model": "m", "max_tokens": 10, "messages": history(n)}
         raw = json.dumps(body).encode()
-        sent[n], _, _ = cleaner.prepare("POST", "/v1/messages", {**headers,
-                                     "x-chatcli-session": f"s{n}"}, raw)  # fmt: skip
+        sent[n], _, _ = cleaner.prepare(
+            "POST", "/v1/messages", {**headers, "x-chatcli-session": f"s{n}"}, raw
+        )
         assert cleaner.pool.held_bytes <= BUDGET
     assert cleaner.pool.evictions > 0
     # The first conversation's state was forgotten: the same request gives the same bytes.
-    again, _, _ = cleaner.prepare("POST", "/v1/messages", {**headers, "x-chatcli-session": "s0"},
-                               json.dumps({"model": "m", "max_tokens": 10,
-                                           "messages": history(0)}).encode())  # fmt: skip
+    again, _, _ = cleaner.prepare(
+        "POST",
+        "/v1/messages",
+        {**headers, "x-chatcli-session": "s0"},
+        json.dumps({"model": "m", "max_tokens": 10, "messages": history(0)}).encode(),
+    )
     assert again == sent[0]
 
 

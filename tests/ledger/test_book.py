@@ -11,8 +11,9 @@ from middleware.policy.settings import bind
 
 def settings(**prices: dict[str, float]) -> LedgerSettings:
     overrides = {f"ledger.prices.{name}": entry for name, entry in prices.items()}
-    return bind(middleware.load_policy(None, env={}, dotenv_path=False, overrides=overrides),
-                LedgerSettings)  # fmt: skip
+    return bind(
+        middleware.load_policy(None, env={}, dotenv_path=False, overrides=overrides), LedgerSettings
+    )
 
 
 def test_sessions_and_totals_add_up_and_unpriced_models_count_tokens_only() -> None:
@@ -70,9 +71,15 @@ def test_read_backs_are_charged_as_simulate_charges_a_forced_re_read() -> None:
     prices = settings(house=HOUSE)
     ledger.record("s", "anthropic", Usage(0, 9_000, 1_000, 0, 50), "house", prices, now=1.0)
     entry = ledger.record(
-        "s", "anthropic", Usage(0, 10_000, 2_000, 0, 50), "house", prices, now=2.0,
-        body_chars=48_000, readbacks=[4_000, 2_000],
-    )  # fmt: skip
+        "s",
+        "anthropic",
+        Usage(0, 10_000, 2_000, 0, 50),
+        "house",
+        prices,
+        now=2.0,
+        body_chars=48_000,
+        readbacks=[4_000, 2_000],
+    )
     assert entry is not None
     # 12,000 prompt tokens for 48,000 characters: 0.25 a character; 6,000 characters read
     # back are 1,500 tokens written, and the 10,000-token request before is read again.
@@ -85,6 +92,14 @@ def test_read_backs_are_charged_as_simulate_charges_a_forced_re_read() -> None:
     )
     # An OpenAI request writes nothing to the cache: what is read back is input.
     ledger.record("o", "openai", Usage(8_000, 0, 0, 0, 5), "house", prices, now=1.0)
-    openai = ledger.record("o", "openai", Usage(9_000, 0, 0, 0, 5), "house", prices, now=2.0,
-                           body_chars=36_000, readbacks=[400])  # fmt: skip
+    openai = ledger.record(
+        "o",
+        "openai",
+        Usage(9_000, 0, 0, 0, 5),
+        "house",
+        prices,
+        now=2.0,
+        body_chars=36_000,
+        readbacks=[400],
+    )
     assert openai is not None and openai.dollars_readback == (8_000 * 0.1 + 100 * 1) / 1e6

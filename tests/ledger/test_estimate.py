@@ -65,8 +65,12 @@ def test_a_rewrite_of_an_old_message_is_charged_to_the_cleaned_request_only() ->
 
 
 def test_cache_markers_do_not_count_as_a_change() -> None:
-    marked = [{"role": "user", "content": [{"type": "text", "text": "hi",
-                                            "cache_control": {"type": "ephemeral"}}]}]  # fmt: skip
+    marked = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+        }
+    ]
     plain = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
     assert footprint(marked).hashes == footprint(plain).hashes
 

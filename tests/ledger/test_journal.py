@@ -57,9 +57,11 @@ def test_a_ledger_read_back_is_the_ledger_written(tmp_path: Path) -> None:
 
 def test_lines_that_are_not_answers_are_skipped_and_counted(tmp_path: Path) -> None:
     file = tmp_path / "ledger.jsonl"
-    good = ('{"time":1,"session":"s","format":"anthropic","model":"m","priced_as":null,'
-            '"billed":{"input":4},"without":{"input":9},"dollars":null,'
-            '"dollars_without":null}')  # fmt: skip
+    good = (
+        '{"time":1,"session":"s","format":"anthropic","model":"m","priced_as":null,'
+        '"billed":{"input":4},"without":{"input":9},"dollars":null,'
+        '"dollars_without":null}'
+    )
     file.write_text("\n".join([
         good, "not json", '{"time": "yesterday"}', "[1, 2]", "",
         '{"time":2,"session":"s","billed":{"input":-3},"without":{}}',
@@ -115,8 +117,14 @@ def test_the_ledger_command_draws_a_ledger_file(tmp_path: Path) -> None:
     chosen = settings(file)
     ledger = Ledger.open(chosen, records_in())
     for n in range(12):
-        ledger.record("s", "anthropic", Usage(10, 1_000 * n, 500, 0, 20), "claude-opus-5",
-                      chosen, now=float(n))  # fmt: skip
+        ledger.record(
+            "s",
+            "anthropic",
+            Usage(10, 1_000 * n, 500, 0, 20),
+            "claude-opus-5",
+            chosen,
+            now=float(n),
+        )
     ledger.record("other", "anthropic", Usage(5, 0, 0, 0, 1), "claude-opus-5", chosen, now=99.0)
     ledger.close(WRITTEN)
     picture = tmp_path / "ledger.png"
@@ -181,8 +189,14 @@ def test_a_full_disk_leaves_no_half_line_to_swallow_the_next_answer(
     pytest.importorskip("resource", reason="RLIMIT_FSIZE is POSIX")
     file = tmp_path / "ledger.jsonl"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    writer = subprocess.run([sys.executable, "-c", FULL_DISK, str(file)], env=env,
-                            capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    writer = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, str(file)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert writer.returncode == 0, writer.stderr
     assert "cannot write the ledger file" in writer.stderr  # said, not silent
     sessions, counted = read_back(file, capsys)
@@ -202,8 +216,14 @@ def test_a_line_another_writer_left_unfinished_swallows_no_answer(
     chosen = settings(file)
     ledger = Ledger.open(chosen, records_in())
     for n in range(10):
-        ledger.record(f"after-{n}", "anthropic", Usage(10, 1_000, 0, 0, 5), "claude-sonnet-5",
-                      chosen, now=float(n))  # fmt: skip
+        ledger.record(
+            f"after-{n}",
+            "anthropic",
+            Usage(10, 1_000, 0, 0, 5),
+            "claude-sonnet-5",
+            chosen,
+            now=float(n),
+        )
     ledger.close(WRITTEN)
     sessions, counted = read_back(file, capsys)
     assert sessions == [f"after-{n}" for n in range(10)] and counted == 10

@@ -38,14 +38,23 @@ def settings(file: Path, rotate: int | None = ROTATE) -> LedgerSettings:
 def big_file(path: Path, lines: int, sessions: int = 500) -> None:
     """``lines`` answers as the journal writes them, over ``sessions`` sessions."""
     usage = '{{"input":3,"cache_read":1000,"cache_write_5m":200,"cache_write_1h":0,"output":20}}'
-    line = ('{{"time":{time},"session":"session-{session}","format":"anthropic",'
-            '"model":"claude-sonnet-5","priced_as":"claude-sonnet-5","billed":' + usage
-            + ',"without":' + usage + ',"dollars":0.0008,"dollars_without":0.0008,'
-            '"expected_read":1000}}\n')  # fmt: skip
+    line = (
+        '{{"time":{time},"session":"session-{session}","format":"anthropic",'
+        '"model":"claude-sonnet-5","priced_as":"claude-sonnet-5","billed":'
+        + usage
+        + ',"without":'
+        + usage
+        + ',"dollars":0.0008,"dollars_without":0.0008,'
+        '"expected_read":1000}}\n'
+    )
     with path.open("w", encoding="utf-8") as file:
         for start in range(0, lines, 10_000):
-            file.write("".join(line.format(time=1_000 + n, session=n % sessions)
-                               for n in range(start, min(start + 10_000, lines))))  # fmt: skip
+            file.write(
+                "".join(
+                    line.format(time=1_000 + n, session=n % sessions)
+                    for n in range(start, min(start + 10_000, lines))
+                )
+            )
 
 
 def peak_reading(path: Path) -> tuple[int, FileLedger]:
@@ -106,8 +115,14 @@ def test_a_process_reading_200_000_lines_peaks_as_one_reading_20_000(tmp_path: P
     for lines in (20_000, 200_000):
         file = tmp_path / f"ledger-{lines}.jsonl"
         big_file(file, lines)
-        said = subprocess.run([sys.executable, "-c", READER, str(file)], env=env,
-                              capture_output=True, text=True, timeout=600, check=True)  # fmt: skip
+        said = subprocess.run(
+            [sys.executable, "-c", READER, str(file)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+        )
         requests, risen[lines] = map(int, said.stdout.split())
         assert requests == lines
         file.unlink()
@@ -116,9 +131,14 @@ def test_a_process_reading_200_000_lines_peaks_as_one_reading_20_000(tmp_path: P
 
 def record_answers(ledger: Ledger, chosen: LedgerSettings, answers: range) -> None:
     for n in answers:
-        ledger.record(f"session-{n % 30}", "anthropic", Usage(n, 1_000, 300, 0, 7),
-                      ("claude-sonnet-5", "claude-haiku-4-5")[n % 2], chosen,
-                      now=1_000.0 + n)  # fmt: skip
+        ledger.record(
+            f"session-{n % 30}",
+            "anthropic",
+            Usage(n, 1_000, 300, 0, 7),
+            ("claude-sonnet-5", "claude-haiku-4-5")[n % 2],
+            chosen,
+            now=1_000.0 + n,
+        )
 
 
 def test_the_file_rotates_past_its_size_and_is_read_from_the_sums_not_the_history(
@@ -235,7 +255,10 @@ def test_two_processes_sharing_a_rotating_file_lose_no_answer(tmp_path: Path) ->
     assert len(parts(file)) >= 20
     ledger = FileLedger.read(str(file))
     assert ledger.total()["requests"] == 3000 and ledger.skipped == 0
-    assert all(ledger.session(f"{name}-{n}")["requests"] in (214, 215)  # type: ignore[index]
-               for name in "ab" for n in range(7))  # fmt: skip
+    assert all(
+        ledger.session(f"{name}-{n}")["requests"] in (214, 215)  # type: ignore[index]
+        for name in "ab"
+        for n in range(7)
+    )
     on_disk = sum(len(list(read_journal(p))) for p in [*(p for _, p in parts(file)), file])
     assert on_disk == 3000

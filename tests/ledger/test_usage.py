@@ -15,15 +15,26 @@ from hypothesis import strategies as st
 from middleware.ledger import Usage, UsageReader, read_usage, usage
 
 ANTHROPIC = {
-    "input_tokens": 7, "cache_creation_input_tokens": 300, "cache_read_input_tokens": 9000,
+    "input_tokens": 7,
+    "cache_creation_input_tokens": 300,
+    "cache_read_input_tokens": 9000,
     "cache_creation": {"ephemeral_5m_input_tokens": 100, "ephemeral_1h_input_tokens": 200},
-    "output_tokens": 42, "service_tier": "standard",
-}  # fmt: skip
-CHAT = {"prompt_tokens": 5000, "completion_tokens": 12, "total_tokens": 5012,
-        "prompt_tokens_details": {"cached_tokens": 4096, "audio_tokens": 0}}  # fmt: skip
-RESPONSES = {"input_tokens": 2000, "input_tokens_details": {"cached_tokens": 1024},
-             "output_tokens": 30, "output_tokens_details": {"reasoning_tokens": 20},
-             "total_tokens": 2030}  # fmt: skip
+    "output_tokens": 42,
+    "service_tier": "standard",
+}
+CHAT = {
+    "prompt_tokens": 5000,
+    "completion_tokens": 12,
+    "total_tokens": 5012,
+    "prompt_tokens_details": {"cached_tokens": 4096, "audio_tokens": 0},
+}
+RESPONSES = {
+    "input_tokens": 2000,
+    "input_tokens_details": {"cached_tokens": 1024},
+    "output_tokens": 30,
+    "output_tokens_details": {"reasoning_tokens": 20},
+    "total_tokens": 2030,
+}
 
 
 def test_each_format_is_read_by_kind() -> None:
@@ -107,8 +118,11 @@ def test_newer_anthropic_streams_repeat_the_input_counts_in_the_last_delta() -> 
 
 def test_a_json_answer_plain_gzip_or_deflate() -> None:
     answer = json.dumps({"model": "claude-opus-5", "usage": ANTHROPIC}).encode()
-    for encoding, body in (("", answer), ("gzip", gzip.compress(answer)),
-                           ("deflate", zlib.compress(answer))):  # fmt: skip
+    for encoding, body in (
+        ("", answer),
+        ("gzip", gzip.compress(answer)),
+        ("deflate", zlib.compress(answer)),
+    ):
         reader = UsageReader("anthropic", "application/json", encoding)
         for i in range(0, len(body), 7):
             reader.feed(body[i : i + 7])
@@ -140,8 +154,10 @@ def newlines(size: int, wbits: int = 16 + zlib.MAX_WBITS) -> bytes:
 
 def test_a_bomb_is_inflated_no_further_than_its_bound_and_gives_no_usage() -> None:
     bomb = newlines(32 << 20)  # 32 MiB from 32 KB
-    for content_type, bound in (("text/event-stream", usage.INFLATION_FLOOR),
-                                ("application/json", usage.INFLATION_FLOOR)):  # fmt: skip
+    for content_type, bound in (
+        ("text/event-stream", usage.INFLATION_FLOOR),
+        ("application/json", usage.INFLATION_FLOOR),
+    ):
         reader = UsageReader("anthropic", content_type, "gzip")
         head = gzip.compress(STREAMS["anthropic"][:300])[:-8]  # a usage first, then the bomb
         reader.feed(head[:10])
@@ -158,8 +174,10 @@ def test_a_compressed_stream_is_read_up_to_its_total_bound(
 ) -> None:
     monkeypatch.setattr(usage, "MAX_INFLATED_BYTES", 64 * 1024)
     filler = sse([("ping", {"type": "ping", "note": "x" * 100})] * 1000)  # 130 KB
-    for body, expected in ((STREAMS["anthropic"], EXPECTED["anthropic"][0]),
-                           (filler + STREAMS["anthropic"], None)):  # fmt: skip
+    for body, expected in (
+        (STREAMS["anthropic"], EXPECTED["anthropic"][0]),
+        (filler + STREAMS["anthropic"], None),
+    ):
         packer = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
         reader = UsageReader("anthropic", "text/event-stream", "gzip")
         for i in range(0, len(body), 4096):  # flushed as a server flushes each event

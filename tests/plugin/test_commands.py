@@ -154,8 +154,9 @@ def test_relative_paths_are_taken_from_the_calls_directory() -> None:
         ("/p/src/a.ts", (("lines", "1-9"),)),
     )
     assert shell_use("cat /etc/hosts ./b", workdir="/p").reads == (
-        ("/etc/hosts", ()), ("/p/b", ()),
-    )  # fmt: skip
+        ("/etc/hosts", ()),
+        ("/p/b", ()),
+    )
     assert shell_use("cd ../q && cat a", workdir="/p/r").reads == (("/p/q/a", ()),)
     # a directory that is not certain leaves the paths after it as written
     assert shell_use("cd $D && cat a", workdir="/p").reads == (("a", ()),)
@@ -177,8 +178,9 @@ def test_a_patch_edits_the_files_it_updates_and_writes_those_it_adds_deletes_or_
         "*** Update File: e.py\n@@\n-x\n+y\n*** Delete File: c.py\n*** Add File: d.py\n"
         "+*** Update File: not/a/header.py\n*** End Patch"
     )
-    assert patch_use(patch) == FileUse(writes=("src/a.py", "src/b.py", "c.py", "d.py"),
-                                       edits=("e.py",))  # fmt: skip
+    assert patch_use(patch) == FileUse(
+        writes=("src/a.py", "src/b.py", "c.py", "d.py"), edits=("e.py",)
+    )
     assert patch_use("no patch") == FileUse()
 
 
@@ -209,14 +211,19 @@ def test_any_line_is_read_without_failing_and_the_same_way_twice(
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(["a.py", "'b c.txt'", "src/d.ts"]), min_size=1, max_size=3),
-       st.integers(1, 500), st.integers(0, 500))  # fmt: skip
+@given(
+    st.lists(st.sampled_from(["a.py", "'b c.txt'", "src/d.ts"]), min_size=1, max_size=3),
+    st.integers(1, 500),
+    st.integers(0, 500),
+)
 def test_a_line_range_read_is_the_range_whatever_the_command(
     files: list[str], first: int, count: int
 ) -> None:
     last = first + count
     names = tuple(f.strip("'") for f in files)
-    for command in (f"sed -n '{first},{last}p' {files[0]}",
-                    f"nl -ba {files[0]} | sed -n '{first},{last}p'",
-                    f"cat {files[0]} | head -n {last} | tail -n {count + 1}"):  # fmt: skip
+    for command in (
+        f"sed -n '{first},{last}p' {files[0]}",
+        f"nl -ba {files[0]} | sed -n '{first},{last}p'",
+        f"cat {files[0]} | head -n {last} | tail -n {count + 1}",
+    ):
         assert shell_use(command).reads == ((names[0], (("lines", f"{first}-{last}"),)),), command

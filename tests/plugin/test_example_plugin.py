@@ -28,8 +28,9 @@ def run(
     site: Path, *args: str, stdin: str | None = None, **env: str
 ) -> subprocess.CompletedProcess[str]:
     environ = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), **env}
-    return subprocess.run([str(SCRIPT), *args], input=stdin, capture_output=True, text=True,
-                          check=False, env=environ)  # fmt: skip
+    return subprocess.run(
+        [str(SCRIPT), *args], input=stdin, capture_output=True, text=True, check=False, env=environ
+    )
 
 
 @pytest.mark.slow
@@ -38,10 +39,14 @@ def test_the_installed_plugin_is_listed_with_its_caps(plugin_site: Path) -> None
     (plugin,) = [p for p in listed["plugins"] if p["name"] == "sqltools"]
     assert (plugin["distribution"], plugin["version"]) == ("chatcli-mw-sqltools", "1.0.0")
     assert plugin["hooks"] == ["detect_content_type", "tool_result_cap"]
-    assert listed["tool_caps"]["sql_query"] == {"plugin": "sqltools", "max_chars": 40000,
-                                                "exempt": False}  # fmt: skip
-    blocked = json.loads(run(plugin_site, "plugins", "--json",
-                             CHATCLI_BLOCK_PLUGINS="sqltools").stdout)  # fmt: skip
+    assert listed["tool_caps"]["sql_query"] == {
+        "plugin": "sqltools",
+        "max_chars": 40000,
+        "exempt": False,
+    }
+    blocked = json.loads(
+        run(plugin_site, "plugins", "--json", CHATCLI_BLOCK_PLUGINS="sqltools").stdout
+    )
     assert "sqltools" not in {p["name"] for p in blocked["plugins"]}
     none = json.loads(run(plugin_site, "plugins", "--json", CHATCLI_LOAD_PLUGINS="").stdout)
     assert all(p["builtin"] for p in none["plugins"])

@@ -59,8 +59,10 @@ def test_an_index_finds_what_was_filed_under_any_path_of_the_same_file() -> None
     assert list(index.find("b.ts")) == []
 
 
-@given(st.lists(st.sampled_from(["p", "src", "a.ts", "..", ".", "D:", "x y"]), max_size=6),
-       st.booleans())  # fmt: skip
+@given(
+    st.lists(st.sampled_from(["p", "src", "a.ts", "..", ".", "D:", "x y"]), max_size=6),
+    st.booleans(),
+)
 def test_the_normal_form_is_stable(steps: list[str], absolute: bool) -> None:
     path = ("/" if absolute else "") + "/".join(steps)
     key = file_key(path)

@@ -69,20 +69,27 @@ def test_every_hook_has_a_test() -> None:
 def test_hook_repair_pairing() -> None:
     history = [
         {"role": "user", "content": "deploy"},
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "t1", "name": "deploy", "input": {}},
-            {"type": "tool_use", "id": "t2", "name": "notify", "input": {}},
-        ]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
-                                      "content": "CANCELLED"}]},
-    ]  # fmt: skip
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "t1", "name": "deploy", "input": {}},
+                {"type": "tool_use", "id": "t2", "name": "notify", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "CANCELLED"}],
+        },
+    ]
     with pipeline("repair_pairing") as pipe:
         result = pipe.process(history)
     first, second = result.messages[2]["content"]
     assert first["is_error"] is True  # the plugin's rule
     assert second["tool_use_id"] == "t2" and second["is_error"] is True  # the built-in repair
     assert [a.kind for a in result.report.by_step("pairing")] == [
-        "synthetic_result", "marked_error"]  # fmt: skip
+        "synthetic_result",
+        "marked_error",
+    ]
 
 
 def test_hook_enforce_budget() -> None:
@@ -103,17 +110,23 @@ def test_hook_enforce_budget() -> None:
 
 
 def test_hook_microcompact() -> None:
-    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                         "data": "iVBORw0KGgo" * 50}}  # fmt: skip
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo" * 50},
+    }
     history: list[dict[str, Any]] = [{"role": "user", "content": "look"}]
     for i, tool in enumerate(["screenshot", "click", "click", "click"]):
         content = [image, {"type": "text", "text": "the login page"}] if i == 0 else "ok"
         history += [
-            {"role": "assistant", "content": [
-                {"type": "tool_use", "id": f"t{i}", "name": tool, "input": {}}]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": f"t{i}", "content": content}]},
-        ]  # fmt: skip
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"t{i}", "name": tool, "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": content}],
+            },
+        ]
     with pipeline("microcompact") as pipe:
         result = pipe.process(history)
         block = result.messages[2]["content"][0]
@@ -134,11 +147,15 @@ def test_hook_admit_outputs() -> None:
         assert pipe.spill.load(action.detail["path"]) == output
         history = [
             {"role": "user", "content": "list"},
-            {"role": "assistant", "content": [
-                {"type": "tool_use", "id": "t1", "name": "dir", "input": {}}]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": "t1", "content": output}]},
-        ]  # fmt: skip
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "dir", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": output}],
+            },
+        ]
         result = pipe.process(history)  # the result comes back as the agent had it
     assert result.messages[2]["content"][0]["content"] == admitted.text
     assert [a.kind for a in result.report.actions] == ["decision_replayed"]
@@ -159,7 +176,9 @@ def test_hook_tool_result_cap() -> None:
         exempt = pipe.process(big("read_spilled_file", 100_000))
     (spilled,) = capped.report.actions
     assert (spilled.detail["cap"], spilled.detail["cap_source"]) == (
-        40_000, "plugin example-tool_result_cap")  # fmt: skip
+        40_000,
+        "plugin example-tool_result_cap",
+    )
     assert not exempt.report.actions
 
 
@@ -243,25 +262,34 @@ def test_hook_compact_before_spill(tmp_path: Path) -> None:
     outputs.append("build log\n" * 3_000)
     for i, (tool, output) in enumerate(zip(["search"] * 4 + ["bash"], outputs, strict=True)):
         history += [
-            {"role": "assistant", "content": [
-                {"type": "tool_use", "id": f"t{i}", "name": tool, "input": {}}]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": f"t{i}", "content": output}]},
-        ]  # fmt: skip
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"t{i}", "name": tool, "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": output}],
+            },
+        ]
     with middleware.Pipeline(policy, host=host) as pipe:
         result = pipe.process(history)
         cleared = [a for a in result.report.actions if a.kind == "search_cleared"]
         assert [(a.step, a.tool_call_id) for a in cleared] == [
-            ("microcompact", "t0"), ("microcompact", "t1")]  # fmt: skip
+            ("microcompact", "t0"),
+            ("microcompact", "t1"),
+        ]
         for action, output in zip(cleared, outputs, strict=False):
             assert pipe.spill.load(action.detail["path"]) == output
         assert result.messages[-1]["content"][0]["content"] == outputs[-1]  # room was made
         assert result.messages[6]["content"][0]["content"] == outputs[2]  # protected turns
         assert not result.report.problems
         assert pipe.process(result.messages).messages == result.messages
-    with middleware.Pipeline(policy, host=PluginHost.create(
-        load_entrypoints=False, env={"CHATCLI_BLOCK_PLUGINS": "middleware.steps.microcompact"}
-    )) as pipe:  # fmt: skip
+    with middleware.Pipeline(
+        policy,
+        host=PluginHost.create(
+            load_entrypoints=False, env={"CHATCLI_BLOCK_PLUGINS": "middleware.steps.microcompact"}
+        ),
+    ) as pipe:
         alone = pipe.process(history)  # nobody promises: the budget step spills instead
     assert [a.kind for a in alone.report.actions] == ["spilled"]
 
@@ -314,11 +342,15 @@ def test_hook_loop_alerts() -> None:
     deploy = [{"role": "user", "content": "ship it"}]
     for i in range(2):
         deploy += [
-            {"role": "assistant", "content": [
-                {"type": "tool_use", "id": f"d{i}", "name": "deploy", "input": {}}]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": f"d{i}", "content": "ok"}]},
-        ]  # fmt: skip
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"d{i}", "name": "deploy", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"d{i}", "content": "ok"}],
+            },
+        ]
     with pipeline("loop_alerts") as pipe:
         report = pipe.process(deploy).report
     assert [(a.kind, a.tool_name, a.call_ids) for a in report.loop_alerts] == [

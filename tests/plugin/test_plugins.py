@@ -98,9 +98,12 @@ class Truncate:
             first_line = site.result.text.split("\n", 1)[0]
             conversation.replace_block(site.node, site.block, site.result.with_text(first_line))
             context.record(
-                "truncated", tool_call_id=site.result.call_id, tool_name=site.tool_name,
-                chars_before=len(site.result.text), chars_after=len(first_line),
-            )  # fmt: skip
+                "truncated",
+                tool_call_id=site.result.call_id,
+                tool_name=site.tool_name,
+                chars_before=len(site.result.text),
+                chars_after=len(first_line),
+            )
 
 
 class Crash:

@@ -56,8 +56,11 @@ def guarded(call: str, path: Path | str, dotenv: Path | None = None) -> dict[str
     try:
         proc = subprocess.run(
             [sys.executable, "-c", CHILD, call, str(path), str(dotenv or "")],
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"{call} {path} did not finish within 60 s")
     if not proc.stdout.strip():

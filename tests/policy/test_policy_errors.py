@@ -43,23 +43,33 @@ def one_line(error: PolicyError) -> str:
 @pytest.mark.parametrize(
     ("text", "where", "fragment"),
     [
-        ("version: 1\nname: !!python/object/apply:os.system ['true']\n", "2:7",
-         "unsupported YAML tag"),
+        (
+            "version: 1\nname: !!python/object/apply:os.system ['true']\n",
+            "2:7",
+            "unsupported YAML tag",
+        ),
         ("version: 1\nname: !custom x\n", "2:7", "unsupported YAML tag"),
         (b"version: 1\nname: caf\xe9\n", "2:10", "not UTF-8"),
         ("version: 1\n1: one\n", "2:1", "a key must be text"),
         ("version: 1\n? [a, b]\n: two\n", "2:3", "a key must be text"),
         ("version: 1\ntools:\n  null: {exempt: true}\n", "3:3", "a key must be text"),
-        ("version: 1\nbudget:\n  max_result_chars: " + "9" * 5000 + "\n", "3:21",
-         "at most 2**53"),
-        ("version: 1\nbudget:\n  max_result_chars: 9007199254740993\n", "3:21",
-         "at most 2**53"),
-        ("version: 1\nbudget:\n  context_aware:\n    chars_per_token: .nan\n", "4:22",
-         "not a finite number"),
-        ("version: 1\nbudget:\n  context_aware:\n    chars_per_token: .inf\n", "4:22",
-         "not a finite number"),
-        ("version: 1\nbudget:\n  context_aware:\n    chars_per_token: 1.0e+309\n", "4:22",
-         "not a finite number"),
+        ("version: 1\nbudget:\n  max_result_chars: " + "9" * 5000 + "\n", "3:21", "at most 2**53"),
+        ("version: 1\nbudget:\n  max_result_chars: 9007199254740993\n", "3:21", "at most 2**53"),
+        (
+            "version: 1\nbudget:\n  context_aware:\n    chars_per_token: .nan\n",
+            "4:22",
+            "not a finite number",
+        ),
+        (
+            "version: 1\nbudget:\n  context_aware:\n    chars_per_token: .inf\n",
+            "4:22",
+            "not a finite number",
+        ),
+        (
+            "version: 1\nbudget:\n  context_aware:\n    chars_per_token: 1.0e+309\n",
+            "4:22",
+            "not a finite number",
+        ),
         ("version: 1\nname: 2026-11-23\n", "2:7", "quote it"),
         ("version: 1\nname: !!binary aGVsbG8=\n", "2:7", "not a policy value"),
         ("version: 1\nname: !!set {a, b}\n", "2:7", "not a policy value"),
@@ -67,10 +77,26 @@ def one_line(error: PolicyError) -> str:
         ("version: 1\n---\nversion: 1\n", "2:1", "invalid YAML"),
         ("version: 1\n<<: 5\n", "2:5", "invalid YAML"),
     ],
-    ids=["python-tag", "local-tag", "latin-1", "int-key", "list-key", "null-key", "huge-int",
-         "int-over-2**53", "nan", "inf", "1e309", "date", "binary", "set", "nul", "two-docs",
-         "bad-merge"],
-)  # fmt: skip
+    ids=[
+        "python-tag",
+        "local-tag",
+        "latin-1",
+        "int-key",
+        "list-key",
+        "null-key",
+        "huge-int",
+        "int-over-2**53",
+        "nan",
+        "inf",
+        "1e309",
+        "date",
+        "binary",
+        "set",
+        "nul",
+        "two-docs",
+        "bad-merge",
+    ],
+)
 def test_a_bad_file_is_a_located_policy_error(
     tmp_path: Path, text: str | bytes, where: str, fragment: str
 ) -> None:
@@ -216,9 +242,13 @@ def test_the_command_line_prints_one_line_and_exits_2(tmp_path: Path) -> None:
     path = write(tmp_path, "p.yaml", "version: 1\nname: !!python/object/apply:os.system ['true']\n")
     proc = subprocess.run(
         [sys.executable, "-m", "middleware", "config", "--policy", str(path)],
-        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
         env={"PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.count("\n") == 1

@@ -79,10 +79,17 @@ def test_policy_env_var_selects_the_file(tmp_path: Path) -> None:
 
 def test_extends_chains_relative_paths_and_default(tmp_path: Path) -> None:
     (tmp_path / "base").mkdir()
-    write(tmp_path / "base", "base.yaml", "version: 1\nextends: default\nname: base\n"
-          "budget:\n  max_result_chars: 30000\n  turn_budget_chars: 100000\n")  # fmt: skip
-    child = write(tmp_path, "child.yaml", "version: 1\nextends: base/base.yaml\nname: child\n"
-                  "budget:\n  max_result_chars: 25000\n")  # fmt: skip
+    write(
+        tmp_path / "base",
+        "base.yaml",
+        "version: 1\nextends: default\nname: base\n"
+        "budget:\n  max_result_chars: 30000\n  turn_budget_chars: 100000\n",
+    )
+    child = write(
+        tmp_path,
+        "child.yaml",
+        "version: 1\nextends: base/base.yaml\nname: child\nbudget:\n  max_result_chars: 25000\n",
+    )
     policy = load(child)
     assert (policy.name, policy.get("budget.max_result_chars")) == ("child", 25_000)
     assert policy.get("budget.turn_budget_chars") == 100_000
@@ -132,8 +139,11 @@ def test_wrong_types_are_located(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
-        ("CHATCLI_TOOL_RESULT_MAX_CHARS", "20k",
-         "CHATCLI_TOOL_RESULT_MAX_CHARS='20k': expected an integer of at least 256"),
+        (
+            "CHATCLI_TOOL_RESULT_MAX_CHARS",
+            "20k",
+            "CHATCLI_TOOL_RESULT_MAX_CHARS='20k': expected an integer of at least 256",
+        ),
         ("CHATCLI_TOOL_RESULT_BUDGET_CHARS", "-5", "expected an integer of at least 256"),
         ("CHATCLI_MICROCOMPACT_TRUNCATE_TURNS", "abc", "'abc': expected a positive integer"),
         ("CHATCLI_MICROCOMPACT_SUMMARIZE_TURNS", "1e5", "expected a positive integer"),
@@ -142,7 +152,7 @@ def test_wrong_types_are_located(tmp_path: Path) -> None:
         ("CHATCLI_BUDGET__TURN_STRATEGY", "smallest", "expected one of largest_first, even_split"),
         ("CHATCLI_BUDGET__MAX_CHRAS", "5", "did you mean 'max_result_chars'?"),
     ],
-)  # fmt: skip
+)
 def test_invalid_environment_values_name_the_variable(name: str, value: str, message: str) -> None:
     with pytest.raises(PolicyError) as info:
         load(env={name: value})
@@ -163,11 +173,15 @@ def test_invalid_environment_values_name_the_variable(name: str, value: str, mes
         ("CHATCLI_AGENT_KEEP_TMPDIR", "TRUE", "spill.keep", True),
         ("CHATCLI_BUDGET__PREVIEW__UNIT", "bytes", "budget.preview.unit", "bytes"),
         ("CHATCLI_SPILL__ROOT", "null", "spill.root", None),
-        ("CHATCLI_MICROCOMPACT__EXEMPT_TOOLS", '["Write"]', "microcompact.exempt_tools",
-         ("Write",)),
+        (
+            "CHATCLI_MICROCOMPACT__EXEMPT_TOOLS",
+            '["Write"]',
+            "microcompact.exempt_tools",
+            ("Write",),
+        ),
         ("CHATCLI_TOOLS__READ", '{"max_chars": 9000}', "tools.read.max_chars", 9000),
     ],
-)  # fmt: skip
+)
 def test_every_alias_and_dunder_variable(name: str, value: str, key: str, expected: Any) -> None:
     assert load(env={name: value}).get(key) == expected
 
@@ -207,8 +221,12 @@ def test_an_operators_typo_is_an_error_naming_the_variable(
     with pytest.raises(PolicyError, match=re.escape(variable)) as info:
         load(env={variable: value})
     assert said in str(info.value)
-    assert load(env={"CHATCLI_MICROCOMPACT__SCHEDULE__REWRITE_COST": "0e5"}).get(
-        "microcompact.schedule.rewrite_cost") == 0  # fmt: skip
+    assert (
+        load(env={"CHATCLI_MICROCOMPACT__SCHEDULE__REWRITE_COST": "0e5"}).get(
+            "microcompact.schedule.rewrite_cost"
+        )
+        == 0
+    )
 
 
 @given(st.integers(min_value=256, max_value=10**9))

@@ -61,8 +61,10 @@ def test_schema_command_prints_the_schema_its_path_and_the_reference() -> None:
     def run(*args: str) -> str:
         done = subprocess.run(
             [sys.executable, "-m", "middleware", "schema", *args],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return done.stdout
 
     assert json.loads(run())["title"] == "chatcli-middleware policy"

@@ -17,8 +17,9 @@ PATHS = st.sampled_from(["", "/", "/v1", "/anthropic/v1?x=1", "/db#frag", "/mode
 #: What a raw password may hold and still leave the URL's authority where httpx finds it.
 RAW = st.text(
     st.characters(blacklist_characters="/?#", blacklist_categories=("Cs", "Zs", "Cc", "Zl", "Zp")),
-    min_size=1, max_size=40,
-)  # fmt: skip
+    min_size=1,
+    max_size=40,
+)
 USERS = st.text(st.characters(whitelist_categories=("Ll", "Lu", "Nd")), min_size=1, max_size=12)
 
 
@@ -45,9 +46,14 @@ def test_no_encoded_password_survives(
 
 
 @given(
-    scheme=SCHEMES, user=USERS, password=RAW, host=HOSTS, path=PATHS,
-    before=st.text(max_size=20), after=st.text(max_size=20),
-)  # fmt: skip
+    scheme=SCHEMES,
+    user=USERS,
+    password=RAW,
+    host=HOSTS,
+    path=PATHS,
+    before=st.text(max_size=20),
+    after=st.text(max_size=20),
+)
 def test_no_raw_password_survives_in_a_log_line(
     *, scheme: str, user: str, password: str, host: str, path: str, before: str, after: str
 ) -> None:

@@ -20,9 +20,12 @@ MISSING = (
 
 def results_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
-        b for m in messages if isinstance(m["content"], list)
-        for b in m["content"] if b["type"] == "tool_result"
-    ]  # fmt: skip
+        b
+        for m in messages
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    ]
 
 
 def test_a_call_without_result_gets_the_synthetic_error(tmp_path: Path) -> None:
@@ -30,8 +33,12 @@ def test_a_call_without_result_gets_the_synthetic_error(tmp_path: Path) -> None:
         messages = batch(("read", "ok"), ("search", "ok"))
         del messages[-1]["content"][1]
         (_, synthetic) = results_of(pipe.process(messages).messages)
-        assert synthetic == {"type": "tool_result", "tool_use_id": "t1", "content": MISSING,
-                             "is_error": True}  # fmt: skip
+        assert synthetic == {
+            "type": "tool_result",
+            "tool_use_id": "t1",
+            "content": MISSING,
+            "is_error": True,
+        }
 
 
 def test_a_result_without_call_is_removed(tmp_path: Path) -> None:

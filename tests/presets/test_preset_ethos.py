@@ -113,7 +113,7 @@ def loop(calls: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
                 "content": [{"type": "tool_result", "tool_use_id": f"c{i}", "content": "ok"}],
             }
         )
-    return messages  # fmt: skip
+    return messages
 
 
 def test_the_21st_call_of_a_turn_trips_max_tool_calls_per_turn(tmp_path: Path) -> None:

@@ -46,9 +46,12 @@ def histories(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 def result_texts(messages: list[dict[str, Any]]) -> list[str]:
     return [
-        b["content"] for m in messages if isinstance(m["content"], list)
-        for b in m["content"] if b.get("type") == "tool_result"
-    ]  # fmt: skip
+        b["content"]
+        for m in messages
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
 
 
 @pytest.mark.parametrize("name", middleware.preset_names())

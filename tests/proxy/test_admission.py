@@ -258,8 +258,10 @@ def test_fail_closed_a_body_not_cleaned_in_time_gets_503_in_the_providers_shape(
 ) -> None:
     anthropic = pytest.importorskip("anthropic")
     limits = {
-        "proxy.cleaning_bytes": 1, "proxy.cleaning_wait_seconds": 0.5, "proxy.fail_open": False
-    }  # fmt: skip
+        "proxy.cleaning_bytes": 1,
+        "proxy.cleaning_wait_seconds": 0.5,
+        "proxy.fail_open": False,
+    }
     with running(provider, tmp_path, **limits) as stack, ThreadPoolExecutor(1) as pool:
         url = stack.url + "/v1/messages"
         first = pool.submit(httpx.post, url, json=conversation("a"), headers=ANTHROPIC, timeout=60)

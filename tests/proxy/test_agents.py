@@ -85,9 +85,11 @@ NOT_COVERED_ELSEWHERE = [agent for agent in AGENT_LIST if agent.name not in COVE
 
 def each_agent_not_covered_elsewhere() -> pytest.MarkDecorator:
     return pytest.mark.parametrize(
-        "setup", NOT_COVERED_ELSEWHERE, indirect=True,
+        "setup",
+        NOT_COVERED_ELSEWHERE,
+        indirect=True,
         ids=[agent.name for agent in NOT_COVERED_ELSEWHERE],
-    )  # fmt: skip
+    )
 
 
 def named_file(preview: str) -> Path:
@@ -133,8 +135,10 @@ def sessions(setup: Setup) -> set[str]:
 def workspaces(setup: Setup) -> dict[Path, str]:
     """Each session folder of the spill store, and what its files hold."""
     folders = {f.parent.parent for f in setup.spill.glob("chatcli-agent-*/tool-results/*")}
-    return {folder: "".join(p.read_text("utf-8") for p in sorted(folder.glob("tool-results/*")))
-            for folder in folders}  # fmt: skip
+    return {
+        folder: "".join(p.read_text("utf-8") for p in sorted(folder.glob("tool-results/*")))
+        for folder in folders
+    }
 
 
 @each_agent_not_covered_elsewhere()
@@ -193,8 +197,11 @@ def readbacks_shown(setup: Setup) -> list[tuple[str, str, str]]:
             page = httpx.get(f"{setup.url}/ui/api/sessions/{quote(session, safe='')}?limit=100")
             requests = page.json()["requests"] if page.status_code == 200 else []
             records += len(requests)
-            shown.extend((r["kind"], r["step"], r["tool"])
-                         for request in requests for r in request.get("readbacks", []))  # fmt: skip
+            shown.extend(
+                (r["kind"], r["step"], r["tool"])
+                for request in requests
+                for r in request.get("readbacks", [])
+            )
         return records >= len(cleaned)
 
     assert wait_for(found), "the console has not recorded every request"
@@ -231,9 +238,14 @@ def test_a_spill_file_read_with_the_agents_file_tool_is_one_read_back(setup: Set
     # off the saving.
     (session,) = sessions(setup)
     assert wait_for(
-        lambda: httpx.get(f"{setup.url}/sessions/{quote(session, safe='')}").json()
-        .get("readbacks", {}).get("count") == 1
-    )  # fmt: skip
+        lambda: (
+            httpx.get(f"{setup.url}/sessions/{quote(session, safe='')}")
+            .json()
+            .get("readbacks", {})
+            .get("count")
+            == 1
+        )
+    )
     ledger = httpx.get(f"{setup.url}/sessions/{quote(session, safe='')}").json()
     priced = ledger["readbacks"]
     assert priced["tokens"] > 0 and priced["dollars"] > 0, ledger
@@ -259,9 +271,13 @@ def wait_until_billed(url: str, answers: int) -> dict[str, Any]:
 
 
 #: Where each agent's session id is found (middleware.conversations.keys).
-SESSION_FROM = {"claude": "x-claude-code-session-id", "codex": "session-id",
-                "opencode": "x-session-id", "opencode-openai": "session-id",
-                "gemini": "call_ids"}  # fmt: skip
+SESSION_FROM = {
+    "claude": "x-claude-code-session-id",
+    "codex": "session-id",
+    "opencode": "x-session-id",
+    "opencode-openai": "session-id",
+    "gemini": "call_ids",
+}
 #: Where a session is found for a request sent before the model's first reply, if
 #: elsewhere: Gemini CLI's first request waits for the conversation that follows it.
 BEFORE_REPLY = {"gemini": "joined"}
@@ -322,8 +338,12 @@ def first_call_id(body: dict[str, Any]) -> str:
 #: How each agent answers, on resume, a tool call it was killed in the middle of (the
 #: pinned versions all do: Claude Code and Gemini CLI drop the call from their record,
 #: Codex CLI and opencode send a result saying it was cut short).
-OWN_ANSWER = {"claude": None, "codex": "aborted", "opencode": "[Tool execution was interrupted]",
-              "gemini": None}  # fmt: skip
+OWN_ANSWER = {
+    "claude": None,
+    "codex": "aborted",
+    "opencode": "[Tool execution was interrupted]",
+    "gemini": None,
+}
 
 
 @each_agent_not_covered_elsewhere()
@@ -338,8 +358,11 @@ def test_an_interrupted_tool_call_is_repaired_on_the_next_request(setup: Setup) 
     run.kill()  # mid-tool: the call has no result in the agent's record
     before = len(setup.provider.accepted)
     setup.run(GO_ON, resume=True)
-    resumed = [(path, headers, body) for path, headers, body in setup.provider.accepted[before:]
-               if body.get("tools")]  # fmt: skip
+    resumed = [
+        (path, headers, body)
+        for path, headers, body in setup.provider.accepted[before:]
+        if body.get("tools")
+    ]
     assert resumed, "the resumed session sent nothing"
     assert all(line["repairs"] == 0 for line in setup.cleaned())  # nothing to repair
     path, headers, sent = resumed[0]
@@ -352,9 +375,10 @@ def test_an_interrupted_tool_call_is_repaired_on_the_next_request(setup: Setup) 
         # A request whose call has its result, as the agent sends it, to take it out of.
         setup.run(RUN_BIG)
         path, headers, sent = next(
-            (path, headers, body) for path, headers, body in reversed(setup.provider.accepted)
+            (path, headers, body)
+            for path, headers, body in reversed(setup.provider.accepted)
             if body.get("tools") and results(setup.agent.fmt, body)
-        )  # fmt: skip
+        )
     else:
         assert len(calls) == 1 and [a.text for a in answers] == [own]
 
@@ -443,8 +467,10 @@ def routed_runs(setup: Setup, prompt: str, runs: int = 1, *, resume: bool = Fals
     """``runs`` Gemini CLI runs of ``prompt`` at once on the CLI's default model, whose
     router the scripted model answers (a call without tools before each prompt)."""
     setup.provider.script = routed(scripted(setup.agent.tools, setup.agent.fmt))
-    started = [Run(gemini_routed_argv(prompt, resume), setup.project, setup.env).start()
-               for _ in range(runs)]  # fmt: skip
+    started = [
+        Run(gemini_routed_argv(prompt, resume), setup.project, setup.env).start()
+        for _ in range(runs)
+    ]
     setup.started += started
     for run in started:
         assert run.wait().returncode == 0, run.explain()
@@ -472,7 +498,8 @@ def test_one_gemini_cli_run_is_one_session_with_its_router_calls(setup: Setup) -
     ledger, console = listed(setup)
     assert [(s["session"], s["requests"]) for s in ledger] == [(ledger[0]["session"], 7)]
     assert [(s["session"], s["requests"], s["agent"]) for s in console] == [
-        (ledger[0]["session"], 7, "Gemini CLI")]  # fmt: skip
+        (ledger[0]["session"], 7, "Gemini CLI")
+    ]
     assert {line["session"] for line in setup.cleaned()} == {ledger[0]["session"]}
 
 
@@ -488,4 +515,5 @@ def test_two_gemini_cli_runs_at_once_are_two_sessions(setup: Setup) -> None:
     assert len(ledger) == 2 and sum(s["requests"] for s in ledger) == 8
     assert all(s["requests"] >= 3 for s in ledger)  # an opening request and two more each
     assert {s["session"]: s["requests"] for s in console} == {
-        s["session"]: s["requests"] for s in ledger}  # fmt: skip
+        s["session"]: s["requests"] for s in ledger
+    }

@@ -36,8 +36,11 @@ from middleware.proxy.build import build_proxy
 BOMB_BYTES = 128 * 1024 * 1024
 #: The upstream sends this much of its answer, then waits for the test.
 FIRST_PART = 96 * 1024
-REQUEST = {"model": "claude-sonnet-5", "max_tokens": 5,
-           "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+REQUEST = {
+    "model": "claude-sonnet-5",
+    "max_tokens": 5,
+    "messages": [{"role": "user", "content": "hi"}],
+}
 
 
 @cache
@@ -71,9 +74,10 @@ class Upstream:
                 yield self.body[FIRST_PART:]
 
             return StreamingResponse(
-                parts(), media_type=self.content_type,
+                parts(),
+                media_type=self.content_type,
                 headers={"content-encoding": self.encoding},
-            )  # fmt: skip
+            )
 
         return Starlette(routes=[Route("/v1/messages", answer, methods=["POST"])])
 
@@ -129,10 +133,13 @@ def inflation(monkeypatch: pytest.MonkeyPatch) -> Inflation:
 def proxied(upstream: Upstream, tmp_path: Path) -> Iterator[tuple[Proxy, str]]:
     """``upstream`` on loopback and the proxy in front of it."""
     with serving(upstream.app()) as up:
-        proxy, app = build_proxy(None, {
-            "proxy.upstreams": {provider.name: up for provider in providers()},
-            "spill.root": str(tmp_path / "spill"),
-        })  # fmt: skip
+        proxy, app = build_proxy(
+            None,
+            {
+                "proxy.upstreams": {provider.name: up for provider in providers()},
+                "spill.root": str(tmp_path / "spill"),
+            },
+        )
         with serving(app) as url:
             yield proxy, url
 

@@ -19,23 +19,32 @@ from middleware.proxy.build import build_proxy
 STATUS, RECALL = "status-0123456789", "recall-0123456789"
 #: Each route of the proxy's own, and the token it takes.
 ROUTES = [
-    ("GET", "/healthz", STATUS), ("GET", "/metrics", STATUS),
-    ("GET", "/sessions", RECALL), ("GET", "/sessions/s1", RECALL),
-    ("GET", "/recall/s1/out.txt", RECALL), ("DELETE", "/sessions/s1", RECALL),
-    ("GET", "/ui/", RECALL), ("GET", "/ui/static/console.js", RECALL),
-    ("GET", "/ui/api/sessions", RECALL), ("GET", "/ui/api/sessions/s1", RECALL),
+    ("GET", "/healthz", STATUS),
+    ("GET", "/metrics", STATUS),
+    ("GET", "/sessions", RECALL),
+    ("GET", "/sessions/s1", RECALL),
+    ("GET", "/recall/s1/out.txt", RECALL),
+    ("DELETE", "/sessions/s1", RECALL),
+    ("GET", "/ui/", RECALL),
+    ("GET", "/ui/static/console.js", RECALL),
+    ("GET", "/ui/api/sessions", RECALL),
+    ("GET", "/ui/api/sessions/s1", RECALL),
     ("GET", "/ui/api/proxy", RECALL),
-]  # fmt: skip
+]
 
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     host = outside_address()
     spill = tmp_path_factory.mktemp("bearer") / "spill"
-    _, app = build_proxy(None, {
-        "proxy.status_token": STATUS, "proxy.recall_token": RECALL,
-        "spill.root": str(spill),
-    })  # fmt: skip
+    _, app = build_proxy(
+        None,
+        {
+            "proxy.status_token": STATUS,
+            "proxy.recall_token": RECALL,
+            "spill.root": str(spill),
+        },
+    )
     with serving(app, host) as served:
         yield served
 

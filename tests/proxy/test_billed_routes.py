@@ -36,10 +36,14 @@ def call(turn: int) -> list[dict[str, Any]]:
     """One tool call of the agent's and its long output, as Responses items."""
     ident = f"call_{turn:02d}"
     return [
-        {"type": "function_call", "call_id": ident, "name": "exec_command",
-         "arguments": json.dumps({"cmd": f"grep -rn handler src/part{turn}"})},
+        {
+            "type": "function_call",
+            "call_id": ident,
+            "name": "exec_command",
+            "arguments": json.dumps({"cmd": f"grep -rn handler src/part{turn}"}),
+        },
         {"type": "function_call_output", "call_id": ident, "output": output(turn)},
-    ]  # fmt: skip
+    ]
 
 
 def play(client: openai.OpenAI, clock: Clock) -> None:
@@ -57,8 +61,10 @@ def play(client: openai.OpenAI, clock: Clock) -> None:
         if (turn + 1) % COMPACT_EVERY == 0:
             clock.now += 10
             compacted = client.responses.with_raw_response.compact(
-                model=MODEL, input=history, extra_headers=headers,  # type: ignore[arg-type]
-            )  # fmt: skip
+                model=MODEL,
+                input=history,  # type: ignore[arg-type]
+                extra_headers=headers,
+            )
             history = json.loads(compacted.text)["output"]
 
 
@@ -149,18 +155,22 @@ def test_legacy_completions_and_embeddings_are_billed(
         prompt = "def handler(request):\n" * 300
         if streamed:
             for _ in client.completions.create(
-                model="gpt-3.5-turbo-instruct", prompt=prompt, stream=True,
-                stream_options={"include_usage": True}, extra_headers=headers,
-            ):  # fmt: skip
+                model="gpt-3.5-turbo-instruct",
+                prompt=prompt,
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_headers=headers,
+            ):
                 pass
         else:
             client.completions.create(
                 model="gpt-3.5-turbo-instruct", prompt=prompt, extra_headers=headers
             )
         client.embeddings.create(
-            model="text-embedding-3-small", input=["handler one", "handler two"],
+            model="text-embedding-3-small",
+            input=["handler one", "handler two"],
             extra_headers=headers,
-        )  # fmt: skip
+        )
         wait_for(lambda: stack.proxy.ledger.total()["requests"] == 2, 5)
         session = httpx.get(stack.url + "/sessions/beside").json()
     billed = reported(provider.cache, "openai")  # type: ignore[arg-type]
@@ -177,8 +187,11 @@ def test_an_anthropic_compaction_s_own_sampling_is_billed(tmp_path: Any, streame
     ``usage.iterations`` (a ``compaction`` entry), not in the top-level fields, and billed
     all the same: the ledger adds it (before: its 52,000 input tokens were missing)."""
     stand_in = Provider(context_chars=10**7)
-    edits = {"edits": [{"type": "compact_20260112",
-                        "trigger": {"type": "input_tokens", "value": 50_000}}]}  # fmt: skip
+    edits = {
+        "edits": [
+            {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 50_000}}
+        ]
+    }
     messages = [{"role": "user", "content": "An old conversation line. " * 8_000}]
     kw: dict[str, Any] = {"model": "claude-sonnet-5", "max_tokens": 100, "messages": messages,
                           "betas": ["compact-2026-01-12"], "context_management": edits,

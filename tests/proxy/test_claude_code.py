@@ -113,9 +113,14 @@ def session(
             home.mkdir()
             done = subprocess.run(
                 CLAUDE.argv("Run the five commands.", False),
-                env=CLAUDE.configure(home, tmp_path, url), cwd=tmp_path, capture_output=True,
-                text=True, timeout=300, check=False, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
+                env=CLAUDE.configure(home, tmp_path, url),
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
             recorder.continued = proxy.metrics.registry.get_sample_value(
                 "chatcli_proxy_continued_total"
             )

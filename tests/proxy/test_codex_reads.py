@@ -122,9 +122,14 @@ def test_a_sed_read_is_kept_whole_then_its_summary_says_the_command_to_read_it_a
     assert readbacks_counted(codex) == {("reread", "microcompact", "exec_command"): 1}
     (session,) = {line["session"] for line in codex.cleaned() if line.get("chars_before")}
     assert wait_for(
-        lambda: httpx.get(f"{codex.url}/sessions/{quote(session, safe='')}").json()
-        .get("readbacks", {}).get("count") == 1
-    )  # fmt: skip
+        lambda: (
+            httpx.get(f"{codex.url}/sessions/{quote(session, safe='')}")
+            .json()
+            .get("readbacks", {})
+            .get("count")
+            == 1
+        )
+    )
 
 
 def _result(seen: list[Event], n: int, default: str | None = None) -> str:

@@ -38,14 +38,19 @@ def wire(value: Any) -> bytes:
 
 
 def compaction_related(body: dict[str, Any]) -> list[dict[str, Any]]:
-    return [item for item in body["input"]
-            if item.get("type") in ("compaction", "compaction_trigger")]  # fmt: skip
+    return [
+        item for item in body["input"] if item.get("type") in ("compaction", "compaction_trigger")
+    ]
 
 
 def issued_in(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The compaction items the recorded run was answered with."""
-    return [item for request in requests for item in request["answer"]["output"] or []
-            if item.get("type") == "compaction"]  # fmt: skip
+    return [
+        item
+        for request in requests
+        for item in request["answer"]["output"] or []
+        if item.get("type") == "compaction"
+    ]
 
 
 @pytest.mark.skipif(os.environ.get("CHATCLI_RECORD") != "1", reason="CHATCLI_RECORD=1 records")
@@ -78,8 +83,11 @@ def test_the_recording_holds_one_compaction_sent_back_as_issued() -> None:
     for request in later:
         items = request["body"]["input"]
         (at,) = [i for i, item in enumerate(items) if item.get("type") == "compaction"]
-        assert items[at] == {"type": "compaction", "id": issued["id"],
-                             "encrypted_content": issued["encrypted_content"]}  # fmt: skip
+        assert items[at] == {
+            "type": "compaction",
+            "id": issued["id"],
+            "encrypted_content": issued["encrypted_content"],
+        }
         assert all(item.get("type") == "message" for item in items[:at])
     assert later[1]["body"]["input"][-2]["type"] == "function_call"  # the call after it
 
@@ -108,8 +116,9 @@ def test_codex_compaction_requests_reach_the_provider_with_their_compaction_item
     ):
         for request in requests:
             raw = wire(request["body"])
-            answer = httpx.post(stack.url + request["path"], content=raw,
-                                headers=request["headers"], timeout=60)  # fmt: skip
+            answer = httpx.post(
+                stack.url + request["path"], content=raw, headers=request["headers"], timeout=60
+            )
             assert answer.status_code == 200, answer.text
             sent = stand_in.raw[-1]
             rewritten += sent != raw
@@ -157,8 +166,13 @@ def test_the_stand_in_refuses_what_openai_refuses_of_compaction(
         {**issued, "id": "cmp_other"},
         {"type": "compaction", "encrypted_content": "gAAAAAmade-up"},
     ):
-        body = {**after["body"], "input": [changed if item.get("type") == "compaction" else item
-                                           for item in after["body"]["input"]]}  # fmt: skip
+        body = {
+            **after["body"],
+            "input": [
+                changed if item.get("type") == "compaction" else item
+                for item in after["body"]["input"]
+            ],
+        }
         code, text = status(body)
         assert code == 400 and "could not be verified" in text
     items = ask["body"]["input"]
@@ -231,8 +245,7 @@ def test_server_side_compaction_of_responses_passes_through_streamed(stack: Stac
         assert [item["type"] for item in output] == ["compaction", "message"]
         assert stack.provider.compactions[output[0]["encrypted_content"]] == output[0]
         call = {"type": "function_call", "call_id": "call_9", "name": "make", "arguments": "{}"}
-        follow = [*history, *output, call,
-                  {"type": "message", "role": "user", "content": "Go on."}]  # fmt: skip
+        follow = [*history, *output, call, {"type": "message", "role": "user", "content": "Go on."}]
         client.responses.create(model="gpt-5.5", input=follow, context_management=management)
     arrived = json.loads(stack.provider.raw[-1])
     assert wire(output[0]) in stack.provider.raw[-1]
@@ -250,8 +263,11 @@ def test_anthropic_compaction_blocks_pass_through(large_stack: Stack, streamed: 
     stand-in wrote it, and sent back (the whole ``content``, as Anthropic says) it arrives
     byte for byte and is accepted, the call beside it still repaired."""
     stack = large_stack
-    edits = {"edits": [{"type": "compact_20260112",
-                        "trigger": {"type": "input_tokens", "value": 50_000}}]}  # fmt: skip
+    edits = {
+        "edits": [
+            {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 50_000}}
+        ]
+    }
     long = "An old conversation line. " * 8_000  # 208,000 characters: over 50,000 tokens
     messages: list[dict[str, Any]] = [
         {"role": "user", "content": long},
@@ -271,8 +287,11 @@ def test_anthropic_compaction_blocks_pass_through(large_stack: Stack, streamed: 
         assert content[0]["type"] == "compaction"
         assert stack.provider.compactions[content[0]["encrypted_content"]] == content[0]
         call = {"type": "tool_use", "id": "toolu_9", "name": "Bash", "input": {}}
-        follow = [*messages, {"role": "assistant", "content": [*content, call]},
-                  {"role": "user", "content": "Go on."}]  # fmt: skip
+        follow = [
+            *messages,
+            {"role": "assistant", "content": [*content, call]},
+            {"role": "user", "content": "Go on."},
+        ]
         client.beta.messages.create(**{**kw, "messages": follow})
     arrived = json.loads(stack.provider.raw[-1])
     assert wire(content[0]) in stack.provider.raw[-1]

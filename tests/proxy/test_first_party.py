@@ -97,8 +97,7 @@ def claude_script(_: str, body: dict[str, Any]) -> Reply:
     if "ToolSearch" in sent:
         if "ToolSearch" in called:
             return Reply(text="The searched tool was never sent.")
-        return Reply(calls=(Call("ToolSearch", {"query": f"select:{MCP_TOOL}",
-                                                "max_results": 5}),))  # fmt: skip
+        return Reply(calls=(Call("ToolSearch", {"query": f"select:{MCP_TOOL}", "max_results": 5}),))
     if called.count("Bash") < 100:  # the MCP server is still starting
         return Reply(calls=(Call("Bash", {"command": "sleep 0.2", "description": "wait"}),))
     return Reply(text="The MCP server never connected.")
@@ -109,9 +108,11 @@ def run_claude(tmp_path: Path, extra: dict[str, str]) -> Session:
     variables, an MCP server and :data:`MODEL`, through the proxy (compacting on every
     turn, so that it rewrites the requests it forwards)."""
     claude = AGENT_BY_NAME["claude"]
-    compacting = {"microcompact.schedule.rewrite_cost": 0,
-                  "microcompact.schedule.expected_turns_min": 0,
-                  "microcompact.summarize_turns": 2}  # fmt: skip
+    compacting = {
+        "microcompact.schedule.rewrite_cost": 0,
+        "microcompact.schedule.expected_turns_min": 0,
+        "microcompact.summarize_turns": 2,
+    }
     with through_the_proxy(tmp_path, claude_script, compacting) as (provider, url):
         home, project = tmp_path / "home", tmp_path / "project"
         for folder in (home, project):
@@ -142,10 +143,18 @@ def mcp_tools(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def tool_results(body: dict[str, Any], name: str) -> list[Any]:
     """The content of each result of a call to ``name`` in ``body``, as sent."""
-    ids = {block["id"] for message in body["messages"] for block in blocks(message)
-           if block.get("type") == "tool_use" and block.get("name") == name}  # fmt: skip
-    return [block.get("content") for message in body["messages"] for block in blocks(message)
-            if block.get("type") == "tool_result" and block.get("tool_use_id") in ids]  # fmt: skip
+    ids = {
+        block["id"]
+        for message in body["messages"]
+        for block in blocks(message)
+        if block.get("type") == "tool_use" and block.get("name") == name
+    }
+    return [
+        block.get("content")
+        for message in body["messages"]
+        for block in blocks(message)
+        if block.get("type") == "tool_result" and block.get("tool_use_id") in ids
+    ]
 
 
 def blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -192,8 +201,11 @@ def test_claude_code_keeps_tool_search_and_its_1m_window_only_as_documented(
     downgraded = plain.requests("/v1/messages")
     assert not any(TOOL_SEARCH_BETA in headers["anthropic-beta"] for headers, _ in downgraded)
     bodies = [body for _, body in downgraded]
-    assert not any(tool.get("defer_loading") or tool["name"] == "ToolSearch"
-                   for body in bodies for tool in body["tools"])  # fmt: skip
+    assert not any(
+        tool.get("defer_loading") or tool["name"] == "ToolSearch"
+        for body in bodies
+        for tool in body["tools"]
+    )
     connected = [body for body in bodies if mcp_tools(body)]
     assert connected and all(set(mcp_tools(body)) == MCP_TOOLS for body in connected)
     assert any(rewritten(body) for body in connected)
@@ -219,8 +231,7 @@ def run_codex(tmp_path: Path, provider_name: str | None = None) -> Session:
             folder.mkdir(parents=True)
         config = documented("Codex CLI", "toml").replace(DOCUMENTED_URL, url)
         if provider_name is not None:
-            config, renamed = re.subn(r'(?m)^name = "OpenAI"$', f'name = "{provider_name}"',
-                                      config)  # fmt: skip
+            config, renamed = re.subn(r'(?m)^name = "OpenAI"$', f'name = "{provider_name}"', config)
             assert renamed == 1, config
         limit = f"model_auto_compact_token_limit = {CODEX_COMPACT_AT}\n"  # a root key: first
         (home / ".codex" / "config.toml").write_text(limit + config, "utf-8")
@@ -234,8 +245,11 @@ def run_codex(tmp_path: Path, provider_name: str | None = None) -> Session:
 def local_compactions(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The requests asking the model for a summary of the history (Codex's own
     compaction), by their last input item."""
-    return [body for body in bodies if isinstance(body.get("input"), list)
-            and LOCAL_COMPACTION in json.dumps(body["input"][-1])]  # fmt: skip
+    return [
+        body
+        for body in bodies
+        if isinstance(body.get("input"), list) and LOCAL_COMPACTION in json.dumps(body["input"][-1])
+    ]
 
 
 def test_codex_compacts_remotely_only_under_the_documented_provider_name(
@@ -252,8 +266,10 @@ def test_codex_compacts_remotely_only_under_the_documented_provider_name(
     remote = [body for _, body in run_codex(tmp_path / "documented").requests("/v1/responses")]
     asks = [i for i, body in enumerate(remote) if triggered(body)]
     assert len(asks) == 1 and not local_compactions(remote)
-    assert all(any(item.get("type") == "compaction" for item in body["input"])
-               for body in remote[asks[0] + 1 :])  # fmt: skip
+    assert all(
+        any(item.get("type") == "compaction" for item in body["input"])
+        for body in remote[asks[0] + 1 :]
+    )
 
     renamed = run_codex(tmp_path / "renamed", provider_name="chatcli")
     local = [body for _, body in renamed.requests("/v1/responses")]

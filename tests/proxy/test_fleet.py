@@ -48,8 +48,10 @@ def prompt_and_output(fmt: str, usage: dict[str, Any]) -> tuple[int, int]:
     was billed (Anthropic's three fields add up; OpenAI's prompt_tokens holds its cached
     ones), and the output."""
     if fmt == "anthropic":
-        prompt = sum(usage.get(field) or 0 for field in (
-            "input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))  # fmt: skip
+        prompt = sum(
+            usage.get(field) or 0
+            for field in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        )
         return prompt, usage.get("output_tokens") or 0
     return usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
 
@@ -73,9 +75,11 @@ def converse(url: str, session: int, said: dict[str, tuple[int, int]]) -> None:
                 time.sleep(PACE)
                 history.append({"role": "user", "content": f"Turn {turn} of {name}. " * 60})
                 answer = client.messages.create(
-                    model="claude-sonnet-4-5", max_tokens=20, messages=history,
+                    model="claude-sonnet-4-5",
+                    max_tokens=20,
+                    messages=history,
                     extra_headers={"x-chatcli-session": name, "x-chatcli-tags": "team=fleet"},
-                )  # fmt: skip
+                )
                 history.append({"role": "assistant", "content": answer.content[0].text})  # type: ignore[union-attr]
                 p, o = prompt_and_output("anthropic", answer.usage.model_dump())
                 prompt, output = prompt + p, output + o
@@ -86,9 +90,10 @@ def converse(url: str, session: int, said: dict[str, tuple[int, int]]) -> None:
                 time.sleep(PACE)
                 history.append({"role": "user", "content": f"Turn {turn} of {name}. " * 60})
                 done = chat.chat.completions.create(
-                    model="gpt-4.1", messages=history,  # type: ignore[arg-type]
+                    model="gpt-4.1",
+                    messages=history,  # type: ignore[arg-type]
                     extra_headers={"x-chatcli-session": name, "x-chatcli-tags": "team=fleet"},
-                )  # fmt: skip
+                )
                 history.append({"role": "assistant", "content": done.choices[0].message.content})
                 assert done.usage is not None
                 p, o = prompt_and_output("openai", done.usage.model_dump())
@@ -170,8 +175,10 @@ def test_three_replicas_agree_through_a_kill_and_a_database_outage(
             if not wait_for(lambda url=url: everything_recorded(url), 60):
                 seen = httpx.get(url + "/sessions", timeout=30)
                 health = httpx.get(url + "/healthz", timeout=30).text
-                pytest.fail(f"{url}: {seen.status_code} {seen.text[:600]} (expected "
-                            f"{expected_answers} answers); {health}")  # fmt: skip
+                pytest.fail(
+                    f"{url}: {seen.status_code} {seen.text[:600]} (expected "
+                    f"{expected_answers} answers); {health}"
+                )
             listed = httpx.get(url + "/sessions", params={"limit": 100}, timeout=30).json()
             assert billed(listed["total"]) == (total_prompt, total_output)
             assert listed["total"]["unread"] == 0
@@ -183,8 +190,9 @@ def test_three_replicas_agree_through_a_kill_and_a_database_outage(
             # Its console shows every request of each session, whichever replica served
             # it, numbered 1 to TURNS, each with its bill.
             for name, tokens in said.items():
-                page = httpx.get(f"{url}/ui/api/sessions/{name}", params={"limit": 100},
-                                 timeout=30).json()  # fmt: skip
+                page = httpx.get(
+                    f"{url}/ui/api/sessions/{name}", params={"limit": 100}, timeout=30
+                ).json()
                 requests = page["requests"]
                 assert sorted(r["n"] for r in requests) == list(range(1, TURNS + 1)), (url, name)
                 assert len({r["replica"] for r in requests}) > 1, (url, name)
@@ -196,6 +204,11 @@ def test_three_replicas_agree_through_a_kill_and_a_database_outage(
     logger.warning(
         "fleet: %d answers (%d prompt, %d output tokens) through 3 replicas (served %s), "
         "PostgreSQL stopped %g s, one replica killed; every replica's sums equal them; "
-        "%s rows in chatcli_answers", expected_answers, total_prompt, total_output,
-        {url.rsplit(":", 1)[1]: balancer.served.get(url, 0) for url in urls}, OUTAGE, rows,
-    )  # fmt: skip
+        "%s rows in chatcli_answers",
+        expected_answers,
+        total_prompt,
+        total_output,
+        {url.rsplit(":", 1)[1]: balancer.served.get(url, 0) for url in urls},
+        OUTAGE,
+        rows,
+    )

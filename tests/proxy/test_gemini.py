@@ -37,14 +37,21 @@ def history(kind: str) -> list[dict[str, Any]]:
     Gemini CLI session sends each old one twice), an output over the window."""
     head = [{"role": "user", "parts": [{"text": "Build it."}]}]
     if kind == "unanswered":
-        return [*head, {"role": "model", "parts": [CALL]},
-                {"role": "user", "parts": [{"text": "Did it work?"}]}]  # fmt: skip
+        return [
+            *head,
+            {"role": "model", "parts": [CALL]},
+            {"role": "user", "parts": [{"text": "Did it work?"}]},
+        ]
     if kind == "duplicated":
         called = {"functionCall": {**CALL["functionCall"], "id": "run_shell_command_17_0"}}
         twice = [response("built", "run_shell_command_17_0")] * 2
-        return [*head, {"role": "model", "parts": [called]}, {"role": "user", "parts": twice},
-                {"role": "model", "parts": [{"text": "Built."}]},
-                {"role": "user", "parts": [{"text": "Now test it."}]}]  # fmt: skip
+        return [
+            *head,
+            {"role": "model", "parts": [called]},
+            {"role": "user", "parts": twice},
+            {"role": "model", "parts": [{"text": "Built."}]},
+            {"role": "user", "parts": [{"text": "Now test it."}]},
+        ]
     return [*head, {"role": "model", "parts": [CALL]}, {"role": "user", "parts": [response(HUGE)]}]
 
 
@@ -78,8 +85,10 @@ def test_the_sdk_through_the_proxy_gets_answers_where_gemini_refuses(
     with client(stack.url) as through:
         answer = through.models.generate_content(model=MODEL, contents=contents)
         assert answer.text == "ok"
-        streamed = "".join(c.text or "" for c in through.models.generate_content_stream(
-            model=MODEL, contents=contents))  # fmt: skip
+        streamed = "".join(
+            c.text or ""
+            for c in through.models.generate_content_stream(model=MODEL, contents=contents)
+        )
         assert streamed == "ok"
 
     async def both() -> tuple[Any, str]:
@@ -101,19 +110,27 @@ def test_what_the_proxy_repairs_and_what_it_leaves(stack: Stack) -> None:
     dropped; an output over the cap is spilled, its preview in the same ``output`` key;
     every other field of the body is sent as it came."""
     body = {
-        "contents": [*history("unanswered")[:2],
-                     {"role": "user", "parts": [{"text": "Did it work?"}]}],
+        "contents": [
+            *history("unanswered")[:2],
+            {"role": "user", "parts": [{"text": "Did it work?"}]},
+        ],
         "systemInstruction": {"role": "user", "parts": [{"text": "You are terse."}]},
-        "tools": [{"functionDeclarations": [{"name": "run_shell_command",
-                                             "parametersJsonSchema": {"type": "object"}}]}],
+        "tools": [
+            {
+                "functionDeclarations": [
+                    {"name": "run_shell_command", "parametersJsonSchema": {"type": "object"}}
+                ]
+            }
+        ],
         "generationConfig": {"temperature": 1, "thinkingConfig": {"includeThoughts": True}},
-    }  # fmt: skip
+    }
     url = f"{stack.url}/v1beta/models/{MODEL}:generateContent"
     answer = httpx.post(url, json=body, headers={"x-goog-api-key": "test-key"})
     assert answer.status_code == 200, answer.text
     sent = stack.provider.accepted[-1][2]
     assert {k: v for k, v in sent.items() if k != "contents"} == {
-        k: v for k, v in body.items() if k != "contents"}  # fmt: skip
+        k: v for k, v in body.items() if k != "contents"
+    }
     repaired = sent["contents"][2]["parts"]
     assert repaired[0]["functionResponse"]["name"] == "run_shell_command"
     assert "Tool result missing" in repaired[0]["functionResponse"]["response"]["error"]
@@ -137,12 +154,16 @@ def test_a_signed_call_keeps_its_signature_through_a_repair(stack: Stack) -> Non
         first = through.models.generate_content(model=MODEL, contents="Build and test it.")
         parts = first.candidates[0].content.parts
         assert parts[0].thought_signature is not None and len(parts) == 2
-        model_turn = first.candidates[0].content.model_dump(mode="json", by_alias=True,
-                                                            exclude_none=True)  # fmt: skip
+        model_turn = first.candidates[0].content.model_dump(
+            mode="json", by_alias=True, exclude_none=True
+        )
         answered = {"role": "user", "parts": [{"functionResponse": {
             "name": parts[0].function_call.name, "response": {"output": "built"}}}]}  # fmt: skip
-        contents = [{"role": "user", "parts": [{"text": "Build and test it."}]}, model_turn,
-                    answered]  # fmt: skip
+        contents = [
+            {"role": "user", "parts": [{"text": "Build and test it."}]},
+            model_turn,
+            answered,
+        ]
         second = through.models.generate_content(model=MODEL, contents=contents)
     assert second.text == "ok"
     sent = stack.provider.accepted[-1][2]["contents"]
@@ -168,8 +189,10 @@ def test_usage_reaches_the_ledger(stack: Stack) -> None:
 def test_vertex_ai_paths_are_cleaned_too(stack: Stack) -> None:
     """With ``proxy.upstreams.gemini`` at a Vertex AI endpoint, its model paths (OAuth
     bearer, not a key) are cleaned like the Developer API's."""
-    path = ("/v1/projects/p1/locations/us-central1/publishers/google/models/gemini-2.5-pro"
-            ":streamGenerateContent?alt=sse")  # fmt: skip
+    path = (
+        "/v1/projects/p1/locations/us-central1/publishers/google/models/gemini-2.5-pro"
+        ":streamGenerateContent?alt=sse"
+    )
     body = {"contents": history("unanswered")}
     bearer = {"authorization": "Bearer ya29.token"}
     assert httpx.post(stack.upstream + path, json=body, headers=bearer).status_code == 400

@@ -41,8 +41,12 @@ def agent_turns(turns: int) -> Iterator[list[dict[str, Any]]]:
             last["content"] = [{"type": "text", "text": last["content"]}]
         last["content"][-1]["cache_control"] = {"type": "ephemeral"}
         yield marked
-        call = {"type": "tool_use", "id": f"toolu_{turn:02d}", "name": "Bash",
-                "input": {"command": f"grep -rn handler src/part{turn}"}}  # fmt: skip
+        call = {
+            "type": "tool_use",
+            "id": f"toolu_{turn:02d}",
+            "name": "Bash",
+            "input": {"command": f"grep -rn handler src/part{turn}"},
+        }
         history.append({"role": "assistant", "content": [call]})
         history.append(
             {
@@ -84,8 +88,11 @@ def test_the_ledger_bills_what_the_provider_reported_and_estimates_the_rest(
                     stream.get_final_message()
             else:
                 client.messages.create(**body, extra_headers=headers)
-            sent = httpx.post(direct + "/v1/messages", json=body, headers={
-                "anthropic-version": "2023-06-01", "x-api-key": "k"})  # fmt: skip
+            sent = httpx.post(
+                direct + "/v1/messages",
+                json=body,
+                headers={"anthropic-version": "2023-06-01", "x-api-key": "k"},
+            )
             assert sent.status_code == 200
         assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 12)
         ledger = httpx.get(f"{stack.url}/sessions/{SESSION}").json()
@@ -144,8 +151,13 @@ def test_a_provider_that_caches_less_than_expected_shows_as_a_shortfall(
         )
         for messages in agent_turns(4):
             clock.now += 600 if provider_ttl == "shorter" else 1
-            client.messages.create(model=MODEL, max_tokens=5, system=SYSTEM, messages=messages,
-                                   extra_headers={"x-chatcli-session": "s"})  # fmt: skip
+            client.messages.create(
+                model=MODEL,
+                max_tokens=5,
+                system=SYSTEM,
+                messages=messages,
+                extra_headers={"x-chatcli-session": "s"},
+            )
         assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 4)
         ledger = httpx.get(stack.url + "/sessions/s").json()
         metrics = httpx.get(stack.url + "/metrics").text
@@ -171,13 +183,19 @@ def test_openai_answers_are_billed_streamed_or_not(
         ]
         for turn in range(3):
             stream = client.chat.completions.create(
-                model="gpt-4.1-2025-04-14", messages=history, stream=True,  # type: ignore[arg-type]
-                stream_options={"include_usage": True}, extra_headers=headers,
-            )  # fmt: skip
+                model="gpt-4.1-2025-04-14",
+                messages=history,  # type: ignore[arg-type]
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_headers=headers,
+            )
             for _ in stream:
                 pass
-            call = {"id": f"call_{turn}", "type": "function",
-                    "function": {"name": "grep", "arguments": "{}"}}  # fmt: skip
+            call = {
+                "id": f"call_{turn}",
+                "type": "function",
+                "function": {"name": "grep", "arguments": "{}"},
+            }
             history += [
                 {"role": "assistant", "content": None, "tool_calls": [call]},
                 {"role": "tool", "tool_call_id": call["id"], "content": output(turn)},
@@ -210,9 +228,11 @@ def test_a_stream_without_usage_is_counted_as_unread(stack: Stack) -> None:
         openai.OpenAI(base_url=stack.url + "/v1", api_key="k", max_retries=0)
     )
     for _ in client.chat.completions.create(
-        model="gpt-4.1", messages=[{"role": "user", "content": "hi"}], stream=True,
+        model="gpt-4.1",
+        messages=[{"role": "user", "content": "hi"}],
+        stream=True,
         extra_headers={"x-chatcli-session": "no-usage"},
-    ):  # fmt: skip
+    ):
         pass
     assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 1)
     ledger = httpx.get(stack.url + "/sessions/no-usage").json()
@@ -237,8 +257,12 @@ def test_the_ledger_command_prints_a_running_proxys_sessions(
 
     client = closed_at_the_end(anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0))
     for session in ("first", "second"):
-        client.messages.create(model=MODEL, max_tokens=5, extra_headers={"x-chatcli-session":
-                               session}, messages=[{"role": "user", "content": "hi"}])  # fmt: skip
+        client.messages.create(
+            model=MODEL,
+            max_tokens=5,
+            extra_headers={"x-chatcli-session": session},
+            messages=[{"role": "user", "content": "hi"}],
+        )
     assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 2)
     assert main(["ledger", "--url", stack.url]) == 0
     rows = capsys.readouterr().out.splitlines()
@@ -282,8 +306,10 @@ def test_with_a_ledger_file_the_ledger_outlives_a_restart(
 
 
 #: A schedule that never pays for a rewrite in a warm cache in this short session.
-THRIFTY = {"microcompact.schedule.rewrite_cost": 10_000.0,
-           "microcompact.schedule.min_reclaim_tokens": 500}  # fmt: skip
+THRIFTY = {
+    "microcompact.schedule.rewrite_cost": 10_000.0,
+    "microcompact.schedule.min_reclaim_tokens": 500,
+}
 
 
 def _sent(case: str, tmp_path: Any) -> list[dict[str, Any]]:
@@ -303,8 +329,13 @@ def _sent(case: str, tmp_path: Any) -> list[dict[str, Any]]:
         )
         for turn, messages in enumerate(agent_turns(10)):
             clock.now += 600 if case == "idle" and turn == 7 else 10
-            client.messages.create(model=MODEL, max_tokens=5, system=SYSTEM, messages=messages,
-                                   extra_headers={"x-chatcli-session": "s"})  # fmt: skip
+            client.messages.create(
+                model=MODEL,
+                max_tokens=5,
+                system=SYSTEM,
+                messages=messages,
+                extra_headers={"x-chatcli-session": "s"},
+            )
             # The next request goes once this answer is billed (an agent waits for it).
             assert wait_for(lambda turn=turn: stack.proxy.ledger.total()["requests"] == turn + 1)
     # Each run spills to a folder of its own: named alike, the bodies compare.

@@ -72,13 +72,20 @@ def records_at(path: Path) -> RecordSettings:
 
 
 def send(url: str, session: str, **body: Any) -> httpx.Response:
-    request = {"model": "claude-sonnet-5", "max_tokens": 5,
-               "messages": [{"role": "user", "content": "hi"}], **body}  # fmt: skip
+    request = {
+        "model": "claude-sonnet-5",
+        "max_tokens": 5,
+        "messages": [{"role": "user", "content": "hi"}],
+        **body,
+    }
     named = {"x-chatcli-session": session} if session else {}
     # Serialised ASCII-escaped: a lone surrogate goes as its escape, as a client sends it.
-    return httpx.post(url + "/v1/messages", content=json.dumps(request).encode(),
-                      headers={**HEADERS, **named, "content-type": "application/json"},
-                      timeout=30)  # fmt: skip
+    return httpx.post(
+        url + "/v1/messages",
+        content=json.dumps(request).encode(),
+        headers={**HEADERS, **named, "content-type": "application/json"},
+        timeout=30,
+    )
 
 
 def strict(line: str) -> Any:
@@ -162,21 +169,27 @@ def test_non_finite_and_out_of_range_lines_of_the_file_are_skipped_and_counted(
                   "dollars": 0.5, "dollars_without": 1.0, **fields}  # fmt: skip
         return json.dumps(record)
 
-    file.write_text("\n".join([
-        line(),
-        line(dollars=float("nan")),
-        line(dollars_without=float("inf")),
-        line(dollars=-1.0),
-        line(time=float("nan")),
-        line(time=float("-inf")),
-        line(billed={"input": 10**400}),
-        line(without={"input": 10**308}),
-        line(expected_read=10**30),
-        line().replace('"dollars": 0.5', '"dollars": 1e400'),
-        line().replace('"time": 5', '"time": ' + "9" * 400),
-        line(model="m-\ud800", session="s"),
-        line(session="tiny", dollars_without=5e-324),  # a ratio past any float
-    ]) + "\n", encoding="utf-8")  # fmt: skip
+    file.write_text(
+        "\n".join(
+            [
+                line(),
+                line(dollars=float("nan")),
+                line(dollars_without=float("inf")),
+                line(dollars=-1.0),
+                line(time=float("nan")),
+                line(time=float("-inf")),
+                line(billed={"input": 10**400}),
+                line(without={"input": 10**308}),
+                line(expected_read=10**30),
+                line().replace('"dollars": 0.5', '"dollars": 1e400'),
+                line().replace('"time": 5', '"time": ' + "9" * 400),
+                line(model="m-\ud800", session="s"),
+                line(session="tiny", dollars_without=5e-324),  # a ratio past any float
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     imported = import_files(records_at(tmp_path / "records.sqlite"), [file])
     assert (imported.new, imported.skipped) == (3, 10)
     hostile = Hostile()
@@ -201,8 +214,9 @@ def test_names_kept_are_bounded_in_length_and_count(tmp_path: Path) -> None:
     with serving(hostile.app()) as upstream:
         with proxy_on(upstream, tmp_path, **{"ledger.file": str(file)}) as (proxy, url):
             for n in range(requests):
-                hostile.queue({"input_tokens": 3, "output_tokens": 1},
-                              model=f"{n:04d}" + "m" * 100_000)  # fmt: skip
+                hostile.queue(
+                    {"input_tokens": 3, "output_tokens": 1}, model=f"{n:04d}" + "m" * 100_000
+                )
                 assert send(url, f"session-{n % 2}").status_code == 200
                 assert wait_for(lambda n=n: proxy.ledger.total()["requests"] == n + 1)
             listed = httpx.get(url + "/sessions")

@@ -24,8 +24,12 @@ BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 @pytest.fixture
 def served(provider: tuple[Provider, str], tmp_path: Path) -> Iterator[str]:
-    limits = {"proxy.header_timeout_seconds": 1.5, "proxy.body_timeout_seconds": 1.5,
-              "proxy.client_connections": 40, "spill.root": str(tmp_path)}  # fmt: skip
+    limits = {
+        "proxy.header_timeout_seconds": 1.5,
+        "proxy.body_timeout_seconds": 1.5,
+        "proxy.client_connections": 40,
+        "spill.root": str(tmp_path),
+    }
     with serve_process(provider[1], limits) as url:
         yield url
 
@@ -41,8 +45,7 @@ def closed_by_the_server(sock: socket.socket, seconds: float) -> bool:
 def test_half_open_connections_are_closed_and_never_starve_a_request(served: str) -> None:
     held = half_open(served, 30)
     try:
-        answer = httpx.post(served + "/v1/chat/completions", json=BODY, headers=HEADERS,
-                            timeout=10)  # fmt: skip
+        answer = httpx.post(served + "/v1/chat/completions", json=BODY, headers=HEADERS, timeout=10)
         assert answer.status_code == 200
         started = time.monotonic()
         assert all(closed_by_the_server(sock, 10) for sock in held)
@@ -76,9 +79,11 @@ def test_requests_over_the_cap_get_a_503_at_once_until_the_others_end(
 def test_a_body_that_stalls_gets_a_408_in_the_providers_shape(served: str) -> None:
     host, port = served.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port))) as sock:
-        sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: k\r\n"
-                     b"anthropic-version: 2023-06-01\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 1000\r\n\r\n{\"model\": ")  # fmt: skip
+        sock.sendall(
+            b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: k\r\n"
+            b"anthropic-version: 2023-06-01\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 1000\r\n\r\n{"model": '
+        )
         sock.settimeout(10)
         answer = b""
         while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):

@@ -71,8 +71,9 @@ def test_a_wrapped_clients_log_line_names_the_format_with_the_right_article(
     anthropic = pytest.importorskip("anthropic")
     _, url = provider
     caplog.set_level(logging.INFO, logger="middleware")
-    policy = middleware.load_policy(None, env={}, dotenv_path=False, overrides={
-        **LOOPING, "spill.root": str(tmp_path)})  # fmt: skip
+    policy = middleware.load_policy(
+        None, env={}, dotenv_path=False, overrides={**LOOPING, "spill.root": str(tmp_path)}
+    )
     with anthropic.Anthropic(base_url=url, api_key="sk-test", max_retries=0) as plain:
         client = middleware.wrap(plain, policy=policy)
         client.messages.create(model="m", max_tokens=9, messages=THREE_CALLS)
@@ -87,8 +88,9 @@ def test_a_pairing_reason_naming_a_wire_type_takes_its_article(tmp_path: Path) -
         {"type": "function_call", "call_id": "call_1", "name": "patch", "arguments": "{}"},
         {"type": "apply_patch_call_output", "call_id": "call_1", "status": "completed"},
     ]
-    policy = middleware.load_policy(None, env={}, dotenv_path=False, overrides={
-        "spill.root": str(tmp_path)})  # fmt: skip
+    policy = middleware.load_policy(
+        None, env={}, dotenv_path=False, overrides={"spill.root": str(tmp_path)}
+    )
     with middleware.Pipeline.from_policy(policy, session_id="articles") as pipe:
         actions = pipe.process(history, format="responses").report.actions
     (reason,) = [a.detail["reason"] for a in actions if a.kind == "orphan_dropped"]

@@ -30,13 +30,21 @@ def turns(count: int) -> list[list[dict[str, Any]]]:
     histories, history = [], [{"role": "user", "content": "Find the slow handler."}]
     for turn in range(count):
         histories.append(json.loads(json.dumps(history)))
-        call = {"type": "tool_use", "id": f"toolu_{turn:02d}", "name": "Bash",
-                "input": {"command": f"grep -rn handler src/part{turn}"}}  # fmt: skip
+        call = {
+            "type": "tool_use",
+            "id": f"toolu_{turn:02d}",
+            "name": "Bash",
+            "input": {"command": f"grep -rn handler src/part{turn}"},
+        }
         history += [
             {"role": "assistant", "content": [call]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": call["id"], "content": output(turn)}]},
-        ]  # fmt: skip
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": call["id"], "content": output(turn)}
+                ],
+            },
+        ]
     return histories
 
 
@@ -107,13 +115,23 @@ def test_switching_from_observe_to_clean_is_a_policy_reload(
             anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0)
         )
         histories = turns(3)
-        client.messages.create(model=MODEL, max_tokens=8, system=SYSTEM, messages=histories[2],
-                               extra_headers={"x-chatcli-session": "a"})  # fmt: skip
+        client.messages.create(
+            model=MODEL,
+            max_tokens=8,
+            system=SYSTEM,
+            messages=histories[2],
+            extra_headers={"x-chatcli-session": "a"},
+        )
         first = json.loads(stand_in.raw[-1])
         policy.write_text("version: 1\nproxy:\n  mode: clean\n")
         assert wait_for(lambda: stack.proxy.settings.mode == "clean", 20)
-        client.messages.create(model=MODEL, max_tokens=8, system=SYSTEM, messages=histories[2],
-                               extra_headers={"x-chatcli-session": "b"})  # fmt: skip
+        client.messages.create(
+            model=MODEL,
+            max_tokens=8,
+            system=SYSTEM,
+            messages=histories[2],
+            extra_headers={"x-chatcli-session": "b"},
+        )
         second = json.loads(stand_in.raw[-1])
     outputs, cleaned = (
         [

@@ -131,8 +131,9 @@ def peak_open_files(pid: int) -> Iterator[list[int]]:
 
 
 def request(url: str, timeout: float = 30) -> int:
-    return httpx.post(url + "/v1/chat/completions", json=BODY, headers=HEADERS,
-                      timeout=timeout).status_code  # fmt: skip
+    return httpx.post(
+        url + "/v1/chat/completions", json=BODY, headers=HEADERS, timeout=timeout
+    ).status_code
 
 
 def healthz(url: str, timeout: float = 30) -> int:
@@ -225,8 +226,11 @@ def test_healthz_answers_while_the_client_connections_are_all_taken(
     but ``/healthz`` answers (an orchestrator must not restart a proxy for being busy),
     and the requests turned away are logged once per interval, not one line each."""
     log = tmp_path / "serve.log"
-    overrides = {"spill.root": str(tmp_path / "spill"), "proxy.header_timeout_seconds": 120,
-                 "proxy.client_connections": 10}  # fmt: skip
+    overrides = {
+        "spill.root": str(tmp_path / "spill"),
+        "proxy.header_timeout_seconds": 120,
+        "proxy.client_connections": 10,
+    }
     with serve_with_open_files(provider[1], 1024, overrides, log) as (url, _):
         started = time.monotonic()
         held = bodies_in_progress(url, 10)
@@ -241,8 +245,11 @@ def test_healthz_answers_while_the_client_connections_are_all_taken(
                 sock.close()
         assert wait_for(lambda: request(url) == 200)
         elapsed = time.monotonic() - started
-    lines = [line for line in log.read_text(encoding="utf-8").splitlines()
-             if "turned away" in line or "Exceeded concurrency limit" in line]  # fmt: skip
+    lines = [
+        line
+        for line in log.read_text(encoding="utf-8").splitlines()
+        if "turned away" in line or "Exceeded concurrency limit" in line
+    ]
     assert 1 <= len(lines) <= 1 + elapsed // LOG_INTERVAL_SECONDS, lines
 
 
@@ -324,6 +331,9 @@ def test_half_open_connections_past_the_limit_give_way_to_a_new_request(
             sock.sendall(CHAT_BODY[10:])
             sock.settimeout(30)
             assert sock.recv(65536).startswith(b"HTTP/1.1 200 "), "a slow client was closed"
-    shed = [line for line in log.read_text(encoding="utf-8").splitlines()
-            if "to make room for one waiting to be accepted" in line]  # fmt: skip
+    shed = [
+        line
+        for line in log.read_text(encoding="utf-8").splitlines()
+        if "to make room for one waiting to be accepted" in line
+    ]
     assert len(shed) == 1, shed  # once per interval, the 177 others counted

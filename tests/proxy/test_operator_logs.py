@@ -40,11 +40,16 @@ WITH_A_RESULT = {
     "model": "m",
     "messages": [
         {"role": "user", "content": "list it"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "a.txt\nb.txt"},
     ],
-}  # fmt: skip
+}
 #: A history the pipeline cannot read: forwarded as it came, said at level info.
 UNREADABLE = {"model": "m", "messages": [42]}
 HEADERS = {"authorization": "Bearer k"}
@@ -78,13 +83,15 @@ def drive(url: str) -> None:
     """Requests that make the proxy log each kind of line: an access line per request, a
     warning of ours (a Host the proxy does not answer to), uvicorn's own warning (an
     upgrade it does not support), a plugin's traceback, a line at level info."""
-    answered = httpx.post(url + "/v1/chat/completions", json=WITH_A_RESULT, headers=HEADERS,
-                          timeout=60)  # fmt: skip
+    answered = httpx.post(
+        url + "/v1/chat/completions", json=WITH_A_RESULT, headers=HEADERS, timeout=60
+    )
     assert answered.status_code == 200, answered.text
     refused = httpx.get(url + "/healthz", headers={"host": "evil.example"}, timeout=30)
     assert refused.status_code == 421
-    upgraded = httpx.get(url + "/healthz", headers={"connection": "upgrade", "upgrade": "h2c"},
-                         timeout=30)  # fmt: skip
+    upgraded = httpx.get(
+        url + "/healthz", headers={"connection": "upgrade", "upgrade": "h2c"}, timeout=30
+    )
     assert upgraded.status_code == 200
     unread = httpx.post(url + "/v1/chat/completions", json=UNREADABLE, headers=HEADERS, timeout=60)
     assert unread.status_code != 502, unread.text
@@ -145,15 +152,18 @@ def test_with_json_every_line_on_stderr_is_one_object(
         assert abs(datetime.now(when.tzinfo) - when) < timedelta(minutes=5)
     one(records, logger="middleware.cli.serve", level="info", message_has="chatcli-mw proxy on")
     # The access line: today's object, its fields at the top beside the standard ones.
-    access = one(records, logger="middleware.proxy.access", path="/v1/chat/completions",
-                 status=200)  # fmt: skip
+    access = one(records, logger="middleware.proxy.access", path="/v1/chat/completions", status=200)
     assert access["message"] == "POST /v1/chat/completions 200"
     assert {"method", "route", "session", "ms", "process_ms", "complete", "billed"} <= set(access)
     assert access["billed"]["input"] > 0 and access["actions"] == {}
     one(records, logger="middleware.proxy.origin", level="warning", message_has="evil.example")
     one(records, logger="uvicorn.error", level="warning", message_has="Unsupported upgrade")
-    one(records, logger="middleware.conversations.cleaning", level="info",
-        message_has="leaving this openai body as it was")  # fmt: skip
+    one(
+        records,
+        logger="middleware.conversations.cleaning",
+        level="info",
+        message_has="leaving this openai body as it was",
+    )
     # The plugin's traceback is a field of its record, never lines of its own.
     failed = one(records, logger="middleware.plugin.host", level="error", message_has="broken")
     assert "a broken plugin\nsays so on two lines" in failed["message"]
@@ -239,9 +249,13 @@ def test_an_invalid_format_or_level_is_a_policy_error_naming_the_key(
         taken.bind(("127.0.0.1", 0))
         port = str(taken.getsockname()[1])
         done = subprocess.run(
-            [str(script), "serve", "--port", port, *arguments], capture_output=True, text=True,
-            env={**os.environ, **environment}, timeout=60, check=False,
-        )  # fmt: skip
+            [str(script), "serve", "--port", port, *arguments],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **environment},
+            timeout=60,
+            check=False,
+        )
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("chatcli-mw: error: ") and key in done.stderr, done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
@@ -252,9 +266,12 @@ def test_with_json_an_error_that_stops_the_proxy_after_its_policy_is_read_is_a_r
     with socket.create_server(("127.0.0.1", 0)) as taken:  # listening: the port is in use
         port = str(taken.getsockname()[1])
         done = subprocess.run(
-            [str(script), "serve", "--port", port, "--log-format", "json"], capture_output=True,
-            text=True, timeout=60, check=False,
-        )  # fmt: skip
+            [str(script), "serve", "--port", port, "--log-format", "json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     assert done.returncode == 2, done.stderr
     records = objects(done.stderr.splitlines())
     stopped = one(records, level="critical", message_has=f"cannot listen on 127.0.0.1 port {port}")

@@ -174,8 +174,12 @@ def test_a_request_without_one_host_that_names_the_proxy_is_refused(stack: Stack
 
 def test_relayed_provider_routes_answer_whatever_name_the_agent_uses(stack: Stack) -> None:
     for host in ("host.docker.internal:8787", EVIL, "chatcli-mw.agents.svc.cluster.local"):
-        answer = httpx.post(stack.url + "/v1/messages", json=spilled_body(), timeout=60,
-                            headers={**ANTHROPIC, "host": host})  # fmt: skip
+        answer = httpx.post(
+            stack.url + "/v1/messages",
+            json=spilled_body(),
+            timeout=60,
+            headers={**ANTHROPIC, "host": host},
+        )
         assert answer.status_code == 200, (host, answer.text[:200])
         assert call(stack, "GET", "/v1/models", host=host).status_code == 200
 
@@ -283,8 +287,12 @@ def test_a_simple_cross_site_post_runs_no_step_and_writes_no_spill(
     assert stack.proxy.ledger.total()["requests"] == 0
     # The same body declared JSON, as every agent and SDK sends it: spilled.
     headers["content-type"] = "application/json"
-    assert httpx.post(stack.url + "/v1/messages", content=body, headers=headers,
-                      timeout=60).status_code == 200  # fmt: skip
+    assert (
+        httpx.post(
+            stack.url + "/v1/messages", content=body, headers=headers, timeout=60
+        ).status_code
+        == 200
+    )
     assert len(spill_files(tmp_path)) == 1
 
 
@@ -299,15 +307,19 @@ def test_each_provider_refuses_a_body_not_declared_json_in_its_own_shape(stack: 
          {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
          {"x-goog-api-key": "k"}, lambda e: e["error"]["status"]),
     ):  # fmt: skip
-        refused = httpx.post(stack.url + path, content=json.dumps(body),
-                             headers={**headers, "content-type": "text/plain"})  # fmt: skip
+        refused = httpx.post(
+            stack.url + path,
+            content=json.dumps(body),
+            headers={**headers, "content-type": "text/plain"},
+        )
         assert refused.status_code == 415 and shape(refused.json()), refused.text
         assert "application/json" in refused.text
         taken = httpx.post(stack.url + path, json=body, headers=headers)
         assert taken.status_code == 200, taken.text
     declared = {"content-type": "application/json; charset=utf-8", **ANTHROPIC}
-    answer = httpx.post(stack.url + "/v1/messages", content=json.dumps(spilled_body()),
-                        headers=declared, timeout=60)  # fmt: skip
+    answer = httpx.post(
+        stack.url + "/v1/messages", content=json.dumps(spilled_body()), headers=declared, timeout=60
+    )
     assert answer.status_code == 200
 
 
@@ -376,8 +388,9 @@ class _Inline(HTMLParser):
             self.blocked.append("<style>")
         if tag == "script" and "src" not in names:
             self.blocked.append("<script> without src")
-        self.blocked += [f"{tag} {name}=" for name in names if name == "style"
-                         or name.startswith("on")]  # fmt: skip
+        self.blocked += [
+            f"{tag} {name}=" for name in names if name == "style" or name.startswith("on")
+        ]
         self.blocked += [f"{tag} {v}" for _, v in attrs if (v or "").startswith("javascript:")]
         self._in = tag
 

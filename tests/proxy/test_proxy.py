@@ -40,21 +40,30 @@ BROKEN_ANTHROPIC = {
     "an_unknown_field": {"kept": True},
     "messages": [
         {"role": "user", "content": "List the files."},
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}
+            ],
+        },
         {"role": "user", "content": "Go on."},
     ],
-}  # fmt: skip
+}
 BROKEN_CHAT = {
     "model": "gpt-test",
     "messages": [
         {"role": "system", "content": "You are a coding agent."},
         {"role": "user", "content": "List the files."},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+        },
         {"role": "user", "content": "Go on."},
     ],
-}  # fmt: skip
+}
 BROKEN_RESPONSES = {
     "model": "gpt-test",
     "instructions": "You are a coding agent.",
@@ -99,9 +108,13 @@ def test_a_body_the_pipeline_leaves_alone_is_forwarded_byte_for_byte(stack: Stac
 
 def test_other_paths_and_headers_pass_through(stack: Stack) -> None:
     headers = {
-        **OPENAI, "openai-organization": "org-1", "x-custom": "yes", "connection": "x-hop",
-        "x-hop": "not for the next hop", "te": "trailers",
-    }  # fmt: skip
+        **OPENAI,
+        "openai-organization": "org-1",
+        "x-custom": "yes",
+        "connection": "x-hop",
+        "x-hop": "not for the next hop",
+        "te": "trailers",
+    }
     answer = httpx.get(stack.url + "/v1/models?limit=3", headers=headers)
     assert answer.status_code == 200 and answer.json()["data"][0]["id"] == "stand-in"
     assert answer.headers["request-id"] == "req_stand_in"  # the upstream's headers come back
@@ -184,8 +197,11 @@ def session_of_last_request(stack: Stack) -> set[str]:
 
 
 def test_sessions_come_from_headers_metadata_or_the_opening(stack: Stack) -> None:
-    post = lambda body, **h: httpx.post(stack.url + "/v1/messages", json=body,  # noqa: E731
-                                        headers={**ANTHROPIC, **h})  # fmt: skip
+    post = lambda body, **h: httpx.post(  # noqa: E731
+        stack.url + "/v1/messages",
+        json=body,
+        headers={**ANTHROPIC, **h},
+    )
     answer = post(BROKEN_ANTHROPIC)
     assert session_of_last_request(stack) == {"1f0e6a2c-5b3d-4e8f-9a7b-0c1d2e3f4a5b"}
     # The answer says which session the request was filed under (to end it with DELETE).
@@ -231,9 +247,10 @@ def test_a_session_that_spilled_nothing_gets_no_spill_folder(
            {"role": "tool", "tool_call_id": "call_1", "content": output}]}  # fmt: skip
     with running(provider, tmp_path) as stack:
         post = lambda body, session: httpx.post(  # noqa: E731
-            stack.url + "/v1/chat/completions", json=body,
+            stack.url + "/v1/chat/completions",
+            json=body,
             headers={**OPENAI, "x-chatcli-session": session},
-        )  # fmt: skip
+        )
         assert post(BROKEN_CHAT, "small").status_code == 200  # repaired, nothing spilled
         assert post(big, "big").status_code == 200
         assert "tool-results" in stack.provider.accepted[-1][2]["messages"][3]["content"]
@@ -319,8 +336,11 @@ def test_recall_serves_a_spilled_file_to_this_machine(stack: Stack) -> None:
     output = "".join(f"line {i}\n" for i in range(5000))
     body = {**BROKEN_CHAT, "messages": [*BROKEN_CHAT["messages"][:3],
             {"role": "tool", "tool_call_id": "call_1", "content": output}]}  # fmt: skip
-    httpx.post(stack.url + "/v1/chat/completions", json=body,
-               headers={**OPENAI, "x-chatcli-session": "recall-me"})  # fmt: skip
+    httpx.post(
+        stack.url + "/v1/chat/completions",
+        json=body,
+        headers={**OPENAI, "x-chatcli-session": "recall-me"},
+    )
     preview = stack.provider.accepted[-1][2]["messages"][3]["content"]
     path = Path(preview.split("full output saved to ")[1].split("]")[0])
     assert path.read_text(encoding="utf-8") == output  # the local path the agent reads
@@ -334,8 +354,11 @@ def test_recall_by_lines_and_the_end_of_a_session(stack: Stack) -> None:
     output = "".join(f"line {i}\n" for i in range(1, 5001))
     body = {**BROKEN_CHAT, "messages": [*BROKEN_CHAT["messages"][:3],
             {"role": "tool", "tool_call_id": "call_1", "content": output}]}  # fmt: skip
-    answer = httpx.post(stack.url + "/v1/chat/completions", json=body,
-                        headers={**OPENAI, "x-chatcli-session": "team/ends 1"})  # fmt: skip
+    answer = httpx.post(
+        stack.url + "/v1/chat/completions",
+        json=body,
+        headers={**OPENAI, "x-chatcli-session": "team/ends 1"},
+    )
     session = answer.headers["x-chatcli-session"]  # as a path segment: team%2Fends%201
     preview = stack.provider.accepted[-1][2]["messages"][3]["content"]
     path = Path(preview.split("full output saved to ")[1].split("]")[0])
@@ -389,10 +412,16 @@ def test_metrics_and_access_log(stack: Stack, caplog: pytest.LogCaptureFixture) 
     big = {**BROKEN_CHAT, "messages": [*BROKEN_CHAT["messages"][:3],
            {"role": "tool", "tool_call_id": "call_1", "content": "q" * 50_000}]}  # fmt: skip
     with caplog.at_level(logging.INFO, logger="middleware.proxy.access"):
-        httpx.post(stack.url + "/v1/chat/completions", json=BROKEN_CHAT,
-                   headers={**OPENAI, "x-chatcli-session": "s1"})  # fmt: skip
-        httpx.post(stack.url + "/v1/chat/completions", json=big,
-                   headers={**OPENAI, "x-chatcli-session": "s1"})  # fmt: skip
+        httpx.post(
+            stack.url + "/v1/chat/completions",
+            json=BROKEN_CHAT,
+            headers={**OPENAI, "x-chatcli-session": "s1"},
+        )
+        httpx.post(
+            stack.url + "/v1/chat/completions",
+            json=big,
+            headers={**OPENAI, "x-chatcli-session": "s1"},
+        )
         assert wait_for(lambda: len(caplog.records) >= 2)
     first, second = (json.loads(r.getMessage()) for r in caplog.records[:2])
     assert first["session"] == "s1" and first["status"] == 200 and first["repairs"] == 1
@@ -429,8 +458,9 @@ def test_a_request_naming_no_provider_goes_where_the_policy_says(
     unreachable = "http://127.0.0.1:9"  # discard port: nothing listens
     for other, status in (("anthropic", 200), ("openai", 502)):
         upstreams = {"anthropic": provider[1], "openai": unreachable}
-        with running(provider, tmp_path, **{"proxy.upstreams": upstreams,
-                                             "proxy.other_requests": other}) as stack:  # fmt: skip
+        with running(
+            provider, tmp_path, **{"proxy.upstreams": upstreams, "proxy.other_requests": other}
+        ) as stack:
             assert httpx.get(stack.url + "/v1/models").status_code == status
             # Claude Code's connectivity probe: no API path, answered here (issue 43, item 4)
             assert httpx.head(stack.url + "/").status_code == 404
@@ -473,8 +503,9 @@ def test_an_api_key_in_a_query_string_is_never_logged(
     with serve_process(upstream, {"spill.root": str(tmp_path)}, log=log) as url:
         secret = "AIzaSyD-secret-key-0123456789"
         for path in ("/v1beta/models/gemini-x:generateContent", "/v1/messages"):
-            httpx.post(f"{url}{path}?key={secret}", json=BROKEN_ANTHROPIC, headers=ANTHROPIC,
-                       timeout=30)  # fmt: skip
+            httpx.post(
+                f"{url}{path}?key={secret}", json=BROKEN_ANTHROPIC, headers=ANTHROPIC, timeout=30
+            )
         httpx.get(f"{url}/v1/models?key={secret}", timeout=30)
     written = log.read_text("utf-8")
     assert "/v1/messages" in written  # the access log has its lines
@@ -486,13 +517,16 @@ def test_header_values_of_any_bytes_pass_both_ways_as_they_came(stack: Stack) ->
     500 the access log counted as 200 (issue 26, item 5): headers are relayed as bytes."""
     title = "café ✓".encode()
     for path in ("/v1/echo-headers", "/v1/messages"):
-        answer = httpx.post(stack.url + path, json=BROKEN_ANTHROPIC,
-                            headers={**ANTHROPIC, "x-title": title})  # fmt: skip
+        answer = httpx.post(
+            stack.url + path, json=BROKEN_ANTHROPIC, headers={**ANTHROPIC, "x-title": title}
+        )
         assert answer.status_code == 200, answer.text
     echoed = httpx.post(stack.url + "/v1/echo-headers", json={}, headers={"x-title": title})
     assert echoed.json()["x-title"].encode("latin-1") == title  # the bytes, unchanged
-    assert echoed.headers.raw[[k for k, _ in echoed.headers.raw].index(b"x-stand-in-title")][
-        1] == "café ✓".encode()  # fmt: skip
+    assert (
+        echoed.headers.raw[[k for k, _ in echoed.headers.raw].index(b"x-stand-in-title")][1]
+        == "café ✓".encode()
+    )
     assert stack.provider.accepted[-1][1]["x-title"].encode("latin-1") == title
     deadline = time.monotonic() + 5  # a relayed answer is counted once it has gone out
     while True:
@@ -531,8 +565,11 @@ def test_an_invalid_policy_of_the_folder_is_parsed_once_and_off_the_event_loop(
     monkeypatch.setattr(policies, "PolicySource", Slow)
     with running(provider, tmp_path, **{"proxy.policies_dir": str(folder)}) as stack:
         url = f"{stack.url}/policy/bad/v1/chat/completions"
-        first = threading.Thread(target=httpx.post, args=(url,), kwargs={
-            "json": BROKEN_CHAT, "headers": OPENAI, "timeout": 30})  # fmt: skip
+        first = threading.Thread(
+            target=httpx.post,
+            args=(url,),
+            kwargs={"json": BROKEN_CHAT, "headers": OPENAI, "timeout": 30},
+        )
         first.start()
         while not parses:
             time.sleep(0.01)
@@ -548,8 +585,9 @@ def test_an_invalid_policy_of_the_folder_is_parsed_once_and_off_the_event_loop(
         time.sleep(0.01)
         (folder / "bad.yaml").write_text("version: 1\nbudget:\n  max_result_chars: 900\n")
         assert httpx.post(url, json=BROKEN_CHAT, headers=OPENAI, timeout=30).status_code == 200
-        missing = httpx.post(f"{stack.url}/policy/nope/v1/chat/completions", json=BROKEN_CHAT,
-                             headers=OPENAI)  # fmt: skip
+        missing = httpx.post(
+            f"{stack.url}/policy/nope/v1/chat/completions", json=BROKEN_CHAT, headers=OPENAI
+        )
         assert "secret-team" not in missing.text and "preset:pi" in missing.text
 
 
@@ -591,8 +629,9 @@ def test_serve_warns_when_it_listens_beyond_loopback(caplog: pytest.LogCaptureFi
     from middleware.proxy.settings import ProxySettings
 
     def settings(**overrides: Any) -> ProxySettings:
-        return bind(middleware.load_policy(None, overrides=overrides, dotenv_path=False),
-                    ProxySettings)  # fmt: skip
+        return bind(
+            middleware.load_policy(None, overrides=overrides, dotenv_path=False), ProxySettings
+        )
 
     with caplog.at_level(logging.WARNING):
         _warn_if_exposed(settings())

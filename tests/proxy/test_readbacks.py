@@ -51,8 +51,11 @@ def test_a_read_of_a_spill_file_is_counted_once_in_the_metrics_and_shown_on_its_
         path = str(next((tmp_path / "spill").glob("*/tool-results/*")))
         send_to(stack.url, read_back(path))
         send_to(stack.url, read_back(path))  # a retry: the same call, not counted again
-        later = [*read_back(path), {"role": "assistant", "content": "Read."},
-                 {"role": "user", "content": "Go on."}]  # fmt: skip
+        later = [
+            *read_back(path),
+            {"role": "assistant", "content": "Read."},
+            {"role": "user", "content": "Go on."},
+        ]
         send_to(stack.url, later)
 
         counted = metric(stack.url, "chatcli_proxy_readbacks")

@@ -31,8 +31,12 @@ LOCKED = [f"locked-{n}" for n in range(5)]
 def spilling_body(session: str) -> dict[str, Any]:
     """A request whose tool result is over the result cap: spilled, so the session has
     a folder, and a record to write when it closes."""
-    call = {"type": "tool_use", "id": f"toolu_{session}", "name": "Bash",
-            "input": {"command": "make"}}  # fmt: skip
+    call = {
+        "type": "tool_use",
+        "id": f"toolu_{session}",
+        "name": "Bash",
+        "input": {"command": "make"},
+    }
     output = "\n".join(f"{session}: line {n} of the build, all fine" for n in range(2000))
     return {"model": "m", "max_tokens": 10, "messages": [
         {"role": "user", "content": "Build it."}, {"role": "assistant", "content": [call]},

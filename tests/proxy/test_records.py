@@ -25,8 +25,11 @@ HEADERS = {"anthropic-version": "2023-06-01", "content-type": "application/json"
 
 
 def ask(url: str, session: str, key: str, tags: str | None = None) -> httpx.Response:
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 5,
-            "messages": [{"role": "user", "content": f"hello from {session}"}]}  # fmt: skip
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 5,
+        "messages": [{"role": "user", "content": f"hello from {session}"}],
+    }
     headers = {**HEADERS, "x-api-key": key, "x-chatcli-session": session}
     if tags is not None:
         headers["x-chatcli-tags"] = tags
@@ -163,8 +166,11 @@ def test_an_unpriced_model_shows_not_priced_never_free_nor_a_saving(
     price it, in the ledger command and the console's JSON; never $0.0000."""
     stand_in = Provider()
     with serving(stand_in.app()) as upstream, serve_process(upstream, {}) as url:
-        body = {"model": "mystery-model-1", "max_tokens": 5,
-                "messages": [{"role": "user", "content": "hello"}]}  # fmt: skip
+        body = {
+            "model": "mystery-model-1",
+            "max_tokens": 5,
+            "messages": [{"role": "user", "content": "hello"}],
+        }
         headers = {**HEADERS, "x-api-key": "sk-ant-1", "x-chatcli-session": "unpriced"}
         answer = httpx.post(url + "/v1/messages", json=body, headers=headers, timeout=30)
         assert answer.status_code == 200, answer.text

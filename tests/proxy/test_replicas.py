@@ -32,15 +32,28 @@ def conversation(turns: int) -> dict[str, Any]:
     """The request an agent sends after ``turns`` tool calls: the whole history again."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Run the checks."}]
     for turn in range(turns):
-        call = {"type": "tool_use", "id": f"toolu_{turn:02d}", "name": "Bash",
-                "input": {"command": f"check {turn}"}}  # fmt: skip
-        result = {"type": "tool_result", "tool_use_id": f"toolu_{turn:02d}",
-                  "content": output(turn)}  # fmt: skip
-        messages += [{"role": "assistant", "content": [call]},
-                     {"role": "user", "content": [result]}]  # fmt: skip
-    return {"model": "claude-test", "max_tokens": 512, "system": "You check code.",
-            "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
-            "messages": messages}  # fmt: skip
+        call = {
+            "type": "tool_use",
+            "id": f"toolu_{turn:02d}",
+            "name": "Bash",
+            "input": {"command": f"check {turn}"},
+        }
+        result = {
+            "type": "tool_result",
+            "tool_use_id": f"toolu_{turn:02d}",
+            "content": output(turn),
+        }
+        messages += [
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [result]},
+        ]
+    return {
+        "model": "claude-test",
+        "max_tokens": 512,
+        "system": "You check code.",
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        "messages": messages,
+    }
 
 
 def store(s3: S3Server, bucket: str) -> dict[str, Any]:
@@ -61,8 +74,9 @@ def test_requests_alternating_between_two_replicas_reach_the_provider_as_from_on
 
     with serve_process(upstream, store(s3, alone_bucket)) as single:
         for n in turns:
-            answer = httpx.post(single + "/v1/messages", json=conversation(n), headers=headers,
-                                timeout=60)  # fmt: skip
+            answer = httpx.post(
+                single + "/v1/messages", json=conversation(n), headers=headers, timeout=60
+            )
             assert answer.status_code == 200, answer.text
     from_one = [raw.replace(alone_bucket.encode(), shared_bucket.encode()) for raw in stand_in.raw]
     stand_in.raw.clear()
@@ -73,8 +87,9 @@ def test_requests_alternating_between_two_replicas_reach_the_provider_as_from_on
     ):
         replicas = (first, second)
         for i, n in enumerate(turns):
-            answer = httpx.post(replicas[i % 2] + "/v1/messages", json=conversation(n),
-                                headers=headers, timeout=60)  # fmt: skip
+            answer = httpx.post(
+                replicas[i % 2] + "/v1/messages", json=conversation(n), headers=headers, timeout=60
+            )
             assert answer.status_code == 200, answer.text
         from_two = list(stand_in.raw)
         assert from_two == from_one  # byte for byte
@@ -109,12 +124,17 @@ def test_a_hung_store_costs_a_request_one_deadline_and_shows_on_healthz(
     stand_in, upstream = provider
     set_credentials()
     with hanging_server() as endpoint:
-        hung = {"spill.url": "s3://hung/mw", "spill.timeout_seconds": 1,
-                "spill.storage_options": {"client_kwargs": {"endpoint_url": endpoint}}}  # fmt: skip
+        hung = {
+            "spill.url": "s3://hung/mw",
+            "spill.timeout_seconds": 1,
+            "spill.storage_options": {"client_kwargs": {"endpoint_url": endpoint}},
+        }
         with serve_process(upstream, hung) as url:
             headers = {**HEADERS, "x-chatcli-session": "hung"}
-            answers = [httpx.post(url + "/v1/messages", json=conversation(n), headers=headers,
-                                  timeout=60) for n in (1, 1, 2)]  # fmt: skip
+            answers = [
+                httpx.post(url + "/v1/messages", json=conversation(n), headers=headers, timeout=60)
+                for n in (1, 1, 2)
+            ]
             assert [a.status_code for a in answers] == [200, 200, 200]
             sent = stand_in.accepted[-1][2]["messages"]
             assert sent[-1]["content"][0]["content"] == output(1)  # kept whole, not lost

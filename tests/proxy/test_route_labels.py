@@ -46,16 +46,20 @@ def test_routes_are_counted_by_template_whatever_the_names_in_the_path(
             sent = client.post(f"/v1beta/models/{model}:generateContent", json=BODY)
             assert sent.status_code == 200
             streamed = client.post(
-                f"/v1beta/models/{model}:streamGenerateContent", json=BODY,
+                f"/v1beta/models/{model}:streamGenerateContent",
+                json=BODY,
                 params={"alt": "sse"},
-            )  # fmt: skip
+            )
             assert streamed.status_code == 200
-            vertex = (f"/v1/projects/p-{model}/locations/loc-{model}/publishers/google/"
-                      f"models/{model}:generateContent")  # fmt: skip
+            vertex = (
+                f"/v1/projects/p-{model}/locations/loc-{model}/publishers/google/"
+                f"models/{model}:generateContent"
+            )
             assert client.post(vertex, json=BODY).status_code == 200
         # An answer the proxy gives itself is counted under the template too.
-        unknown = client.post(f"/policy/none-such/v1beta/models/{MODELS[0]}:generateContent",
-                              json=BODY)  # fmt: skip
+        unknown = client.post(
+            f"/policy/none-such/v1beta/models/{MODELS[0]}:generateContent", json=BODY
+        )
         assert unknown.status_code == 404
         hello = {"role": "user", "content": "hi"}
         message = {"model": "m", "max_tokens": 5, "messages": [hello]}
@@ -69,7 +73,8 @@ def test_routes_are_counted_by_template_whatever_the_names_in_the_path(
     assert series["/v1/messages"] == 1
     assert not [line for line in metrics.splitlines() if "made-up-" in line]
     # The access log says which path came, under its route.
-    lines = [json.loads(r.getMessage()) for r in caplog.records
-             if r.name == "middleware.proxy.access"]  # fmt: skip
+    lines = [
+        json.loads(r.getMessage()) for r in caplog.records if r.name == "middleware.proxy.access"
+    ]
     first = next(line for line in lines if line["path"].endswith(f"/{MODELS[0]}:generateContent"))
     assert first["route"] == "/v1beta/models/{model}:generateContent"

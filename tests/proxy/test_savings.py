@@ -67,12 +67,24 @@ def test_a_request_whose_only_change_is_a_repair_saves_nothing_and_says_it_was_r
             anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0)
         )
         for session, messages in (("orphan", dropped), ("missing", missing)):
-            direct = httpx.post(upstream + "/v1/messages", json={
-                "model": MODEL, "max_tokens": 8, "system": SYSTEM, "messages": messages,
-            }, headers={"anthropic-version": "2023-06-01", "x-api-key": "k"})  # fmt: skip
+            direct = httpx.post(
+                upstream + "/v1/messages",
+                json={
+                    "model": MODEL,
+                    "max_tokens": 8,
+                    "system": SYSTEM,
+                    "messages": messages,
+                },
+                headers={"anthropic-version": "2023-06-01", "x-api-key": "k"},
+            )
             assert direct.status_code == 400  # as it came, the provider refuses it
-            client.messages.create(model=MODEL, max_tokens=8, system=SYSTEM, messages=messages,
-                                   extra_headers={"x-chatcli-session": session})  # fmt: skip
+            client.messages.create(
+                model=MODEL,
+                max_tokens=8,
+                system=SYSTEM,
+                messages=messages,
+                extra_headers={"x-chatcli-session": session},
+            )
         assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 2)
         ledgers = {s: httpx.get(f"{stack.url}/sessions/{s}").json() for s in ("orphan", "missing")}
         total = httpx.get(stack.url + "/sessions").json()["total"]
@@ -116,8 +128,13 @@ def test_a_repaired_request_saves_what_the_budget_took_out_of_it_and_no_more(
         client = closed_at_the_end(
             anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0)
         )
-        client.messages.create(model=MODEL, max_tokens=8, system=SYSTEM, messages=messages,
-                               extra_headers={"x-chatcli-session": "both"})  # fmt: skip
+        client.messages.create(
+            model=MODEL,
+            max_tokens=8,
+            system=SYSTEM,
+            messages=messages,
+            extra_headers={"x-chatcli-session": "both"},
+        )
         assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 1)
         ledger = httpx.get(f"{stack.url}/sessions/both").json()
     spilled_tokens = len(output(1)) / 4

@@ -29,15 +29,19 @@ def anthropic_history(kind: str) -> list[dict[str, Any]]:
     return [
         {"role": "user", "content": "Build it."},
         {"role": "assistant", "content": [use]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_01", "content": HUGE}]},
-    ]  # fmt: skip
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": HUGE}],
+        },
+    ]
 
 
 def chat_history(kind: str) -> list[dict[str, Any]]:
     call = {"id": "call_01", "type": "function", "function": {"name": "make", "arguments": "{}"}}
-    head = [{"role": "user", "content": "Build it."},
-            {"role": "assistant", "content": None, "tool_calls": [call]}]  # fmt: skip
+    head = [
+        {"role": "user", "content": "Build it."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+    ]
     if kind == "unanswered":
         return [*head, {"role": "user", "content": "Did it work?"}]
     return [*head, {"role": "tool", "tool_call_id": "call_01", "content": HUGE}]
@@ -104,9 +108,11 @@ def run_anthropic(stack: Stack, kind: str, sync: Any, direct: Any, make_async: A
 def test_anthropic_beta_namespace(stack: Stack, kind: str) -> None:
     with clients(stack, anthropic, "") as (sync, _, _):
         message = sync.beta.messages.create(
-            model="claude-test", max_tokens=100, messages=anthropic_history(kind),
+            model="claude-test",
+            max_tokens=100,
+            messages=anthropic_history(kind),
             betas=["context-management-2025-06-27"],
-        )  # fmt: skip
+        )
     assert message.content[0].text == "ok"
     assert "context-management-2025-06-27" in stack.provider.accepted[-1][1]["anthropic-beta"]
 

@@ -23,13 +23,21 @@ def history(name: str, turns: int) -> list[dict[str, Any]]:
     """A conversation of ``turns`` Bash calls, every other result over the result cap."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": f"Task {name}."}]
     for i in range(turns):
-        call = {"type": "tool_use", "id": f"toolu_{name}_{i}", "name": "Bash",
-                "input": {"command": f"make {i}"}}  # fmt: skip
+        call = {
+            "type": "tool_use",
+            "id": f"toolu_{name}_{i}",
+            "name": "Bash",
+            "input": {"command": f"make {i}"},
+        }
         lines = 400 if i % 2 else 60
         text = "\n".join(f"{name} {i}: line {n} of the build, all fine" for n in range(lines))
         messages.append({"role": "assistant", "content": [call]})
-        messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": call["id"], "content": text}]})  # fmt: skip
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": text}],
+            }
+        )
     return messages
 
 

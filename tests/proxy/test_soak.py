@@ -17,12 +17,23 @@ pytestmark = [pytest.mark.xdist_group("timing"), pytest.mark.slow]
 
 def test_agents_are_answered_in_time_while_the_store_hangs_and_memory_stays_flat() -> None:
     plan = Plan(
-        conversations=24, seconds=30, hang_at=8, hang_for=8, slow=0.25, settled_after=14,
-        overrides=(("spill.timeout_seconds", 2), ("cache.max_bytes", 16 * 2**20),
-                   ("proxy.session_memory_bytes", 16 * 2**20)),
-        deadline=20, max_messages=40, think=(0.2, 1.5), large_every=4,
+        conversations=24,
+        seconds=30,
+        hang_at=8,
+        hang_for=8,
+        slow=0.25,
+        settled_after=14,
+        overrides=(
+            ("spill.timeout_seconds", 2),
+            ("cache.max_bytes", 16 * 2**20),
+            ("proxy.session_memory_bytes", 16 * 2**20),
+        ),
+        deadline=20,
+        max_messages=40,
+        think=(0.2, 1.5),
+        large_every=4,
         join_within=3,
-    )  # fmt: skip
+    )
     lines: list[str] = []
     outcome = soak(plan, echo=lines.append)
     report = "\n".join(lines)

@@ -105,14 +105,21 @@ def test_a_ledger_file_and_a_spill_root_yet_to_be_made_are_fine(tmp_path: Path) 
 def test_serve_with_a_fifo_as_its_ledger_file_exits_with_a_clear_error(tmp_path: Path) -> None:
     """``chatcli-mw serve`` says what is wrong in one line and exits 2 (today it hangs)."""
     path = fifo(tmp_path)
-    env = {**os.environ, "CHATCLI_LEDGER__FILE": str(path),
-           "CHATCLI_SPILL__ROOT": str(tmp_path / "spill")}  # fmt: skip
+    env = {
+        **os.environ,
+        "CHATCLI_LEDGER__FILE": str(path),
+        "CHATCLI_SPILL__ROOT": str(tmp_path / "spill"),
+    }
     script = Path(sys.executable).parent / "chatcli-mw"
     try:
         done = subprocess.run(
             [str(script), "serve", "--port", str(free_port())],
-            env=env, capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail("chatcli-mw serve hung on a FIFO as its ledger file")
     assert done.returncode == 2, done.stderr

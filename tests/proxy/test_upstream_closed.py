@@ -93,8 +93,9 @@ class _Handler(socketserver.StreamRequestHandler):
                 return
             self.wfile.write(
                 b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                + f"content-length: {len(ANSWER)}\r\n\r\n".encode() + ANSWER
-            )  # fmt: skip
+                + f"content-length: {len(ANSWER)}\r\n\r\n".encode()
+                + ANSWER
+            )
             self.wfile.flush()
             if seen in self.server.close_idle:
                 self.connection.shutdown(socket.SHUT_RDWR)  # as an idle timeout would
@@ -107,11 +108,15 @@ def proxy_before(upstream: Upstream, tmp_path: Path, **overrides: Any) -> Iterat
     thread = threading.Thread(target=upstream.serve_forever, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{upstream.server_address[1]}"
-    _, app = build_proxy(None, {
-        "proxy.anthropic_upstream": url, "spill.root": str(tmp_path / "spill"),
-        "proxy.max_connections": 1,  # one pool, one connection: the next request reuses it
-        **overrides,
-    })  # fmt: skip
+    _, app = build_proxy(
+        None,
+        {
+            "proxy.anthropic_upstream": url,
+            "spill.root": str(tmp_path / "spill"),
+            "proxy.max_connections": 1,  # one pool, one connection: the next request reuses it
+            **overrides,
+        },
+    )
     try:
         with serving(app) as proxy_url:
             yield proxy_url

@@ -84,10 +84,13 @@ class Stack:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     recorder = Recorder()
     with serving(recorder) as upstream:
-        _, app = build_proxy(None, {
-            "proxy.upstreams": {name: upstream + base for name, base in BASES.items()},
-            "spill.root": str(tmp_path_factory.mktemp("paths") / "spill"),
-        })  # fmt: skip
+        _, app = build_proxy(
+            None,
+            {
+                "proxy.upstreams": {name: upstream + base for name, base in BASES.items()},
+                "spill.root": str(tmp_path_factory.mktemp("paths") / "spill"),
+            },
+        )
         with serving(app) as url:
             yield Stack(recorder, urlsplit(url).netloc)
 
@@ -112,7 +115,7 @@ def request(stack: Stack, codec: Codec, path: str) -> tuple[int, dict[str, Any],
         "openai": {"model": "m", "messages": said},
         "responses": {"model": "m", "input": "hi"},
         "gemini": {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
-    }  # fmt: skip
+    }
     if codec.provider.name == "anthropic":
         headers |= {"x-api-key": "sk-ant-SECRET", "anthropic-version": "2023-06-01"}
     elif codec.provider.name == "openai" or "/projects/" in path:  # OpenAI, or Vertex

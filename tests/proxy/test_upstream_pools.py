@@ -45,10 +45,15 @@ def test_the_pools_together_hold_at_most_max_connections(tmp_path: Path, allowed
     async def crowd(url: str) -> list[int]:
         async with httpx.AsyncClient(timeout=60) as client:
             answers = await asyncio.gather(
-                *(client.post(url + "/v1/messages", json=BODY,
-                              headers={**HEADERS, "x-chatcli-session": f"s{n}"})
-                  for n in range(3 * allowed + 4))
-            )  # fmt: skip
+                *(
+                    client.post(
+                        url + "/v1/messages",
+                        json=BODY,
+                        headers={**HEADERS, "x-chatcli-session": f"s{n}"},
+                    )
+                    for n in range(3 * allowed + 4)
+                )
+            )
         return [answer.status_code for answer in answers]
 
     with (

@@ -34,8 +34,9 @@ def test_the_older_keys_still_work_and_upstreams_wins_over_them() -> None:
     anthropic = provider_named("anthropic")
     old = settings(**{"proxy.anthropic_upstream": "http://old"})
     assert old.upstream(anthropic) == "http://old"
-    both = settings(**{"proxy.anthropic_upstream": "http://old", "proxy.upstreams.anthropic":
-                       "http://new"})  # fmt: skip
+    both = settings(
+        **{"proxy.anthropic_upstream": "http://old", "proxy.upstreams.anthropic": "http://new"}
+    )
     assert both.upstream(anthropic) == "http://new"
 
 
@@ -80,8 +81,9 @@ def test_serve_takes_one_provider_upstream_per_option(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr("middleware.proxy.build.build_proxy", build)
     parser = build_parser()
-    args = parser.parse_args(["serve", "--upstream", "openai=http://a", "--anthropic-upstream",
-                              "http://b"])  # fmt: skip
+    args = parser.parse_args(
+        ["serve", "--upstream", "openai=http://a", "--anthropic-upstream", "http://b"]
+    )
     with pytest.raises(SystemExit):
         serve.run_serve(args)
     assert seen == {

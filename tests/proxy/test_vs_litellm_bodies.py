@@ -20,8 +20,10 @@ def history(turns: int = 6) -> list[Any]:
     as blocks, some over the budget's cap (spilled, previewed with an outline)."""
     messages: list[Any] = [{"role": "user", "content": [{"type": "text", "text": "fix it"}]}]
     for i in range(turns):
-        lines = "".join(f"src/mod_{i}/file_{n}.py:{n}: error: name_{n} undefined\n"
-                        for n in range(600 if i % 2 else 40))  # fmt: skip
+        lines = "".join(
+            f"src/mod_{i}/file_{n}.py:{n}: error: name_{n} undefined\n"
+            for n in range(600 if i % 2 else 40)
+        )
         messages.append({"role": "assistant", "content": [
             {"type": "text", "text": "\n\n"},
             {"type": "thinking", "thinking": f"look at {i}", "signature": "sig"},

@@ -105,8 +105,11 @@ def test_a_version_1_database_gains_version_2s_columns_and_keeps_its_sums(
         row = queries.session(store, "s1")
         assert row is not None
         assert (row["answers"], row["dollars"], row["observed"], row["projected"]) == (
-            2, pytest.approx(0.02), 1, 1,
-        )  # fmt: skip
+            2,
+            pytest.approx(0.02),
+            1,
+            1,
+        )
         assert row["dollars_projected"] == pytest.approx(0.004)
         assert (row["refused"], row["readbacks"], row["readback_tokens"]) == (1, 1, 70)
         assert row["dollars_readback"] == pytest.approx(0.002)

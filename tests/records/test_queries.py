@@ -30,8 +30,11 @@ def test_a_session_has_its_sums_and_models(store: RecordStore) -> None:
     found = queries.session(store, "s1")
     assert found is not None
     assert (found["answers"], found["billed_input"], found["first"], found["last"]) == (
-        2, 20, 100.0, 110.0,
-    )  # fmt: skip
+        2,
+        20,
+        100.0,
+        110.0,
+    )
     assert found["models"] == {"claude-x": 1, "gpt-y": 1}
     assert queries.session(store, "nobody") is None
 

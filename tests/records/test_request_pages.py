@@ -45,11 +45,16 @@ def test_the_running_cost_of_a_session(store: RecordStore) -> None:
     """What a session's priced answers cost so far after each, in the order they came,
     billed and without the middleware: a few points at most, the last among them."""
     store.write(
-        [answer(f"a{n}", "s1", time=float(n), dollars=0.01, dollars_without=0.03)
-         for n in range(1, 11)]
-        + [answer("unpriced", "s1", time=4.5, dollars=None, dollars_without=None),
-           answer("elsewhere", "s2", time=3.0)], [],
-    )  # fmt: skip
+        [
+            answer(f"a{n}", "s1", time=float(n), dollars=0.01, dollars_without=0.03)
+            for n in range(1, 11)
+        ]
+        + [
+            answer("unpriced", "s1", time=4.5, dollars=None, dollars_without=None),
+            answer("elsewhere", "s2", time=3.0),
+        ],
+        [],
+    )
     whole = request_pages.running_cost(store, "s1", 20)
     assert [k for k, _, _ in whole] == list(range(1, 11))
     assert whole[-1][1] == pytest.approx(0.10) and whole[-1][2] == pytest.approx(0.30)

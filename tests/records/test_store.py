@@ -46,9 +46,13 @@ def test_a_session_spans_the_times_of_all_its_rows(store: RecordStore) -> None:
 
 def test_unread_and_unpriced_answers_are_counted_apart(store: RecordStore) -> None:
     store.write(
-        [answer("a1"), answer("a2", unread=True, billed={}, without={}),
-         answer("a3", dollars=None, dollars_without=None)], [],
-    )  # fmt: skip
+        [
+            answer("a1"),
+            answer("a2", unread=True, billed={}, without={}),
+            answer("a3", dollars=None, dollars_without=None),
+        ],
+        [],
+    )
     row = session_row(store, "s1")
     assert (row["answers"], row["unread"], row["unpriced"]) == (3, 1, 1)
     assert row["billed_input"] == 20  # the unpriced one's tokens count, the unread has none
@@ -59,8 +63,9 @@ def test_days_hold_the_sums_by_model(store: RecordStore) -> None:
     with store.connection() as connection:
         rows = connection.execute(sa.select(DAYS).order_by(DAYS.c.model)).all()
     assert [(r.day, r.model, r.answers) for r in rows] == [
-        ("2023-11-14", "claude-x", 1), ("2023-11-14", "gpt-y", 1),
-    ]  # fmt: skip
+        ("2023-11-14", "claude-x", 1),
+        ("2023-11-14", "gpt-y", 1),
+    ]
 
 
 def test_tags_are_kept_with_their_answer(store: RecordStore) -> None:
@@ -84,8 +89,10 @@ def test_a_sessions_requests_are_numbered_in_the_order_they_are_seen(postgres_ur
         with store.engine.connect() as holder:
             transaction = holder.begin()
             holder.execute(sa.update(s).where(s.c.session == "s0").values(repairs=s.c.repairs))
-            batch = [RequestRow("a0", "s0", 1.0, "r1", b"{}"),
-                     RequestRow("a1", "s1", 1.0, "r1", b"{}")]  # fmt: skip
+            batch = [
+                RequestRow("a0", "s0", 1.0, "r1", b"{}"),
+                RequestRow("a1", "s1", 1.0, "r1", b"{}"),
+            ]
             held = threading.Thread(target=store.write, args=([], batch))
             held.start()
             held.join(1.0)  # waits for s0's row

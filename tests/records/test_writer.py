@@ -114,8 +114,9 @@ def test_an_outbox_sends_what_a_killed_replica_held(
             time.sleep(0.01)
         os.kill(os.getpid(), signal.SIGKILL)
     """)
-    with subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, text=True) as child:  # fmt: skip
+    with subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as child:
         assert child.stdout is not None and child.stdin is not None
         assert child.stdout.readline() == "stop\n"
         postgres.stop()

@@ -57,8 +57,10 @@ def test_apply_patch_sent_through_a_shell_heredoc_is_an_edit_too() -> None:
     full = parse(read_then(cx.exec_call("call_s", script, 3)))
     found = quotes(full, 3)
     assert [(q.text, q.in_edit, q.call_id) for q in found] == [
-        (LINE_12, True, "call_s"), (LINE_13, True, "call_s"), (LINE_14, True, "call_s")
-    ]  # fmt: skip
+        (LINE_12, True, "call_s"),
+        (LINE_13, True, "call_s"),
+        (LINE_14, True, "call_s"),
+    ]
 
 
 def test_exec_command_lines_are_quotes_as_any_call_input() -> None:
@@ -74,21 +76,27 @@ def test_lines_a_patch_added_are_the_models_own_later() -> None:
     label = 'const label = "subtotal of the cart items, in cents";'
     patch = cx.PATCH.replace("*** End Patch", f"+{label}\n*** End Patch")
     shown = cx.SOURCE.replace(LINE_13, NEW_13) + f"\n{label}"
-    again = (f"*** Begin Patch\n*** Update File: src/cart.ts\n@@\n {NEW_13}\n {label}\n"
-             f"-{LINE_20}\n+// twenty\n*** End Patch")  # fmt: skip
+    again = (
+        f"*** Begin Patch\n*** Update File: src/cart.ts\n@@\n {NEW_13}\n {label}\n"
+        f"-{LINE_20}\n+// twenty\n*** End Patch"
+    )
     firsts = [
         (cx.apply_patch("call_c", patch, 3), cx.patch_output("call_c", 4)),
-        (cx.exec_call("call_c", f"apply_patch <<'EOF'\n{patch}\nEOF", 3),
-         cx.exec_output("call_c", "Success. Updated the following files:", 4)),
-    ]  # fmt: skip
+        (
+            cx.exec_call("call_c", f"apply_patch <<'EOF'\n{patch}\nEOF", 3),
+            cx.exec_output("call_c", "Success. Updated the following files:", 4),
+        ),
+    ]
     for call, output in firsts:
         history = [
             *read_then(call),
             cx.payload(output),
-            *items(cx.exec_call("call_h", "sed -n '1,80p' src/cart.ts", 5),
-                   cx.exec_output("call_h", shown, 6),
-                   cx.apply_patch("call_i", again, 7)),
-        ]  # fmt: skip
+            *items(
+                cx.exec_call("call_h", "sed -n '1,80p' src/cart.ts", 5),
+                cx.exec_output("call_h", shown, 6),
+                cx.apply_patch("call_i", again, 7),
+            ),
+        ]
         found = quotes(parse(history), 7)
         assert [(q.text, q.in_edit, q.source) for q in found] == [(LINE_20, True, (6, 0))], call[
             "payload"
@@ -115,8 +123,9 @@ def session(size: int = 400) -> list[dict[str, Any]]:
 
 def test_simulate_counts_a_hidden_patched_line_as_a_forced_reread() -> None:
     transcript = Transcript("cx", "codex", "responses", session())
-    raw, capped = simulate([transcript], [PolicySpec("cap", "preset:lean")],
-                           PRICING["openai-gpt-5"])  # fmt: skip
+    raw, capped = simulate(
+        [transcript], [PolicySpec("cap", "preset:lean")], PRICING["openai-gpt-5"]
+    )
     assert raw.quotes == capped.quotes == 3 and raw.quotes_hidden == 0
     # preset:lean keeps 5,000 characters of the 32,000-character output: the patched
     # lines are in the spilled middle, and the patch must read the file again.
@@ -135,8 +144,9 @@ def test_a_patchs_old_lines_are_its_edit_quotes_and_its_new_lines_none(
     and no added line is a quote (each line here is one of the file read first)."""
     lines = cx.SOURCE.split("\n")
     hunk = [f"{sign}{lines[20 + i]}" for i, sign in enumerate(signs)]
-    patch = "\n".join(["*** Begin Patch", "*** Update File: src/cart.ts", "@@", *hunk,
-                       "*** End Patch"])  # fmt: skip
+    patch = "\n".join(
+        ["*** Begin Patch", "*** Update File: src/cart.ts", "@@", *hunk, "*** End Patch"]
+    )
     call = (
         cx.exec_call("call_p", f"apply_patch <<'EOF'\n{patch}\nEOF", 3)
         if through_shell

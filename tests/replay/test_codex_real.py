@@ -24,8 +24,9 @@ FOLDER = TRAJECTORIES / "codex"
 ROLLOUTS = sorted(FOLDER.glob("*.jsonl")) if FOLDER.is_dir() else []
 
 if not ROLLOUTS:  # pragma: no cover - CI always has the shared data
-    pytest.skip("../shared/data/trajectories/codex is not beside the checkout",
-                allow_module_level=True)  # fmt: skip
+    pytest.skip(
+        "../shared/data/trajectories/codex is not beside the checkout", allow_module_level=True
+    )
 
 #: What the model writes, as Codex records it.
 MODEL_ITEMS = frozenset(

@@ -124,9 +124,10 @@ def test_a_compacted_line_without_history_restarts_from_its_summary(tmp_path: Pa
     ]
     _, second = load(tmp_path, lines)
     assert second.messages[0] == {
-        "type": "message", "role": "user",
+        "type": "message",
+        "role": "user",
         "content": [{"type": "input_text", "text": "The user said hi."}],
-    }  # fmt: skip
+    }
     assert second.restored == 1 and second.request_count == 1
     assert "no replacement_history" in second.notes[0]
 

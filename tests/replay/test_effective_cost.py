@@ -36,12 +36,18 @@ def transcript(answers: list[str], results: dict[str, str]) -> Transcript:
         ]  # fmt: skip
     for i, answer in enumerate(answers):
         messages += [
-            {"role": "assistant", "content": [
-                {"type": "text", "text": answer},
-                {"type": "tool_use", "id": f"b{i}", "name": "Bash", "input": {"c": "ls"}}]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": f"b{i}", "content": "ok"}]},
-        ]  # fmt: skip
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": answer},
+                    {"type": "tool_use", "id": f"b{i}", "name": "Bash", "input": {"c": "ls"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"b{i}", "content": "ok"}],
+            },
+        ]
     messages.append({"role": "assistant", "content": "done"})
     return Transcript("t.json", "json", "anthropic", messages)
 

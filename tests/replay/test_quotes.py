@@ -17,13 +17,17 @@ FILE = "\n".join(
 
 
 def use(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {"role": "assistant", "content": [
-        {"type": "tool_use", "id": call_id, "name": name, "input": arguments}]}  # fmt: skip
+    return {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": call_id, "name": name, "input": arguments}],
+    }
 
 
 def result(call_id: str, text: str) -> dict[str, Any]:
-    return {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": call_id, "content": text}]}  # fmt: skip
+    return {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": call_id, "content": text}],
+    }
 
 
 def conversation(reader: str = "Read") -> list[dict[str, Any]]:
@@ -47,8 +51,9 @@ def test_lines_copied_from_a_result_are_quotes_and_others_are_not() -> None:
     messages = conversation()
     full = get_codec("anthropic").parse(messages)
     (quote,) = quotes(full, 3)  # the edit: its first line is in the read file
-    assert quote == Quote('def handler_250(request):  # returns the "value" of 250',
-                          (2, 0), "Read", "e1", True)  # fmt: skip
+    assert quote == Quote(
+        'def handler_250(request):  # returns the "value" of 250', (2, 0), "Read", "e1", True
+    )
     assert len("x = 1") < MIN_QUOTE  # its second line is too short to be one
     # The write's line was typed by the user first: not taken from the result.
     assert quotes(full, 5) == []
@@ -131,11 +136,14 @@ def test_one_cause_for_a_result_whether_a_reference_or_a_quote_finds_it_hidden()
     from middleware.report import Action
 
     full = get_codec("anthropic").parse(conversation())
-    causes = Causes(full, [
-        Action("budget", "spilled", "r1", "Read", 2),
-        Action("microcompact", "summarized", "r1", "Read", 2),
-        Action("microcompact", "input_cleared", "e1", "Edit", 3),
-    ])  # fmt: skip
+    causes = Causes(
+        full,
+        [
+            Action("budget", "spilled", "r1", "Read", 2),
+            Action("microcompact", "summarized", "r1", "Read", 2),
+            Action("microcompact", "input_cleared", "e1", "Edit", 3),
+        ],
+    )
     assert causes.of((2, 0)) == "microcompact:summarized"  # the read: the last action
     assert causes.of((4, 0)) == "microcompact:input_cleared"  # the edit's call and result
     assert causes.of((6, 0)) == OTHER == "other"  # the write: no action on it

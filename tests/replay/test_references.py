@@ -38,12 +38,15 @@ def history() -> list[dict[str, Any]]:
         res("t1", "FAILED tests/test_api.py::test_login - KeyError: session_token\n"),
         {"role": "assistant", "content": [use("t2", "grep -rn session_token src/")]},
         res("t2", "src/auth/session.py:17: TOKEN_KEY = 'session_token'\n"),
-        {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "maybe hidden_in_thinking_1", "signature": "s"},
-            {"type": "text", "text": "The key is read in src/auth/session.py as TOKEN_KEY."},
-            use("t3", "sed -n 1,40p src/auth/session.py"),
-        ]},
-    ]  # fmt: skip
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "maybe hidden_in_thinking_1", "signature": "s"},
+                {"type": "text", "text": "The key is read in src/auth/session.py as TOKEN_KEY."},
+                use("t3", "sed -n 1,40p src/auth/session.py"),
+            ],
+        },
+    ]
 
 
 def test_references_first_appeared_in_a_tool_result() -> None:
@@ -72,5 +75,8 @@ def test_absolute_home_and_relative_paths_keep_their_start() -> None:
     """Issue 13, item 19: summaries dropped the leading / and ~/ of paths."""
     text = "edit /etc/nginx/nginx.conf, then ~/src/app.py and ./run.sh or ../lib/x.py"
     assert distinctive_tokens(text) == {
-        "/etc/nginx/nginx.conf", "~/src/app.py", "./run.sh", "../lib/x.py"
-    }  # fmt: skip
+        "/etc/nginx/nginx.conf",
+        "~/src/app.py",
+        "./run.sh",
+        "../lib/x.py",
+    }

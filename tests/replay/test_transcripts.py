@@ -121,14 +121,16 @@ def test_swe_agent_function_calling_and_text_mode(tmp_path: Path) -> None:
     assert middleware.check_history(fc_t.messages, "openai") == []
 
     footer = "\n(Open file: n/a)\n(Current directory: /repo)\nbash-$"
-    text = {"history": [
-        {"role": "system", "content": "setting"},
-        {"role": "user", "content": "issue"},
-        {"role": "assistant", "content": "List.\n```\nls\n```", "action": "ls\n"},
-        {"role": "user", "content": "a.py" + footer},
-        {"role": "assistant", "content": "Read.\n```\nopen a.py\n```", "action": "open a.py\n"},
-        {"role": "user", "content": "1:print()" + footer},
-    ]}  # fmt: skip
+    text = {
+        "history": [
+            {"role": "system", "content": "setting"},
+            {"role": "user", "content": "issue"},
+            {"role": "assistant", "content": "List.\n```\nls\n```", "action": "ls\n"},
+            {"role": "user", "content": "a.py" + footer},
+            {"role": "assistant", "content": "Read.\n```\nopen a.py\n```", "action": "open a.py\n"},
+            {"role": "user", "content": "1:print()" + footer},
+        ]
+    }
     (text_t,) = load_transcripts(write(tmp_path, "b.traj", text))
     assert text_t.policy_overrides == {}  # the default policy recognises it
     report = default_report(text_t.messages)
@@ -141,15 +143,20 @@ def default_report(messages: list[Any]) -> middleware.Report:
 
 
 def test_mini_swe_agent_is_a_text_protocol_transcript(tmp_path: Path) -> None:
-    data = {"trajectory_format": "mini-swe-agent-1", "instance_id": "x", "info": {}, "messages": [
-        {"role": "system", "content": "You run bash."},
-        {"role": "user", "content": "Fix it."},
-        {"role": "assistant", "content": "THOUGHT: list.\n```bash\nls\n```", "extra": {}},
-        {"role": "user", "content": "<returncode>0</returncode>\n<output>\na.py\n</output>"},
-        {"role": "assistant", "content": "THOUGHT: read.\n```bash\ncat a.py\n```", "extra": {}},
-        {"role": "user", "content": "<returncode>0</returncode>\n<output>\npass\n</output>"},
-        {"role": "assistant", "content": "THOUGHT: done.\n```bash\nsubmit\n```", "extra": {}},
-    ]}  # fmt: skip
+    data = {
+        "trajectory_format": "mini-swe-agent-1",
+        "instance_id": "x",
+        "info": {},
+        "messages": [
+            {"role": "system", "content": "You run bash."},
+            {"role": "user", "content": "Fix it."},
+            {"role": "assistant", "content": "THOUGHT: list.\n```bash\nls\n```", "extra": {}},
+            {"role": "user", "content": "<returncode>0</returncode>\n<output>\na.py\n</output>"},
+            {"role": "assistant", "content": "THOUGHT: read.\n```bash\ncat a.py\n```", "extra": {}},
+            {"role": "user", "content": "<returncode>0</returncode>\n<output>\npass\n</output>"},
+            {"role": "assistant", "content": "THOUGHT: done.\n```bash\nsubmit\n```", "extra": {}},
+        ],
+    }
     (t,) = load_transcripts(write(tmp_path, "x.traj.json", data))
     assert t.source == "mini-swe-agent" and t.policy_overrides == {}
     assert t.request_count == 3
@@ -220,13 +227,20 @@ def test_streamed_lines_interleaved_with_early_results_form_one_message(tmp_path
 
 
 def test_one_swe_agent_observation_answering_two_calls(tmp_path: Path) -> None:
-    data = {"history": [
-        {"role": "user", "content": "issue"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": i, "type": "function", "function": {"name": "bash", "arguments": "{}"}}
-            for i in ("c1", "c2")]},
-        {"role": "tool", "content": "out", "tool_call_ids": ["c1", "c2"]},
-    ]}  # fmt: skip
+    data = {
+        "history": [
+            {"role": "user", "content": "issue"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"id": i, "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+                    for i in ("c1", "c2")
+                ],
+            },
+            {"role": "tool", "content": "out", "tool_call_ids": ["c1", "c2"]},
+        ]
+    }
     (t,) = load_transcripts(write(tmp_path, "m.traj", data))
     assert [m.get("tool_call_id") for m in t.messages[2:]] == ["c1", "c2"]
     assert middleware.check_history(t.messages, "openai") == []

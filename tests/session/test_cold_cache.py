@@ -89,8 +89,12 @@ def test_a_request_after_an_idle_gap_is_compacted_for_free(tmp_path: Path) -> No
         cold = session(pipe, idle)
     assert [compacted(r) > 0 for r in cold] == [False] * 4 + [True] * 4
     assert pipe.prompt_cache.moved  # recorded
-    off = {"microcompact": {**THRIFTY["microcompact"], "schedule": {
-        **THRIFTY["microcompact"]["schedule"], "cold_rewrites": False}}}  # fmt: skip
+    off = {
+        "microcompact": {
+            **THRIFTY["microcompact"],
+            "schedule": {**THRIFTY["microcompact"]["schedule"], "cold_rewrites": False},
+        }
+    }
     with middleware.Pipeline(policy(tmp_path / "c", **off), session_id="s") as pipe:
         assert not any(map(compacted, session(pipe, idle)))
     # The requests after it keep the old turns as the cold one rewrote them: the
@@ -488,8 +492,11 @@ def test_a_lock_never_let_go_leaves_the_record_as_it_was(
     fcntl = pytest.importorskip("fcntl", reason="no lock on Windows")
     monkeypatch.setattr(workspace_module, "RECORD_LOCK_SECONDS", 0.0)
     plant(tmp_path, b'{"moved": [], "last": 1.0}')
-    lock = os.open(tmp_path / session_folder_name("s") / workspace_module.RECORD_LOCK,
-                   os.O_RDWR | os.O_CREAT, 0o600)  # fmt: skip
+    lock = os.open(
+        tmp_path / session_folder_name("s") / workspace_module.RECORD_LOCK,
+        os.O_RDWR | os.O_CREAT,
+        0o600,
+    )
     fcntl.flock(lock, fcntl.LOCK_EX)  # another open of the file: as another process
     try:
         workspace = SpillWorkspace("s", tmp_path)

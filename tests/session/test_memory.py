@@ -21,8 +21,11 @@ from middleware.session.remembered import Hollow, Stripped, held_bytes
 from middleware.session.resume import MAX_CONVERSATIONS, Continuations
 
 #: A schedule that moves within a short session, so compaction carries its state.
-BUSY = {"microcompact": {"schedule": {"trigger_tokens": 2_000, "step_turns": 2,
-                                      "min_reclaim_tokens": 200}}}  # fmt: skip
+BUSY = {
+    "microcompact": {
+        "schedule": {"trigger_tokens": 2_000, "step_turns": 2, "min_reclaim_tokens": 200}
+    }
+}
 
 
 def request(turns: int, name: str = "s", spilled: int = 9_000) -> list[dict[str, Any]]:
@@ -33,11 +36,19 @@ def request(turns: int, name: str = "s", spilled: int = 9_000) -> list[dict[str,
     for i in range(turns):
         lines = spilled // 45 if i % 3 == 0 else 2_500 // 45
         output = "\n".join(f"{name}: case {n} of step {i} passed, all well" for n in range(lines))
-        call = {"type": "tool_use", "id": f"toolu_{name}_{i:04}", "name": "Bash",
-                "input": {"command": f"pytest -k mod{i}"}}  # fmt: skip
+        call = {
+            "type": "tool_use",
+            "id": f"toolu_{name}_{i:04}",
+            "name": "Bash",
+            "input": {"command": f"pytest -k mod{i}"},
+        }
         messages.append({"role": "assistant", "content": [{"type": "text", "text": "On."}, call]})
-        messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": call["id"], "content": output}]})  # fmt: skip
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": output}],
+            }
+        )
     return messages
 
 

@@ -34,9 +34,13 @@ def request(turns: int) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Find the failing test."}]
     for i in range(turns):
         size = 9_000 if i % 3 == 0 else 2_500
-        output = "" if i == 4 else "\n".join(
-            f"case {n} of step {i} passed in good time, all well" for n in range(size // 45)
-        )  # fmt: skip
+        output = (
+            ""
+            if i == 4
+            else "\n".join(
+                f"case {n} of step {i} passed in good time, all well" for n in range(size // 45)
+            )
+        )
         call: dict[str, Any] = {
             "type": "tool_use",
             "id": f"toolu_{i:04}",
@@ -228,14 +232,18 @@ def test_a_text_protocol_session_continues_and_comes_out_the_same(tmp_path: Path
     rule = {"text_protocol": {"enabled": True, "pattern": "^<output>", "tool_name": "bash"}}
     requests = [text_request(n) for n in range(1, 16)]
     with middleware.Pipeline(policy(tmp_path, **rule), session_id="s") as pipe:
-        seen = [(json.dumps(r.output), r.report.to_json())
-                for r in (pipe.process(m, format="openai") for m in requests)]  # fmt: skip
+        seen = [
+            (json.dumps(r.output), r.report.to_json())
+            for r in (pipe.process(m, format="openai") for m in requests)
+        ]
         assert pipe.continued == len(requests) - 1
     with middleware.Pipeline(
         policy(tmp_path, **rule), session_id="s", cache=DerivedCache(0)
     ) as full:
-        expected = [(json.dumps(r.output), r.report.to_json())
-                    for r in (full.process(m, format="openai") for m in requests)]  # fmt: skip
+        expected = [
+            (json.dumps(r.output), r.report.to_json())
+            for r in (full.process(m, format="openai") for m in requests)
+        ]
     assert seen == expected
     assert '"kind": "summarized"' in seen[-1][1]
 

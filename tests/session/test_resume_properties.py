@@ -23,11 +23,16 @@ POLICY = {
         "truncate_turns": 1,
         "summarize_turns": 3,
         "min_content": 500,
-        "schedule": {"trigger_tokens": 500, "step_turns": 1, "min_reclaim_tokens": 100,
-                     "min_reclaim_ratio": 0, "rewrite_cost": 0.5},
+        "schedule": {
+            "trigger_tokens": 500,
+            "step_turns": 1,
+            "min_reclaim_tokens": 100,
+            "min_reclaim_ratio": 0,
+            "rewrite_cost": 0.5,
+        },
         "inputs": {"tools": ["Edit"], "min_chars": 200, "clear_turns": 1},
     },
-}  # fmt: skip
+}
 
 
 @st.composite
@@ -67,8 +72,9 @@ def requests(draw: st.DrawFn) -> list[list[dict[str, Any]]]:
     out: list[list[dict[str, Any]]] = []
     shown = 1
     for _ in range(draw(st.integers(2, 12))):
-        what = draw(st.sampled_from(["grow", "grow", "grow", "retry", "marker", "edit",
-                                     "drop", "other"]))  # fmt: skip
+        what = draw(
+            st.sampled_from(["grow", "grow", "grow", "retry", "marker", "edit", "drop", "other"])
+        )
         if what == "grow":
             shown = min(shown + 1, len(steps))
         elif what == "drop":

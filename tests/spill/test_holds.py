@@ -169,9 +169,8 @@ def test_a_session_in_use_keeps_its_hold_while_it_saves_nothing_new(
     engine.process(pool.conversation("default", policy, "busy"), history)
     root.settle(30)
     assert sorted(counting.take()) == sorted(
-        [("pipe_file", "marker"), ("pipe_file", "hold"), ("cat_file", "c0"),
-         ("pipe_file", "c0")]
-    )  # fmt: skip
+        [("pipe_file", "marker"), ("pipe_file", "hold"), ("cat_file", "c0"), ("pipe_file", "c0")]
+    )
     gc = gc_root(s3, bucket, "held")
     per_request = []
     for _ in range(12):
@@ -224,19 +223,24 @@ def test_a_folder_removed_under_a_writing_process_gets_its_marker_back(
 ) -> None:
     clocks = Clocks()
     counting = Counting(s3.filesystem())
-    root = ObjectRoot(counting, f"{bucket}/w", retry_after=0, clock=clocks.monotonic,
-                      wall=clocks.posix)  # fmt: skip
+    root = ObjectRoot(
+        counting, f"{bucket}/w", retry_after=0, clock=clocks.monotonic, wall=clocks.posix
+    )
     store = root.workspace("live", hold=7200)
     first = store.save("r1", "one")
     assert counting.take() == [
-        ("pipe_file", "marker"), ("pipe_file", "hold"), ("cat_file", "r1"), ("pipe_file", "r1")
-    ]  # fmt: skip
+        ("pipe_file", "marker"),
+        ("pipe_file", "hold"),
+        ("cat_file", "r1"),
+        ("pipe_file", "r1"),
+    ]
     for n in range(2, 6):
         clocks.advance(5)
         store.save(f"r{n}", f"text {n}")
     # a GET and a PUT per new result: nothing for the marker within CHECK_SECONDS
-    assert counting.take() == [c for n in range(2, 6) for c in
-                               [("cat_file", f"r{n}"), ("pipe_file", f"r{n}")]]  # fmt: skip
+    assert counting.take() == [
+        c for n in range(2, 6) for c in [("cat_file", f"r{n}"), ("pipe_file", f"r{n}")]
+    ]
     # another replica ends the session (DELETE /sessions/live) while this one goes on
     other = gc_root(s3, bucket, "w")
     assert forget(other, "live")
@@ -244,10 +248,13 @@ def test_a_folder_removed_under_a_writing_process_gets_its_marker_back(
     clocks.advance(CHECK_SECONDS)
     store.save("r6", "six")
     assert counting.take() == [
-        ("cat_file", "r6"), ("pipe_file", "r6"),  # the result
-        ("cat_file", "hold"), ("find", "chatcli-agent-live"),  # the check: gone, r6 left
-        ("pipe_file", "marker"), ("pipe_file", "hold"),  # marked again
-    ]  # fmt: skip
+        ("cat_file", "r6"),
+        ("pipe_file", "r6"),  # the result
+        ("cat_file", "hold"),
+        ("find", "chatcli-agent-live"),  # the check: gone, r6 left
+        ("pipe_file", "marker"),
+        ("pipe_file", "hold"),  # marked again
+    ]
     (folder,) = other.sessions()
     assert folder.name == "chatcli-agent-live" and folder.files == 1 and folder.held_at(clocks.wall)
     # what it knew of the folder is forgotten: the first result saved again is written again
@@ -266,8 +273,9 @@ def test_a_result_written_just_after_a_removal_is_not_left_for_good(
     """Within CHECK_SECONDS of its last check a process writes without looking; what it
     wrote is found at its next request or when its pipeline closes."""
     clocks = Clocks()
-    root = ObjectRoot(s3.filesystem(), f"{bucket}/late", retry_after=0,
-                      clock=clocks.monotonic, wall=clocks.posix)  # fmt: skip
+    root = ObjectRoot(
+        s3.filesystem(), f"{bucket}/late", retry_after=0, clock=clocks.monotonic, wall=clocks.posix
+    )
     store = root.workspace("s", hold=3600)
     store.save("a", "first")
     other = gc_root(s3, bucket, "late")
@@ -292,8 +300,9 @@ def test_a_pipeline_closed_after_its_folder_was_removed_leaves_nothing(
     s3: S3Server, bucket: str
 ) -> None:
     clocks = Clocks()
-    root = ObjectRoot(s3.filesystem(), f"{bucket}/ended", retry_after=0,
-                      clock=clocks.monotonic, wall=clocks.posix)  # fmt: skip
+    root = ObjectRoot(
+        s3.filesystem(), f"{bucket}/ended", retry_after=0, clock=clocks.monotonic, wall=clocks.posix
+    )
     store = root.workspace("s")
     store.save("a", "first")
     assert forget(gc_root(s3, bucket, "ended"), "s")

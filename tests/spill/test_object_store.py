@@ -357,5 +357,8 @@ def test_listing_and_removing_in_a_hung_store_miss_their_deadline_too() -> None:
 def s3fs_for(endpoint: str) -> Any:
     import s3fs
 
-    return s3fs.S3FileSystem(skip_instance_cache=True, client_kwargs={"endpoint_url": endpoint},
-                             config_kwargs={"retries": {"max_attempts": 1}})  # fmt: skip
+    return s3fs.S3FileSystem(
+        skip_instance_cache=True,
+        client_kwargs={"endpoint_url": endpoint},
+        config_kwargs={"retries": {"max_attempts": 1}},
+    )

@@ -31,8 +31,12 @@ def test_an_empty_output_has_no_lines_but_can_be_read() -> None:
 @pytest.mark.parametrize(("offset", "limit"), [(0, None), (-3, None), (1, 0)])
 def test_offset_and_limit_are_line_numbers(offset: int, limit: int | None) -> None:
     with pytest.raises(RecallError, match="line"):
-        recall("s/x-0123456789abcdef.txt", bind(load_policy(None), SpillSettings),
-               offset=offset, limit=limit)  # fmt: skip
+        recall(
+            "s/x-0123456789abcdef.txt",
+            bind(load_policy(None), SpillSettings),
+            offset=offset,
+            limit=limit,
+        )
 
 
 def test_a_file_url_is_a_local_path(tmp_path: Path) -> None:
@@ -64,8 +68,10 @@ def test_a_web_address_is_never_fetched(tmp_path: Path) -> None:
     thread.start()
     try:
         port = server.server_address[1]
-        settings = bind(load_policy(None, overrides={"spill.root": str(tmp_path)},
-                                    dotenv_path=False), SpillSettings)  # fmt: skip
+        settings = bind(
+            load_policy(None, overrides={"spill.root": str(tmp_path)}, dotenv_path=False),
+            SpillSettings,
+        )
         for scheme in ("http", "https", "ftp"):
             key = (
                 f"{scheme}://127.0.0.1:{port}/p/chatcli-agent-s/tool-results/a-0123456789abcdef.txt"

@@ -74,14 +74,20 @@ def interrupted(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     interrupted while the tool ran)."""
     return [
         *messages,
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "x1", "name": "grep", "input": {}},
-            {"type": "tool_use", "id": "x2", "name": "bash", "input": {}},
-        ]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "x1", "content": lines(9_000, "grep")},
-        ]},
-    ]  # fmt: skip
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "x1", "name": "grep", "input": {}},
+                {"type": "tool_use", "id": "x2", "name": "bash", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "x1", "content": lines(9_000, "grep")},
+            ],
+        },
+    ]
 
 
 def results(messages: list[dict[str, Any]]) -> dict[str, str]:
@@ -173,9 +179,11 @@ def test_what_was_promised_is_what_the_budget_counts_on(tmp_path: Path) -> None:
     host = PluginHost.create(load_entrypoints=False, env={"CHATCLI_BLOCK_PLUGINS": MICROCOMPACT})
     host.register(Hollow(), name="hollow")
     policy = middleware.load_policy(
-        "preset:hermes", env={}, dotenv_path=False,
+        "preset:hermes",
+        env={},
+        dotenv_path=False,
         overrides={"spill.root": str(tmp_path), WINDOW: 32_768},
-    )  # fmt: skip
+    )
     with middleware.Pipeline(policy, host=host) as pipe:
         result = pipe.process(session(30_000, 30_000, 30_000, 30_000, 30_000))
     assert result.report.result_chars_after == 150_000 > WINDOW_CHARS
@@ -343,8 +351,12 @@ def test_blocking_the_loop_guard_leaves_the_steps_and_reports_no_alert(tmp_path:
             {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": f"t{i}", "content": "a.py"}]},
         ]  # fmt: skip
-    policy = middleware.load_policy(None, env={}, dotenv_path=False, overrides={
-        "spill": {"root": str(tmp_path)}, "loop_guard": {"max_identical_calls": 2}})  # fmt: skip
+    policy = middleware.load_policy(
+        None,
+        env={},
+        dotenv_path=False,
+        overrides={"spill": {"root": str(tmp_path)}, "loop_guard": {"max_identical_calls": 2}},
+    )
     guarded = middleware.Pipeline(policy, host=PluginHost.create(load_entrypoints=False))
     without = {BLOCK_PLUGINS_ENV: "middleware.steps.loop_guard"}
     blocked = middleware.Pipeline(

@@ -102,8 +102,11 @@ def test_the_default_sed_command_reads_the_spilled_lines_whatever_the_folder(
     preview = spilled({"spill.keep": True}, text, "s", tmp_path / name.replace("/", "_"))
     for injected in INJECTED:
         assert injected not in preview, preview
-    said = re.search(r"\n\[Lines \d+-\d+ of 800 are not shown: read them with `(.+)`"
-                     rf"{REST}? before acting on them\]\n", preview)  # fmt: skip
+    said = re.search(
+        r"\n\[Lines \d+-\d+ of 800 are not shown: read them with `(.+)`"
+        rf"{REST}? before acting on them\]\n",
+        preview,
+    )
     assert said is not None, preview
     command = said.group(1)
     first, last = map(int, re.findall(r"sed -n '(\d+),(\d+)p'", command)[0])
@@ -232,8 +235,11 @@ TEXT = "".join(f"line {i:03d}\n" for i in range(1, 201))
 @given(value=names)
 def test_every_command_gives_the_shell_the_name_as_one_word(value: str) -> None:
     said = read_back(form="path").instruction(TEXT, value, 100, 1900, session="s", total_lines=200)
-    command = re.fullmatch(r"Lines \d+-\d+ of 200 are not shown: read them with `(.*)`"
-                           rf"{REST}? before acting on them", said)  # fmt: skip
+    command = re.fullmatch(
+        r"Lines \d+-\d+ of 200 are not shown: read them with `(.*)`"
+        rf"{REST}? before acting on them",
+        said,
+    )
     assert command is not None and not raw_hidden(said), said
     words = shell_words(command.group(1), value)
     assert words is None or words[:2] + words[3:] == ["sed", "-n", value]
@@ -241,8 +247,11 @@ def test_every_command_gives_the_shell_the_name_as_one_word(value: str) -> None:
     said = read_back(form="command").instruction(
         TEXT, LOCATION, 100, 1900, session=value, total_lines=200
     )
-    command = re.fullmatch(r"Lines \d+-\d+ of 200 are not shown: read them with `(.*)`"
-                           rf"{REST}? before acting on them", said)  # fmt: skip
+    command = re.fullmatch(
+        r"Lines \d+-\d+ of 200 are not shown: read them with `(.*)`"
+        rf"{REST}? before acting on them",
+        said,
+    )
     assert command is not None and not raw_hidden(said), said
     words = shell_words(command.group(1), value)
     key = f"{value}/{LOCATION.rsplit('/', 1)[1]}"
@@ -257,8 +266,9 @@ def test_pis_command_gives_the_shell_the_file_as_one_word(value: str) -> None:
         with pipe as p:
             (text,) = outputs(p.process(batch(("read", "x" * 300, {"path": value}))).messages)
     notice, pointer = text.split("\n")
-    said = re.fullmatch(r"\[Line 1 is 300B, exceeds 200B limit\. Use bash: (.*) \| head -c 200\]",
-                        notice)  # fmt: skip
+    said = re.fullmatch(
+        r"\[Line 1 is 300B, exceeds 200B limit\. Use bash: (.*) \| head -c 200\]", notice
+    )
     assert said is not None and not raw_hidden(notice), text
     assert pointer.startswith("[Full output: ")
     words = shell_words(said.group(1), value)
@@ -269,9 +279,14 @@ def test_pis_command_gives_the_shell_the_file_as_one_word(value: str) -> None:
 @given(file=names, tool=names)
 def test_a_sentence_shows_the_name_escaped_and_gives_it_back(file: str, tool: str) -> None:
     said = read_back().instruction(
-        TEXT, LOCATION, 100, 1900, session="s", total_lines=200,
+        TEXT,
+        LOCATION,
+        100,
+        1900,
+        session="s",
+        total_lines=200,
         file=FileRead(tool, file, ""),
-    )  # fmt: skip
+    )
     assert said == (
         f"Not all of {prose(file)} is shown: read it again with {prose(tool)} before acting on it"
     )
@@ -287,11 +302,15 @@ def anthropic(calls: list[tuple[str, str, dict[str, Any], str]]) -> list[dict[st
     messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
     for call_id, tool, arguments, output in calls:
         messages += [
-            {"role": "assistant", "content": [
-                {"type": "tool_use", "id": call_id, "name": tool, "input": arguments}]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": call_id, "content": output}]},
-        ]  # fmt: skip
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": call_id, "name": tool, "input": arguments}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": call_id, "content": output}],
+            },
+        ]
     return messages
 
 
@@ -321,9 +340,11 @@ def cleaned(path: str, tool: str, call_id: str, policy: str | None, root: Path) 
         ]
     )
     loaded = middleware.load_policy(
-        policy, env={}, dotenv_path=False,
+        policy,
+        env={},
+        dotenv_path=False,
         overrides={"spill.root": str(root), **POLICIES[policy]},
-    )  # fmt: skip
+    )
     with middleware.Pipeline(loaded, session_id="s") as pipe:
         first = pipe.process(history)
         again = pipe.process(first.messages)

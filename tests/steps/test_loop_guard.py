@@ -14,8 +14,11 @@ from middleware import LoopGuardError
 def openai_turn(calls: list[tuple[str, dict[str, Any]]], user: str = "Go.") -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
     for i, (name, arguments) in enumerate(calls):
-        call = {"id": f"c{i}", "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments)}}  # fmt: skip
+        call = {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)},
+        }
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": "same answer"})
     return messages

@@ -69,8 +69,12 @@ def test_tokens_are_the_same_read_in_chunks(parts: list[str], size: int) -> None
 def test_known_tokens() -> None:
     text = "see helloWorld and HTTPServer in /etc/x.conf, v1.2.3, a-b-c, Hello, path.py:17"
     assert mentions(text, 10) == [
-        "helloWorld", "/etc/x.conf", "v1.2.3", "path.py:17", "path.py",
-    ]  # fmt: skip
+        "helloWorld",
+        "/etc/x.conf",
+        "v1.2.3",
+        "path.py:17",
+        "path.py",
+    ]
 
 
 def test_a_text_of_many_chunks_gives_the_tokens_of_the_whole() -> None:

@@ -17,10 +17,11 @@ from middleware.steps.previews import PreviewStyle, make_preview
 from middleware.steps.read_back import FileRead
 
 CODE = "".join(
-    f"def handler_{i}(event, ctx):\n    return process(event)\n\n" if i % 7 == 0
+    f"def handler_{i}(event, ctx):\n    return process(event)\n\n"
+    if i % 7 == 0
     else f"    # plain words in line {i}\n"
     for i in range(400)
-)  # fmt: skip
+)
 
 
 def squeezed(line: str) -> str:
@@ -283,8 +284,10 @@ def test_pytests_raising_line_is_an_error_and_keeps_its_spacing() -> None:
     model copies that line into its fix, so the outline takes it first, as it is."""
     raised = ">               original.expand_dims(OrderedDict((('d', 4),)), e=4)"
     report = [f"filler line number {n} of the run" for n in range(60)]
-    text = "\n".join([*report[:30], "    def test_expand_dims_error(self):", raised,
-                      *report[30:]]) + "\n"  # fmt: skip
+    text = (
+        "\n".join([*report[:30], "    def test_expand_dims_error(self):", raised, *report[30:]])
+        + "\n"
+    )
     start = text.index("filler line number 5 ")
     assert ERROR in severities(text, start, len(text) - 100).values()
     shown = outline(text, start, len(text) - 100, 3_000)
@@ -353,9 +356,13 @@ def test_a_declared_file_read_is_outlined_without_its_error_lines() -> None:
         for i in range(400)
     )
     style = PreviewStyle(
-        head=500, tail=200, unit="chars", template="{head}{outline}\n\n{tail}",
-        line_breaks=True, outline_chars=1_500,
-    )  # fmt: skip
+        head=500,
+        tail=200,
+        unit="chars",
+        template="{head}{outline}\n\n{tail}",
+        line_breaks=True,
+        outline_chars=1_500,
+    )
     as_output = make_preview(text, style, path="/s/r1.txt")
     as_read = make_preview(
         text, style, path="/s/r1.txt", file=FileRead("Read", "/repo/fixture.txt", "")
@@ -371,8 +378,10 @@ def test_a_declared_file_read_is_outlined_without_its_error_lines() -> None:
 def test_a_log_file_read_through_a_shell_is_outlined_by_its_errors() -> None:
     """``cat logs/worker.log`` reads a file, but a log's lines are a log's: the outline of
     a cut one shows its error lines first, as a command's log would."""
-    lines = [f"2026-11-20T10:{i // 60:02d}:{i % 60:02d}Z INFO worker processed job_{i}\n"
-             for i in range(2_000)]  # fmt: skip
+    lines = [
+        f"2026-11-20T10:{i // 60:02d}:{i % 60:02d}Z INFO worker processed job_{i}\n"
+        for i in range(2_000)
+    ]
     for i in range(500, 1_500, 25):  # 40 failures in the middle
         lines[i] = f"2026-11-20T10:00:00Z ERROR worker job {i} failed: KeyError: 'session'\n"
     text = "".join(lines)

@@ -65,12 +65,14 @@ def test_small_caps_never_print_a_negative_count_or_grow_the_text() -> None:
 def test_head_only_persisted_output_style_in_bytes() -> None:
     style = replace(
         STYLE,
-        head=2000, tail=0, unit="bytes",
+        head=2000,
+        tail=0,
+        unit="bytes",
         template=(
             "<persisted-output>\nOutput too large ({size}). Full output saved to: {path}\n\n"
             "Preview (first 2KB):\n{head}\n...\n</persisted-output>"
         ),
-    )  # fmt: skip
+    )
     text = "é" * 1500 + "\n" + "b" * 60_000
     preview = make_preview(text, style, path=PATH)
     assert preview is not None
@@ -95,8 +97,11 @@ def test_unknown_template_field_is_rejected() -> None:
 
 def test_human_size() -> None:
     assert [human_size(n) for n in (999, 1000, 85_432, 1_250_000)] == [
-        "999 B", "1.0 KB", "85.4 KB", "1.2 MB",
-    ]  # fmt: skip
+        "999 B",
+        "1.0 KB",
+        "85.4 KB",
+        "1.2 MB",
+    ]
 
 
 @settings(max_examples=200)

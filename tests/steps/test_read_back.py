@@ -35,8 +35,11 @@ def test_following_the_path_form_with_a_shell_gets_the_hidden_lines(tmp_path: Pa
     text = numbered(400)
     folder = tmp_path / "with space"
     preview = spilled({"spill.keep": True}, text, "s1", folder)
-    said = re.search(r"\[Lines (\d+)-(\d+) of 400 are not shown: read them with `([^`]+)`"
-                     r"(?: for lines [^]]*,)? before acting on them\]", preview)  # fmt: skip
+    said = re.search(
+        r"\[Lines (\d+)-(\d+) of 400 are not shown: read them with `([^`]+)`"
+        r"(?: for lines [^]]*,)? before acting on them\]",
+        preview,
+    )
     assert said is not None, preview
     first, last = int(said.group(1)), int(said.group(2))
     head, tail = preview.split("\n\n... [")[0], preview.rsplit("\n\n", 1)[1]
@@ -44,8 +47,9 @@ def test_following_the_path_form_with_a_shell_gets_the_hidden_lines(tmp_path: Pa
     assert first == head.count("\n") + 1 and last == 400 - tail.count("\n")
     if shutil.which("sed") is None:
         pytest.skip("no sed on this machine")
-    read = subprocess.run(["bash", "-c", said.group(3)], capture_output=True, text=True,
-                          check=True).stdout  # fmt: skip
+    read = subprocess.run(
+        ["bash", "-c", said.group(3)], capture_output=True, text=True, check=True
+    ).stdout
     suggested = re.search(r"sed -n '(\d+),(\d+)p'", said.group(3))
     assert suggested is not None and int(suggested.group(1)) == first
     count = int(suggested.group(2)) - first + 1
@@ -58,8 +62,9 @@ def test_the_url_form_names_the_proxys_recall_route_and_the_command_form_the_cli
 ) -> None:
     text = numbered(300)
     session = "team/alice 1"
-    via_url = spilled({"recall.form": "url", "recall.url": "http://10.0.0.5:8787/"}, text,
-                      session, tmp_path)  # fmt: skip
+    via_url = spilled(
+        {"recall.form": "url", "recall.url": "http://10.0.0.5:8787/"}, text, session, tmp_path
+    )
     url = COMMAND.search(via_url.split("\n[Lines ")[1])
     assert url is not None
     assert url.group(1).startswith("curl -s 'http://10.0.0.5:8787/recall/team%2Falice%201/toolu_1-")
@@ -71,9 +76,11 @@ def test_the_url_form_names_the_proxys_recall_route_and_the_command_form_the_cli
     # Run what the preview says, with this interpreter's chatcli-mw and the same store.
     tail = subprocess.run(
         [sys.executable, "-m", "middleware", "recall", *_shell_words(argv[2])],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
         env={"CHATCLI_SPILL__ROOT": str(tmp_path), "PATH": "/usr/bin:/bin"},
-    ).stdout  # fmt: skip
+    ).stdout
     first = int(re.search(r"--offset (\d+)", command.group(1)).group(1))  # type: ignore[union-attr]
     limit = int(re.search(r"--limit (\d+)", command.group(1)).group(1))  # type: ignore[union-attr]
     assert tail == lines(text, first, first + limit - 1)
@@ -105,15 +112,15 @@ def test_a_range_that_covers_part_of_the_hidden_lines_says_so(form: str) -> None
                             "url": "http://proxy:8787"})  # fmt: skip
     head_end = text.index("line 0027")
     tail_start = text.index("line 0696")
-    said = read_back.instruction(text, location, head_end, tail_start, session="s",
-                                 total_lines=701)  # fmt: skip
+    said = read_back.instruction(text, location, head_end, tail_start, session="s", total_lines=701)
     assert said == (
         f"Lines 27-695 of 701 are not shown: {FORMS[form]} for lines 27-87, then lines "
         "88-695 the same way, 61 lines at a time, before acting on them"
     )
     # A range that covers every hidden line says nothing more.
-    covered = read_back.instruction(text, location, head_end, text.index("line 0088"),
-                                    session="s", total_lines=701)  # fmt: skip
+    covered = read_back.instruction(
+        text, location, head_end, text.index("line 0088"), session="s", total_lines=701
+    )
     assert covered == (
         f"Lines 27-87 of 701 are not shown: {FORMS[form].replace('695', '87')} before acting "
         "on them"
@@ -126,10 +133,17 @@ def test_a_template_of_its_own_keeps_its_fields() -> None:
     template = (
         "Read {path} from line {first}, {count} lines at a time, up to {hidden_last} of {lines}"
     )
-    read_back = ReadBack(**{**default_read_back().__dict__, "read_chars": 1_290,
-                            "path_template": template})  # fmt: skip
-    said = read_back.instruction(text, "/s/r.txt", text.index("line 0027"),
-                                 text.index("line 0696"), session="s", total_lines=701)  # fmt: skip
+    read_back = ReadBack(
+        **{**default_read_back().__dict__, "read_chars": 1_290, "path_template": template}
+    )
+    said = read_back.instruction(
+        text,
+        "/s/r.txt",
+        text.index("line 0027"),
+        text.index("line 0696"),
+        session="s",
+        total_lines=701,
+    )
     assert said == "Read /s/r.txt from line 27, 61 lines at a time, up to 695 of 701"
 
 
@@ -141,8 +155,7 @@ def test_auto_picks_the_form_from_where_the_output_is() -> None:
     text = numbered(50)
 
     def said(rb: ReadBack, location: str) -> str:
-        return rb.instruction(text, location, 100, len(text) - 100, session="s",
-                              total_lines=50)  # fmt: skip
+        return rb.instruction(text, location, 100, len(text) - 100, session="s", total_lines=50)
 
     assert "sed -n" in said(read_back, local)
     assert "chatcli-mw recall s/toolu_1-0123456789abcdef.txt" in said(read_back, remote)
@@ -153,12 +166,12 @@ def test_auto_picks_the_form_from_where_the_output_is() -> None:
 
 
 def test_the_form_is_a_policy_setting_and_a_preset_says_it_its_way() -> None:
-    claude = bind(middleware.load_policy("preset:claude-code", env={}, dotenv_path=False),
-                  ReadBack)  # fmt: skip
+    claude = bind(middleware.load_policy("preset:claude-code", env={}, dotenv_path=False), ReadBack)
     assert "Read tool" in claude.path_template
     with pytest.raises(middleware.PolicyError, match=r"recall.path_template.*\{nope\}"):
-        middleware.load_policy(env={}, dotenv_path=False,
-                               overrides={"recall.path_template": "read {nope}"})  # fmt: skip
+        middleware.load_policy(
+            env={}, dotenv_path=False, overrides={"recall.path_template": "read {nope}"}
+        )
     with pytest.raises(middleware.PolicyError, match=r"recall\.form"):
         middleware.load_policy(env={}, dotenv_path=False, overrides={"recall.form": "ftp"})
 
@@ -175,26 +188,38 @@ def test_the_named_lines_are_the_hidden_ones_and_fit_the_read_size(
     body: list[str], ends_with_newline: bool, head: int, tail: int, read_chars: int
 ) -> None:
     text = "\n".join(body) + ("\n" if ends_with_newline else "")
-    style = bind(middleware.load_policy(env={}, dotenv_path=False,
-                                        overrides={"budget.preview.head": head,
-                                                   "budget.preview.tail": tail,
-                                                   "budget.preview.outline_chars": 0,
-                                                   "recall.read_chars": read_chars}),
-                 middleware.steps.budget.settings.BudgetSettings).preview  # fmt: skip
+    style = bind(
+        middleware.load_policy(
+            env={},
+            dotenv_path=False,
+            overrides={
+                "budget.preview.head": head,
+                "budget.preview.tail": tail,
+                "budget.preview.outline_chars": 0,
+                "recall.read_chars": read_chars,
+            },
+        ),
+        middleware.steps.budget.settings.BudgetSettings,
+    ).preview
     location = "/tmp/chatcli-agent-s/tool-results/toolu_1-0123456789abcdef.txt"
     preview = make_preview(text, style, path=location, session="s")
     if preview is None:
         return
-    said = re.search(r"\[Lines (\d+)-(\d+) of (\d+) are not shown: read them with `sed -n "
-                     r"'(\d+),(\d+)p' \S+`(.*) before acting on them\]", preview)  # fmt: skip
+    said = re.search(
+        r"\[Lines (\d+)-(\d+) of (\d+) are not shown: read them with `sed -n "
+        r"'(\d+),(\d+)p' \S+`(.*) before acting on them\]",
+        preview,
+    )
     assert said is not None, preview
     hidden_first, hidden_last, total, first, last = map(int, said.groups()[:5])
     count = last - first + 1
     # The sentence says how much the range covers, and how to read the rest.
     rest = said.group(6)
     if last < hidden_last:
-        assert rest == (f" for lines {first}-{last}, then lines {last + 1}-{hidden_last} "
-                        f"the same way, {count} lines at a time,")  # fmt: skip
+        assert rest == (
+            f" for lines {first}-{last}, then lines {last + 1}-{hidden_last} "
+            f"the same way, {count} lines at a time,"
+        )
     else:
         assert rest == ""
     every = lines_of(text, location, 1, None)
@@ -203,8 +228,9 @@ def test_the_named_lines_are_the_hidden_ones_and_fit_the_read_size(
     shown_tail = preview.rsplit("]\n\n", 1)[1] if tail else ""
     # The first hidden line is the one the head does not show whole; the last likewise.
     assert hidden_first == shown_head.count("\n") + 1
-    whole_tail_lines = shown_tail.count("\n") + (0 if shown_tail.endswith("\n") or not shown_tail
-                                                 else 1)  # fmt: skip
+    whole_tail_lines = shown_tail.count("\n") + (
+        0 if shown_tail.endswith("\n") or not shown_tail else 1
+    )
     if shown_tail and not text[: len(text) - len(shown_tail)].endswith("\n"):
         whole_tail_lines -= 1
     assert hidden_last == max(total - whole_tail_lines, hidden_first)

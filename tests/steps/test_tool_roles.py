@@ -37,8 +37,11 @@ def names(text: str) -> set[str]:
 
 def test_a_tool_declared_twice_has_one_role() -> None:
     both = set(FILE_TOOLS) & set(OTHER_TOOLS)
-    disagree = {n: (FILE_TOOLS[n].action, OTHER_TOOLS[n]) for n in both
-                if ROLE_OF_ACCESS[FILE_TOOLS[n].action] != OTHER_TOOLS[n]}  # fmt: skip
+    disagree = {
+        n: (FILE_TOOLS[n].action, OTHER_TOOLS[n])
+        for n in both
+        if ROLE_OF_ACCESS[FILE_TOOLS[n].action] != OTHER_TOOLS[n]
+    }
     assert not disagree
 
 

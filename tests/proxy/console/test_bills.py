@@ -23,8 +23,12 @@ MODEL = "claude-sonnet-5"
 
 
 def use(n: int) -> dict[str, Any]:
-    return {"type": "tool_use", "id": f"toolu_{n:02d}", "name": "Bash",
-            "input": {"command": f"grep -rn handler src/part{n}"}}  # fmt: skip
+    return {
+        "type": "tool_use",
+        "id": f"toolu_{n:02d}",
+        "name": "Bash",
+        "input": {"command": f"grep -rn handler src/part{n}"},
+    }
 
 
 def result(n: int, text: str) -> dict[str, Any]:
@@ -46,8 +50,9 @@ def one_request(
         client = closed_at_the_end(
             anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0)
         )
-        client.messages.create(model=MODEL, max_tokens=8, messages=messages,
-                               extra_headers={"x-chatcli-session": "one"})  # fmt: skip
+        client.messages.create(
+            model=MODEL, max_tokens=8, messages=messages, extra_headers={"x-chatcli-session": "one"}
+        )
         assert wait_for(lambda: stack.proxy.ledger.total()["requests"] == 1)
         ledger = stack.proxy.ledger.session("one")
         assert ledger is not None
@@ -71,9 +76,13 @@ def test_a_request_whose_record_is_full_shows_its_bill_and_the_refusal_it_was_sp
         {"role": "user", "content": [result(1, "a.py"), result(9, orphan)]},
     ]
     billed, text = one_request(
-        caching, tmp_path, browser, screenshots / "bill-of-a-full-record.png", messages,
+        caching,
+        tmp_path,
+        browser,
+        screenshots / "bill-of-a-full-record.png",
+        messages,
         **{"proxy.console.request_bytes": 2048},  # the least: the record fills up
-    )  # fmt: skip
+    )
     assert f"${billed['billed']['dollars']:.4f}" in text
     assert "the provider would have refused this request" in text
     assert "unexpected `tool_use_id` found in `tool_result` blocks: toolu_09" in text
@@ -89,9 +98,13 @@ def test_observe_mode_shows_what_the_cleaned_request_would_have_cost(
         {"role": "user", "content": [result(1, output(1))]},
     ]
     ledger, text = one_request(
-        caching, tmp_path, browser, screenshots / "observe-mode.png", messages,
+        caching,
+        tmp_path,
+        browser,
+        screenshots / "observe-mode.png",
+        messages,
         **{"proxy.mode": "observe"},
-    )  # fmt: skip
+    )
     observe = ledger["observe"]
     assert "Observe mode: this request went upstream as it came" in text
     assert "cleaned, would have been" in text

@@ -99,8 +99,11 @@ def interrupted(pool: SessionPool, policy: Policy, session: str, calls: int) -> 
     (the agent was stopped): pairing inserts a result for each, ``calls`` new actions."""
     made = [{"type": "tool_use", "id": f"toolu_{i:05d}", "name": "Bash",
              "input": {"command": f"echo {i}"}} for i in range(calls)]  # fmt: skip
-    messages = [{"role": "user", "content": "Go."}, {"role": "assistant", "content": made},
-                {"role": "user", "content": "Go on."}]  # fmt: skip
+    messages = [
+        {"role": "user", "content": "Go."},
+        {"role": "assistant", "content": made},
+        {"role": "user", "content": "Go on."},
+    ]
     body = json.dumps({"model": "m", "max_tokens": 1, "messages": messages}).encode()
     return clean_body(body, ANTHROPIC, {"x-chatcli-session": session}, pool, ("p", policy))
 
@@ -166,8 +169,10 @@ def test_a_request_is_kept_within_its_bound_however_much_the_steps_did(
     room=st.integers(200, 6000),
 )
 def test_a_record_never_passes_its_room_and_stays_json(texts: list[str], room: int) -> None:
-    steps = [({"step": "budget", "kind": "spilled", "call": f"c{i}"}, {"seen": t, "dropped": t})
-             for i, t in enumerate(texts)]  # fmt: skip
+    steps = [
+        ({"step": "budget", "kind": "spilled", "call": f"c{i}"}, {"seen": t, "dropped": t})
+        for i, t in enumerate(texts)
+    ]
     out = fitted({"n": 1}, steps, room)
     assert len(out) <= room or out == fitted({"n": 1}, [], room)
     record = json.loads(out)
@@ -224,9 +229,16 @@ def test_a_record_keeps_the_longest_run_of_actions_that_fits(
     steps = [({"step": "pairing", "kind": "synthetic_result", "call": "c" * size},
               {"seen": "x" * size} if texts else {}) for size in sizes]  # fmt: skip
     kept = len(sizes)
-    while kept and len(json.dumps({"n": 1, "steps": [s for s, _ in steps[:kept]],
-                                   "omitted": len(sizes) - kept},
-                                  separators=(",", ":"))) > room:  # fmt: skip
+    while (
+        kept
+        and len(
+            json.dumps(
+                {"n": 1, "steps": [s for s, _ in steps[:kept]], "omitted": len(sizes) - kept},
+                separators=(",", ":"),
+            )
+        )
+        > room
+    ):
         kept -= 1
     record = json.loads(fitted({"n": 1}, steps, room))
     assert [s["call"] for s in record["steps"]] == [s["call"] for s, _ in steps[:kept]]
@@ -267,11 +279,18 @@ def test_the_answer_that_names_a_request_is_its_bill(
     pool: SessionPool, policy: Policy, records: Records
 ) -> None:
     book, ledger = ConsoleBook(records, 16384), Ledger(records)
-    note = book.note(cleaned(pool, policy, "s", [big("a")]), route="anthropic", user_agent="",
-                     now=1.0)  # fmt: skip
+    note = book.note(
+        cleaned(pool, policy, "s", [big("a")]), route="anthropic", user_agent="", now=1.0
+    )
     assert note is not None
-    entry = ledger.record("s", "anthropic", Usage(input=10, output=5), "claude-sonnet-4-5",
-                          bind(policy, LedgerSettings), who=Caller(request=note.key))  # fmt: skip
+    entry = ledger.record(
+        "s",
+        "anthropic",
+        Usage(input=10, output=5),
+        "claude-sonnet-4-5",
+        bind(policy, LedgerSettings),
+        who=Caller(request=note.key),
+    )
     assert entry is not None
     (shown,) = page(records, "s", Asked(10))["requests"]
     assert shown["bill"]["billed"]["input"] == 10 and shown["bill"]["dollars"] == entry.dollars
@@ -285,12 +304,20 @@ def test_a_poll_gets_the_new_requests_and_the_bills_that_came_later(
     settings = bind(policy, LedgerSettings)
 
     def request(n: int, billed: bool = True) -> str:
-        note = book.note(interrupted(pool, policy, "s", n), route="anthropic", user_agent="",
-                         now=float(n))  # fmt: skip
+        note = book.note(
+            interrupted(pool, policy, "s", n), route="anthropic", user_agent="", now=float(n)
+        )
         assert note is not None
         if billed:
-            ledger.record("s", "anthropic", Usage(input=n, output=1), "claude-sonnet-4-5",
-                          settings, who=Caller(request=note.key), now=float(n))  # fmt: skip
+            ledger.record(
+                "s",
+                "anthropic",
+                Usage(input=n, output=1),
+                "claude-sonnet-4-5",
+                settings,
+                who=Caller(request=note.key),
+                now=float(n),
+            )
         return note.key
 
     late = [request(n, billed=n != 2) for n in range(1, 6)][1]
@@ -299,15 +326,24 @@ def test_a_poll_gets_the_new_requests_and_the_bills_that_came_later(
     assert first["older"] and not first["more"] and first["kept"] == 5
     older = page(records, "s", Asked(10, before=first["requests"][0]["seq"]))
     assert [(r["n"], r["bill"] is None) for r in older["requests"]] == [
-        (1, False), (2, True), (3, False),
-    ]  # fmt: skip
+        (1, False),
+        (2, True),
+        (3, False),
+    ]
     unbilled = (older["requests"][1]["seq"],)
     newest = first["last"]
     quiet = page(records, "s", Asked(10, after=newest, bills=unbilled))
     assert quiet["requests"] == [] and quiet["bills"] == {} and "costs" not in quiet
     # The answer to request 2 is billed after the page drew it; then request 6 comes.
-    ledger.record("s", "anthropic", Usage(input=200, output=1), "claude-sonnet-4-5", settings,
-                  who=Caller(request=late), now=6.5)  # fmt: skip
+    ledger.record(
+        "s",
+        "anthropic",
+        Usage(input=200, output=1),
+        "claude-sonnet-4-5",
+        settings,
+        who=Caller(request=late),
+        now=6.5,
+    )
     request(6)
     changed = page(records, "s", Asked(10, after=newest, bills=unbilled))
     assert [r["n"] for r in changed["requests"]] == [6]

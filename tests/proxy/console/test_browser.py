@@ -38,14 +38,18 @@ from middleware.proxy.build import build_proxy
 pytestmark = pytest.mark.slow
 
 CLAUDE = AGENT_BY_NAME["claude"]
-PRICES = {"input": 3, "output": 15, "cache_read": 0.3, "cache_write_5m": 3.75,
-          "cache_write_1h": 6}  # fmt: skip
+PRICES = {"input": 3, "output": 15, "cache_read": 0.3, "cache_write_5m": 3.75, "cache_write_1h": 6}
 logger = logging.getLogger(__name__)
 
 
 def ledger_cli(*args: str) -> Any:
-    done = subprocess.run([sys.executable, "-m", "middleware", "ledger", *args, "--json"],
-                          capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "middleware", "ledger", *args, "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -76,15 +80,22 @@ def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_sa
             home.mkdir()
             project.mkdir()
             done = subprocess.run(
-                CLAUDE.argv(RUN_BIG, False), env=CLAUDE.configure(home, project, url),
-                cwd=project, capture_output=True, text=True, timeout=300, check=False,
+                CLAUDE.argv(RUN_BIG, False),
+                env=CLAUDE.configure(home, project, url),
+                cwd=project,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
                 stdin=subprocess.DEVNULL,
-            )  # fmt: skip
+            )
             assert done.returncode == 0, done.stderr[-3000:]
-            bodies = [(h, b) for p, h, b in provider.accepted if p == "/v1/messages"
-                      and b.get("tools")]  # fmt: skip
-            preview = next(t for _, b in bodies for t in results(CLAUDE.fmt, b)
-                           if "full output saved to" in t)  # fmt: skip
+            bodies = [
+                (h, b) for p, h, b in provider.accepted if p == "/v1/messages" and b.get("tools")
+            ]
+            preview = next(
+                t for _, b in bodies for t in results(CLAUDE.fmt, b) if "full output saved to" in t
+            )
             listed = httpx.get(url + "/ui/api/sessions", timeout=30).json()["sessions"]
             (session,) = [row["session"] for row in listed if row["spills"]]
 
@@ -92,8 +103,14 @@ def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_sa
             # The page runs under the proxy's Content-Security-Policy (issue 43, item 4):
             # whatever it blocks, Chromium reports on the console.
             refused: list[str] = []
-            page.on("console", lambda message: refused.append(message.text)
-                    if "Content Security Policy" in message.text else None)  # fmt: skip
+            page.on(
+                "console",
+                lambda message: (
+                    refused.append(message.text)
+                    if "Content Security Policy" in message.text
+                    else None
+                ),
+            )
             page.goto(url + "/ui/")
             row = page.locator(f'tr[data-session="{session}"]')
             row.wait_for()
@@ -118,18 +135,24 @@ def test_the_console_shows_a_claude_code_session_its_spill_its_repair_and_its_sa
             assert read_back.inner_text().startswith("read back: Bash of ")
             assert "/tool-results/" in read_back.inner_text()
             assert "(spilled by budget)" in read_back.inner_text()
-            page.locator("p.readback").filter(has_text="1 read-back of what the proxy hid, "
-                                              "costing $").wait_for()  # fmt: skip
-            page.locator("#facts").filter(has_text="Read-backs (what the proxy hid, read "
-                                          "again)").wait_for()  # fmt: skip
+            page.locator("p.readback").filter(
+                has_text="1 read-back of what the proxy hid, costing $"
+            ).wait_for()
+            page.locator("#facts").filter(
+                has_text="Read-backs (what the proxy hid, read again)"
+            ).wait_for()
             assert b"chatcli_proxy_recalls_total{" not in proxy.metrics.exposition()
 
             # An interrupted call, as an agent without its own record of it sends the
             # request: the open page shows the repair when it comes, without a reload.
             headers, sent = next((h, b) for h, b in reversed(bodies) if results(CLAUDE.fmt, b))
             forwarded = {k: v for k, v in headers.items() if k not in ("host", "content-length")}
-            repaired = httpx.post(url + "/v1/messages", json=without_results(CLAUDE.fmt, sent),
-                                  headers=forwarded, timeout=60)  # fmt: skip
+            repaired = httpx.post(
+                url + "/v1/messages",
+                json=without_results(CLAUDE.fmt, sent),
+                headers=forwarded,
+                timeout=60,
+            )
             assert repaired.status_code == 200, repaired.text
             inserted = page.locator('.step[data-kind="synthetic_result"] pre.seen').first
             inserted.wait_for(timeout=15_000)
@@ -199,14 +222,19 @@ def test_a_long_session_is_shown_a_page_at_a_time_and_goes_on_live(
         serving(stand_in.app()) as upstream,
         running((stand_in, upstream), tmp_path, **store) as stack,
     ):
-        headers = {"x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01",
-                   "x-chatcli-session": "long"}  # fmt: skip
+        headers = {
+            "x-api-key": "sk-ant-test",
+            "anthropic-version": "2023-06-01",
+            "x-chatcli-session": "long",
+        }
 
         def send(n: int) -> None:
             call = {"type": "tool_use", "id": f"toolu_{n:04d}", "name": "Bash", "input": {"n": n}}
-            messages = [{"role": "user", "content": f"Step {n}."},
-                        {"role": "assistant", "content": [call]},
-                        {"role": "user", "content": "Go on."}]  # fmt: skip
+            messages = [
+                {"role": "user", "content": f"Step {n}."},
+                {"role": "assistant", "content": [call]},
+                {"role": "user", "content": "Go on."},
+            ]
             body = {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": messages}
             answer = client.post(stack.url + "/v1/messages", json=body, headers=headers)
             assert answer.status_code == 200, answer.text
@@ -218,11 +246,21 @@ def test_a_long_session_is_shown_a_page_at_a_time_and_goes_on_live(
 
             page = browser.new_page(viewport={"width": 1200, "height": 900})
             refused: list[str] = []
-            page.on("console", lambda message: refused.append(message.text)
-                    if "Content Security Policy" in message.text else None)  # fmt: skip
+            page.on(
+                "console",
+                lambda message: (
+                    refused.append(message.text)
+                    if "Content Security Policy" in message.text
+                    else None
+                ),
+            )
             polls: list[int] = []
-            page.on("response", lambda r: polls.append(int(r.headers["content-length"]))
-                    if "after=" in r.url else None)  # fmt: skip
+            page.on(
+                "response",
+                lambda r: (
+                    polls.append(int(r.headers["content-length"])) if "after=" in r.url else None
+                ),
+            )
             page.goto(stack.url + "/ui/#/session/long")
             cards = page.locator(".card.request")
             cards.first.wait_for()
@@ -250,10 +288,16 @@ def test_a_long_session_is_shown_a_page_at_a_time_and_goes_on_live(
 
             # A model ledger.prices does not name reads "not priced" (issue 45, item 3),
             # in the list and on its page: never $0.0000, as if free, nor a saving.
-            unpriced = {"model": "mystery-model-1", "max_tokens": 10,
-                        "messages": [{"role": "user", "content": "Hello."}]}  # fmt: skip
-            answer = client.post(stack.url + "/v1/messages", json=unpriced,
-                                 headers={**headers, "x-chatcli-session": "unpriced"})  # fmt: skip
+            unpriced = {
+                "model": "mystery-model-1",
+                "max_tokens": 10,
+                "messages": [{"role": "user", "content": "Hello."}],
+            }
+            answer = client.post(
+                stack.url + "/v1/messages",
+                json=unpriced,
+                headers={**headers, "x-chatcli-session": "unpriced"},
+            )
             assert answer.status_code == 200, answer.text
             assert wait_for(lambda: stack.proxy.ledger.total()["unpriced"] == 1)
             page.goto(stack.url + "/ui/#/")

@@ -50,8 +50,11 @@ def received_results(provider: Provider, index: int) -> dict[str, str]:
         for block in message["content"] if isinstance(message["content"], list) else []:
             if block.get("type") == "tool_result":
                 content = block["content"]
-                out[block["tool_use_id"]] = content if isinstance(content, str) else "".join(
-                    part["text"] for part in content)  # fmt: skip
+                out[block["tool_use_id"]] = (
+                    content
+                    if isinstance(content, str)
+                    else "".join(part["text"] for part in content)
+                )
     return out
 
 
@@ -99,7 +102,10 @@ def test_a_session_shows_each_request_with_the_text_the_provider_received_instea
     # The second request repeats the spill (not shown again) and repairs the interruption.
     (repair,) = second["steps"]
     assert (repair["step"], repair["kind"], repair["call"]) == (
-        "pairing", "synthetic_result", "toolu_slow")  # fmt: skip
+        "pairing",
+        "synthetic_result",
+        "toolu_slow",
+    )
     assert repair["seen"] == received_results(session.provider, 1)["toolu_slow"]
     assert second["repeated"] >= 1
 
@@ -175,8 +181,9 @@ def test_the_access_log_counts_the_time_the_console_took_beside_the_cleaning(
             running(provider, tmp_path, **{"proxy.console.enabled": enabled}) as stack,
         ):
             send(stack, interrupted_turn())
-            assert wait_for(lambda: any(r.name == "middleware.proxy.access"
-                                        for r in caplog.records))  # fmt: skip
+            assert wait_for(
+                lambda: any(r.name == "middleware.proxy.access" for r in caplog.records)
+            )
         (record,) = [r for r in caplog.records if r.name == "middleware.proxy.access"]
         lines[enabled] = json.loads(record.getMessage())
     on, off = lines[True], lines[False]
@@ -194,8 +201,9 @@ def feed(stack: Stack, session: str, numbers: range) -> None:
     headers = {**HEADERS, "x-claude-code-session-id": session}
     with httpx.Client(timeout=60) as client:
         for n in numbers:
-            answer = client.post(stack.url + "/v1/messages", json=interrupted_request(n),
-                                 headers=headers)  # fmt: skip
+            answer = client.post(
+                stack.url + "/v1/messages", json=interrupted_request(n), headers=headers
+            )
             assert answer.status_code == 200, answer.text
     assert wait_for(lambda: billed(stack, session) >= numbers[-1])
 
@@ -213,9 +221,10 @@ def long_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     folder = tmp_path_factory.mktemp("long")
     with (
         serving(stand_in.app()) as upstream,
-        running((stand_in, upstream), folder,
-                **{"ledger.url": f"sqlite:///{folder / 'records.sqlite'}"}) as stack,
-    ):  # fmt: skip
+        running(
+            (stand_in, upstream), folder, **{"ledger.url": f"sqlite:///{folder / 'records.sqlite'}"}
+        ) as stack,
+    ):
         feed(stack, "long", range(1, 121))
         yield stack
 

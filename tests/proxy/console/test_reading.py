@@ -33,8 +33,7 @@ pytestmark = pytest.mark.slow
 
 #: The window a new user opens the console in.
 WIDE = 1400
-PRICES = {"input": 3, "output": 15, "cache_read": 0.3, "cache_write_5m": 3.75,
-          "cache_write_1h": 6}  # fmt: skip
+PRICES = {"input": 3, "output": 15, "cache_read": 0.3, "cache_write_5m": 3.75, "cache_write_1h": 6}
 LONG_NAME = (
     "team-infra/nightly-refactor-of-the-billing-service-2026-03-14-run-17"
     "-with-a-long-descriptive-name"
@@ -55,13 +54,23 @@ def anthropic(model: str, results: int) -> dict[str, Any]:
     """A coding turn of ``results`` long outputs of ``Bash``, each answering its call."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Fix the failing build."}]
     for n in range(results):
-        call = {"type": "tool_use", "id": f"toolu_{n:02d}", "name": "Bash",
-                "input": {"command": f"cat build-{n}.log"}}  # fmt: skip
+        call = {
+            "type": "tool_use",
+            "id": f"toolu_{n:02d}",
+            "name": "Bash",
+            "input": {"command": f"cat build-{n}.log"},
+        }
         result = {"type": "tool_result", "tool_use_id": call["id"], "content": BIG}
-        messages += [{"role": "assistant", "content": [call]},
-                     {"role": "user", "content": [result]}]  # fmt: skip
-    return {"model": model, "max_tokens": 20, "messages": messages,
-            "tools": [{"name": "Bash", "input_schema": {"type": "object"}}]}  # fmt: skip
+        messages += [
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [result]},
+        ]
+    return {
+        "model": model,
+        "max_tokens": 20,
+        "messages": messages,
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+    }
 
 
 GEMINI_CALL = {"name": "run_shell_command", "args": {"command": "ls"}, "id": "ls-1"}
@@ -115,8 +124,11 @@ def fill(url: str) -> None:
 def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     folder = tmp_path_factory.mktemp("console")
     provider = Provider(cache=PromptCache())
-    keys = {"spill.root": str(folder / "spill"), "ledger.prices.claude-stand-in": PRICES,
-            "ledger.url": f"sqlite:///{folder / 'records.sqlite'}"}  # fmt: skip
+    keys = {
+        "spill.root": str(folder / "spill"),
+        "ledger.prices.claude-stand-in": PRICES,
+        "ledger.url": f"sqlite:///{folder / 'records.sqlite'}",
+    }
     with serving(provider.app()) as upstream, serve_process(upstream, keys) as url:
         fill(url)
 
@@ -265,7 +277,12 @@ def test_the_proxy_page_says_who_set_each_key_and_never_override(
 
 def test_an_option_the_policy_refuses_names_the_option_that_set_it() -> None:
     script = Path(sys.executable).parent / "chatcli-mw"
-    done = subprocess.run([str(script), "serve", "--port", "1", "--log-format", "xml"],
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        [str(script), "serve", "--port", "1", "--log-format", "xml"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2, done.stderr
     assert "(set by command line --log-format)" in done.stderr, done.stderr

@@ -68,16 +68,19 @@ def test_every_replica_shows_every_request_of_a_session_with_its_bill(
     them as the stand-in billed them."""
     sent = 6
     with (
-        running(provider, tmp_path / "a", **{"ledger.url": postgres_url,
-                                             "ledger.replica": "a"}) as a,
-        running(provider, tmp_path / "b", **{"ledger.url": postgres_url,
-                                             "ledger.replica": "b"}) as b,
-    ):  # fmt: skip
+        running(
+            provider, tmp_path / "a", **{"ledger.url": postgres_url, "ledger.replica": "a"}
+        ) as a,
+        running(
+            provider, tmp_path / "b", **{"ledger.url": postgres_url, "ledger.replica": "b"}
+        ) as b,
+    ):
         with httpx.Client(timeout=60) as client:
             for n in range(1, sent + 1):
                 url = (a, b)[n % 2].url
-                answer = client.post(url + "/v1/messages", json=interrupted_request(n),
-                                     headers=HEADERS)  # fmt: skip
+                answer = client.post(
+                    url + "/v1/messages", json=interrupted_request(n), headers=HEADERS
+                )
                 assert answer.status_code == 200, answer.text
         assert wait_for(lambda: billed(a.url) == billed(b.url) == sent)
         for stack in (a, b):

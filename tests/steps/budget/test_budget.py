@@ -73,8 +73,10 @@ def test_a_result_over_the_per_result_cap_is_spilled_losslessly(tmp_path: Path) 
         preview = result_text(result.messages, "t1")
         (action,) = result.report.actions
         assert (action.kind, action.detail["cap"], action.detail["cap_source"]) == (
-            "spilled", 20_000, "budget.max_result_chars",
-        )  # fmt: skip
+            "spilled",
+            20_000,
+            "budget.max_result_chars",
+        )
         assert Path(action.detail["path"]).read_text(encoding="utf-8") == big
         assert action.detail["path"] in preview
         head, _, rest = preview.partition("\n\n... [")
@@ -92,14 +94,16 @@ def test_tool_caps_plugin_declarations_and_policy_overrides(tmp_path: Path) -> N
         def tool_result_cap(self, tool_name: str) -> ToolCap | None:
             return {"sql": ToolCap(), "cat_spill": ToolCap(exempt=True)}.get(tool_name)
 
-    messages = history(turn(
-        ("r1", "read", "r" * 70_000),        # ChatCLI's read: 80,000
-        ("r2", "read", "r" * 90_000),
-        ("s1", "sql", "s" * 25_000),         # opted in without a number: 30,000
-        ("s2", "sql", "s" * 35_000),
-        ("c1", "cat_spill", "c" * 150_000),  # exempt
-        ("b1", "bash", "b" * 21_000),        # per-result: 20,000
-    ))  # fmt: skip
+    messages = history(
+        turn(
+            ("r1", "read", "r" * 70_000),  # ChatCLI's read: 80,000
+            ("r2", "read", "r" * 90_000),
+            ("s1", "sql", "s" * 25_000),  # opted in without a number: 30,000
+            ("s2", "sql", "s" * 35_000),
+            ("c1", "cat_spill", "c" * 150_000),  # exempt
+            ("b1", "bash", "b" * 21_000),  # per-result: 20,000
+        )
+    )
     report = (
         pipeline(tmp_path, Sql(), budget={"turn_budget_chars": 10_000_000}).process(messages).report
     )
@@ -110,10 +114,16 @@ def test_tool_caps_plugin_declarations_and_policy_overrides(tmp_path: Path) -> N
         "b1": "budget.max_result_chars",
     }
 
-    overridden = pipeline(
-        tmp_path, Sql(), budget={"turn_budget_chars": 10_000_000},
-        tools={"read": {"max_chars": 60_000}, "bash": {"exempt": True}},
-    ).process(messages).report  # fmt: skip
+    overridden = (
+        pipeline(
+            tmp_path,
+            Sql(),
+            budget={"turn_budget_chars": 10_000_000},
+            tools={"read": {"max_chars": 60_000}, "bash": {"exempt": True}},
+        )
+        .process(messages)
+        .report
+    )
     sources = {a.tool_call_id: a.detail["cap_source"] for a in overridden.actions}
     assert set(sources) == {"r1", "r2", "s2"}
     assert sources["r1"].endswith("tools.read.max_chars")
@@ -159,10 +169,18 @@ def test_even_split_gives_each_parallel_result_its_share(tmp_path: Path) -> None
                           "max_result_chars": 100_000},
     ).process(history(turn(*results))).report  # fmt: skip
     assert [a.detail["cap"] for a in report.actions] == [26_666] * 3
-    single = pipeline(
-        tmp_path, budget={"turn_strategy": "even_split", "turn_budget_chars": 80_000,
-                          "max_result_chars": 100_000},
-    ).process(history(turn(("t0", "bash", "z" * 30_000)))).report  # fmt: skip
+    single = (
+        pipeline(
+            tmp_path,
+            budget={
+                "turn_strategy": "even_split",
+                "turn_budget_chars": 80_000,
+                "max_result_chars": 100_000,
+            },
+        )
+        .process(history(turn(("t0", "bash", "z" * 30_000))))
+        .report
+    )
     assert single.actions == []
 
 
@@ -288,8 +306,10 @@ def test_two_processes_give_byte_identical_output(tmp_path: Path) -> None:
         pipe = middleware.Pipeline.from_policy({str(policy)!r}, session_id="shared")
         sys.stdout.write(json.dumps(pipe.process(messages).messages))
     """)
-    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, check=True)
-            for _ in range(2)]  # fmt: skip
+    runs = [
+        subprocess.run([sys.executable, "-c", script], capture_output=True, check=True)
+        for _ in range(2)
+    ]
     assert runs[0].stdout == runs[1].stdout
     assert b"chars omitted" in runs[0].stdout
 
@@ -298,10 +318,14 @@ def test_two_processes_give_byte_identical_output(tmp_path: Path) -> None:
 @given(st.lists(st.lists(st.integers(0, 60_000), min_size=1, max_size=6), min_size=1, max_size=4))
 def test_spilling_is_lossless_and_every_turn_fits(tmp_path: Path, sizes: list[list[int]]) -> None:
     turns = [
-        turn(*[(f"t{j}_{i}", "bash", "".join(chr(97 + (k * 7 + i) % 26) for k in range(n)))
-               for i, n in enumerate(row)])
+        turn(
+            *[
+                (f"t{j}_{i}", "bash", "".join(chr(97 + (k * 7 + i) % 26) for k in range(n)))
+                for i, n in enumerate(row)
+            ]
+        )
         for j, row in enumerate(sizes)
-    ]  # fmt: skip
+    ]
     messages = history(*turns)
     with pipeline(tmp_path, budget={"turn_budget_chars": 50_000}) as pipe:
         result = pipe.process(messages)

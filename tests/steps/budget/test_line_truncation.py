@@ -66,5 +66,9 @@ def test_clip_line_and_sizes() -> None:
     assert clip_line("x" * 10, 4, "... [truncated]") == ("xxxx... [truncated]", True)
     assert clip_line("short", 10, "!") == ("short", False)
     assert [format_size(n) for n in (512, 30720, 51200, 50000, 2 * 1048576)] == [
-        "512B", "30KB", "50KB", "48.8KB", "2MB",
-    ]  # fmt: skip
+        "512B",
+        "30KB",
+        "50KB",
+        "48.8KB",
+        "2MB",
+    ]

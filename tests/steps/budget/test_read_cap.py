@@ -29,8 +29,13 @@ def run(tmp_path: Path, command: str, output: str, **tools: Any) -> str:
     messages += tool_turn("toolu_01", "Bash", {"command": command}, output)
     with middleware.Pipeline.from_policy(path, session_id="cap") as pipe:
         out = pipe.process(messages, format="anthropic").messages
-    (block,) = [b for m in out if isinstance(m["content"], list) for b in m["content"]
-                if b.get("type") == "tool_result"]  # fmt: skip
+    (block,) = [
+        b
+        for m in out
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
     content = block["content"]
     return content if isinstance(content, str) else "".join(b["text"] for b in content)
 

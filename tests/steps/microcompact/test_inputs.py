@@ -17,14 +17,21 @@ CONTENT = "".join(f"def function_{i}():\n    return {i}\n" for i in range(200))
 def anthropic_session(turns: int = 5) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "write the module"}]
     for i in range(turns):
-        name, args = ("Write", {"file_path": "/src/mod.py", "content": CONTENT}) if i == 0 else (
-            "Bash", {"command": f"pytest -k case_{i}"})  # fmt: skip
+        name, args = (
+            ("Write", {"file_path": "/src/mod.py", "content": CONTENT})
+            if i == 0
+            else ("Bash", {"command": f"pytest -k case_{i}"})
+        )
         messages += [
-            {"role": "assistant", "content": [
-                {"type": "tool_use", "id": f"t{i}", "name": name, "input": args}]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": f"t{i}", "content": f"ok {i}"}]},
-        ]  # fmt: skip
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"t{i}", "name": name, "input": args}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": f"ok {i}"}],
+            },
+        ]
     return messages
 
 
@@ -41,9 +48,10 @@ def process(messages: list[dict[str, Any]], **overrides: Any) -> middleware.Proc
                 original = pipe.spill.load(action.detail["path"])
                 assert original is not None
                 assert json.loads(original) == next(
-                    m["content"][0]["input"] for m in messages
+                    m["content"][0]["input"]
+                    for m in messages
                     if m["role"] == "assistant" and m["content"][0]["id"] == action.tool_call_id
-                )  # fmt: skip
+                )
         return result
 
 

@@ -22,9 +22,11 @@ PATH_RE = r"/chatcli-agent-mc/tool-results/"
 #: ChatCLI's rules on every turn: the rule tests below are about ages and markers, not about
 #: the default schedule (tested at the end).
 CHATCLI_RULES: dict[str, Any] = {
-    "summarize_turns": 4, "min_content": 3000, "mentions": 12,
+    "summarize_turns": 4,
+    "min_content": 3000,
+    "mentions": 12,
     "schedule": {"rewrite_cost": 0, "expected_turns_min": 0},
-}  # fmt: skip
+}
 
 
 #: The sizes these tests are written for (20,000-character cap, 30 mentions...).
@@ -119,10 +121,14 @@ def test_small_results_errors_and_exempt_tools_are_kept(tmp_path: Path) -> None:
     call = {"type": "tool_use", "id": "e", "name": "bash", "input": {}}
     anthropic = [
         {"role": "assistant", "content": [call]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "e", "is_error": True,
-                                      "content": big}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "e", "is_error": True, "content": big}
+            ],
+        },
         *[{"role": "assistant", "content": "next"}, {"role": "user", "content": "go"}] * 4,
-    ]  # fmt: skip
+    ]
     with pipeline(tmp_path) as pipe:
         assert not pipe.process(anthropic).report.by_step("microcompact")
 
@@ -130,8 +136,12 @@ def test_small_results_errors_and_exempt_tools_are_kept(tmp_path: Path) -> None:
 def test_text_protocol_outputs_are_compacted_like_any_other(tmp_path: Path) -> None:
     path = policy_file(tmp_path)
     document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    document["text_protocol"] = {"enabled": True, "pattern": "^<returncode>",
-                                 "follows_assistant": True, "tool_name": "bash"}  # fmt: skip
+    document["text_protocol"] = {
+        "enabled": True,
+        "pattern": "^<returncode>",
+        "follows_assistant": True,
+        "tool_name": "bash",
+    }
     path.write_text(yaml.safe_dump(document, allow_unicode=True), encoding="utf-8")
     messages = [{"role": "user", "content": "Fix it."}]
     for i in range(5):

@@ -76,8 +76,13 @@ def test_what_supersedes_a_read(
 
 
 def test_a_part_read_again_supersedes_the_same_part(tmp_path: Path) -> None:
-    messages = history(read(0, offset=40, limit=20), bash(1), bash(2),
-                       read(3, offset=40, limit=20), *(bash(i) for i in range(4, 8)))  # fmt: skip
+    messages = history(
+        read(0, offset=40, limit=20),
+        bash(1),
+        bash(2),
+        read(3, offset=40, limit=20),
+        *(bash(i) for i in range(4, 8)),
+    )
     out = process(tmp_path, messages)
     assert "read it again with Read (offset: 40, limit: 20) before" in out["toolu_00"]
 
@@ -103,8 +108,10 @@ def test_a_read_is_not_cut_below_the_read_tools_own_bound(tmp_path: Path) -> Non
     cut at the 5,000-character cap; over Read's own bound it is cut too, and the preview
     says to read the file again."""
     big = LINES * 4
-    messages = history(turn(0, "Read", {"file_path": "/repo/app.py"}, big),
-                       turn(1, "Bash", {"command": "./build.sh"}, big))  # fmt: skip
+    messages = history(
+        turn(0, "Read", {"file_path": "/repo/app.py"}, big),
+        turn(1, "Bash", {"command": "./build.sh"}, big),
+    )
     out = process(tmp_path, messages)
     assert out["toolu_00"] == big
     assert len(out["toolu_01"]) <= 5000
@@ -122,11 +129,15 @@ def test_a_third_party_plugin_declares_a_read_tool(tmp_path: Path) -> None:
                 return FileAccess("read", ("path",), ("start", "end"))
             return None
 
-    messages = history(turn(0, "view_file", {"path": "src/x.rs", "start": 3}, LINES),
-                       *(bash(i) for i in range(1, 13)))  # fmt: skip
-    pipe = pipeline_for(policy(tmp_path, schedule={"rewrite_cost": 0},
-                               reads={"protect_part_turns": 10}), ViewFile(),
-                        session_id="vf")  # fmt: skip
+    messages = history(
+        turn(0, "view_file", {"path": "src/x.rs", "start": 3}, LINES),
+        *(bash(i) for i in range(1, 13)),
+    )
+    pipe = pipeline_for(
+        policy(tmp_path, schedule={"rewrite_cost": 0}, reads={"protect_part_turns": 10}),
+        ViewFile(),
+        session_id="vf",
+    )
     with pipe:
         out = results(pipe.process(messages, format="anthropic").messages)
     said = "Not all of src/x.rs is shown: read it again with view_file (start: 3)"
@@ -211,8 +222,11 @@ def test_the_built_in_plugin_declares_the_agents_file_tools() -> None:
     }  # fmt: skip
     declared = {name: host.tool_file_access(name, problems) for name in expected}
     assert {name: (a.action if a else None) for name, a in declared.items()} == expected
-    shells = {name: (a.command_arguments, a.workdir_arguments, a.dialect)
-              for name, a in declared.items() if a is not None and a.action == "shell"}  # fmt: skip
+    shells = {
+        name: (a.command_arguments, a.workdir_arguments, a.dialect)
+        for name, a in declared.items()
+        if a is not None and a.action == "shell"
+    }
     assert shells == {
         "exec_command": (("cmd",), ("workdir",), "sh"),
         "shell": (("command",), ("workdir",), "sh"),
@@ -226,14 +240,17 @@ def test_the_built_in_plugin_declares_the_agents_file_tools() -> None:
     }
     caps = {name: host.tool_result_cap(name, problems) for name in ("Read", "read_file", "read")}
     assert {name: cap.cap.max_chars for name, cap in caps.items() if cap} == {
-        "Read": 100_000, "read_file": 100_000, "read": 80_000,
-    }  # fmt: skip
+        "Read": 100_000,
+        "read_file": 100_000,
+        "read": 80_000,
+    }
     assert not problems
 
 
 @settings(max_examples=60)
-@given(st.lists(st.sampled_from(["read", "bash", "reread", "write", "other"]), min_size=3,
-                max_size=16))  # fmt: skip
+@given(
+    st.lists(st.sampled_from(["read", "bash", "reread", "write", "other"]), min_size=3, max_size=16)
+)
 def test_reads_are_released_alike_on_every_request_and_processing_again_changes_nothing(
     tmp_path_factory: pytest.TempPathFactory, kinds: list[str]
 ) -> None:
@@ -241,10 +258,12 @@ def test_reads_are_released_alike_on_every_request_and_processing_again_changes_
     up to its last turns are the previous request's output (releases read only the history
     before the boundary), and processing an output again changes nothing."""
     make = {
-        "read": read, "reread": read, "bash": bash,
+        "read": read,
+        "reread": read,
+        "bash": bash,
         "write": lambda i: turn(i, "Write", {"file_path": "/repo/app.py", "content": "x"}, "ok"),
         "other": lambda i: read(i, path=f"/repo/m{i}.py"),
-    }  # fmt: skip
+    }
     turns = [make[kind](i) for i, kind in enumerate(kinds)]
     root = tmp_path_factory.mktemp("rel")
     path = policy(root, schedule={"step_turns": 3, "rewrite_cost": 0})

@@ -37,8 +37,9 @@ def gains(draw: st.DrawFn) -> tuple[int, list[Gain]]:
         if draw(st.booleans()):  # the turn's call, in its assistant message
             out.append(Gain(turn, turn * 10, cleared=draw(st.integers(1, 500))))
         for k in range(draw(st.integers(0, 2))):  # its results, in the message after
-            out.append(Gain(turn, turn * 10 + 1 + k, draw(st.integers(0, 500)),
-                            draw(st.integers(0, 500))))  # fmt: skip
+            out.append(
+                Gain(turn, turn * 10 + 1 + k, draw(st.integers(0, 500)), draw(st.integers(0, 500)))
+            )
     return turns, out
 
 
@@ -76,8 +77,15 @@ def history(draw: st.DrawFn) -> tuple[list[int], list[int], list[Gain]]:
             items.append(Gain(turn, call, cleared=draw(st.integers(1, 5_000))))
         if draw(st.booleans()):  # a protected read is released at a later boundary
             released = draw(st.one_of(st.just(0), st.integers(turn + 1, turns + 2)))
-            items.append(Gain(turn, results, draw(st.integers(0, 50_000)),
-                              draw(st.integers(0, 50_000)), released=released))  # fmt: skip
+            items.append(
+                Gain(
+                    turn,
+                    results,
+                    draw(st.integers(0, 50_000)),
+                    draw(st.integers(0, 50_000)),
+                    released=released,
+                )
+            )
     return node_turns, sizes, items
 
 
@@ -114,12 +122,17 @@ def test_decisions_carried_from_an_earlier_request_decide_alike(
     truncate, summarize = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
     clear, step = data.draw(st.integers(0, 3)), data.draw(st.integers(1, 3))
     trigger = data.draw(st.sampled_from([0, 2_000, 20_000]))
-    overrides = {"microcompact": {
-        "truncate_turns": truncate, "summarize_turns": summarize, "inputs": {"clear_turns": clear},
-        "schedule": {"step_turns": step, "trigger_tokens": trigger, "min_reclaim_tokens": 50},
-    }}  # fmt: skip
-    s = bind(middleware.load_policy(env={}, dotenv_path=False, overrides=overrides),
-             MicrocompactSettings)  # fmt: skip
+    overrides = {
+        "microcompact": {
+            "truncate_turns": truncate,
+            "summarize_turns": summarize,
+            "inputs": {"clear_turns": clear},
+            "schedule": {"step_turns": step, "trigger_tokens": trigger, "min_reclaim_tokens": 50},
+        }
+    }
+    s = bind(
+        middleware.load_policy(env={}, dotenv_path=False, overrides=overrides), MicrocompactSettings
+    )
     ages = (truncate, summarize, clear)
     turns = node_turns[-1] + 1
     earlier = data.draw(st.integers(1, turns))  # the earlier request ends with that turn
@@ -140,8 +153,9 @@ def _settings(**schedule: object) -> MicrocompactSettings:
     from middleware.policy.settings import bind
 
     overrides = {"microcompact": {"schedule": schedule}}
-    return bind(middleware.load_policy(env={}, dotenv_path=False, overrides=overrides),
-                MicrocompactSettings)  # fmt: skip
+    return bind(
+        middleware.load_policy(env={}, dotenv_path=False, overrides=overrides), MicrocompactSettings
+    )
 
 
 @settings(max_examples=300)
@@ -155,8 +169,11 @@ def test_a_move_made_on_a_cold_cache_is_made_again_from_its_record(
     decides as if it had never been cold."""
     node_turns, sizes, items = drawn
     step = data.draw(st.integers(1, 3))
-    s = _settings(step_turns=step, trigger_tokens=data.draw(st.sampled_from([0, 5_000])),
-                  min_reclaim_tokens=50)  # fmt: skip
+    s = _settings(
+        step_turns=step,
+        trigger_tokens=data.draw(st.sampled_from([0, 5_000])),
+        min_reclaim_tokens=50,
+    )
     ages = (s.truncate_turns, s.summarize_turns, s.inputs.clear_turns)
     turns = node_turns[-1] + 1
     earlier = data.draw(st.integers(1, turns))
@@ -164,8 +181,7 @@ def test_a_move_made_on_a_cold_cache_is_made_again_from_its_record(
     before = [g for g in items if g.node < cut]
     table = TurnGains(weighed_at(before, earlier, *ages), earlier, *ages)
     warm = boundary(s, table, sizes[:cut], node_turns[:cut], earlier)
-    cold = boundary(s, table, sizes[:cut], node_turns[:cut], earlier,
-                    cold=ColdCache(now=True))  # fmt: skip
+    cold = boundary(s, table, sizes[:cut], node_turns[:cut], earlier, cold=ColdCache(now=True))
     assert warm.cold is None
     if cold.cold is None:  # nothing to gain at the latest candidate
         assert cold == warm
@@ -235,9 +251,13 @@ def test_the_compacted_history_moves_the_boundary_no_further(
     for gain in items:  # what compaction removes is in the message
         sizes[gain.node] = max(sizes[gain.node], gain.truncated, gain.summarized, gain.cleared)
     step = data.draw(st.integers(1, 3))
-    s = _settings(step_turns=step, trigger_tokens=data.draw(st.sampled_from([0, 5_000])),
-                  min_reclaim_tokens=50, rewrite_cost=data.draw(st.sampled_from([2, 11.5])),
-                  min_reclaim_ratio=data.draw(st.sampled_from([0, 0.3, 0.5])))  # fmt: skip
+    s = _settings(
+        step_turns=step,
+        trigger_tokens=data.draw(st.sampled_from([0, 5_000])),
+        min_reclaim_tokens=50,
+        rewrite_cost=data.draw(st.sampled_from([2, 11.5])),
+        min_reclaim_ratio=data.draw(st.sampled_from([0, 0.3, 0.5])),
+    )
     ages = (s.truncate_turns, s.summarize_turns, s.inputs.clear_turns)
     turns = node_turns[-1] + 1
     first = boundary(s, TurnGains(items, turns, *ages), sizes, node_turns, turns)

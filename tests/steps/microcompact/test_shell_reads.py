@@ -107,12 +107,15 @@ def test_a_shell_read_leaves_the_protected_window_when_newer_reads_fill_it(
     ("name", "arguments", "file", "said"),
     [
         ("Bash", {"command": SED}, "/repo/app.py", f'Bash (command: "{SED}")'),
-        ("exec_command", {"cmd": "sed -n '1,80p' src/app.py", "workdir": "/repo",
-                          "yield_time_ms": 1000}, "/repo/src/app.py",
-         "exec_command (cmd: \"sed -n '1,80p' src/app.py\", workdir: \"/repo\")"),
+        (
+            "exec_command",
+            {"cmd": "sed -n '1,80p' src/app.py", "workdir": "/repo", "yield_time_ms": 1000},
+            "/repo/src/app.py",
+            'exec_command (cmd: "sed -n \'1,80p\' src/app.py", workdir: "/repo")',
+        ),
         ("PowerShell", {"command": "gc app.py"}, "app.py", 'PowerShell (command: "gc app.py")'),
     ],
-)  # fmt: skip
+)
 def test_a_compacted_shell_read_says_to_run_the_command_again(
     tmp_path: Path, name: str, arguments: dict[str, Any], file: str, said: str
 ) -> None:
@@ -172,10 +175,12 @@ def codex(items: list[tuple[str, dict[str, Any] | str, str]]) -> list[dict[str, 
     ]
     for i, (tool, arguments, output) in enumerate(items):
         if tool == "apply_patch":
-            history.append({"type": "custom_tool_call", "call_id": f"c{i}", "name": tool,
-                            "input": arguments})  # fmt: skip
-            history.append({"type": "custom_tool_call_output", "call_id": f"c{i}",
-                            "output": output})  # fmt: skip
+            history.append(
+                {"type": "custom_tool_call", "call_id": f"c{i}", "name": tool, "input": arguments}
+            )
+            history.append(
+                {"type": "custom_tool_call_output", "call_id": f"c{i}", "output": output}
+            )
             continue
         history.append({"type": "function_call", "call_id": f"c{i}", "name": tool,
                         "arguments": json.dumps(arguments)})  # fmt: skip
@@ -194,8 +199,11 @@ def test_a_codex_read_is_kept_until_a_patch_deletes_the_file(tmp_path: Path) -> 
     relative to the same directory writes it (a patch that updates it only edits it)."""
     read = ("exec_command", {"cmd": "sed -n '1,80p' app.py", "workdir": "/repo"}, SOURCE)
     tests = [("exec_command", {"cmd": f"pytest -k case_{i}"}, OUTPUT) for i in range(5)]
-    update = ("apply_patch", "*** Begin Patch\n*** Update File: app.py\n@@\n-x\n+y\n"
-              "*** End Patch", "Success.")  # fmt: skip
+    update = (
+        "apply_patch",
+        "*** Begin Patch\n*** Update File: app.py\n@@\n-x\n+y\n*** End Patch",
+        "Success.",
+    )
     delete = ("apply_patch", "*** Begin Patch\n*** Delete File: app.py\n*** End Patch", "Done.")
     kept = codex_outputs(tmp_path / "kept", codex([read, tests[0], update, *tests[1:]]))
     assert kept["c0"] == SOURCE

@@ -113,11 +113,12 @@ def test_a_failed_test_run_keeps_its_error_lines(tmp_path: Path) -> None:
 
 def test_a_log_keeps_its_error_lines_and_not_its_mentions_of_errors(tmp_path: Path) -> None:
     log = (
-        "".join(f"12:00:{n % 60:02d} [info] request {n} handled, 0 errors so far\n"
-                for n in range(150))
+        "".join(
+            f"12:00:{n % 60:02d} [info] request {n} handled, 0 errors so far\n" for n in range(150)
+        )
         + "12:03:00 [error] GenServer Spotter.Sync terminating\n"
         + "** (KeyError) key :session_record not found\n"
-    )  # fmt: skip
+    )
     # A command's log (``tail -n 200 log/dev.log`` would be a read of the file: its summary
     # says to read it again, test_shell_reads.py).
     summary = summarise(tmp_path, "Bash", {"command": "journalctl -u spotter -n 200"}, log)
@@ -181,19 +182,25 @@ def test_a_read_compacted_before_a_spill_is_summarised_as_a_read(tmp_path: Path)
     that says to read the file again and no error lines."""
     messages: list[Any] = [{"role": "user", "content": "go"}]
     for i in range(5):
-        name, arguments = ("read_file", {"file_path": f"/repo/lib/s{i}.ex"}) if i == 0 else (
-            "bash", {"command": f"make {i}"})  # fmt: skip
+        name, arguments = (
+            ("read_file", {"file_path": f"/repo/lib/s{i}.ex"})
+            if i == 0
+            else ("bash", {"command": f"make {i}"})
+        )
         output = claude_read(source(80)) if i == 0 else "ok\n" * 15_000
         messages += tool_turn(f"t{i}", name, arguments, output)
     policy = middleware.load_policy(
-        "preset:hermes", env={}, dotenv_path=False,
+        "preset:hermes",
+        env={},
+        dotenv_path=False,
         overrides={
-            "spill.root": str(tmp_path), "budget.context_aware.window_tokens": 32_768,
+            "spill.root": str(tmp_path),
+            "budget.context_aware.window_tokens": 32_768,
             "microcompact.error_lines": 3,
             "microcompact.summary_template": "[Old tool output cleared. Full output: {path}]"
-                                             "\n[{recall}]{mentions}{errors}",
+            "\n[{recall}]{mentions}{errors}",
         },
-    )  # fmt: skip
+    )
     with middleware.Pipeline(policy, session_id="hermes") as pipe:
         out = pipe.process(messages, format="anthropic").messages
     summary = out[2]["content"][0]["content"]

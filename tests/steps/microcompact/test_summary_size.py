@@ -22,8 +22,10 @@ def session(turns: int, output: str) -> list[dict[str, Any]]:
     for i in range(turns):
         call = {"type": "tool_use", "id": f"c{i}", "name": "Bash", "input": {"n": i}}
         result = {"type": "tool_result", "tool_use_id": f"c{i}", "content": output}
-        messages += [{"role": "assistant", "content": [call]},
-                     {"role": "user", "content": [result]}]  # fmt: skip
+        messages += [
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [result]},
+        ]
     return messages
 
 

@@ -74,8 +74,12 @@ def test_1_valid_history_comes_back_as_the_same_objects(
     pipe: middleware.Pipeline, fmt: str
 ) -> None:
     history: list[Msg] = [
-        S("sys"), U("go"), A(None, calls(*WF)), res(("wf:0", "a"), ("wf:1", "b")), A("done")
-    ]  # fmt: skip
+        S("sys"),
+        U("go"),
+        A(None, calls(*WF)),
+        res(("wf:0", "a"), ("wf:1", "b")),
+        A("done"),
+    ]
     messages, out, actions = run(pipe, history, fmt)
     assert actions == []
     assert len(out) == len(messages) and all(a is b for a, b in zip(out, messages, strict=True))
@@ -84,9 +88,12 @@ def test_1_valid_history_comes_back_as_the_same_objects(
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_2_later_block_reusing_ids_dangles(pipe: middleware.Pipeline, fmt: str) -> None:
     history: list[Msg] = [
-        U("go"), A(None, calls(*WF)), res(("wf:0", "a"), ("wf:1", "b")),
-        A(None, calls(*WF)), U("[batch feedback]"),
-    ]  # fmt: skip
+        U("go"),
+        A(None, calls(*WF)),
+        res(("wf:0", "a"), ("wf:1", "b")),
+        A(None, calls(*WF)),
+        U("[batch feedback]"),
+    ]
     _, out, actions = run(pipe, history, fmt)
     # Anthropic wants ids unique across the request: the second block is renamed.
     second = ("wf:0__2", "wf:1__2") if fmt == "anthropic" else WF
@@ -111,16 +118,22 @@ def test_2_later_block_reusing_ids_dangles(pipe: middleware.Pipeline, fmt: str) 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_3_dangling_first_block_later_block_answered(pipe: middleware.Pipeline, fmt: str) -> None:
     history: list[Msg] = [
-        A(None, calls(*WF)), U("[legacy batch feedback]"),
-        A(None, calls(*WF)), res(("wf:0", "fresh-a"), ("wf:1", "fresh-b")),
-    ]  # fmt: skip
+        A(None, calls(*WF)),
+        U("[legacy batch feedback]"),
+        A(None, calls(*WF)),
+        res(("wf:0", "fresh-a"), ("wf:1", "fresh-b")),
+    ]
     _, out, actions = run(pipe, history, fmt)
     second = ("wf:0__2", "wf:1__2") if fmt == "anthropic" else WF
     assert flatten(out, fmt) == [
-        ("assistant", None, WF), syn("wf:0"), syn("wf:1"), ("user", "[legacy batch feedback]"),
+        ("assistant", None, WF),
+        syn("wf:0"),
+        syn("wf:1"),
+        ("user", "[legacy batch feedback]"),
         ("assistant", None, second),
-        ("result", second[0], "fresh-a"), ("result", second[1], "fresh-b"),
-    ]  # fmt: skip
+        ("result", second[0], "fresh-a"),
+        ("result", second[1], "fresh-b"),
+    ]
     assert kinds(actions)["synthetic_result"] == 2
     assert "orphan_dropped" not in kinds(actions)
 
@@ -128,13 +141,17 @@ def test_3_dangling_first_block_later_block_answered(pipe: middleware.Pipeline, 
 @pytest.mark.parametrize("fmt", ["anthropic", "openai"])
 def test_4_interposed_message_relocates_results(pipe: middleware.Pipeline, fmt: str) -> None:
     history: list[Msg] = [
-        A(None, calls(*WF)), U("SECURITY BLOCK: something"), res(("wf:0", "a"), ("wf:1", "b"))
-    ]  # fmt: skip
+        A(None, calls(*WF)),
+        U("SECURITY BLOCK: something"),
+        res(("wf:0", "a"), ("wf:1", "b")),
+    ]
     _, out, actions = run(pipe, history, fmt)
     assert flatten(out, fmt) == [
-        ("assistant", None, WF), ("result", "wf:0", "a"), ("result", "wf:1", "b"),
+        ("assistant", None, WF),
+        ("result", "wf:0", "a"),
+        ("result", "wf:1", "b"),
         ("user", "SECURITY BLOCK: something"),
-    ]  # fmt: skip
+    ]
     assert kinds(actions).get("result_relocated") == 2
     assert "synthetic_result" not in kinds(actions)
     if fmt == "anthropic":  # one user message: tool_result blocks first, then the text
@@ -146,8 +163,10 @@ def test_4_responses_pairs_by_call_id_so_an_interposed_message_is_valid(
     pipe: middleware.Pipeline,
 ) -> None:
     history: list[Msg] = [
-        A(None, calls(*WF)), U("SECURITY BLOCK: something"), res(("wf:0", "a"), ("wf:1", "b"))
-    ]  # fmt: skip
+        A(None, calls(*WF)),
+        U("SECURITY BLOCK: something"),
+        res(("wf:0", "a"), ("wf:1", "b")),
+    ]
     messages, out, actions = run(pipe, history, "responses")
     assert actions == [] and all(a is b for a, b in zip(out, messages, strict=True))
 
@@ -174,8 +193,10 @@ def test_6_partial_results_get_synthetics(pipe: middleware.Pipeline, fmt: str) -
     _, out, actions = run(pipe, history, fmt)
     assert flatten(out, fmt) == [
         ("assistant", None, ("wf:0", "wf:1", "park:2")),
-        ("result", "wf:0", "only this ran"), syn("wf:1"), syn("park:2"),
-    ]  # fmt: skip
+        ("result", "wf:0", "only this ran"),
+        syn("wf:1"),
+        syn("park:2"),
+    ]
     missing = [(a.tool_call_id, a.tool_name) for a in actions if a.kind == "synthetic_result"]
     assert missing == [("wf:1", "web_fetch"), ("park:2", "park")]
     # The input index of the message holding each call (Responses: one item per call).
@@ -203,11 +224,16 @@ def test_8_result_behind_a_same_turn_assistant_message_is_relocated(
     history: list[Msg] = [A(None, calls("wf:0")), A("interleaved"), res(("wf:0", "late"))]
     _, out, actions = run(pipe, history, fmt)
     assert flatten(out, fmt) == [
-        ("assistant", None, ("wf:0",)), ("result", "wf:0", "late"),
-        ("assistant", "interleaved", ()), ("user", KEPT_TURN_TEXT),
-    ]  # fmt: skip
-    assert kinds(actions) == {"result_relocated": 1, "user_turn_added": 1, **(
-        {"empty_message_removed": 1} if fmt == "anthropic" else {})}  # fmt: skip
+        ("assistant", None, ("wf:0",)),
+        ("result", "wf:0", "late"),
+        ("assistant", "interleaved", ()),
+        ("user", KEPT_TURN_TEXT),
+    ]
+    assert kinds(actions) == {
+        "result_relocated": 1,
+        "user_turn_added": 1,
+        **({"empty_message_removed": 1} if fmt == "anthropic" else {}),
+    }
 
 
 def test_8_responses_same_turn_result_is_already_valid(pipe: middleware.Pipeline) -> None:
@@ -219,13 +245,19 @@ def test_8_responses_same_turn_result_is_already_valid(pipe: middleware.Pipeline
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_8_result_beyond_the_next_turn_is_not_claimed(pipe: middleware.Pipeline, fmt: str) -> None:
     history: list[Msg] = [
-        A(None, calls("wf:0")), U("more?"), A("interleaved"), res(("wf:0", "late"))
-    ]  # fmt: skip
+        A(None, calls("wf:0")),
+        U("more?"),
+        A("interleaved"),
+        res(("wf:0", "late")),
+    ]
     _, out, actions = run(pipe, history, fmt)
     assert flatten(out, fmt) == [
-        ("assistant", None, ("wf:0",)), syn("wf:0"), ("user", "more?"),
-        ("assistant", "interleaved", ()), ("user", KEPT_TURN_TEXT),
-    ]  # fmt: skip
+        ("assistant", None, ("wf:0",)),
+        syn("wf:0"),
+        ("user", "more?"),
+        ("assistant", "interleaved", ()),
+        ("user", KEPT_TURN_TEXT),
+    ]
     counts = kinds(actions)
     assert counts["synthetic_result"] == 1 and counts["orphan_dropped"] == 1
     orphan = next(a for a in actions if a.kind == "orphan_dropped")
@@ -287,9 +319,13 @@ def test_12_pending_calls_are_scoped_to_the_last_block(fmt: str) -> None:
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_moonshot_wire_shape_is_repaired(pipe: middleware.Pipeline, fmt: str) -> None:
     history: list[Msg] = [
-        S("sys"), U("go"), A(None, calls(*WF)), res(("wf:0", "r0"), ("wf:1", "r1")),
-        A("report", calls(*WF)), U("[@park completed] outcome=elapsed"),
-    ]  # fmt: skip
+        S("sys"),
+        U("go"),
+        A(None, calls(*WF)),
+        res(("wf:0", "r0"), ("wf:1", "r1")),
+        A("report", calls(*WF)),
+        U("[@park completed] outcome=elapsed"),
+    ]
     assert middleware.check_history(build(history, fmt), fmt) != []
     _, _, actions = run(pipe, history, fmt)  # run() asserts the output validates
     assert kinds(actions)["synthetic_result"] == 2
@@ -302,9 +338,12 @@ def test_moonshot_wire_shape_is_repaired(pipe: middleware.Pipeline, fmt: str) ->
 def test_a_repair_never_reorders_valid_blocks(pipe: middleware.Pipeline, fmt: str) -> None:
     # ChatCLI re-emits every block in call order once anything is repaired.
     history: list[Msg] = [
-        U("go"), A(None, calls("c1", "c2")), res(("c2", "b"), ("c1", "a")),
-        A(None, calls("c3")), U("interrupted"),
-    ]  # fmt: skip
+        U("go"),
+        A(None, calls("c1", "c2")),
+        res(("c2", "b"), ("c1", "a")),
+        A(None, calls("c3")),
+        U("interrupted"),
+    ]
     messages, out, _ = run(pipe, history, fmt)
     first_changed = len(build(history[:4], fmt))  # everything up to the dangling call
     assert all(a is b for a, b in zip(out[:first_changed], messages, strict=False))
@@ -336,8 +375,12 @@ def test_anthropic_results_spread_over_user_messages_are_merged_first(
     pipe: middleware.Pipeline,
 ) -> None:
     history: list[Msg] = [
-        U("go"), A(None, calls("c1", "c2")), res(("c1", "a")), U("note"), res(("c2", "b"))
-    ]  # fmt: skip
+        U("go"),
+        A(None, calls("c1", "c2")),
+        res(("c1", "a")),
+        U("note"),
+        res(("c2", "b")),
+    ]
     _, out, actions = run(pipe, history, "anthropic")
     assert [m["role"] for m in out] == ["user", "assistant", "user", "user"]
     assert [b["tool_use_id"] for b in out[2]["content"]] == ["c1", "c2"]
@@ -348,11 +391,14 @@ def test_anthropic_results_spread_over_user_messages_are_merged_first(
 def test_anthropic_text_before_results_is_moved_after_them(pipe: middleware.Pipeline) -> None:
     messages = [
         {"role": "assistant", "content": [TOOL_USE_T1]},
-        {"role": "user", "content": [
-            {"type": "text", "text": "first"},
-            {"type": "tool_result", "tool_use_id": "t1", "content": "r"},
-        ]},
-    ]  # fmt: skip
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "first"},
+                {"type": "tool_result", "tool_use_id": "t1", "content": "r"},
+            ],
+        },
+    ]
     assert [v.code for v in middleware.check_history(messages)] == ["result_not_first"]
     out = pipe.process(messages).messages
     assert [b["type"] for b in out[1]["content"]] == ["tool_result", "text"]
@@ -362,8 +408,11 @@ def test_anthropic_text_before_results_is_moved_after_them(pipe: middleware.Pipe
 def test_anthropic_rename_keeps_the_id_pattern_and_length() -> None:
     long_id = "toolu_" + "a" * 58  # 64 characters
     history: list[Msg] = [
-        A(None, calls(long_id)), res((long_id, "a")), A(None, calls(long_id)), res((long_id, "b"))
-    ]  # fmt: skip
+        A(None, calls(long_id)),
+        res((long_id, "a")),
+        A(None, calls(long_id)),
+        res((long_id, "b")),
+    ]
     with middleware.Pipeline.from_policy(None) as pipe:
         _, out, actions = run(pipe, history, "anthropic")
     renamed = out[2]["content"][0]["id"]
@@ -375,9 +424,13 @@ def test_anthropic_rename_keeps_the_id_pattern_and_length() -> None:
 
 def test_anthropic_rename_avoids_ids_already_in_use(pipe: middleware.Pipeline) -> None:
     history: list[Msg] = [
-        A(None, calls("t")), res(("t", "a")), A(None, calls("t")), res(("t", "b")),
-        A(None, calls("t__2")), res(("t__2", "c")),
-    ]  # fmt: skip
+        A(None, calls("t")),
+        res(("t", "a")),
+        A(None, calls("t")),
+        res(("t", "b")),
+        A(None, calls("t__2")),
+        res(("t__2", "c")),
+    ]
     _, out, _ = run(pipe, history, "anthropic")
     assert [e[2] for e in flatten(out, "anthropic") if e[0] == "assistant"] == [
         ("t",),
@@ -391,9 +444,11 @@ def test_ids_reused_in_later_turns_are_legal_outside_anthropic(
     pipe: middleware.Pipeline, fmt: str
 ) -> None:
     history: list[Msg] = [
-        A(None, calls(*WF)), res(("wf:0", "a"), ("wf:1", "b")),
-        A(None, calls(*WF)), res(("wf:0", "c"), ("wf:1", "d")),
-    ]  # fmt: skip
+        A(None, calls(*WF)),
+        res(("wf:0", "a"), ("wf:1", "b")),
+        A(None, calls(*WF)),
+        res(("wf:0", "c"), ("wf:1", "d")),
+    ]
     messages, out, actions = run(pipe, history, fmt)
     assert actions == [] and all(a is b for a, b in zip(out, messages, strict=True))
 
@@ -404,9 +459,11 @@ def test_openai_consecutive_assistant_messages_get_their_own_results(
     history: list[Msg] = [A(None, calls("c1")), A(None, calls("c2")), res(("c1", "a"), ("c2", "b"))]
     _, out, _ = run(pipe, history, "openai")
     assert flatten(out, "openai") == [
-        ("assistant", None, ("c1",)), ("result", "c1", "a"),
-        ("assistant", None, ("c2",)), ("result", "c2", "b"),
-    ]  # fmt: skip
+        ("assistant", None, ("c1",)),
+        ("result", "c1", "a"),
+        ("assistant", None, ("c2",)),
+        ("result", "c2", "b"),
+    ]
 
 
 def test_responses_synthetic_goes_after_adjacent_outputs_before_other_items(
@@ -415,9 +472,11 @@ def test_responses_synthetic_goes_after_adjacent_outputs_before_other_items(
     history: list[Msg] = [A("thinking aloud", calls("c1", "c2")), res(("c1", "a")), U("next")]
     messages, out, _ = run(pipe, history, "responses")
     assert flatten(out, "responses") == [
-        ("assistant", "thinking aloud", ("c1", "c2")), ("result", "c1", "a"), syn("c2"),
+        ("assistant", "thinking aloud", ("c1", "c2")),
+        ("result", "c1", "a"),
+        syn("c2"),
         ("user", "next"),
-    ]  # fmt: skip
+    ]
     assert all(a is b for a, b in zip(out[:4], messages, strict=False))
 
 
@@ -460,8 +519,9 @@ def test_policy_sets_the_text_and_can_switch_pairing_off(tmp_path: Path) -> None
 def test_policy_can_keep_repeated_anthropic_ids(tmp_path: Path) -> None:
     policy = tmp_path / "p.yaml"
     policy.write_text("version: 1\npairing:\n  rename_duplicate_ids: false\n")
-    messages = build([A(None, calls("t")), res(("t", "a")), A(None, calls("t")), res(("t", "b"))],
-                     "anthropic")  # fmt: skip
+    messages = build(
+        [A(None, calls("t")), res(("t", "a")), A(None, calls("t")), res(("t", "b"))], "anthropic"
+    )
     with middleware.Pipeline.from_policy(policy) as pipe:
         result = pipe.process(messages)
     assert result.messages == messages
@@ -478,8 +538,11 @@ def test_report_is_json_serialisable_and_ordered(pipe: middleware.Pipeline) -> N
     result = pipe.process(messages)
     # Ids and claims first (in message order), then what the layout did.
     assert [a.kind for a in result.report.actions] == [
-        "orphan_dropped", "id_generated", "empty_message_removed", "synthetic_result"
-    ]  # fmt: skip
+        "orphan_dropped",
+        "id_generated",
+        "empty_message_removed",
+        "synthetic_result",
+    ]
     assert '"content": [{"type": "text", "text": "t"}]' in result.report.to_json(indent=None)
 
 
@@ -531,10 +594,12 @@ def test_responses_reasoning_left_without_its_item_is_removed_and_reported() -> 
     call = {"type": "function_call", "call_id": "c1", "name": "a", "arguments": "{}"}
     history = [
         {"role": "user", "content": "go"},
-        {"type": "reasoning", "id": "rs_1", "summary": []}, call,
-        REASONING, dict(call),  # the same call id again in one response: dropped
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        call,
+        REASONING,
+        dict(call),  # the same call id again in one response: dropped
         {"type": "function_call_output", "call_id": "c1", "output": "x"},
-    ]  # fmt: skip
+    ]
     with middleware.Pipeline.from_policy(None) as pipeline:
         result = pipeline.process(history, format="responses")
     assert middleware.check_history(result.messages, "responses") == []

@@ -71,17 +71,21 @@ def test_a_call_without_a_tool_name_is_dropped_with_what_answers_it(
     pipe: middleware.Pipeline, fmt: str, name: Any
 ) -> None:
     history: list[Msg] = [
-        U("go"), A("working", (Call("c1", "read"), Call("c2", "x", {"k": 1}))),
-        R((Res("c1", "file body"), Res("c2", "the nameless call's output"))), A("done"),
-    ]  # fmt: skip
+        U("go"),
+        A("working", (Call("c1", "read"), Call("c2", "x", {"k": 1}))),
+        R((Res("c1", "file body"), Res("c2", "the nameless call's output"))),
+        A("done"),
+    ]
     messages = build(history, fmt)
     _set_name(messages, fmt, "c2", name)
     assert "empty_name" in {v.code for v in middleware.check_history(messages, fmt)}
     out, actions = run(pipe, messages, fmt)
     assert flatten(out, fmt) == [
-        ("user", "go"), ("assistant", "working", ("c1",)), ("result", "c1", "file body"),
+        ("user", "go"),
+        ("assistant", "working", ("c1",)),
+        ("result", "c1", "file body"),
         ("assistant", "done", ()),
-    ]  # fmt: skip
+    ]
     assert kinds(actions) == ["orphan_dropped", "unnamed_call_dropped"]
     dropped = next(a for a in actions if a.kind == "unnamed_call_dropped")
     assert dropped.tool_call_id == "c2" and dropped.message_index == (
@@ -190,9 +194,11 @@ def test_an_idless_result_right_after_an_idless_call_answers_it(
     generated = flat[1][2][0]
     assert generated.startswith("toolu_mw_" if fmt == "anthropic" else "call_mw_")
     assert flat == [
-        ("user", "go"), ("assistant", None, (generated,)), ("result", generated, "the real output"),
+        ("user", "go"),
+        ("assistant", None, (generated,)),
+        ("result", generated, "the real output"),
         ("assistant", "ok", ()),
-    ]  # fmt: skip
+    ]
     assert kinds(actions) == ["id_generated", "result_paired_by_position"]
     paired = next(a for a in actions if a.kind == "result_paired_by_position")
     assert paired.tool_call_id == generated and paired.message_index == 2

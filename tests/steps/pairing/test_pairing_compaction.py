@@ -36,8 +36,12 @@ def compaction(n: int = 1) -> dict[str, Any]:
 
 
 def call(call_id: str) -> dict[str, Any]:
-    return {"type": "function_call", "call_id": call_id, "name": "exec_command",
-            "arguments": '{"cmd": "ls"}'}  # fmt: skip
+    return {
+        "type": "function_call",
+        "call_id": call_id,
+        "name": "exec_command",
+        "arguments": '{"cmd": "ls"}',
+    }
 
 
 def output(call_id: str, text: str = "a.py\n") -> dict[str, Any]:
@@ -95,8 +99,11 @@ def test_a_call_without_output_before_a_compaction_gets_its_output_after_the_tur
 def test_a_turn_holding_only_a_compaction_item_is_left_alone(pipe: middleware.Pipeline) -> None:
     """Codex's history right after a mid-turn compaction ends on the item; a turn of the
     item alone between two prompts is valid too: nothing to repair, nothing changed."""
-    for history in ([user(), compaction()], [compaction()],
-                    [user(), compaction(), user("go on"), call("c1"), output("c1")]):  # fmt: skip
+    for history in (
+        [user(), compaction()],
+        [compaction()],
+        [user(), compaction(), user("go on"), call("c1"), output("c1")],
+    ):
         assert codes(history) == []
         result = processed(pipe, history)
         assert not result.changed and result.report.actions == []
@@ -201,8 +208,9 @@ def responses_histories(draw: st.DrawFn) -> list[dict[str, Any]]:
         elif kind == "compaction":
             out.append(compaction(n))
         elif kind == "reasoning":
-            out.append({"type": "reasoning", "id": f"rs_{n}", "summary": [],
-                        "encrypted_content": f"r{n}"})  # fmt: skip
+            out.append(
+                {"type": "reasoning", "id": f"rs_{n}", "summary": [], "encrypted_content": f"r{n}"}
+            )
         else:
             out.append({"type": "message", "role": "assistant",
                         "content": [{"type": "output_text", "text": f"said {n}"}]})  # fmt: skip
@@ -231,8 +239,11 @@ def test_repairs_never_change_drop_or_reorder_compaction_items(
 
 def block(n: int = 1) -> dict[str, Any]:
     """A ``compaction`` block as the compact_20260112 edit returns it."""
-    return {"type": "compaction", "content": f"Summary {n} of the earlier turns.",
-            "encrypted_content": f"sealed-{n}"}  # fmt: skip
+    return {
+        "type": "compaction",
+        "content": f"Summary {n} of the earlier turns.",
+        "encrypted_content": f"sealed-{n}",
+    }
 
 
 def use(tool_id: str, name: str = "Bash") -> dict[str, Any]:
@@ -251,31 +262,48 @@ def test_anthropic_compaction_blocks_beside_calls(pipe: middleware.Pipeline) -> 
     """A compaction block heads the assistant message that compacted: its call answered,
     the message as it came; its call unanswered, a result after it and the block
     unchanged; a call without a name dropped, the block (and so the message) kept."""
-    answered = [said("user", {"type": "text", "text": "go"}), said("assistant", block(), use("t1")),
-                said("user", result_block("t1"))]  # fmt: skip
+    answered = [
+        said("user", {"type": "text", "text": "go"}),
+        said("assistant", block(), use("t1")),
+        said("user", result_block("t1")),
+    ]
     assert codes(answered, "anthropic") == []
     assert not processed(pipe, answered, "anthropic").changed
 
-    unanswered = [answered[0], said("assistant", block(), use("t1")),
-                  said("user", {"type": "text", "text": "next"})]  # fmt: skip
+    unanswered = [
+        answered[0],
+        said("assistant", block(), use("t1")),
+        said("user", {"type": "text", "text": "next"}),
+    ]
     result = processed(pipe, unanswered, "anthropic")
     assert result.messages[1] is unanswered[1]
     assert result.messages[2]["content"][0]["tool_use_id"] == "t1"
     assert kinds(result) == ["synthetic_result"]
 
-    unnamed = [answered[0], said("assistant", block(), use("t1", name="")),
-               said("user", result_block("t1"))]  # fmt: skip
+    unnamed = [
+        answered[0],
+        said("assistant", block(), use("t1", name="")),
+        said("user", result_block("t1")),
+    ]
     result = processed(pipe, unnamed, "anthropic")
     assert result.messages[1] == said("assistant", block())
-    assert kinds(result) == ["unnamed_call_dropped", "orphan_dropped", "empty_message_removed",
-                             "user_turn_added"]  # fmt: skip
+    assert kinds(result) == [
+        "unnamed_call_dropped",
+        "orphan_dropped",
+        "empty_message_removed",
+        "user_turn_added",
+    ]
 
 
 def test_an_anthropic_turn_of_a_compaction_block_alone(pipe: middleware.Pipeline) -> None:
     """With ``pause_after_compaction`` the answer is the block alone, sent back as the last
     message: left as it is; an orphan result after it is dropped around it."""
-    paused = [said("user", {"type": "text", "text": "go"}), said("assistant", use("t1")),
-              said("user", result_block("t1")), said("assistant", block())]  # fmt: skip
+    paused = [
+        said("user", {"type": "text", "text": "go"}),
+        said("assistant", use("t1")),
+        said("user", result_block("t1")),
+        said("assistant", block()),
+    ]
     assert not processed(pipe, paused, "anthropic").changed
     orphan = [paused[0], said("assistant", block()), said("user", result_block("t9"))]
     result = processed(pipe, orphan, "anthropic")
@@ -290,17 +318,26 @@ def anthropic_histories(draw: st.DrawFn) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for n in range(draw(st.integers(1, 8))):
         if draw(st.booleans()):
-            kinds = draw(st.lists(st.sampled_from(["compaction", "use", "text"]), min_size=1,
-                                  max_size=3))  # fmt: skip
-            blocks = [block(n * 10 + k) if kind == "compaction"
-                      else use(draw(st.sampled_from(["t1", "t2"]))) if kind == "use"
-                      else {"type": "text", "text": f"said {n}"}
-                      for k, kind in enumerate(kinds)]  # fmt: skip
+            kinds = draw(
+                st.lists(st.sampled_from(["compaction", "use", "text"]), min_size=1, max_size=3)
+            )
+            blocks = [
+                block(n * 10 + k)
+                if kind == "compaction"
+                else use(draw(st.sampled_from(["t1", "t2"])))
+                if kind == "use"
+                else {"type": "text", "text": f"said {n}"}
+                for k, kind in enumerate(kinds)
+            ]
             out.append(said("assistant", *blocks))
         else:
             kinds = draw(st.lists(st.sampled_from(["result", "text"]), min_size=1, max_size=2))
-            blocks = [result_block(draw(st.sampled_from(["t1", "t2"]))) if kind == "result"
-                      else {"type": "text", "text": f"asked {n}"} for kind in kinds]  # fmt: skip
+            blocks = [
+                result_block(draw(st.sampled_from(["t1", "t2"])))
+                if kind == "result"
+                else {"type": "text", "text": f"asked {n}"}
+                for kind in kinds
+            ]
             out.append(said("user", *blocks))
     return out
 
@@ -315,7 +352,12 @@ def test_anthropic_repairs_never_change_drop_or_reorder_compaction_blocks(
     result = processed(pipe, history, "anthropic")
 
     def blocks(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-        return [(m["role"], b) for m in messages if isinstance(m["content"], list)
-                for b in m["content"] if b.get("type") == "compaction"]  # fmt: skip
+        return [
+            (m["role"], b)
+            for m in messages
+            if isinstance(m["content"], list)
+            for b in m["content"]
+            if b.get("type") == "compaction"
+        ]
 
     assert blocks(result.messages) == blocks(history)

@@ -190,13 +190,17 @@ SERVER_ITEMS = [
     {"type": "image_generation_call", "id": "ig_1", "result": None, "status": "completed"},
     {"type": "mcp_call", "id": "m_1", "name": "x", "arguments": "{}", "server_label": "s"},
     {"type": "mcp_list_tools", "id": "ml_1", "server_label": "s", "tools": []},
-    {"type": "mcp_approval_request", "id": "ar_1", "name": "x", "arguments": "{}",
-     "server_label": "s"},
+    {
+        "type": "mcp_approval_request",
+        "id": "ar_1",
+        "name": "x",
+        "arguments": "{}",
+        "server_label": "s",
+    },
     {"type": "program", "id": "pg_1", "call_id": "p1", "code": "x", "fingerprint": "f"},
-    {"type": "program_output", "id": "po_1", "call_id": "p1", "result": "r",
-     "status": "completed"},
+    {"type": "program_output", "id": "po_1", "call_id": "p1", "result": "r", "status": "completed"},
     {"type": "compaction", "id": "cp_1", "encrypted_content": "e"},
-]  # fmt: skip
+]
 
 
 @st.composite

@@ -65,8 +65,13 @@ def histories(draw: st.DrawFn) -> list[Msg]:
 
 
 def _positions(history: list[Msg], kind: type) -> list[int]:
-    return [i for i, m in enumerate(history) if isinstance(m, kind) and (
-        not isinstance(m, A) or m.calls) and (not isinstance(m, R) or m.results)]  # fmt: skip
+    return [
+        i
+        for i, m in enumerate(history)
+        if isinstance(m, kind)
+        and (not isinstance(m, A) or m.calls)
+        and (not isinstance(m, R) or m.results)
+    ]
 
 
 def inject(history: list[Msg], fault: str, pick: int) -> list[Msg]:
@@ -87,11 +92,14 @@ def inject(history: list[Msg], fault: str, pick: int) -> list[Msg]:
         k = pick % len(msg.calls)
         old_id = msg.calls[k].id
         if fault == "blank_name":
-            h[i] = replace(msg, calls=tuple(replace(c, name=" ") if n == k else c
-                                            for n, c in enumerate(msg.calls)))  # fmt: skip
+            h[i] = replace(
+                msg,
+                calls=tuple(replace(c, name=" ") if n == k else c for n, c in enumerate(msg.calls)),
+            )
             return h
-        h[i] = replace(msg, calls=tuple(replace(c, id="") if c.id == old_id else c
-                                        for c in msg.calls))  # fmt: skip
+        h[i] = replace(
+            msg, calls=tuple(replace(c, id="") if c.id == old_id else c for c in msg.calls)
+        )
         if i + 1 < len(h) and isinstance(h[i + 1], R):
             r = h[i + 1]
             assert isinstance(r, R)

@@ -80,17 +80,22 @@ SYNTHETIC: dict[str, dict[str, Any]] = {
 SERVER_ITEMS: list[dict[str, Any]] = [
     {"type": "web_search_call", "id": "ws_1", "status": "completed"},
     {"type": "file_search_call", "id": "fs_1", "queries": ["q"], "status": "completed"},
-    {"type": "code_interpreter_call", "id": "ci_1", "code": "1+1", "status": "completed",
-     "container_id": "cn_1", "outputs": []},
+    {
+        "type": "code_interpreter_call",
+        "id": "ci_1",
+        "code": "1+1",
+        "status": "completed",
+        "container_id": "cn_1",
+        "outputs": [],
+    },
     {"type": "image_generation_call", "id": "ig_1", "result": None, "status": "completed"},
     {"type": "mcp_call", "id": "mcp_1", "name": "x", "arguments": "{}", "server_label": "s"},
     {"type": "mcp_list_tools", "id": "ml_1", "server_label": "s", "tools": []},
     {"type": "tool_search_call", "call_id": "ts_1", "execution": "server", "arguments": {}},
     {"type": "tool_search_output", "call_id": "ts_1", "execution": "server", "tools": []},
     {"type": "program", "id": "pg_1", "call_id": "p1", "code": "x", "fingerprint": "f"},
-    {"type": "program_output", "id": "po_1", "call_id": "p1", "result": "r",
-     "status": "completed"},
-]  # fmt: skip
+    {"type": "program_output", "id": "po_1", "call_id": "p1", "result": "r", "status": "completed"},
+]
 
 
 @pytest.fixture(scope="module")

@@ -61,10 +61,13 @@ def limit_cpu() -> None:
 def run(setup: str, body: str) -> None:
     script = textwrap.dedent(BUILD) + textwrap.dedent(setup) + textwrap.dedent(body)
     done = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPO, timeout=30 * CPU_SECONDS, capture_output=True,
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        timeout=30 * CPU_SECONDS,
+        capture_output=True,
         check=False,
         preexec_fn=limit_cpu,
-    )  # fmt: skip
+    )
     if done.returncode == -signal.SIGXCPU:
         pytest.fail(f"over {CPU_SECONDS} s of CPU: near-linear no more")
     if done.returncode != 0:

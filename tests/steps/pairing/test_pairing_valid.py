@@ -85,8 +85,13 @@ def test_what_it_accepts_the_repair_leaves_alone(
     flags=RULES,
 )
 def test_fuzzed_messages(messages: list[dict[str, Any]], flags: tuple[bool, bool]) -> None:
-    fmt = "openai" if any(m.get("role") in ("tool", "system", "developer") or "tool_calls" in m
-                          for m in messages) else "anthropic"  # fmt: skip
+    fmt = (
+        "openai"
+        if any(
+            m.get("role") in ("tool", "system", "developer") or "tool_calls" in m for m in messages
+        )
+        else "anthropic"
+    )
     try:
         rules = rules_for(fmt, *flags)
         rules.codec.parse(messages)
@@ -107,8 +112,11 @@ def test_real_claude_code_requests_take_the_shortcut() -> None:
 
 def _turn(call_id: str, user: list[dict[str, Any]]) -> list[dict[str, Any]]:
     use = {"type": "tool_use", "id": call_id, "name": "bash", "input": {}}
-    return [{"role": "user", "content": "go"}, {"role": "assistant", "content": [use]},
-            {"role": "user", "content": user}]  # fmt: skip
+    return [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [use]},
+        {"role": "user", "content": user},
+    ]
 
 
 def _result(call_id: str) -> dict[str, Any]:
@@ -119,9 +127,11 @@ NEAR_MISSES = {
     "result after text": _turn("c1", [{"type": "text", "text": "note"}, _result("c1")]),
     "id the API rejects": _turn("call_1|fc_2", [_result("call_1|fc_2")]),
     "id too long": _turn("c" * 65, [_result("c" * 65)]),
-    "result in a later message": [*_turn("c1", [{"type": "text", "text": "wait"}]),
-                                  {"role": "user", "content": [_result("c1")]}],
-}  # fmt: skip
+    "result in a later message": [
+        *_turn("c1", [{"type": "text", "text": "wait"}]),
+        {"role": "user", "content": [_result("c1")]},
+    ],
+}
 
 
 @pytest.mark.parametrize("name", NEAR_MISSES)
