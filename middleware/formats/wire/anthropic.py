@@ -8,17 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from middleware.errors import HistoryError
-from middleware.formats.base import (
-    Codec,
-    check_content,
-    count_of,
-    optional_id,
-    part_types,
-    result_content,
-    string_field,
-    tool_name,
-    wire_content,
-)
+from middleware.formats.base import Codec
 from middleware.formats.declarations import (
     AnswerCall,
     ErrorKind,
@@ -30,6 +20,15 @@ from middleware.formats.declarations import (
     Violation,
     blank_name,
 )
+from middleware.formats.fields import (
+    check_content,
+    optional_id,
+    result_content,
+    string_field,
+    tool_name,
+    wire_content,
+)
+from middleware.formats.values import count_of, part_types
 from middleware.view import Block, Node, Opaque, Role, ToolCall, ToolResult
 
 #: Tool ids the Anthropic API accepts: this pattern, at most :data:`MAX_ID_LENGTH`

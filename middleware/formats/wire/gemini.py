@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from middleware.cache.messages import MessageMemo
 from middleware.errors import HistoryError
-from middleware.formats.base import Codec, count_of, optional_id, string_field, string_of, tool_name
+from middleware.formats.base import Codec
 from middleware.formats.declarations import (
     AnswerCall,
     ErrorKind,
@@ -28,8 +28,10 @@ from middleware.formats.declarations import (
     UsageCounts,
     Violation,
 )
+from middleware.formats.fields import optional_id, string_field, tool_name
 from middleware.formats.openings import CALL_IDS, normal
 from middleware.formats.text_protocol import TextProtocol
+from middleware.formats.values import count_of, string_of
 from middleware.formats.wire.gemini_turns import (
     POSITION_PREFIX,
     link,

@@ -6,20 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from middleware.errors import HistoryError
-from middleware.formats.base import (
-    Codec,
-    arguments_json,
-    arguments_of,
-    check_content,
-    count_of,
-    optional_id,
-    part_types,
-    result_content,
-    string_field,
-    string_of,
-    tool_name,
-    wire_content,
-)
+from middleware.formats.base import Codec
 from middleware.formats.declarations import (
     AnswerCall,
     ErrorKind,
@@ -31,6 +18,15 @@ from middleware.formats.declarations import (
     blank_name,
     empty_name_reason,
 )
+from middleware.formats.fields import (
+    check_content,
+    optional_id,
+    result_content,
+    string_field,
+    tool_name,
+    wire_content,
+)
+from middleware.formats.values import arguments_json, arguments_of, count_of, part_types, string_of
 from middleware.view import Block, Node, Role, ToolCall, ToolResult
 
 _ROLES: dict[str, Role] = {
