@@ -1,8 +1,9 @@
-"""What every wire-format codec provides, and the text-protocol rule they share."""
+"""What every wire-format codec provides, and the text-protocol rule they share (the
+fields a codec reads are checked by :mod:`.fields`; what it reads leniently is
+:mod:`.values`)."""
 
 from __future__ import annotations
 
-import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -23,7 +24,8 @@ from middleware.formats.declarations import (
 from middleware.formats.openings import message_opening
 from middleware.formats.structure import TooDeep, check_message, cut_deep
 from middleware.formats.text_protocol import AutoTextProtocol, TextProtocol, TextProtocolRule
-from middleware.view import Block, Conversation, Node, Opaque, ToolCall, ToolResult, is_text_part
+from middleware.formats.values import content_text
+from middleware.view import Block, Conversation, Node, Opaque, ToolCall, ToolResult
 
 
 class Codec(ABC):
@@ -313,114 +315,3 @@ def _sealed(block: Block, originals: dict[int, Any]) -> Block:
     if isinstance(block, Opaque):
         return Opaque(raw)
     return replace(block, raw=raw, sealed=True)
-
-
-def content_text(content: str | list[Any] | None) -> str:
-    """The text of a message's content: a string, or its text parts one line apart."""
-    if content is None or isinstance(content, str):
-        return content or ""
-    return "\n".join(part["text"] for part in content if is_text_part(part))
-
-
-def check_content(value: Any, index: int, what: str = "content") -> str | list[Any]:
-    """Accept a string or a list of content parts, else raise :class:`HistoryError`."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        for j, part in enumerate(value):
-            if not isinstance(part, dict):
-                raise HistoryError(
-                    f"{what} part {j} must be a JSON object, got {type(part).__name__}",
-                    index=index,
-                )
-        return value
-    raise HistoryError(
-        f"{what} must be a string or a list of content parts, got {type(value).__name__}",
-        index=index,
-    )
-
-
-def string_field(message: dict[str, Any], key: str, index: int, what: str) -> str | None:
-    """``message[key]`` when it is a string, ``None`` when it is missing or null; another
-    type is malformed (checked before the value is used as a dict key)."""
-    value = message.get(key)
-    if value is None or isinstance(value, str):
-        return value
-    raise HistoryError(f"{what} must be a string, got {type(value).__name__}", index=index)
-
-
-def optional_id(value: Any, index: int, what: str) -> str:
-    """Tool ids may be missing or empty (pairing repairs that); other types are malformed."""
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise HistoryError(f"{what} must be a string, got {type(value).__name__}", index=index)
-    return value
-
-
-def tool_name(value: Any, index: int, what: str) -> str:
-    """A call's tool name may be missing, empty or blank (pairing repair drops such a call
-    and what answers it); another type is malformed."""
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise HistoryError(f"{what} must be a string, got {type(value).__name__}", index=index)
-    return value
-
-
-def unnamed(call: ToolCall) -> bool:
-    """Whether a call has no usable tool name (empty or blank): providers reject it."""
-    return not call.name.strip()
-
-
-def result_content(value: Any, index: int, what: str) -> str | tuple[Any, ...]:
-    """A tool result's content as the view stores it; a missing one reads as empty."""
-    if value is None:
-        return ""
-    content = check_content(value, index, what)
-    return content if isinstance(content, str) else tuple(content)
-
-
-def wire_content(content: str | tuple[Any, ...]) -> str | list[Any]:
-    return content if isinstance(content, str) else list(content)
-
-
-def string_of(value: Any) -> str | None:
-    """Only strings are evidence of a format (the codecs refuse other types)."""
-    return value if isinstance(value, str) else None
-
-
-def part_types(message: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    """The ``type`` of each typed part of a message's content list, with the part."""
-    content = message.get("content")
-    if not isinstance(content, list):
-        return []
-    return [
-        (kind, part)
-        for part in content
-        if isinstance(part, dict)
-        if (kind := string_of(part.get("type"))) is not None
-    ]
-
-
-def count_of(mapping: Mapping[str, Any], key: str) -> int:
-    """A token count of a usage object (anything but a positive whole number: 0)."""
-    value = mapping.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def arguments_of(text: Any) -> dict[str, Any]:
-    """A call's arguments as an answer carries them (a JSON string for OpenAI), as a
-    mapping (``{}`` when they are not one)."""
-    try:
-        value = json.loads(text) if isinstance(text, str) else text
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def arguments_json(arguments: Any) -> str:
-    """OpenAI carries call arguments as a JSON string; serialise anything else stably."""
-    if isinstance(arguments, str):
-        return arguments
-    return json.dumps(arguments, ensure_ascii=False, sort_keys=True, separators=(",", ":"))

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from middleware.formats.base import Codec, content_text
+from middleware.formats.base import Codec
 from middleware.formats.text_protocol import command_block
+from middleware.formats.values import content_text
 from middleware.plugin.capabilities import FileAccess, call_arguments
 from middleware.plugin.file_use import NOTHING, FileUse
 from middleware.steps.read_back import FileRead

@@ -6,20 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from middleware.errors import HistoryError
-from middleware.formats.base import (
-    Codec,
-    arguments_json,
-    arguments_of,
-    check_content,
-    count_of,
-    optional_id,
-    part_types,
-    result_content,
-    string_field,
-    string_of,
-    tool_name,
-    wire_content,
-)
+from middleware.formats.base import Codec
 from middleware.formats.declarations import (
     AnswerCall,
     ErrorKind,
@@ -28,9 +15,17 @@ from middleware.formats.declarations import (
     ToolSpec,
     UsageCounts,
     Violation,
-    blank_name,
-    empty_name_reason,
 )
+from middleware.formats.fields import (
+    check_content,
+    optional_id,
+    result_content,
+    string_field,
+    tool_name,
+    wire_content,
+)
+from middleware.formats.values import arguments_json, arguments_of, count_of, part_types, string_of
+from middleware.formats.wire.openai_rules import violations
 from middleware.view import Block, Node, Role, ToolCall, ToolResult
 
 _ROLES: dict[str, Role] = {
@@ -131,7 +126,7 @@ class OpenAIChatCodec(Codec):
         """An assistant message with ``tool_calls`` is followed by ``tool`` messages
         answering every call id (ids non-empty and unique in the message), each once; a
         ``tool`` message must belong to such a run."""
-        return _violations(messages)
+        return violations(messages)
 
     def tool_definition(self, tool: ToolSpec) -> dict[str, Any]:
         return {
@@ -317,85 +312,3 @@ def _render_call(call: ToolCall) -> Any:
 
 
 CODEC = OpenAIChatCodec()
-
-
-# -- Chat Completions' pairing rules, read from the wire messages (the repair's oracle) ------
-
-
-def _violations(messages: Sequence[dict[str, Any]]) -> list[Violation]:
-    out: list[Violation] = []
-    i = 0
-    last_calls: set[str] = set()  # calls of the latest assistant message, for "displaced"
-    while i < len(messages):
-        message = messages[i]
-        role = message.get("role")
-        if role == "tool":
-            uid = message.get("tool_call_id") or ""
-            code = "displaced_result" if uid and uid in last_calls else "orphan_result"
-            out.append(
-                Violation(
-                    i,
-                    code,
-                    "Invalid parameter: messages with role 'tool' must be a response to a "
-                    "preceeding message with 'tool_calls'.",
-                )
-            )
-            i += 1
-            continue
-        calls = message.get("tool_calls") if role == "assistant" else None
-        if role == "assistant":
-            last_calls = set()
-        if not isinstance(calls, list) or not calls:
-            i += 1
-            continue
-        for k, call in enumerate(calls):
-            body = call.get(call.get("type") or "function") if isinstance(call, dict) else None
-            if isinstance(body, dict) and blank_name(body.get("name")):
-                out.append(
-                    Violation(i, "empty_name", empty_name_reason(f"messages[{i}].tool_calls[{k}]"))
-                )
-        ids = [c.get("id") or "" if isinstance(c, dict) else "" for c in calls]
-        last_calls = set(ids)
-        seen: set[str] = set()
-        for uid in ids:
-            if not uid:
-                out.append(Violation(i, "empty_id", "'tool_calls' has an entry with an empty 'id'"))
-            elif uid in seen:
-                out.append(
-                    Violation(
-                        i, "duplicate_id", f"Duplicate 'tool_call_id' of '{uid}' in 'tool_calls'."
-                    )
-                )
-            seen.add(uid)
-        answered: set[str] = set()
-        j = i + 1
-        while j < len(messages) and messages[j].get("role") == "tool":
-            uid = messages[j].get("tool_call_id") or ""
-            if uid not in seen or not uid:
-                out.append(
-                    Violation(
-                        j,
-                        "orphan_result",
-                        f"Invalid parameter: 'tool_call_id' of '{uid}' not found in 'tool_calls' "
-                        "of previous message.",
-                    )
-                )
-            elif uid in answered:
-                out.append(
-                    Violation(j, "duplicate_result", f"More than one tool message for '{uid}'.")
-                )
-            answered.add(uid)
-            j += 1
-        missing = [uid for uid in ids if not uid or uid not in answered]
-        if missing:
-            out.append(
-                Violation(
-                    i,
-                    "missing_result",
-                    "An assistant message with 'tool_calls' must be followed by tool messages "
-                    "responding to each 'tool_call_id'. The following tool_call_ids did not have "
-                    f"response messages: {', '.join(missing)}",
-                )
-            )
-        i = j
-    return sorted(out, key=lambda v: v.index)

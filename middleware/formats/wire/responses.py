@@ -9,18 +9,7 @@ from typing import Any, ClassVar, Literal
 
 import middleware.formats.wire.responses_items as items
 from middleware.errors import HistoryError
-from middleware.formats.base import (
-    Codec,
-    arguments_json,
-    arguments_of,
-    check_content,
-    optional_id,
-    part_types,
-    result_content,
-    string_field,
-    tool_name,
-    wire_content,
-)
+from middleware.formats.base import Codec
 from middleware.formats.declarations import (
     AnswerCall,
     Provider,
@@ -32,6 +21,15 @@ from middleware.formats.declarations import (
     blank_name,
     empty_name_reason,
 )
+from middleware.formats.fields import (
+    check_content,
+    optional_id,
+    result_content,
+    string_field,
+    tool_name,
+    wire_content,
+)
+from middleware.formats.values import arguments_json, arguments_of, part_types
 from middleware.formats.wire.openai import OPENAI, cached_prompt_usage
 from middleware.view import Node, Role, ToolCall, ToolResult
 

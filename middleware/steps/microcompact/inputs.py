@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from middleware.cache import DerivedCache
-from middleware.formats.base import arguments_json
+from middleware.formats.values import arguments_json
 from middleware.policy.settings import converted
 from middleware.policy.templates import fill
 from middleware.steps.tool_names import names_match

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from middleware.formats.base import unnamed
+from middleware.formats.fields import unnamed
 from middleware.report import ActionKind
 from middleware.steps.pairing.claims import claim_results, record_drops
 from middleware.steps.pairing.ids import IdPool, generated_id, sanitized_id

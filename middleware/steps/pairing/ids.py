@@ -9,7 +9,7 @@ import json
 import re
 
 from middleware.formats.base import Codec
-from middleware.formats.wire.anthropic import MAX_ID_LENGTH
+from middleware.formats.wire.anthropic_rules import MAX_ID_LENGTH
 from middleware.view import ToolCall
 
 

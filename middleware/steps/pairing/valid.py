@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from middleware.formats.base import unnamed
+from middleware.formats.fields import unnamed
 from middleware.steps.pairing.plan import Rules
 from middleware.view import Node, ToolCall, ToolResult
 
