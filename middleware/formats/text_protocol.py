@@ -51,7 +51,8 @@ class TextAgent:
     where: Literal["head", "tail"]
     rule: TextProtocolRule
     #: What the agent writes before the command's own output (its status, its notices),
-    #: matched at the start of an observation; ``None``: the output starts the message.
+    #: matched at the start of an observation (:mod:`.envelopes`); ``None``: the output
+    #: starts the message.
     envelope: re.Pattern[str] | None = None
 
     def observes(self, text: str) -> bool:
@@ -91,18 +92,6 @@ SWE_AGENT = TextAgent(
     rule=TextProtocolRule(None, True, "swe_agent_action"),
 )
 TEXT_AGENTS = (MINI_SWE_AGENT, SWE_AGENT)
-
-
-def observation_body(text: str) -> str:
-    """``text`` without the envelope a known text agent wraps a command's output in: what
-    the command printed, whose shape says what it is (a file's lines, a log), not the
-    agent's ``<returncode>`` tags."""
-    head = text[:WINDOW]
-    for agent in TEXT_AGENTS:
-        found = agent.envelope.match(head) if agent.envelope else None
-        if found:
-            return text[found.end() :]
-    return text
 
 
 @dataclass(frozen=True)

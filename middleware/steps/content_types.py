@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Callable
 
-from middleware.formats.text_protocol import observation_body
+from middleware.formats.envelopes import command_output
 
 Rule = tuple[str, Callable[[str, str], bool]]
 
@@ -68,9 +68,9 @@ SOURCE_TYPES = frozenset(name for name in CONTENT_TYPES if name.endswith(" sourc
 
 
 def detect_content_type(text: str) -> str:
-    """The first matching type of :data:`RULES` for what the command or tool printed (a
-    text agent's envelope aside), else ``"text"``."""
-    stripped = observation_body(text).strip()
+    """The first matching type of :data:`RULES` for what the command or tool printed (an
+    agent's envelope aside, :mod:`~middleware.formats.envelopes`), else ``"text"``."""
+    stripped = command_output(text).strip()
     head = stripped[:400]
     for name, test in RULES:
         if test(stripped, head):

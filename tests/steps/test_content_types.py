@@ -1,5 +1,6 @@
-"""What a result holds is told from what the command printed: a text agent's envelope
-(mini-swe-agent's ``<returncode>`` and ``<output>`` tags) is not the content."""
+"""What a result holds is told from what the command printed: an agent's envelope
+(mini-swe-agent's ``<returncode>`` and ``<output>`` tags, Codex CLI's ``Chunk ID`` /
+``Wall time`` / ``Output:`` header) is not the content."""
 
 from __future__ import annotations
 
@@ -20,10 +21,13 @@ SOURCE = (
         "<returncode>0</returncode>\n<output>\n{}</output>",
         "<returncode>1</returncode>\n<warning>\nThe output of your last command was too long.\n"
         "</warning><output_head>\n{}</output_head>",
+        "Chunk ID: a696c4\nWall time: 0.0001 seconds\nProcess exited with code 0\n"
+        "Original token count: 38\nOutput:\n{}",
+        "Wall time: 14.2438 seconds\nOutput:\n{}",
         "{}",
     ],
 )
-def test_a_file_printed_by_a_text_agent_is_source_code(envelope: str) -> None:
+def test_a_file_printed_by_an_agent_is_source_code(envelope: str) -> None:
     text = envelope.format(SOURCE)
     assert detect_content_type(text) == "Python source"
     assert is_file_text(text)  # so its lines report no error
@@ -33,3 +37,22 @@ def test_markup_a_command_printed_is_still_markup() -> None:
     text = "<returncode>0</returncode>\n<output>\n<!DOCTYPE html>\n<html><body></body></html>\n"
     assert detect_content_type(text) == "XML/HTML"
     assert detect_content_type("<returncode>0</returncode>\n<output>\n</output>") == "text"
+
+
+CODEX = "Chunk ID: dc9c90\nWall time: 0.0000 seconds\nProcess exited with code {code}\nOutput:\n{}"
+
+
+@pytest.mark.parametrize(
+    ("printed", "kind"),
+    [
+        ('{"name": "chatcli", "version": "1.0"}', "JSON"),
+        ("diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n", "diff"),
+        ("commit 0123456789abcdef0123456789abcdef01234567\nAuthor: A <a@b.c>\n", "git log"),
+    ],
+)
+def test_what_codex_ran_is_told_from_its_output(printed: str, kind: str) -> None:
+    """Codex CLI's header before every command's output: JSON, a diff, a git log are
+    what they are, not "text" (10% of the recorded rollouts' outputs were)."""
+    assert detect_content_type(CODEX.format(printed, code=0)) == kind
+    assert detect_content_type(CODEX.format(printed, code=1)) == kind
+    assert detect_content_type("Chunk ID: x\nnot an envelope\n" + printed) == "text"
