@@ -177,8 +177,9 @@ class _Scan:
         self.wide[self.number] = entry
         if len(line) >= MIN_REPORT_CHARS or entry[2]:
             self.reports[level].append(entry)
-            if level == ERROR:
-                self.whole[self.number] = self._entry(line, REPORT_WIDTH)
+            if level == ERROR:  # a line no wider than the first width is whole already
+                wide = len(line) > LINE_WIDTHS[0]
+                self.whole[self.number] = self._entry(line, REPORT_WIDTH) if wide else entry
             self.announced = level if line.endswith(":") else 0
 
 
