@@ -29,6 +29,8 @@ from middleware.plugin.host import FULL_OUTPUT
 from middleware.policy.settings import bind
 from middleware.policy.templates import NAME_FIELDS, QUOTED, TEMPLATE_RULES, fill
 from middleware.steps.content_types import CONTENT_TYPES
+from middleware.steps.definitions import DEFINITION, FIRST_OF
+from middleware.steps.definitions import HEADING as DEFINITIONS
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.steps.outline import HEADING, NOTICE, SHOWN
 from middleware.steps.read_back import REST
@@ -48,7 +50,7 @@ SIGNATURES = (
     "Tool result missing", "Error line:", "Mentions:", "Lines from the omitted part",
     "more error line", "more warning line", "Full output:", "full output:", "full output saved",
     "Loop guard", "completed with no output", "Showing lines", "Showing last", "Use bash:",
-    "Output too large", "limit reached", "cleared to save",
+    "Output too large", "limit reached", "cleared to save", "Imports and definitions",
 )  # fmt: skip
 PRESETS = ("chatcli", "claude-code", "ethos", "hermes", "lean", "pi")
 #: A field of a template (an example holding one is a template, not an instance).
@@ -67,7 +69,7 @@ NAME = r"[^\s`]+?"
 #: Fields whose text is any: a preview's head and tail (a line holding one is not checked).
 FREE = frozenset({"head", "tail"})
 #: Fields whose text starts a line of its own (their lines are the code's, :func:`code_lines`).
-OWN_LINES = frozenset({"outline", "mentions", "errors"})
+OWN_LINES = frozenset({"outline", "mentions", "errors", "definitions"})
 
 
 @dataclass(frozen=True)
@@ -203,7 +205,8 @@ def template_lines(template: str, recall: str) -> Iterator[str]:
 
 def code_lines(policy: middleware.Policy) -> Iterator[str]:
     """The lines the code composes: a summary's mentions and error lines (as it writes
-    them), an outline's heading, lines and notices."""
+    them), a source file's definitions (heading and lines), an outline's heading, lines
+    and notices."""
     settings = dataclasses.replace(
         bind(policy, MicrocompactSettings), summary_template="{mentions}{errors}"
     )
@@ -214,6 +217,9 @@ def code_lines(policy: middleware.Policy) -> Iterator[str]:
     yield re.escape(HEADING.strip("\n"))
     yield SHOWN.pattern.replace("(.*)", "(.+)")
     yield NOTICE.pattern
+    yield re.escape(DEFINITIONS.strip("\n"))
+    yield line_pattern(FIRST_OF.strip("\n"), "").replace(".+?", r"\d+")
+    yield DEFINITION.pattern.removeprefix("^")
 
 
 @cache

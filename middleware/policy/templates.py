@@ -47,7 +47,9 @@ NOTICE_FIELDS = frozenset(
     }
 )  # fmt: skip
 #: Fields of a microcompaction summary.
-SUMMARY_FIELDS = frozenset({"lines", "chars", "type", "path", "mentions", "errors", "recall"})
+SUMMARY_FIELDS = frozenset(
+    {"lines", "chars", "type", "path", "mentions", "errors", "definitions", "recall"}
+)
 #: Fields of the sentence that says how to read a spilled output back (``recall.*``).
 RECALL_FIELDS = frozenset(
     {

@@ -56,6 +56,9 @@ class ReadSettings:
     protect_part_tokens: int
     #: Distinctive tokens the summary of a read keeps.
     mentions: int
+    #: Characters of a source file's imports and definitions the summary of a read of
+    #: it keeps (:mod:`middleware.steps.definitions`; 0: none).
+    definitions_chars: int
 
     @property
     def protects(self) -> bool:

@@ -12,6 +12,7 @@ from middleware.cache import Identity
 from middleware.cache.kept import KeptKind
 from middleware.plugin.context import StepContext, verified
 from middleware.steps.content_types import CONTENT_TYPES, detect_content_type
+from middleware.steps.definitions import definitions
 from middleware.steps.file_text import is_file_text
 from middleware.steps.line_kinds import error_lines
 from middleware.steps.mentions import mentions
@@ -22,6 +23,15 @@ from middleware.view import ToolResult
 #: About what a summary's line takes, without and with the sentence saying how to read
 #: the text back (``{recall}`` in its template).
 SUMMARY_LINES = (200, 450)
+
+
+class Keeps(NamedTuple):
+    """What the summary of one result keeps at most: mentions, error lines, and
+    characters of a source file's imports and definitions."""
+
+    mentions: int
+    error_lines: int
+    definitions_chars: int = 0
 
 
 class Parts(NamedTuple):
@@ -72,9 +82,20 @@ class Readings:
         recovered = self.recovered(result.text)
         return len(recovered if recovered is not None else result.text)
 
-    def summary_size(self, text: str, mentions: int, lines: int) -> int:
-        """About what a summary of ``text`` keeps: its line, its mentions, its errors."""
-        return self.parts(text, mentions, lines).summary_size
+    def summary_size(self, text: str, keeps: Keeps) -> int:
+        """About what a summary of ``text`` keeps: its line, its mentions, its errors, its
+        definitions."""
+        size = self.parts(text, keeps.mentions, keeps.error_lines).summary_size
+        return size + len(self.definitions(text, keeps.definitions_chars))
+
+    def definitions(self, text: str, chars: int) -> str:
+        """The imports and definitions a summary of ``text`` keeps in ``chars`` characters
+        (:func:`~middleware.steps.definitions.definitions`), read once per text."""
+        if chars <= 0:
+            return ""
+        return self.context.internal.cache.derive(
+            ("summary-definitions", text, chars), lambda: definitions(text, chars), len, (text,)
+        )
 
     def parts(self, text: str, count: int, lines: int) -> Parts:
         """What a summary keeps of ``text`` (up to ``count`` mentions, within the

@@ -18,9 +18,10 @@ from middleware.plugin.context import (
     plugin_summary,
 )
 from middleware.report import ActionKind
+from middleware.steps.definitions import is_source_file
 from middleware.steps.file_tools import FileTools, answer_commands
 from middleware.steps.microcompact.inputs import clear_input
-from middleware.steps.microcompact.readings import Readings
+from middleware.steps.microcompact.readings import Keeps, Readings
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.steps.read_back import FileRead
 from middleware.view import CallSite, Conversation, ResultSite, ToolCall
@@ -60,13 +61,16 @@ class Rewrite:
             "detect_content_type"
         )
 
-    def keeps(self, node: int, block: int) -> tuple[int, int]:
-        """How many mentions and error lines the summary of the result at ``node``,
-        ``block`` keeps at most: a file read's lines are code, not failures."""
+    def keeps(self, node: int, block: int) -> Keeps:
+        """What the summary of the result at ``node``, ``block`` keeps at most: a file
+        read's lines are code, not failures, and a source file's imports and definitions
+        are what the agent comes back for."""
         s = self.settings
-        if (node, block) in self.reads:
-            return s.reads.mentions, 0
-        return s.mentions, s.error_lines
+        read = self.reads.get((node, block))
+        if read is None:
+            return Keeps(s.mentions, s.error_lines)
+        written = "{definitions}" in s.summary_template and is_source_file(read.file)
+        return Keeps(s.reads.mentions, 0, s.reads.definitions_chars if written else 0)
 
     def apply(self, plans: list[Plan]) -> None:
         for plan in plans:
@@ -106,15 +110,16 @@ class Rewrite:
         keeps = self.keeps(site.node, site.block)
 
         def built_in(kind: str | None = None) -> str | None:
-            found, errors, detected, _ = self.readings.parts(text, *keeps)
+            found, errors, detected, _ = self.readings.parts(text, *keeps[:2])
             return self.settings.summarize(
                 text, path, kind or detected, list(found), list(errors),
                 session=self.context.session_id, file=file,
+                definitions=self.readings.definitions(text, keeps.definitions_chars),
             )  # fmt: skip
 
         if self._plugins_summarize:
             kind = plugin_content_type(self.context, text, tool_name)
-            content_type = kind or self.readings.parts(text, *keeps).content_type
+            content_type = kind or self.readings.parts(text, *keeps[:2]).content_type
             found = plugin_summary(self.context, text, tool_name, content_type, path)
             return found if found is not None else built_in(kind)
         return self.context.internal.cache.derive(

@@ -59,11 +59,12 @@ class MicrocompactSettings:
 
     def summarize(
         self, text: str, path: str, content_type: str, mentions: list[str], errors: list[str],
-        *, session: str = "", file: FileRead | None = None,
+        *, session: str = "", file: FileRead | None = None, definitions: str = "",
     ) -> str:  # fmt: skip
         """One line naming what was cleared and where it is, how to read it back (the
         file again, for a file read), then what the model is likely to need from it: the
-        paths and identifiers it mentions, its error lines."""
+        paths and identifiers it mentions, its error lines, a source file's imports and
+        definitions (``definitions``, :mod:`middleware.steps.definitions`)."""
         recall = ""
         if "{recall}" in self.summary_template:
             lines = _line_count(text)
@@ -79,6 +80,7 @@ class MicrocompactSettings:
                 "type": content_type,
                 "mentions": f"\nMentions: {', '.join(mentions)}" if mentions else "",
                 "errors": "".join(f"\nError line: {one_line(line)}" for line in errors),
+                "definitions": definitions,
             },
             {"path": path},
         )

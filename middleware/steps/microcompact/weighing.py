@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 
 from middleware.cache import DerivedCache
 from middleware.steps.microcompact.inputs import clearable_chars
-from middleware.steps.microcompact.readings import Readings
+from middleware.steps.microcompact.readings import Keeps, Readings
 from middleware.steps.microcompact.schedule import Carried, Gain
 from middleware.steps.microcompact.settings import MicrocompactSettings
 from middleware.view import CallSite, ResultSite, ToolCall, ToolResult
@@ -33,14 +33,13 @@ class Weighing:
         readings: Readings,
         cache: DerivedCache,
         exempt: Callable[[ResultSite], bool],
-        keeps: Callable[[int, int], tuple[int, int]],
+        keeps: Callable[[int, int], Keeps],
     ) -> None:
         self.settings = settings
         self.readings = readings
         self.cache = cache
         self.exempt = exempt
-        #: How many mentions and error lines the summary of the result at (node, block)
-        #: keeps at most.
+        #: What the summary of the result at (node, block) keeps at most.
         self.keeps = keeps
 
     def results(self, sites: Iterable[ResultSite], turns: int) -> tuple[list[Gain], list[Later]]:
@@ -122,5 +121,5 @@ class Weighing:
         """What summarising ``result`` (at ``node``, ``block``) removes (the summary is of
         its full text)."""
         full = self.readings.full_text(result)
-        size = self.readings.summary_size(full, *self.keeps(node, block))
+        size = self.readings.summary_size(full, self.keeps(node, block))
         return max(len(result.text) - size, 0)
