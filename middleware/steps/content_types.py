@@ -36,6 +36,12 @@ def _first_lines(head: str, pattern: str) -> bool:
     return re.search(pattern, head, re.MULTILINE) is not None
 
 
+#: Python's first lines: TypeScript's ``import { x } from 'y'``, ``import x from 'y'`` and
+#: ``class X {`` are not Python's, whose imports name modules and whose classes end in ``:``.
+_PYTHON = (
+    r"^(def |class \w+(\([^)]*\))?:|import [\w.]+( as \w+)?(, [\w.]+( as \w+)?)*$"
+    r"|from [\w.]+ import )"
+)
 #: (type, test on (full stripped text, its first 400 characters)), first match wins.
 RULES: tuple[Rule, ...] = (
     ("JSON", _is_json),
@@ -48,7 +54,7 @@ RULES: tuple[Rule, ...] = (
     ("Go source", lambda text, head: _first_lines(head, r"^package \w+$")),
     (
         "Python source",
-        lambda text, head: _first_lines(head, r"^(def |class |import |from \S+ import )"),
+        lambda text, head: _first_lines(head, _PYTHON),
     ),
     (
         "JavaScript source",

@@ -56,3 +56,18 @@ def test_what_codex_ran_is_told_from_its_output(printed: str, kind: str) -> None
     assert detect_content_type(CODEX.format(printed, code=0)) == kind
     assert detect_content_type(CODEX.format(printed, code=1)) == kind
     assert detect_content_type("Chunk ID: x\nnot an envelope\n" + printed) == "text"
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("import { cp } from 'node:fs';\nimport path from 'node:path';\n", "JavaScript source"),
+        ("import path from 'node:path';\nexport const x = 1;\n", "JavaScript source"),
+        ("import os, sys\nimport numpy as np\n", "Python source"),
+        ("class Cat(Animal):\n    pass\n", "Python source"),
+        ("from . import views\n", "Python source"),
+    ],
+)  # fmt: skip
+def test_typescript_imports_are_not_taken_for_python(text: str, kind: str) -> None:
+    """A Codex read of a .ts file was summarised as "Python source"."""
+    assert detect_content_type(text) == kind
