@@ -25,12 +25,12 @@ SOURCE_SUFFIXES = frozenset(
         ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".rb", ".ex", ".exs", ".php", ".lua", ".dart",
     }
 )  # fmt: skip
-#: A line that imports or defines something, after the number a read may put before it
-#: (``    53→``, ``cat -n``'s ``    53<tab>``) and its indentation: a keyword, then a space
+#: A line that imports or defines something, after its indentation and the number a read
+#: may put before it (``    53→``, ``cat -n``'s ``    53<tab>``): a keyword, then a space
 #: or a ``<`` (``impl<T>``), so ``type(x)`` and ``object.method()`` are not. A line of an
 #: import's list (TypeScript's ``type Name,``) is kept too: an edit of the imports quotes it.
 DEFINITION = re.compile(
-    r"^[^\S\n]*(?:\d+(?:→|\t))?[^\S\n]*"
+    r"^[ \t]*(?:\d+(?:→|\t))?[ \t]*"
     r"(?:from[^\S\n]+[\w.]+[^\S\n]+import|import|export|(?:async[^\S\n]+)?def|class"
     r"|(?:async[^\S\n]+)?function|interface|enum|struct|trait|impl|fn|pub(?:\([\w:]+\))?"
     r"|use|mod|func|type|package|namespace|using|public|private|protected|internal|fun"
@@ -38,8 +38,6 @@ DEFINITION = re.compile(
     r"|#include|template)(?=[^\S\n]|<)[^\n]*",
     re.MULTILINE,
 )
-#: The line breaks :meth:`str.splitlines` cuts at besides ``\n`` (a CRLF file's ``\r``).
-_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 #: Characters of one line kept at most: a signature's name and first parameters.
 LINE_WIDTH = 160
 #: The first line of the definitions, when all are shown, and when the first are.
@@ -59,7 +57,8 @@ def definition_lines(text: str) -> list[str]:
     to :data:`LINE_WIDTH` characters (a clipped line ends with ``…``)."""
     found = []
     for match in DEFINITION.finditer(text):
-        line = _OTHER_BREAKS.split(match.group(), maxsplit=1)[0].strip()
+        # Up to the first break splitlines() knows besides "\n" (a CRLF file's "\r").
+        line = match.group().splitlines()[0].strip()
         found.append(line if len(line) <= LINE_WIDTH else line[: LINE_WIDTH - 1] + "…")
     return found
 

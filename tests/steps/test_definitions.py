@@ -147,3 +147,7 @@ def test_definitions_fit_their_budget_and_show_only_lines_of_the_text(
     stripped = {line.strip() for line in text.splitlines()}
     for line in shown.split("\n")[2:]:
         assert line in stripped or (line.endswith("…") and len(line) == LINE_WIDTH)
+
+
+def test_a_crlf_file_keeps_its_lines_without_the_carriage_return() -> None:
+    assert definition_lines("import os\r\nclass A:\r\n    x = 1\r\n") == ["import os", "class A:"]

@@ -110,7 +110,9 @@ class Rewrite:
         keeps = self.keeps(site.node, site.block)
 
         def built_in(kind: str | None = None) -> str | None:
-            found, errors, detected, _ = self.readings.parts(text, *keeps[:2])
+            found, errors, detected, _ = self.readings.parts(
+                text, keeps.mentions, keeps.error_lines
+            )
             return self.settings.summarize(
                 text, path, kind or detected, list(found), list(errors),
                 session=self.context.session_id, file=file,
@@ -119,7 +121,9 @@ class Rewrite:
 
         if self._plugins_summarize:
             kind = plugin_content_type(self.context, text, tool_name)
-            content_type = kind or self.readings.parts(text, *keeps[:2]).content_type
+            content_type = (
+                kind or self.readings.parts(text, keeps.mentions, keeps.error_lines).content_type
+            )
             found = plugin_summary(self.context, text, tool_name, content_type, path)
             return found if found is not None else built_in(kind)
         return self.context.internal.cache.derive(
